@@ -1,0 +1,264 @@
+#include "common/sys.hpp"
+
+#include <fcntl.h>
+#include <linux/mount.h>
+#include <linux/openat2.h>
+#include <linux/seccomp.h>
+#include <linux/filter.h>
+#include <net/if.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/error.hpp"
+#include "common/text.hpp"
+
+namespace gpubox::sys {
+namespace {
+
+std::string open_flags(int flags) {
+    std::string s;
+    auto add = [&](int bit, const char* name) {
+        if (flags & bit) s += cat(s.empty() ? "" : "|", name);
+    };
+    if ((flags & O_ACCMODE) == O_WRONLY) s = "O_WRONLY";
+    else if ((flags & O_ACCMODE) == O_RDWR) s = "O_RDWR";
+    else if (!(flags & O_PATH)) s = "O_RDONLY";
+    add(O_PATH, "O_PATH");
+    add(O_DIRECTORY, "O_DIRECTORY");
+    add(O_NOFOLLOW, "O_NOFOLLOW");
+    add(O_CREAT, "O_CREAT");
+    add(O_EXCL, "O_EXCL");
+    add(O_TRUNC, "O_TRUNC");
+    return s;
+}
+
+std::string attr_names(std::uint64_t a) {
+    std::string s;
+    auto add = [&](std::uint64_t bit, const char* name) {
+        if (a & bit) s += cat(s.empty() ? "" : "|", name);
+    };
+    add(MOUNT_ATTR_RDONLY, "ro");
+    add(MOUNT_ATTR_NOSUID, "nosuid");
+    add(MOUNT_ATTR_NODEV, "nodev");
+    add(MOUNT_ATTR_NOEXEC, "noexec");
+    return s.empty() ? "0" : s;
+}
+
+int check(long ret, const std::string& op) {
+    if (ret < 0) fail(op, errno);
+    return static_cast<int>(ret);
+}
+
+}  // namespace
+
+void fail(const std::string& op_text, int err) { throw SysError(err, op_text); }
+
+UniqueFd open_at(int dirfd, const std::string& path, int flags, mode_t mode) {
+    int fd = ::openat(dirfd, path.c_str(), flags | O_CLOEXEC, mode);
+    if (fd < 0) fail(cat("open(", quote(path), ", ", open_flags(flags), ")"), errno);
+    return UniqueFd(fd);
+}
+
+int try_openat2(int dirfd, const std::string& path, std::uint64_t flags, std::uint64_t resolve,
+                std::uint64_t mode) {
+    open_how how{};
+    how.flags = flags | O_CLOEXEC;
+    how.mode = mode;
+    how.resolve = resolve;
+    long fd = ::syscall(SYS_openat2, dirfd, path.c_str(), &how, sizeof how);
+    return fd < 0 ? -errno : static_cast<int>(fd);
+}
+
+struct stat fstat(int fd, const std::string& what) {
+    struct stat st {};
+    if (::fstat(fd, &st) < 0) fail(cat("fstat(", quote(what), ")"), errno);
+    return st;
+}
+
+bool lstat_at(int dirfd, const std::string& name, struct stat& st) {
+    if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) return true;
+    if (errno == ENOENT) return false;
+    fail(cat("fstatat(", quote(name), ", AT_SYMLINK_NOFOLLOW)"), errno);
+}
+
+void mkdir_at(int dirfd, const std::string& name, mode_t mode) {
+    if (::mkdirat(dirfd, name.c_str(), mode) < 0 && errno != EEXIST)
+        fail(cat("mkdirat(", quote(name), ")"), errno);
+}
+
+void symlink_at(const std::string& text, int dirfd, const std::string& name) {
+    if (::symlinkat(text.c_str(), dirfd, name.c_str()) < 0)
+        fail(cat("symlinkat(", quote(text), " -> ", quote(name), ")"), errno);
+}
+
+void fchmod(int fd, mode_t mode, const std::string& what) {
+    check(::fchmod(fd, mode), cat("fchmod(", quote(what), ")"));
+}
+
+std::string read_link_at(int dirfd, const std::string& name) {
+    char buf[4096];
+    ssize_t n = ::readlinkat(dirfd, name.c_str(), buf, sizeof buf);
+    if (n < 0) fail(cat("readlinkat(", quote(name), ")"), errno);
+    if (static_cast<std::size_t>(n) == sizeof buf) fail(cat("readlinkat(", quote(name), ")"), ENAMETOOLONG);
+    return std::string(buf, static_cast<std::size_t>(n));
+}
+
+std::string read_fd_link(int fd) { return read_link_at(AT_FDCWD, cat("/proc/self/fd/", fd)); }
+
+void write_all(int fd, std::string_view data, const std::string& what) {
+    while (!data.empty()) {
+        ssize_t n = ::write(fd, data.data(), data.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) fail(cat("write(", quote(what), ")"), errno);
+        data.remove_prefix(static_cast<std::size_t>(n));
+    }
+}
+
+std::string read_file(const std::string& path, std::size_t limit) {
+    UniqueFd fd = open_at(AT_FDCWD, path, O_RDONLY);
+    std::string out;
+    char buf[8192];
+    for (;;) {
+        ssize_t n = ::read(fd.get(), buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) fail(cat("read(", quote(path), ")"), errno);
+        if (n == 0) break;
+        out.append(buf, static_cast<std::size_t>(n));
+        if (out.size() > limit) fail(cat("read(", quote(path), ")"), EFBIG);
+    }
+    return out;
+}
+
+void write_file(const std::string& path, std::string_view data) {
+    UniqueFd fd = open_at(AT_FDCWD, path, O_WRONLY);
+    write_all(fd.get(), data, path);
+}
+
+UniqueFd fsopen(const std::string& fstype) {
+    return UniqueFd(check(::syscall(SYS_fsopen, fstype.c_str(), FSOPEN_CLOEXEC),
+                          cat("fsopen(", quote(fstype), ")")));
+}
+
+void fsconfig_string(int fsfd, const std::string& fstype, const std::string& key,
+                     const std::string& value) {
+    check(::syscall(SYS_fsconfig, fsfd, FSCONFIG_SET_STRING, key.c_str(), value.c_str(), 0),
+          cat("fsconfig(", quote(fstype), ", ", key, "=", quote(value), ")"));
+}
+
+void fsconfig_flag(int fsfd, const std::string& fstype, const std::string& key) {
+    check(::syscall(SYS_fsconfig, fsfd, FSCONFIG_SET_FLAG, key.c_str(), nullptr, 0),
+          cat("fsconfig(", quote(fstype), ", ", key, ")"));
+}
+
+void fsconfig_create(int fsfd, const std::string& fstype) {
+    check(::syscall(SYS_fsconfig, fsfd, FSCONFIG_CMD_CREATE, nullptr, nullptr, 0),
+          cat("fsconfig(", quote(fstype), ", FSCONFIG_CMD_CREATE)"));
+}
+
+UniqueFd fsmount(int fsfd, const std::string& fstype, unsigned attrs) {
+    return UniqueFd(check(::syscall(SYS_fsmount, fsfd, FSMOUNT_CLOEXEC, attrs),
+                          cat("fsmount(", quote(fstype), ", ", attr_names(attrs), ")")));
+}
+
+UniqueFd open_tree_clone(int fd, const std::string& what, bool recursive) {
+    unsigned flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH |
+                     (recursive ? AT_RECURSIVE : 0);
+    return UniqueFd(check(::syscall(SYS_open_tree, fd, "", flags),
+                          cat("open_tree(", quote(what), ", OPEN_TREE_CLONE",
+                              recursive ? "|AT_RECURSIVE" : "", ")")));
+}
+
+void mount_setattr(int mntfd, const std::string& what, std::uint64_t set, std::uint64_t clr,
+                   bool recursive) {
+    mount_attr attr{};
+    attr.attr_set = set;
+    attr.attr_clr = clr;
+    unsigned flags = AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0);
+    check(::syscall(SYS_mount_setattr, mntfd, "", flags, &attr, sizeof attr),
+          cat("mount_setattr(", quote(what), ", ", attr_names(set), recursive ? ", AT_RECURSIVE" : "",
+              ")"));
+}
+
+void move_mount(int from_fd, const std::string& from, int to_fd, const std::string& to) {
+    check(::syscall(SYS_move_mount, from_fd, "", to_fd, "",
+                    MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH),
+          cat("move_mount(", quote(from), " -> ", quote(to), ")"));
+}
+
+void make_rprivate() {
+    check(::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr),
+          "mount(\"/\", MS_REC|MS_PRIVATE)");
+}
+
+void pivot_root_here() {
+    check(::syscall(SYS_pivot_root, ".", "."), "pivot_root(\".\", \".\")");
+}
+
+void umount_detach(const std::string& path) {
+    check(::umount2(path.c_str(), MNT_DETACH), cat("umount2(", quote(path), ", MNT_DETACH)"));
+}
+
+void fchdir(int fd, const std::string& what) {
+    check(::fchdir(fd), cat("fchdir(", quote(what), ")"));
+}
+
+void chdir(const std::string& path) { check(::chdir(path.c_str()), cat("chdir(", quote(path), ")")); }
+
+void unshare(int flags) { check(::unshare(flags), cat("unshare(0x", std::hex, flags, ")")); }
+
+void sethostname(const std::string& name) {
+    check(::sethostname(name.data(), name.size()), cat("sethostname(", quote(name), ")"));
+}
+
+void set_loopback_up() {
+    UniqueFd s(check(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), "socket(AF_INET)"));
+    ifreq req{};
+    std::strncpy(req.ifr_name, "lo", IFNAMSIZ - 1);
+    check(::ioctl(s.get(), SIOCGIFFLAGS, &req), "ioctl(\"lo\", SIOCGIFFLAGS)");
+    req.ifr_flags = static_cast<short>(req.ifr_flags | IFF_UP | IFF_RUNNING);
+    check(::ioctl(s.get(), SIOCSIFFLAGS, &req), "ioctl(\"lo\", SIOCSIFFLAGS, IFF_UP)");
+}
+
+UniqueFd pidfd_open(pid_t pid) {
+    return UniqueFd(check(::syscall(SYS_pidfd_open, pid, 0), cat("pidfd_open(", pid, ")")));
+}
+
+void prctl(int option, unsigned long arg, const std::string& what) {
+    check(::prctl(option, arg, 0, 0, 0), cat("prctl(", what, ")"));
+}
+
+void close_range_cloexec(unsigned first) {
+    check(::syscall(SYS_close_range, first, ~0U, CLOSE_RANGE_CLOEXEC),
+          cat("close_range(", first, ", ~0, CLOSE_RANGE_CLOEXEC)"));
+}
+
+void pipe(UniqueFd& read_end, UniqueFd& write_end) {
+    int fds[2];
+    check(::pipe2(fds, O_CLOEXEC), "pipe2(O_CLOEXEC)");
+    read_end.reset(fds[0]);
+    write_end.reset(fds[1]);
+}
+
+UniqueFd memfd(const std::string& name) {
+    return UniqueFd(check(::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING),
+                          cat("memfd_create(", quote(name), ")")));
+}
+
+void install_seccomp_filter(const void* prog_bytes, std::size_t len) {
+    sock_fprog prog{};
+    prog.len = static_cast<unsigned short>(len / sizeof(sock_filter));
+    prog.filter = static_cast<sock_filter*>(const_cast<void*>(prog_bytes));
+    check(::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog),
+          cat("seccomp(SECCOMP_SET_MODE_FILTER, ", prog.len, " instructions)"));
+}
+
+}  // namespace gpubox::sys

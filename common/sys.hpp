@@ -1,0 +1,64 @@
+#pragma once
+// THE syscall wrappers. Each one captures errno on failure and throws SysError whose text names
+// the call, its quoted paths and symbolic flags, so `grep sys::mount` has one answer and every
+// failure reads "op(args): reason".
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/unique_fd.hpp"
+
+
+namespace gpubox::sys {
+
+[[noreturn]] void fail(const std::string& op_text, int err);
+
+UniqueFd open_at(int dirfd, const std::string& path, int flags, mode_t mode = 0);
+// openat2(2); returns the fd or -errno, so resolve.cpp can choose a fallback.
+int try_openat2(int dirfd, const std::string& path, std::uint64_t flags, std::uint64_t resolve,
+                std::uint64_t mode = 0);
+struct stat fstat(int fd, const std::string& what);
+// fstatat without following the final symlink; returns false on ENOENT.
+bool lstat_at(int dirfd, const std::string& name, struct stat& st);
+void mkdir_at(int dirfd, const std::string& name, mode_t mode);
+void symlink_at(const std::string& text, int dirfd, const std::string& name);
+void fchmod(int fd, mode_t mode, const std::string& what);
+std::string read_link_at(int dirfd, const std::string& name);
+std::string read_fd_link(int fd);  // readlink("/proc/self/fd/N")
+void write_all(int fd, std::string_view data, const std::string& what);
+std::string read_file(const std::string& path, std::size_t limit = 1 << 20);
+void write_file(const std::string& path, std::string_view data);
+
+// Mounts: only the new mount API, plus make_rprivate.
+UniqueFd fsopen(const std::string& fstype);
+void fsconfig_string(int fsfd, const std::string& fstype, const std::string& key,
+                     const std::string& value);
+void fsconfig_flag(int fsfd, const std::string& fstype, const std::string& key);
+void fsconfig_create(int fsfd, const std::string& fstype);
+UniqueFd fsmount(int fsfd, const std::string& fstype, unsigned attrs);
+UniqueFd open_tree_clone(int fd, const std::string& what, bool recursive);
+void mount_setattr(int mntfd, const std::string& what, std::uint64_t set, std::uint64_t clr,
+                   bool recursive);
+void move_mount(int from_fd, const std::string& from, int to_fd, const std::string& to);
+void make_rprivate();
+void pivot_root_here();
+void umount_detach(const std::string& path);
+void fchdir(int fd, const std::string& what);
+void chdir(const std::string& path);
+
+// Processes and namespaces.
+void unshare(int flags);
+void sethostname(const std::string& name);
+void set_loopback_up();
+UniqueFd pidfd_open(pid_t pid);
+void prctl(int option, unsigned long arg, const std::string& what);
+void close_range_cloexec(unsigned first);
+void pipe(UniqueFd& read_end, UniqueFd& write_end);
+UniqueFd memfd(const std::string& name);
+void install_seccomp_filter(const void* prog_bytes, std::size_t len);
+
+
+}  // namespace gpubox::sys

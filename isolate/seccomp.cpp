@@ -1,0 +1,87 @@
+#include "isolate/seccomp.hpp"
+
+#include <seccomp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <memory>
+
+#include "common/error.hpp"
+#include "common/sys.hpp"
+#include "common/text.hpp"
+
+namespace gpubox::isolate {
+namespace {
+
+using Ctx = std::unique_ptr<void, decltype(&seccomp_release)>;
+
+void check(int rc, const std::string& op) {
+    if (rc < 0) sys::fail(op, -rc);
+}
+
+Ctx build(const SeccompPolicy& policy) {
+    Ctx ctx(seccomp_init(SCMP_ACT_ALLOW), &seccomp_release);
+    if (!ctx) throw SetupError("seccomp_init failed");
+    check(seccomp_attr_set(ctx.get(), SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS),
+          "seccomp_attr_set(SCMP_FLTATR_ACT_BADARCH)");
+    for (const SeccompRule& r : policy.rules) {
+        int nr = seccomp_syscall_resolve_name(r.syscall.c_str());
+        if (nr == __NR_SCMP_ERROR) continue;  // not on this architecture
+        std::vector<scmp_arg_cmp> cmps;
+        for (const ArgMatch& a : r.args) {
+            scmp_arg_cmp c{};
+            c.arg = a.index;
+            c.op = SCMP_CMP_MASKED_EQ;
+            c.datum_a = a.mask;
+            c.datum_b = a.value;
+            cmps.push_back(c);
+        }
+        const uint32_t action = SCMP_ACT_ERRNO(r.action == SeccompRule::Action::enosys ? ENOSYS : EPERM);
+        check(seccomp_rule_add_array(ctx.get(), action, nr, static_cast<unsigned>(cmps.size()),
+                                     cmps.data()),
+              cat("seccomp_rule_add(", r.syscall, ")"));
+    }
+    return ctx;
+}
+
+std::string read_all(int fd) {
+    std::string out;
+    char buf[4096];
+    ::lseek(fd, 0, SEEK_SET);
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof buf)) > 0) out.append(buf, static_cast<std::size_t>(n));
+    return out;
+}
+
+}  // namespace
+
+BpfProgram compile(const SeccompPolicy& policy) {
+    Ctx ctx = build(policy);
+    UniqueFd mem = sys::memfd("gpubox-seccomp");
+    check(seccomp_export_bpf(ctx.get(), mem.get()), "seccomp_export_bpf");
+    return BpfProgram{read_all(mem.get())};
+}
+
+std::string export_pfc(const SeccompPolicy& policy) {
+    Ctx ctx = build(policy);
+    UniqueFd mem = sys::memfd("gpubox-seccomp-pfc");
+    check(seccomp_export_pfc(ctx.get(), mem.get()), "seccomp_export_pfc");
+    return read_all(mem.get());
+}
+
+BpfProgram load_bpf_file(const std::string& path) {
+    BpfProgram p{sys::read_file(path, 1 << 20)};
+    if (p.bytes.empty() || p.bytes.size() % 8 != 0 || p.bytes.size() / 8 > 4096)
+        throw UsageError(cat("--seccomp-bpf ", quote(path),
+                             ": not a raw BPF program (size must be a non-zero multiple of 8, "
+                             "at most 4096 instructions)"));
+    return p;
+}
+
+void install(const BpfProgram& prog) {
+    if (prog.empty()) return;
+    sys::install_seccomp_filter(prog.bytes.data(), prog.bytes.size());
+}
+
+}  // namespace gpubox::isolate

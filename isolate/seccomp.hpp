@@ -1,0 +1,24 @@
+#pragma once
+#include <string>
+
+#include "isolate/seccomp_policy.hpp"
+
+namespace gpubox::isolate {
+
+// Raw classic-BPF bytes, as the kernel takes them (8 bytes an instruction).
+struct BpfProgram {
+    std::string bytes;
+    bool empty() const { return bytes.empty(); }
+};
+
+// Parent side: compile with libseccomp once per run, so the child only loads bytes.
+BpfProgram compile(const SeccompPolicy& policy);
+// libseccomp's own PFC rendering of the compiled filter (tests, --print-plan -vv).
+std::string export_pfc(const SeccompPolicy& policy);
+// A user-supplied profile: a file of raw BPF (bwrap --seccomp format).
+BpfProgram load_bpf_file(const std::string& path);
+
+// Child side: seccomp(SECCOMP_SET_MODE_FILTER). no_new_privs must be set first.
+void install(const BpfProgram& prog);
+
+}  // namespace gpubox::isolate

@@ -1,0 +1,159 @@
+// The sandbox side of gpubox, in the order it happens. Everything here runs after clone() in the
+// new namespaces; everything it uses was decided by the monitor (ChildSpec).
+#include "launcher/child_main.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/error.hpp"
+#include "common/sys.hpp"
+#include "common/text.hpp"
+#include "isolate/caps.hpp"
+#include "isolate/spawn.hpp"
+#include "launcher/exit_codes.hpp"
+#include "rootfs/apply.hpp"
+
+namespace gpubox::launcher {
+namespace {
+
+void die_with_parent(int parent_pidfd) {
+    sys::prctl(PR_SET_PDEATHSIG, SIGKILL, "PR_SET_PDEATHSIG, SIGKILL");
+    pollfd p{parent_pidfd, POLLIN, 0};
+    if (::poll(&p, 1, 0) > 0) ::_exit(kExitSetupFailed);  // the monitor died before we armed it
+}
+
+void wait_for_go(int go_fd) {
+    char c = 0;
+    ssize_t n;
+    do n = ::read(go_fd, &c, 1);
+    while (n < 0 && errno == EINTR);
+    if (n != 1) ::_exit(kExitSetupFailed);  // the monitor gave up (and reported why)
+}
+
+// The monitor's fd belongs to its mount namespace, where nothing can be mounted from here: open
+// ROOTFS again in ours, and insist it is the directory the monitor checked.
+UniqueFd reopen_rootfs(const ChildSpec& spec) {
+    UniqueFd fd = sys::open_at(AT_FDCWD, spec.plan.root.rootfs, O_PATH | O_DIRECTORY);
+    struct stat a = sys::fstat(fd.get(), spec.plan.root.rootfs);
+    struct stat b = sys::fstat(spec.rootfs_fd, spec.plan.root.rootfs);
+    if (a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+        sys::fail(cat("open(", quote(spec.plan.root.rootfs), "): ROOTFS was replaced during start-up"), ESTALE);
+    ::close(spec.rootfs_fd);
+    return fd;
+}
+
+[[noreturn]] void report_and_exit(const ChildSpec& spec, std::exception_ptr e) noexcept {
+    int code = kExitSetupFailed;
+    try {
+        std::rethrow_exception(e);
+    } catch (const ExecError& x) {
+        code = x.code;
+    } catch (...) {
+    }
+    std::string text = describe(e);
+    std::string hint = hint_for(e);
+    if (!hint.empty()) text += "\n" + hint;
+    isolate::send_message(spec.report_fd, {isolate::MsgType::error, code, text});
+    ::_exit(code);
+}
+
+[[noreturn]] void exec_command(const ChildSpec& spec) {
+    std::vector<char*> argv, envp;
+    for (auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+    for (auto& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
+    argv.push_back(nullptr);
+    envp.push_back(nullptr);
+    int first_error = ENOENT;
+    for (const std::string& path : spec.exec_candidates) {
+        ::execve(path.c_str(), argv.data(), envp.data());
+        if (errno != ENOENT && errno != ENOTDIR && first_error == ENOENT) first_error = errno;
+    }
+    const int code = first_error == ENOENT ? kExitNotFound : kExitCannotExec;
+    throw ExecError(cat("execve(", quote(spec.argv[0]), "): ", std::strerror(first_error),
+                        code == kExitNotFound ? " (searched the sandbox's PATH)" : ""),
+                    code);
+}
+
+// The workload: a child of init, so it is never pid 1 and keeps ordinary signal semantics.
+[[noreturn]] void workload_main(const ChildSpec& spec) noexcept {
+    try {
+        sigset_t none;
+        sigemptyset(&none);
+        ::sigprocmask(SIG_SETMASK, &none, nullptr);
+        if (::setsid() < 0) sys::fail("setsid()", errno);  // no controlling tty: no TIOCSTI
+        sys::prctl(PR_SET_DUMPABLE, 1, "PR_SET_DUMPABLE, 1");  // init's 0 would lock its /proc/self
+        isolate::enter_nested_userns(spec.ids);            // see its own uid; no caps over mounts
+        sys::chdir(spec.workdir);
+        isolate::drop_all_privileges();                    // caps (incl. bounding, ambient), NNP
+        ::umask(022);
+        sys::close_range_cloexec(3);                       // inherited fds never reach CMD
+        isolate::install(spec.seccomp);                    // last before exec
+        exec_command(spec);
+    } catch (...) {
+        report_and_exit(spec, std::current_exception());
+    }
+}
+
+// pid 1: reap everything, forward signals to the workload, report its status, exit (which
+// makes the kernel kill whatever else is left in the pid namespace).
+[[noreturn]] void init_loop(const ChildSpec& spec, pid_t workload) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    for (int s : forwarded_signals()) sigaddset(&set, s);
+    for (;;) {
+        siginfo_t info{};
+        if (::sigwaitinfo(&set, &info) < 0) continue;
+        if (info.si_signo != SIGCHLD) {
+            // Its process group, as a shell would; before its setsid() the pid alone.
+            if (::kill(-workload, info.si_signo) < 0) ::kill(workload, info.si_signo);
+            continue;
+        }
+        int status = 0;
+        for (pid_t p; (p = ::waitpid(-1, &status, WNOHANG)) > 0;) {
+            if (p != workload) continue;
+            isolate::send_message(spec.report_fd, {isolate::MsgType::status, status, {}});
+            ::_exit(0);
+        }
+    }
+}
+
+}  // namespace
+
+const std::vector<int>& forwarded_signals() {
+    static const std::vector<int> sigs = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+    return sigs;
+}
+
+[[noreturn]] void sandbox_init(const ChildSpec& spec) noexcept {
+    try {
+        for (int fd : spec.monitor_fds) ::close(fd);
+        die_with_parent(spec.parent_pidfd);
+        wait_for_go(spec.go_fd);                          // the monitor wrote our id maps
+        sys::prctl(PR_SET_DUMPABLE, 0, "PR_SET_DUMPABLE, 0");  // /proc/1/exe stays closed
+        ::umask(0);
+        sys::make_rprivate();
+        UniqueFd image = reopen_rootfs(spec);
+        UniqueFd root = rootfs::assemble_root(spec.plan, image.get());
+        rootfs::apply_mount_plan(spec.plan, root.get());  // fresh /proc while the old root is visible
+        rootfs::enter_root(root.get());
+        sys::sethostname(spec.hostname);
+        if (spec.new_net) sys::set_loopback_up();
+        pid_t pid = ::fork();
+        if (pid < 0) sys::fail("fork()", errno);
+        if (pid == 0) workload_main(spec);
+        init_loop(spec, pid);
+    } catch (...) {
+        report_and_exit(spec, std::current_exception());
+    }
+}
+
+}  // namespace gpubox::launcher

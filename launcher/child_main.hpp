@@ -1,0 +1,36 @@
+#pragma once
+#include <string>
+#include <vector>
+
+#include "isolate/id_map.hpp"
+#include "isolate/seccomp.hpp"
+#include "rootfs/mount_op.hpp"
+
+namespace gpubox::launcher {
+
+// Everything the sandbox needs, decided and validated by the monitor before clone(). The child
+// parses nothing and looks nothing up by name: it can only fail where the kernel refuses.
+struct ChildSpec {
+    rootfs::MountPlan plan;
+    isolate::IdMaps ids;
+    isolate::BpfProgram seccomp;
+    std::string hostname;
+    bool new_net = true;
+    std::vector<std::string> argv;
+    std::vector<std::string> env;             // "K=V"
+    std::vector<std::string> exec_candidates;  // argv[0] with a slash, else PATH entries + argv[0]
+    std::string workdir;
+    int rootfs_fd = -1;      // O_PATH of ROOTFS, opened by the monitor
+    int parent_pidfd = -1;   // the monitor, for die-with-parent
+    int go_fd = -1;          // read end: the monitor wrote the id maps
+    int report_fd = -1;      // write end: framed messages to the monitor
+    std::vector<int> monitor_fds;  // the monitor's pipe ends: closed first, so EOF means death
+};
+
+// The sandbox's init (pid 1): set up, fork the workload, reap, forward signals, report.
+[[noreturn]] void sandbox_init(const ChildSpec& spec) noexcept;
+
+// Signals the monitor forwards to the sandbox, and init to the workload.
+const std::vector<int>& forwarded_signals();
+
+}  // namespace gpubox::launcher

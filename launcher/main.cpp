@@ -1,0 +1,36 @@
+// gpubox: parse, dispatch, map errors to exit codes. The only top-level catch.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "launcher/cli.hpp"
+#include "launcher/commands.hpp"
+#include "launcher/exit_codes.hpp"
+#include "launcher/run.hpp"
+
+int main(int argc, char** argv) {
+    using namespace gpubox;
+    using namespace gpubox::launcher;
+    try {
+        Options o = parse_command_line(std::vector<std::string>(argv + 1, argv + argc));
+        log::set_level(o.verbosity >= 2 ? log::Level::debug
+                       : o.verbosity == 1 ? log::Level::info
+                                          : log::Level::warn);
+        switch (o.command) {
+            case Command::help: std::cout << usage_text(); return 0;
+            case Command::version: std::cout << version_text(); return 0;
+            case Command::run: return run_sandbox(o);
+            case Command::rootfs_create: return create_rootfs_command(o);
+            case Command::list: return list_command(o);
+            case Command::doctor: return doctor_command(o);
+        }
+    } catch (...) {
+        const auto e = std::current_exception();
+        log::error(describe(e));
+        const std::string hint = hint_for(e);
+        if (!hint.empty()) log::hint(hint);
+    }
+    return kExitSetupFailed;
+}

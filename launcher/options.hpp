@@ -1,0 +1,40 @@
+#pragma once
+// Plain data: what the command line asked for. Defaults live here; logic lives elsewhere.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rootfs/mount_op.hpp"
+#include "rootfs/plan.hpp"
+
+namespace gpubox::launcher {
+
+enum class Command { help, version, run, list, doctor, rootfs_create };
+
+struct Options {
+    Command command = Command::help;
+    int verbosity = 0;  // -v info, -vv debug
+
+    // run
+    std::string rootfs;
+    std::vector<std::string> argv;
+    bool share_net = false;
+    bool root = false;
+    bool print_plan = false;
+    rootfs::RootMode root_mode = rootfs::RootMode::overlay;
+    std::vector<rootfs::UserMount> mounts;
+    std::string workdir = "/";
+    std::string hostname = "gpubox";
+    std::vector<std::pair<std::string, std::string>> env;  // --env-file and --env, in order
+    bool seccomp = true;
+    std::string seccomp_bpf;  // a raw BPF profile replacing the default
+    std::uint64_t tmpfs_size = 0;
+
+    // rootfs create
+    std::string create_dir;
+    std::string busybox = "/bin/busybox";
+};
+
+}  // namespace gpubox::launcher

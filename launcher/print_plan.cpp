@@ -1,0 +1,37 @@
+#include <sstream>
+
+#include "common/text.hpp"
+#include "isolate/namespaces.hpp"
+#include "launcher/run.hpp"
+#include "rootfs/plan.hpp"
+
+namespace gpubox::launcher {
+
+std::string render_plan(const RunPlan& plan) {
+    const ChildSpec& s = plan.spec;
+    std::ostringstream out;
+    out << "namespaces: " << isolate::to_string(isolate::NamespaceSet{plan.ns_flags}) << "\n";
+    out << "uid_map (init): " << s.ids.outer_uid_map;
+    out << "gid_map (init): " << s.ids.outer_gid_map;
+    if (s.ids.nested) {
+        out << "uid_map (workload, nested user namespace): " << s.ids.inner_uid_map;
+        out << "gid_map (workload, nested user namespace): " << s.ids.inner_gid_map;
+    } else {
+        out << "workload: uid 0 / gid 0 (--root), no capabilities\n";
+    }
+    out << "setgroups: deny\n";
+    out << "hostname: " << s.hostname << "\n";
+    out << "network: " << (s.new_net ? "new namespace, lo up" : "host (--share-net)") << "\n";
+    out << rootfs::to_string(s.plan.root) << "\n";
+    for (std::size_t i = 0; i < s.plan.ops.size(); ++i)
+        out << "mount " << i + 1 << "/" << s.plan.ops.size() << ": " << rootfs::to_string(s.plan.ops[i]) << "\n";
+    out << "pivot_root: new root, old root detached\n";
+    out << "workdir: " << s.workdir << "\n";
+    for (const std::string& e : s.env) out << "env: " << e << "\n";
+    out << "command: " << join(s.argv, " ") << "\n";
+    out << "privileges: all capability sets empty (incl. bounding, ambient), no_new_privs, new session\n";
+    out << "seccomp: " << plan.seccomp_text;
+    return out.str();
+}
+
+}  // namespace gpubox::launcher

@@ -1,0 +1,21 @@
+#pragma once
+#include "launcher/child_main.hpp"
+#include "launcher/options.hpp"
+
+namespace gpubox::launcher {
+
+// Pure apart from reading files the options name (--seccomp-bpf): every plan for one run.
+struct RunPlan {
+    int ns_flags = 0;
+    ChildSpec spec;
+    std::string seccomp_text;  // the policy as --print-plan shows it
+};
+RunPlan plan_run(const Options& o);
+
+// --print-plan: the whole plan as text.
+std::string render_plan(const RunPlan& plan);
+
+// Monitor: spawn the sandbox, forward signals, wait; returns gpubox's exit code.
+int run_sandbox(const Options& o);
+
+}  // namespace gpubox::launcher

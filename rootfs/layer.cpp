@@ -1,0 +1,229 @@
+// Assembling the sandbox root. ROOTFS is never written: the overlay's upper (or, read-only, its
+// top lower) layer is a tmpfs owned by gpubox, and every mount point or generated file that the
+// image lacks is created there *before* the overlay is mounted, at the path the image's own
+// symlinks lead to (resolved inside ROOTFS). A symlink or wrong-typed entry where gpubox needs a
+// mount point is shadowed by a real one, so an image's `dev -> /home/victim` redirects nothing.
+#include <fcntl.h>
+#include <linux/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <deque>
+#include <vector>
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "common/sys.hpp"
+#include "common/text.hpp"
+#include "rootfs/apply.hpp"
+#include "rootfs/paths.hpp"
+#include "rootfs/plan.hpp"
+
+namespace gpubox::rootfs {
+namespace {
+
+constexpr int kMaxHops = 40;
+
+struct Canonical {
+    std::vector<std::string> dirs;  // canonical components of the parent, relative to root
+    std::vector<mode_t> modes;      // the image's mode for each, 0 where the image lacks it
+    UniqueFd lower;                 // the parent in the image, if it exists there
+};
+
+// Resolve the parent directory of `target` inside the image, following its symlinks as if the
+// image were "/", and return the canonical path the kernel will later resolve to.
+Canonical canonical_parent(int image, const std::string& target) {
+    std::deque<std::string> todo;
+    for (auto& c : split_path(parent_of(target))) todo.push_back(c);
+    Canonical out;
+    std::vector<UniqueFd> stack;
+    stack.push_back(sys::open_at(image, ".", O_PATH | O_DIRECTORY));
+    bool exists = true;
+    int hops = 0;
+    while (!todo.empty()) {
+        std::string c = todo.front();
+        todo.pop_front();
+        if (c == "..") {
+            if (!out.dirs.empty()) out.dirs.pop_back(), out.modes.pop_back();
+            if (exists && stack.size() > 1) stack.pop_back();
+            continue;
+        }
+        struct stat st {};
+        if (!exists || !sys::lstat_at(stack.back().get(), c, st)) {
+            exists = false;
+            out.dirs.push_back(c), out.modes.push_back(0);
+            continue;
+        }
+        if (S_ISLNK(st.st_mode)) {
+            if (++hops > kMaxHops) sys::fail(cat("resolve(", quote(target), ")"), ELOOP);
+            std::string text = sys::read_link_at(stack.back().get(), c);
+            auto parts = split_path("/" + text);
+            for (auto it = parts.rbegin(); it != parts.rend(); ++it) todo.push_front(*it);
+            if (!text.empty() && text.front() == '/') stack.resize(1), out.dirs.clear(), out.modes.clear();
+            continue;
+        }
+        if (!S_ISDIR(st.st_mode))
+            sys::fail(cat("resolve(", quote(target), "): ", quote(c), " in ROOTFS"), ENOTDIR);
+        stack.push_back(sys::open_at(stack.back().get(), c, O_PATH | O_DIRECTORY | O_NOFOLLOW));
+        out.dirs.push_back(c), out.modes.push_back(st.st_mode & 07777);
+    }
+    if (exists) out.lower = std::move(stack.back());
+    return out;
+}
+
+enum class Entry { dir, file, symlink, content };
+
+bool image_has(const Canonical& c, const std::string& name, Entry kind) {
+    if (!c.lower.valid() || kind == Entry::symlink || kind == Entry::content) return false;
+    struct stat st {};
+    if (!sys::lstat_at(c.lower.get(), name, st)) return false;
+    return kind == Entry::dir ? S_ISDIR(st.st_mode) : !S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode);
+}
+
+// Make `target` in the layer (mkdir -p of its canonical parent, then the entry).
+void make_in_layer(int image, int layer, const std::string& target, Entry kind,
+                   const std::string& payload, mode_t mode) {
+    Canonical c = canonical_parent(image, target);
+    const std::string name = base_name(target);
+    if (image_has(c, name, kind)) return;
+    UniqueFd dir = sys::open_at(layer, ".", O_PATH | O_DIRECTORY);
+    for (std::size_t i = 0; i < c.dirs.size(); ++i) {
+        sys::mkdir_at(dir.get(), c.dirs[i], c.modes[i] ? c.modes[i] : 0755);
+        dir = sys::open_at(dir.get(), c.dirs[i], O_PATH | O_DIRECTORY | O_NOFOLLOW);
+    }
+    struct stat st {};
+    const bool present = sys::lstat_at(dir.get(), name, st);
+    switch (kind) {
+        case Entry::dir:
+            if (!present) sys::mkdir_at(dir.get(), name, mode);
+            break;
+        case Entry::file:
+            if (!present) sys::open_at(dir.get(), name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
+            break;
+        case Entry::symlink:
+            if (present && ::unlinkat(dir.get(), name.c_str(), 0) < 0)
+                sys::fail(cat("unlinkat(", quote(target), ")"), errno);
+            sys::symlink_at(payload, dir.get(), name);
+            break;
+        case Entry::content: {
+            UniqueFd f = sys::open_at(dir.get(), name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, mode);
+            sys::write_all(f.get(), payload, target);
+            sys::fchmod(f.get(), mode, target);
+            break;
+        }
+    }
+}
+
+// The mount point kind a bind needs follows its source; a missing optional source needs none.
+bool bind_source_is_dir(const std::string& source, Need need, bool& skip) {
+    struct stat st {};
+    if (::stat(source.c_str(), &st) < 0) {
+        if (errno == ENOENT && need == Need::optional) return skip = true, false;
+        sys::fail(cat("stat(", quote(source), ")"), errno);
+    }
+    return S_ISDIR(st.st_mode);
+}
+
+void prepare_entry(int image, int layer, const MountOp& op) {
+    const std::string t = target_of(op);
+    if (auto* b = std::get_if<Bind>(&op)) {
+        bool skip = false;
+        bool dir = bind_source_is_dir(b->source, b->need, skip);
+        if (!skip) make_in_layer(image, layer, t, dir ? Entry::dir : Entry::file, "", 0755);
+    } else if (auto* d = std::get_if<BindDev>(&op)) {
+        bool skip = false;
+        bind_source_is_dir(d->source, d->need, skip);
+        if (!skip) make_in_layer(image, layer, t, Entry::file, "", 0644);
+    } else if (std::holds_alternative<Tmpfs>(op) || std::holds_alternative<Proc>(op) ||
+               std::holds_alternative<Sysfs>(op) || std::holds_alternative<Devpts>(op)) {
+        make_in_layer(image, layer, t, Entry::dir, "", 0755);
+    } else if (auto* s = std::get_if<Symlink>(&op)) {
+        make_in_layer(image, layer, t, Entry::symlink, s->link_text, 0);
+    } else if (auto* w = std::get_if<WriteFile>(&op)) {
+        make_in_layer(image, layer, t, Entry::content, w->content, w->mode);
+    } else if (auto* m = std::get_if<MakeDir>(&op)) {
+        make_in_layer(image, layer, t, Entry::dir, "", m->mode);
+    }
+}
+
+bool in_image(const MountOp& op) {
+    return std::visit(
+        [](const auto& o) {
+            using T = std::decay_t<decltype(o)>;
+            if constexpr (requires { o.place; }) return o.place == Place::image;
+            else return !std::is_same_v<T, Devpts>;  // /proc and /sys are image mount points
+        },
+        op);
+}
+
+UniqueFd mount_layer_tmpfs(const RootSpec& root, int rootfs) {
+    UniqueFd fs = sys::fsopen("tmpfs");
+    if (root.layer_size) sys::fsconfig_string(fs.get(), "tmpfs", "size", std::to_string(root.layer_size));
+    sys::fsconfig_string(fs.get(), "tmpfs", "mode", "0755");
+    sys::fsconfig_create(fs.get(), "tmpfs");
+    UniqueFd mnt = sys::fsmount(fs.get(), "tmpfs", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+    // Attach it over ROOTFS in our private mount namespace: overlayfs wants attached layers, and
+    // this hides nothing we still need (`rootfs` is an fd to the directory underneath).
+    sys::move_mount(mnt.get(), "tmpfs layer", rootfs, root.rootfs);
+    return mnt;
+}
+
+UniqueFd overlay_root(const MountPlan& plan, int rootfs) {
+    const bool ro = plan.root.mode == RootMode::read_only;
+    UniqueFd layer = mount_layer_tmpfs(plan.root, rootfs);
+    sys::mkdir_at(layer.get(), "upper", 0755);
+    sys::mkdir_at(layer.get(), "work", 0700);
+    UniqueFd upper = sys::open_at(layer.get(), "upper", O_PATH | O_DIRECTORY);
+    UniqueFd work = sys::open_at(layer.get(), "work", O_PATH | O_DIRECTORY);
+    sys::fchmod(sys::open_at(layer.get(), "upper", O_RDONLY | O_DIRECTORY).get(),
+                sys::fstat(rootfs, plan.root.rootfs).st_mode & 07777, "upper");
+    for (std::size_t i = 0; i < plan.ops.size(); ++i) {
+        if (!in_image(plan.ops[i])) continue;
+        try {
+            prepare_entry(rootfs, upper.get(), plan.ops[i]);
+        } catch (...) {
+            std::throw_with_nested(SetupError(cat("mount step ", i + 1, "/", plan.ops.size(), " (",
+                                                  to_string(plan.ops[i]), "): mount point")));
+        }
+    }
+    const std::string upper_path = cat("/proc/self/fd/", upper.get());
+    const std::string lower_path = cat("/proc/self/fd/", rootfs);
+    UniqueFd fs = sys::fsopen("overlay");
+    sys::fsconfig_string(fs.get(), "overlay", "source", "gpubox");
+    if (ro) {
+        sys::fsconfig_string(fs.get(), "overlay", "lowerdir", upper_path + ":" + lower_path);
+    } else {
+        sys::fsconfig_string(fs.get(), "overlay", "lowerdir", lower_path);
+        sys::fsconfig_string(fs.get(), "overlay", "upperdir", upper_path);
+        sys::fsconfig_string(fs.get(), "overlay", "workdir", cat("/proc/self/fd/", work.get()));
+        sys::fsconfig_flag(fs.get(), "overlay", "userxattr");
+    }
+    sys::fsconfig_create(fs.get(), "overlay");
+    UniqueFd mnt = sys::fsmount(fs.get(), "overlay",
+                                MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (ro ? MOUNT_ATTR_RDONLY : 0));
+    sys::move_mount(mnt.get(), "overlay", layer.get(), plan.root.rootfs);
+    return mnt;
+}
+
+UniqueFd bind_root(const MountPlan& plan, int rootfs) {
+    UniqueFd mnt = sys::open_tree_clone(rootfs, plan.root.rootfs, true);
+    sys::mount_setattr(mnt.get(), plan.root.rootfs, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0, true);
+    sys::move_mount(mnt.get(), plan.root.rootfs, rootfs, plan.root.rootfs);
+    return mnt;
+}
+
+}  // namespace
+
+UniqueFd assemble_root(const MountPlan& plan, int rootfs) {
+    try {
+        if (plan.root.mode == RootMode::writable) return bind_root(plan, rootfs);
+        return overlay_root(plan, rootfs);
+    } catch (const SetupError&) {
+        throw;
+    } catch (...) {
+        std::throw_with_nested(SetupError(cat("root (", to_string(plan.root), ")")));
+    }
+}
+
+}  // namespace gpubox::rootfs

@@ -1,0 +1,86 @@
+#pragma once
+// The mount plan as data. Targets are container paths (absolute, normalized, validated by the
+// planner) resolved under the new root at apply time; sources are host paths.
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace gpubox::rootfs {
+
+enum class Need { required, optional };  // optional swallows ENOENT on the *source* only
+
+// Where a target lives, which decides how a missing mount point is made:
+//  image:   in ROOTFS; a missing (or symlinked) mount point is made in gpubox's layer before the
+//           overlay is assembled, never in ROOTFS.
+//  gpubox:  inside a tmpfs gpubox mounted earlier in the plan; made on the fly.
+//  kernel:  inside proc/sysfs; must already exist.
+enum class Place { image, gpubox, kernel };
+
+struct Bind {
+    std::string source, target;
+    bool read_only = true;
+    Need need = Need::required;
+    Place place = Place::image;
+};
+struct BindDev {  // the only op without MS_NODEV; source must be a char device
+    std::string source, target;
+    Need need = Need::required;
+    std::optional<dev_t> rdev;  // expected device number, checked before and after mounting
+    Place place = Place::gpubox;
+};
+struct Proc { std::string target = "/proc"; };
+struct Sysfs { std::string target = "/sys"; bool fresh = true; };  // !fresh: ro rbind of host /sys
+struct Tmpfs {
+    std::string target;
+    std::uint64_t size_bytes = 0;  // 0: kernel default (half of RAM)
+    mode_t mode = 0755;
+    bool noexec = false;
+    bool read_only = false;
+    Place place = Place::image;
+};
+struct Devpts { std::string target = "/dev/pts"; };
+struct Symlink {
+    std::string link_text, path;
+    Place place = Place::gpubox;
+};
+struct MaskPath { std::string target; };   // /dev/null over a file, empty ro tmpfs over a dir
+struct RemountRo { std::string target; };  // bind onto itself, read-only, recursively
+struct WriteFile {                         // a generated file inside a gpubox tmpfs
+    std::string target, content;
+    mode_t mode = 0444;
+    Place place = Place::gpubox;
+};
+struct MakeDir {  // inside a gpubox tmpfs
+    std::string target;
+    mode_t mode = 0755;
+    Place place = Place::gpubox;
+};
+
+using MountOp = std::variant<Bind, BindDev, Proc, Sysfs, Tmpfs, Devpts, Symlink, MaskPath,
+                             RemountRo, WriteFile, MakeDir>;
+
+enum class RootMode { overlay, read_only, writable };
+
+struct RootSpec {
+    std::string rootfs;  // host path, for messages; the child gets an fd
+    RootMode mode = RootMode::overlay;
+    std::uint64_t layer_size = 0;  // size cap of the tmpfs holding the overlay's upper layer
+};
+
+// Ops that create a file rather than mount one: in the image they are written into gpubox's
+// overlay layer before the overlay is assembled.
+inline bool creates_entry(const MountOp& op) {
+    return std::holds_alternative<Symlink>(op) || std::holds_alternative<WriteFile>(op) ||
+           std::holds_alternative<MakeDir>(op);
+}
+
+struct MountPlan {
+    RootSpec root;
+    std::vector<MountOp> ops;
+};
+
+}  // namespace gpubox::rootfs

@@ -1,0 +1,122 @@
+#include "rootfs/plan.hpp"
+
+#include <sys/sysmacros.h>
+
+#include "common/error.hpp"
+#include "common/text.hpp"
+#include "rootfs/paths.hpp"
+
+namespace gpubox::rootfs {
+namespace {
+
+// /proc entries that leak host state or accept writes that matter; masked as in the OCI default
+// profile. Files get /dev/null bound over them, directories an empty read-only tmpfs.
+const char* const kProcMasks[] = {"/proc/kcore",       "/proc/keys",       "/proc/timer_list",
+                                  "/proc/sched_debug", "/proc/sysrq-trigger", "/proc/latency_stats",
+                                  "/proc/acpi",        "/proc/scsi",       "/proc/asound",
+                                  "/proc/firmware"};
+const char* const kProcReadOnly[] = {"/proc/sys", "/proc/bus", "/proc/fs", "/proc/irq"};
+const char* const kDevNodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
+
+const dev_t kDevRdev[] = {makedev(1, 3), makedev(1, 5), makedev(1, 7),
+                          makedev(1, 8), makedev(1, 9), makedev(5, 0)};
+
+void add_base_ops(const PlanInputs& in, std::vector<MountOp>& ops) {
+    if (!in.new_pid_ns)
+        throw PlanError("a fresh /proc needs a new pid namespace",
+                        "gpubox always creates one; this is a bug");
+    ops.push_back(Proc{});
+    for (const char* p : kProcMasks) ops.push_back(MaskPath{p});
+    for (const char* p : kProcReadOnly) ops.push_back(RemountRo{p});
+    ops.push_back(Sysfs{"/sys", in.new_net_ns});
+    ops.push_back(Tmpfs{"/dev", 0, 0755, true, false, Place::image});
+    for (std::size_t i = 0; i < std::size(kDevNodes); ++i)
+        ops.push_back(BindDev{cat("/dev/", kDevNodes[i]), cat("/dev/", kDevNodes[i]),
+                              Need::required, kDevRdev[i], Place::gpubox});
+    ops.push_back(Devpts{"/dev/pts"});
+    ops.push_back(Symlink{"pts/ptmx", "/dev/ptmx"});
+    ops.push_back(Symlink{"/proc/self/fd", "/dev/fd"});
+    ops.push_back(Symlink{"/proc/self/fd/0", "/dev/stdin"});
+    ops.push_back(Symlink{"/proc/self/fd/1", "/dev/stdout"});
+    ops.push_back(Symlink{"/proc/self/fd/2", "/dev/stderr"});
+    ops.push_back(Tmpfs{"/dev/shm", in.tmpfs_size, 01777, true, false, Place::gpubox});
+    ops.push_back(Tmpfs{"/tmp", in.tmpfs_size, 01777, false, false, Place::image});
+    ops.push_back(Tmpfs{"/run", in.tmpfs_size, 0755, false, false, Place::image});
+}
+
+// Which filesystem a target falls in, given the ops before it: the innermost earlier mount wins.
+Place place_for(const std::string& target, const std::vector<MountOp>& before) {
+    Place place = Place::image;
+    std::size_t best = 0;
+    for (const MountOp& op : before) {
+        std::string t;
+        Place p;
+        if (auto* x = std::get_if<Tmpfs>(&op)) t = x->target, p = Place::gpubox;
+        else if (auto* y = std::get_if<Proc>(&op)) t = y->target, p = Place::kernel;
+        else if (auto* z = std::get_if<Sysfs>(&op)) t = z->target, p = Place::kernel;
+        else if (auto* d = std::get_if<Devpts>(&op)) t = d->target, p = Place::kernel;
+        else continue;
+        if (t != target && is_within(target, t) && t.size() >= best) best = t.size(), place = p;
+    }
+    return place;
+}
+
+void set_place(MountOp& op, Place p) {
+    std::visit(
+        [&](auto& o) {
+            if constexpr (requires { o.place; }) o.place = p;
+        },
+        op);
+}
+
+void add_user_mounts(const PlanInputs& in, std::vector<MountOp>& ops) {
+    for (const UserMount& m : in.user_mounts) {
+        if (m.target == "/")
+            throw PlanError(cat("cannot mount over / (", quote(m.source), ")"),
+                            "pass the directory as ROOTFS instead");
+        MountOp op;
+        if (m.type == UserMount::Type::tmpfs)
+            op = Tmpfs{m.target, in.tmpfs_size, 0755, false, false, Place::image};
+        else
+            op = Bind{m.source, m.target, m.type == UserMount::Type::ro_bind, Need::required,
+                      Place::image};
+        Place p = place_for(m.target, ops);
+        if (p == Place::kernel)
+            throw PlanError(cat("cannot mount on ", quote(m.target),
+                                ": it lies in a kernel filesystem gpubox mounts (/proc, /sys)"));
+        set_place(op, p);
+        ops.push_back(std::move(op));
+    }
+}
+
+}  // namespace
+
+MountPlan build_mount_plan(const PlanInputs& in) {
+    MountPlan plan;
+    plan.root = in.root;
+    if (in.root.rootfs.empty()) throw PlanError("no ROOTFS given");
+    add_base_ops(in, plan.ops);
+    for (MountOp op : in.device_ops) {
+        std::string t = target_of(op);
+        const Place place = place_for(t, plan.ops);
+        set_place(op, place);
+        if (in.root.mode == RootMode::writable && place == Place::image && creates_entry(op))
+            throw PlanError(cat("cannot create ", quote(t),
+                                " with --writable: gpubox never writes into ROOTFS"),
+                            "drop --writable; the overlay root takes injected files in tmpfs");
+        plan.ops.push_back(std::move(op));
+    }
+    add_user_mounts(in, plan.ops);
+    return plan;
+}
+
+std::string target_of(const MountOp& op) {
+    return std::visit(
+        [](const auto& o) -> std::string {
+            if constexpr (requires { o.target; }) return o.target;
+            else return o.path;
+        },
+        op);
+}
+
+}  // namespace gpubox::rootfs

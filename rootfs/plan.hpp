@@ -1,0 +1,32 @@
+#pragma once
+#include <string>
+#include <vector>
+
+#include "rootfs/mount_op.hpp"
+
+namespace gpubox::rootfs {
+
+struct UserMount {  // --bind / --ro-bind / --tmpfs, in command-line order
+    enum class Type { bind, ro_bind, tmpfs } type;
+    std::string source;  // host path (bind) ; unused for tmpfs
+    std::string target;  // container path, already normalized
+};
+
+struct PlanInputs {
+    RootSpec root;
+    bool new_pid_ns = true;
+    bool new_net_ns = true;
+    std::uint64_t tmpfs_size = 0;           // /tmp, /run, /dev/shm and --tmpfs
+    std::vector<MountOp> device_ops;        // from the GPU planner, applied after the base set
+    std::vector<UserMount> user_mounts;     // applied last, so users can override
+};
+
+// Pure: the ordered, validated plan. Throws PlanError for impossible requests.
+MountPlan build_mount_plan(const PlanInputs& in);
+
+// The target of an op ("" for none), and the op's one-line rendering for logs and --print-plan.
+std::string target_of(const MountOp& op);
+std::string to_string(const MountOp& op);
+std::string to_string(const RootSpec& root);
+
+}  // namespace gpubox::rootfs

@@ -1,0 +1,95 @@
+#include "rootfs/resolve.hpp"
+
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <deque>
+#include <vector>
+
+#include "common/sys.hpp"
+#include "common/text.hpp"
+#include "rootfs/paths.hpp"
+
+namespace gpubox::rootfs {
+namespace {
+
+constexpr int kMaxHops = 40;
+
+std::string relative(const std::string& path) {
+    std::string rel = path;
+    while (!rel.empty() && rel.front() == '/') rel.erase(0, 1);
+    return rel.empty() ? "." : rel;
+}
+
+// One step of the fallback walk: `stack` holds the directories from root to the current one,
+// so ".." pops (and stops at root, as RESOLVE_IN_ROOT does).
+int walk(int root, const std::string& path, int flags) {
+    std::deque<std::string> todo;
+    for (auto& c : split_path("/" + path)) todo.push_back(c);
+    std::vector<UniqueFd> stack;
+    stack.emplace_back(::openat(root, ".", O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!stack.back().valid()) return -errno;
+    int hops = 0;
+    while (!todo.empty()) {
+        std::string c = todo.front();
+        todo.pop_front();
+        if (c == "..") {
+            if (stack.size() > 1) stack.pop_back();
+            continue;
+        }
+        const bool last = todo.empty();
+        int cur = stack.back().get();
+        struct stat st {};
+        if (::fstatat(cur, c.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0) {
+            if (errno == ENOENT && last && (flags & O_CREAT)) {
+                int fd = ::openat(cur, c.c_str(), flags | O_NOFOLLOW | O_CLOEXEC, 0644);
+                return fd < 0 ? -errno : fd;
+            }
+            return -errno;
+        }
+        if (S_ISLNK(st.st_mode) && (!last || !(flags & O_NOFOLLOW))) {
+            if (++hops > kMaxHops) return -ELOOP;
+            char buf[4096];
+            ssize_t n = ::readlinkat(cur, c.c_str(), buf, sizeof buf - 1);
+            if (n < 0) return -errno;
+            std::string target(buf, static_cast<std::size_t>(n));
+            auto parts = split_path("/" + target);
+            for (auto it = parts.rbegin(); it != parts.rend(); ++it) todo.push_front(*it);
+            if (!target.empty() && target.front() == '/') stack.resize(1);
+            continue;
+        }
+        if (last) {
+            int fd = ::openat(cur, c.c_str(), (flags | O_NOFOLLOW | O_CLOEXEC) & ~O_CREAT);
+            return fd < 0 ? -errno : fd;
+        }
+        if (!S_ISDIR(st.st_mode)) return -ENOTDIR;
+        UniqueFd next(::openat(cur, c.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (!next.valid()) return -errno;
+        stack.push_back(std::move(next));
+    }
+    int fd = ::openat(stack.back().get(), ".", (flags & ~O_CREAT) | O_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}
+
+}  // namespace
+
+int walk_in_root(int root, const std::string& path, int flags) { return walk(root, path, flags); }
+
+int try_open_in_root(int root, const std::string& path, int flags) {
+    int fd = sys::try_openat2(root, relative(path), static_cast<std::uint64_t>(flags),
+                              RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+                              (flags & O_CREAT) ? 0644 : 0);
+    if (fd == -ENOSYS || fd == -EPERM || fd == -EINVAL) return walk(root, relative(path), flags);
+    return fd;
+}
+
+UniqueFd open_in_root(int root, const std::string& path, int flags) {
+    int fd = try_open_in_root(root, path, flags);
+    if (fd < 0) sys::fail(cat("openat2(root, ", quote(path), ", RESOLVE_IN_ROOT)"), -fd);
+    return UniqueFd(fd);
+}
+
+}  // namespace gpubox::rootfs
