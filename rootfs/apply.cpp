@@ -13,6 +13,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "common/error.hpp"
@@ -29,16 +30,55 @@ namespace {
 
 enum class Kind { dir, file };
 
-// The mount point for `target`, as an O_PATH fd. In gpubox's own tmpfs it is created here; in
-// the image it was made in the layer already; in proc/sysfs it must exist.
-UniqueFd mount_point(int root, const std::string& target, Place place, Kind kind) {
-    if (place == Place::gpubox) {
-        UniqueFd parent = open_in_root(root, parent_of(target), O_PATH | O_DIRECTORY);
-        const std::string name = base_name(target);
-        if (kind == Kind::dir) sys::mkdir_at(parent.get(), name, 0755);
-        else ::close(::openat(parent.get(), name.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644));
+// The new root and the filesystems gpubox mounted in it: the only places where a missing mount
+// point may be created. A host bind or a --writable ROOTFS is never written to.
+struct Ctx {
+    int root;
+    std::vector<dev_t> own;
+    void own_mount(int mnt) { own.push_back(sys::fstat(mnt, "new mount").st_dev); }
+};
+
+void require_owned(const Ctx& c, int dir, const std::string& path) {
+    const dev_t dev = sys::fstat(dir, path).st_dev;
+    if (std::find(c.own.begin(), c.own.end(), dev) == c.own.end())
+        sys::fail(cat("create ", quote(path), " (its directory is not on a filesystem gpubox mounted)"),
+                  EPERM);
+}
+
+// mkdir -p of `path` under the root: each component is looked up on its parent's fd; a symlink
+// is followed (inside the root, at most 40 hops) by restarting at its target; each new entry is
+// made with *at() calls on a parent that must belong to one of gpubox's own filesystems.
+void create_in_root(const Ctx& c, const std::string& path, Kind kind, int hops = 0) {
+    const auto parts = split_path(path);
+    std::string prefix;
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+        const std::string parent = prefix.empty() ? "/" : prefix;
+        prefix += "/" + parts[i];
+        UniqueFd dir = open_in_root(c.root, parent, O_PATH | O_DIRECTORY);
+        struct stat st {};
+        if (sys::lstat_at(dir.get(), parts[i], st)) {
+            if (!S_ISLNK(st.st_mode)) continue;
+            if (++hops > 40) sys::fail(cat("resolve(", quote(path), ")"), ELOOP);
+            std::string next = sys::read_link_at(dir.get(), parts[i]);
+            if (next.empty() || next.front() != '/') next = parent + "/" + next;
+            for (std::size_t j = i + 1; j < parts.size(); ++j) next += "/" + parts[j];
+            return create_in_root(c, next, kind, hops);
+        }
+        require_owned(c, dir.get(), prefix);
+        if (i + 1 < parts.size() || kind == Kind::dir) sys::mkdir_at(dir.get(), parts[i], 0755);
+        else sys::open_at(dir.get(), parts[i], O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
     }
-    UniqueFd fd = open_in_root(root, target, O_PATH);
+}
+
+// The mount point for `target`, as an O_PATH fd, created if missing (see create_in_root).
+UniqueFd mount_point(const Ctx& c, const std::string& target, Kind kind) {
+    int raw = try_open_in_root(c.root, target, O_PATH);
+    if (raw == -ENOENT) {
+        create_in_root(c, target, kind);
+        raw = try_open_in_root(c.root, target, O_PATH);
+    }
+    if (raw < 0) sys::fail(cat("openat2(root, ", quote(target), ", RESOLVE_IN_ROOT)"), -raw);
+    UniqueFd fd(raw);
     struct stat st = sys::fstat(fd.get(), target);
     if (kind == Kind::dir && !S_ISDIR(st.st_mode))
         sys::fail(cat("mount point ", quote(target), " in the new root"), ENOTDIR);
@@ -58,28 +98,28 @@ UniqueFd new_fs(const std::string& type, const std::vector<std::pair<std::string
     return sys::fsmount(fs.get(), type, attrs);
 }
 
-void attach(const UniqueFd& mnt, const std::string& what, int root, const std::string& target,
-            Place place, Kind kind) {
-    UniqueFd at = mount_point(root, target, place, kind);
+void attach(Ctx& c, const UniqueFd& mnt, const std::string& what, const std::string& target, Kind kind,
+            bool owned) {
+    UniqueFd at = mount_point(c, target, kind);
     sys::move_mount(mnt.get(), what, at.get(), target);
+    if (owned) c.own_mount(mnt.get());
 }
 
 std::string octal(mode_t m) { return cat(std::oct, m); }
 
 // A bind of host `source` (already open) onto `target`, recursive, with `attrs` on every mount.
-void bind_fd(int src, const std::string& source, int root, const std::string& target, Place place,
-             std::uint64_t attrs) {
+void bind_fd(Ctx& c, int src, const std::string& source, const std::string& target, std::uint64_t attrs) {
     struct stat before = sys::fstat(src, source);
     UniqueFd tree = sys::open_tree_clone(src, source, true);
     sys::mount_setattr(tree.get(), source, attrs, 0, true);
-    attach(tree, source, root, target, place, S_ISDIR(before.st_mode) ? Kind::dir : Kind::file);
-    struct stat after = sys::fstat(open_in_root(root, target, O_PATH).get(), target);
+    attach(c, tree, source, target, S_ISDIR(before.st_mode) ? Kind::dir : Kind::file, false);
+    struct stat after = sys::fstat(open_in_root(c.root, target, O_PATH).get(), target);
     if (after.st_dev != before.st_dev || after.st_ino != before.st_ino)
         sys::fail(cat("bind ", quote(source), " -> ", quote(target), ": target changed while mounting"),
                   EXDEV);
 }
 
-void apply_one(const Bind& b, int root) {
+void apply_one(const Bind& b, Ctx& c) {
     int fd = ::open(b.source.c_str(), O_PATH | O_CLOEXEC);
     if (fd < 0 && errno == ENOENT && b.need == Need::optional) {
         log::debug(cat("skipping optional ", quote(b.source), ": not found"));
@@ -88,10 +128,10 @@ void apply_one(const Bind& b, int root) {
     if (fd < 0) sys::fail(cat("open(", quote(b.source), ", O_PATH)"), errno);
     UniqueFd src(fd);
     std::uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (b.read_only ? MOUNT_ATTR_RDONLY : 0);
-    bind_fd(src.get(), b.source, root, b.target, b.place, attrs);
+    bind_fd(c, src.get(), b.source, b.target, attrs);
 }
 
-void apply_one(const BindDev& d, int root) {
+void apply_one(const BindDev& d, Ctx& c) {
     int fd = ::open(d.source.c_str(), O_PATH | O_CLOEXEC);
     if (fd < 0 && errno == ENOENT && d.need == Need::optional) return;
     if (fd < 0) sys::fail(cat("open(", quote(d.source), ", O_PATH)"), errno);
@@ -106,46 +146,53 @@ void apply_one(const BindDev& d, int root) {
     check(st, "before mounting");
     UniqueFd tree = sys::open_tree_clone(src.get(), d.source, false);
     sys::mount_setattr(tree.get(), d.source, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, 0, false);
-    attach(tree, d.source, root, d.target, d.place, Kind::file);
-    check(sys::fstat(open_in_root(root, d.target, O_PATH).get(), d.target), "after mounting");
+    attach(c, tree, d.source, d.target, Kind::file, false);
+    check(sys::fstat(open_in_root(c.root, d.target, O_PATH).get(), d.target), "after mounting");
 }
 
-void apply_one(const Proc& p, int root) {
+void apply_one(const Proc& p, Ctx& c) {
     UniqueFd m = new_fs("proc", {}, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
-    attach(m, "proc", root, p.target, Place::image, Kind::dir);
+    attach(c, m, "proc", p.target, Kind::dir, false);
 }
 
-void apply_one(const Sysfs& s, int root) {
+void apply_one(const Sysfs& s, Ctx& c) {
     const unsigned attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
     if (s.fresh) {
-        attach(new_fs("sysfs", {}, attrs), "sysfs", root, s.target, Place::image, Kind::dir);
+        attach(c, new_fs("sysfs", {}, attrs), "sysfs", s.target, Kind::dir, false);
         return;
     }
     UniqueFd src = sys::open_at(AT_FDCWD, "/sys", O_PATH | O_DIRECTORY);
-    bind_fd(src.get(), "/sys", root, s.target, Place::image, attrs);
+    bind_fd(c, src.get(), "/sys", s.target, attrs);
 }
 
-void apply_one(const Tmpfs& t, int root) {
+void apply_one(const Tmpfs& t, Ctx& c) {
     std::vector<std::pair<std::string, std::string>> opts{{"mode", octal(t.mode)}};
     if (t.size_bytes) opts.emplace_back("size", std::to_string(t.size_bytes));
     unsigned attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (t.noexec ? MOUNT_ATTR_NOEXEC : 0) |
                      (t.read_only ? MOUNT_ATTR_RDONLY : 0);
-    attach(new_fs("tmpfs", opts, attrs), "tmpfs", root, t.target, t.place, Kind::dir);
+    attach(c, new_fs("tmpfs", opts, attrs), "tmpfs", t.target, Kind::dir, true);
 }
 
-void apply_one(const Devpts& d, int root) {
+void apply_one(const Devpts& d, Ctx& c) {
     UniqueFd m = new_fs("devpts", {{"newinstance", ""}, {"ptmxmode", "0666"}, {"mode", "0620"}},
                         MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
-    attach(m, "devpts", root, d.target, Place::gpubox, Kind::dir);
+    attach(c, m, "devpts", d.target, Kind::dir, false);
 }
 
-void apply_one(const Symlink& s, int root) {
-    UniqueFd parent = open_in_root(root, parent_of(s.path), O_PATH | O_DIRECTORY);
+UniqueFd owned_parent(Ctx& c, const std::string& path) {
+    create_in_root(c, parent_of(path), Kind::dir);
+    UniqueFd parent = open_in_root(c.root, parent_of(path), O_PATH | O_DIRECTORY);
+    require_owned(c, parent.get(), path);
+    return parent;
+}
+
+void apply_one(const Symlink& s, Ctx& c) {
+    UniqueFd parent = owned_parent(c, s.path);
     sys::symlink_at(s.link_text, parent.get(), base_name(s.path));
 }
 
-void apply_one(const MaskPath& m, int root) {
-    int fd = try_open_in_root(root, m.target, O_PATH | O_NOFOLLOW);
+void apply_one(const MaskPath& m, Ctx& c) {
+    int fd = try_open_in_root(c.root, m.target, O_PATH | O_NOFOLLOW);
     if (fd == -ENOENT) return;  // nothing to hide
     if (fd < 0) sys::fail(cat("openat2(root, ", quote(m.target), ", RESOLVE_IN_ROOT)"), -fd);
     UniqueFd at(fd);
@@ -164,8 +211,8 @@ void apply_one(const MaskPath& m, int root) {
     sys::move_mount(tree.get(), "/dev/null", at.get(), m.target);
 }
 
-void apply_one(const RemountRo& r, int root) {
-    int fd = try_open_in_root(root, r.target, O_PATH | O_DIRECTORY);
+void apply_one(const RemountRo& r, Ctx& c) {
+    int fd = try_open_in_root(c.root, r.target, O_PATH | O_DIRECTORY);
     if (fd == -ENOENT) return;
     if (fd < 0) sys::fail(cat("openat2(root, ", quote(r.target), ", RESOLVE_IN_ROOT)"), -fd);
     UniqueFd at(fd);
@@ -175,37 +222,37 @@ void apply_one(const RemountRo& r, int root) {
     sys::move_mount(tree.get(), r.target, at.get(), r.target);
 }
 
-void apply_one(const WriteFile& w, int root) {
-    UniqueFd parent = open_in_root(root, parent_of(w.target), O_PATH | O_DIRECTORY);
+void apply_one(const WriteFile& w, Ctx& c) {
+    UniqueFd parent = owned_parent(c, w.target);
     UniqueFd f = sys::open_at(parent.get(), base_name(w.target),
                               O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, w.mode);
     sys::write_all(f.get(), w.content, w.target);
     sys::fchmod(f.get(), w.mode, w.target);
 }
 
-void apply_one(const MakeDir& d, int root) {
-    UniqueFd parent = open_in_root(root, parent_of(d.target), O_PATH | O_DIRECTORY);
+void apply_one(const MakeDir& d, Ctx& c) {
+    UniqueFd parent = owned_parent(c, d.target);
     sys::mkdir_at(parent.get(), base_name(d.target), d.mode);
 }
 
-bool done_in_layer(const MountOp& op, RootMode mode) {
-    if (mode == RootMode::writable || !creates_entry(op)) return false;
-    return std::visit(
-        [](const auto& o) {
-            if constexpr (requires { o.place; }) return o.place == Place::image;
-            else return false;
-        },
-        op);
+// Entries the layer already holds (made before the overlay was mounted).
+bool done_in_layer(const MountOp& op, const Ctx& c) {
+    if (!creates_entry(op)) return false;
+    int fd = try_open_in_root(c.root, target_of(op), O_PATH | O_NOFOLLOW);
+    if (fd >= 0) ::close(fd);
+    return fd >= 0;
 }
 
 }  // namespace
 
 void apply_mount_plan(const MountPlan& plan, int root) {
+    Ctx c{root, {}};
+    if (plan.root.mode != RootMode::writable) c.own_mount(root);  // the overlay (tmpfs-backed)
     for (std::size_t i = 0; i < plan.ops.size(); ++i) {
-        if (done_in_layer(plan.ops[i], plan.root.mode)) continue;
+        if (done_in_layer(plan.ops[i], c)) continue;
         try {
             log::debug(cat("mount step ", i + 1, "/", plan.ops.size(), ": ", to_string(plan.ops[i])));
-            std::visit([&](const auto& op) { apply_one(op, root); }, plan.ops[i]);
+            std::visit([&](const auto& op) { apply_one(op, c); }, plan.ops[i]);
         } catch (...) {
             std::throw_with_nested(SetupError(cat("mount step ", i + 1, "/", plan.ops.size(), " (",
                                                   to_string(plan.ops[i]), ")")));

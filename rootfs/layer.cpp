@@ -29,11 +29,23 @@ struct Canonical {
     std::vector<std::string> dirs;  // canonical components of the parent, relative to root
     std::vector<mode_t> modes;      // the image's mode for each, 0 where the image lacks it
     UniqueFd lower;                 // the parent in the image, if it exists there
+    bool covered = false;           // the parent lies under another mount of the plan
 };
+
+// Mount targets of the plan that hide what the image has below them.
+using Covered = std::vector<std::string>;
+
+bool is_covered(const Covered& covered, const std::vector<std::string>& dirs) {
+    std::string p;
+    for (const auto& d : dirs) p += "/" + d;
+    for (const std::string& c : covered)
+        if (p == c) return true;
+    return false;
+}
 
 // Resolve the parent directory of `target` inside the image, following its symlinks as if the
 // image were "/", and return the canonical path the kernel will later resolve to.
-Canonical canonical_parent(int image, const std::string& target) {
+Canonical canonical_parent(int image, const std::string& target, const Covered& covered) {
     std::deque<std::string> todo;
     for (auto& c : split_path(parent_of(target))) todo.push_back(c);
     Canonical out;
@@ -49,6 +61,12 @@ Canonical canonical_parent(int image, const std::string& target) {
             if (exists && stack.size() > 1) stack.pop_back();
             continue;
         }
+        out.dirs.push_back(c), out.modes.push_back(0);
+        if (is_covered(covered, out.dirs)) {  // the executor makes it, in gpubox's mount
+            out.covered = true;
+            return out;
+        }
+        out.dirs.pop_back(), out.modes.pop_back();
         struct stat st {};
         if (!exists || !sys::lstat_at(stack.back().get(), c, st)) {
             exists = false;
@@ -82,11 +100,11 @@ bool image_has(const Canonical& c, const std::string& name, Entry kind) {
 }
 
 // Make `target` in the layer (mkdir -p of its canonical parent, then the entry).
-void make_in_layer(int image, int layer, const std::string& target, Entry kind,
-                   const std::string& payload, mode_t mode) {
-    Canonical c = canonical_parent(image, target);
+void make_in_layer(int image, int layer, const Covered& covered, const std::string& target,
+                   Entry kind, const std::string& payload, mode_t mode) {
+    Canonical c = canonical_parent(image, target, covered);
     const std::string name = base_name(target);
-    if (image_has(c, name, kind)) return;
+    if (c.covered || image_has(c, name, kind)) return;
     UniqueFd dir = sys::open_at(layer, ".", O_PATH | O_DIRECTORY);
     for (std::size_t i = 0; i < c.dirs.size(); ++i) {
         sys::mkdir_at(dir.get(), c.dirs[i], c.modes[i] ? c.modes[i] : 0755);
@@ -125,25 +143,25 @@ bool bind_source_is_dir(const std::string& source, Need need, bool& skip) {
     return S_ISDIR(st.st_mode);
 }
 
-void prepare_entry(int image, int layer, const MountOp& op) {
+void prepare_entry(int image, int layer, const Covered& cov, const MountOp& op) {
     const std::string t = target_of(op);
     if (auto* b = std::get_if<Bind>(&op)) {
         bool skip = false;
         bool dir = bind_source_is_dir(b->source, b->need, skip);
-        if (!skip) make_in_layer(image, layer, t, dir ? Entry::dir : Entry::file, "", 0755);
+        if (!skip) make_in_layer(image, layer, cov, t, dir ? Entry::dir : Entry::file, "", 0755);
     } else if (auto* d = std::get_if<BindDev>(&op)) {
         bool skip = false;
         bind_source_is_dir(d->source, d->need, skip);
-        if (!skip) make_in_layer(image, layer, t, Entry::file, "", 0644);
+        if (!skip) make_in_layer(image, layer, cov, t, Entry::file, "", 0644);
     } else if (std::holds_alternative<Tmpfs>(op) || std::holds_alternative<Proc>(op) ||
                std::holds_alternative<Sysfs>(op) || std::holds_alternative<Devpts>(op)) {
-        make_in_layer(image, layer, t, Entry::dir, "", 0755);
+        make_in_layer(image, layer, cov, t, Entry::dir, "", 0755);
     } else if (auto* s = std::get_if<Symlink>(&op)) {
-        make_in_layer(image, layer, t, Entry::symlink, s->link_text, 0);
+        make_in_layer(image, layer, cov, t, Entry::symlink, s->link_text, 0);
     } else if (auto* w = std::get_if<WriteFile>(&op)) {
-        make_in_layer(image, layer, t, Entry::content, w->content, w->mode);
+        make_in_layer(image, layer, cov, t, Entry::content, w->content, w->mode);
     } else if (auto* m = std::get_if<MakeDir>(&op)) {
-        make_in_layer(image, layer, t, Entry::dir, "", m->mode);
+        make_in_layer(image, layer, cov, t, Entry::dir, "", m->mode);
     }
 }
 
@@ -178,10 +196,15 @@ UniqueFd overlay_root(const MountPlan& plan, int rootfs) {
     UniqueFd work = sys::open_at(layer.get(), "work", O_PATH | O_DIRECTORY);
     sys::fchmod(sys::open_at(layer.get(), "upper", O_RDONLY | O_DIRECTORY).get(),
                 sys::fstat(rootfs, plan.root.rootfs).st_mode & 07777, "upper");
+    Covered covered;
+    for (const MountOp& op : plan.ops)
+        if (std::holds_alternative<Tmpfs>(op) || std::holds_alternative<Proc>(op) ||
+            std::holds_alternative<Sysfs>(op) || std::holds_alternative<Bind>(op))
+            covered.push_back(target_of(op));
     for (std::size_t i = 0; i < plan.ops.size(); ++i) {
         if (!in_image(plan.ops[i])) continue;
         try {
-            prepare_entry(rootfs, upper.get(), plan.ops[i]);
+            prepare_entry(rootfs, upper.get(), covered, plan.ops[i]);
         } catch (...) {
             std::throw_with_nested(SetupError(cat("mount step ", i + 1, "/", plan.ops.size(), " (",
                                                   to_string(plan.ops[i]), "): mount point")));

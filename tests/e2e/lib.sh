@@ -1,0 +1,86 @@
+# Sourced by every tests/e2e/test_*.sh. Runs the real gpubox binary as an unprivileged user:
+# when started as root (CI), it copies the binary, the probe and the scripts to a temp dir and
+# re-runs the script as uid/gid 65534 with no capabilities and no supplementary groups.
+set -u
+: "${GPUBOX:?set GPUBOX to the gpubox binary}" "${PROBE:?set PROBE to the probe binary}"
+E2E_DIR=${E2E_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}
+
+if [ "$(id -u)" = 0 ] && [ -z "${GPUBOX_E2E_UNPRIVILEGED:-}" ]; then
+    top=$(mktemp -d /tmp/gpubox-e2e.XXXXXX)
+    chmod 0755 "$top"
+    install -m 0755 "$GPUBOX" "$top/gpubox"
+    install -m 0755 "$PROBE" "$top/probe"
+    for f in "$E2E_DIR"/*.sh "$E2E_DIR"/*.c; do [ -e "$f" ] && install -m 0644 "$f" "$top/"; done
+    [ -d "$E2E_DIR/../../examples" ] && cp -r "$E2E_DIR/../../examples" "$top/examples"
+    mkdir "$top/work" && chown 65534:65534 "$top/work"
+    setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all \
+        env GPUBOX_E2E_UNPRIVILEGED=1 GPUBOX="$top/gpubox" PROBE="$top/probe" E2E_DIR="$top" \
+        TMPDIR="$top/work" ${E2E_EXTRA_ENV:-} bash "$top/$(basename "$0")"
+    rc=$?
+    rm -rf "$top"
+    exit $rc
+fi
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/gpubox-e2e.XXXXXX")
+trap 'chmod -R u+w "$WORK" 2>/dev/null; rm -rf "$WORK"' EXIT
+n=0
+failed=0
+
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+not_ok() {
+    n=$((n + 1)); failed=$((failed + 1))
+    echo "not ok $n - $1"
+    shift
+    for line in "$@"; do printf '#   %s\n' "$line"; done
+}
+# check DESC COMMAND...: passes when COMMAND exits 0.
+check() { local d=$1; shift; if "$@"; then ok "$d"; else not_ok "$d" "command: $*"; fi; }
+# expect_eq DESC GOT WANT
+expect_eq() {
+    if [ "$2" = "$3" ]; then ok "$1"; else not_ok "$1" "got:  $(printf %q "$2")" "want: $(printf %q "$3")"; fi
+}
+# expect_match DESC TEXT EXTENDED-REGEX
+expect_match() {
+    if printf '%s\n' "$2" | grep -Eq -- "$3"; then ok "$1"; else not_ok "$1" "text: $(printf %q "$2")" "want: /$3/"; fi
+}
+expect_no_match() {
+    if printf '%s\n' "$2" | grep -Eq -- "$3"; then not_ok "$1" "text: $(printf %q "$2")" "must not match: /$3/"; else ok "$1"; fi
+}
+
+# box ARGS...: run gpubox; sets $rc, $out, $err.
+box() {
+    "$GPUBOX" "$@" >"$WORK/.out" 2>"$WORK/.err"
+    rc=$?
+    out=$(cat "$WORK/.out")
+    err=$(cat "$WORK/.err")
+}
+
+# make_rootfs DIR: gpubox's default rootfs plus the static probe.
+make_rootfs() {
+    "$GPUBOX" rootfs create "$1" >/dev/null || { echo "Bail out! rootfs create failed"; exit 1; }
+    install -m 0755 "$PROBE" "$1/usr/bin/probe"
+}
+
+# tree_hash DIR: content, type, mode, owner, size, mtime and link target of every entry.
+tree_hash() {
+    (cd "$1" && find . -printf '%p %y %m %U %G %s %T@ %l\n' | LC_ALL=C sort &&
+        find . -type f -exec sha256sum {} + | LC_ALL=C sort) | sha256sum | cut -d' ' -f1
+}
+
+# Skip (77) only where user namespaces really are unavailable, and never in CI.
+require_userns() {
+    if ! "$GPUBOX" run "$1" true 2>"$WORK/.userns"; then
+        if grep -q "user namespace" "$WORK/.userns" && [ "${GPUBOX_TESTS_MUST_WORK:-0}" != 1 ]; then
+            echo "1..0 # SKIP user namespaces unavailable: $(head -1 "$WORK/.userns")"
+            exit 77
+        fi
+        echo "Bail out! gpubox cannot run a trivial sandbox: $(cat "$WORK/.userns")"
+        exit 1
+    fi
+}
+
+finish() {
+    echo "1..$n"
+    echo "$((n - failed)) passed, $failed failed"
+    [ "$failed" = 0 ]
+}

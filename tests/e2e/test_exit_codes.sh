@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Exit status and error messages, as a user sees them.
+. "$(dirname "$0")/lib.sh"
+R=$WORK/rootfs
+make_rootfs "$R"
+require_userns "$R"
+
+box run "$R" true;                 expect_eq "true exits 0" "$rc" 0
+box run "$R" sh -c 'exit 7';       expect_eq "the workload's exit code is gpubox's" "$rc" 7
+box run "$R" sh -c 'kill -9 $$';   expect_eq "killed by SIGKILL -> 128+9" "$rc" 137
+box run "$R" sh -c 'kill -TERM $$'; expect_eq "killed by SIGTERM -> 128+15" "$rc" 143
+box run "$R" no-such-command
+expect_eq "command not found -> 127" "$rc" 127
+expect_match "not found names the command" "$err" '^gpubox: execve\("no-such-command"\): No such file or directory'
+box run "$R" /etc/passwd
+expect_eq "not executable -> 126" "$rc" 126
+expect_match "cannot execute names the errno" "$err" 'Permission denied'
+box run "$WORK/nowhere" true
+expect_eq "missing ROOTFS -> 125" "$rc" 125
+expect_match "missing ROOTFS: one line naming the path and errno" "$err" "^gpubox: ROOTFS \".*nowhere\" is not a usable directory: open\(.*\): No such file or directory$"
+expect_eq "missing ROOTFS: exactly one line" "$(printf '%s\n' "$err" | wc -l)" 1
+box run --bogus "$R" true
+expect_eq "unknown option -> 125" "$rc" 125
+expect_eq "unknown option message" "$err" 'gpubox: run: unknown option "--bogus" (see gpubox --help)'
+box run --bind "$WORK/missing:/data" "$R" true
+expect_eq "bind of a missing source -> 125" "$rc" 125
+expect_match "setup failure names the mount step, the path and the errno" "$err" \
+    '^gpubox: mount step [0-9]+/[0-9]+ \(bind .*/missing -> /data\).*No such file or directory'
+box run --workdir /nonexistent "$R" true
+expect_eq "missing --workdir -> 125" "$rc" 125
+expect_match "missing --workdir is named" "$err" 'chdir\("/nonexistent"\): No such file or directory'
+box run --print-plan "$R" true
+expect_eq "--print-plan exits 0" "$rc" 0
+expect_match "--print-plan shows namespaces" "$out" '^namespaces: user,mnt,pid,ipc,uts,cgroup,net$'
+expect_match "--print-plan shows id maps" "$out" "^uid_map \(init\): 0 $(id -u) 1$"
+expect_match "--print-plan shows numbered mount steps" "$out" '^mount 1/[0-9]+: proc /proc'
+expect_match "--print-plan shows the seccomp policy" "$out" 'ENOSYS clone3'
+box --help;    expect_eq "--help exits 0" "$rc" 0; expect_match "--help shows usage" "$out" 'gpubox run \[OPTIONS\] ROOTFS'
+box --version; expect_match "--version" "$out" '^gpubox [0-9]+\.[0-9]+\.[0-9]+$'
+got=$(echo "hello through stdin" | "$GPUBOX" run "$R" cat)
+expect_eq "stdin passes through" "$got" "hello through stdin"
+box run "$R" sh -c 'echo to-stderr >&2; echo to-stdout'
+expect_eq "stdout passes through" "$out" "to-stdout"
+expect_eq "stderr passes through" "$err" "to-stderr"
+finish

@@ -1,0 +1,122 @@
+/* probe: a static program the e2e tests run inside the sandbox. Each subcommand prints what the
+ * workload observes, one "name=value" per line, so tests assert on observations, not on logs. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/personality.h>
+#include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static const char* result(long rc) { return rc < 0 ? strerrorname_np(errno) : "OK"; }
+
+static int status(void) {
+    FILE* f = fopen("/proc/self/status", "r");
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "Cap", 3) || !strncmp(line, "NoNewPrivs", 10) || !strncmp(line, "Seccomp:", 8) ||
+            !strncmp(line, "Uid:", 4) || !strncmp(line, "Gid:", 4))
+            fputs(line, stdout);
+    return 0;
+}
+
+static int syscalls(void) {
+    struct clone_args ca = {.flags = CLONE_NEWUSER, .exit_signal = SIGCHLD};
+    printf("unshare_user=%s\n", result(unshare(CLONE_NEWUSER)));
+    printf("unshare_mnt=%s\n", result(unshare(CLONE_NEWNS)));
+    long r = syscall(SYS_clone3, &ca, sizeof ca);
+    if (r == 0) _exit(0);
+    printf("clone3=%s\n", result(r));
+    r = syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0);
+    if (r == 0) _exit(0);
+    printf("clone_newuser=%s\n", result(r));
+    printf("mount=%s\n", result(mount("none", "/tmp", "tmpfs", 0, NULL)));
+    printf("open_tree=%s\n", result(syscall(SYS_open_tree, AT_FDCWD, "/", 1)));
+    printf("fsopen=%s\n", result(syscall(SYS_fsopen, "tmpfs", 0)));
+    printf("keyctl=%s\n", result(syscall(SYS_keyctl, 0, 0, 0, 0, 0)));
+    printf("add_key=%s\n", result(syscall(SYS_add_key, "user", "x", "y", 1, -3)));
+    printf("bpf=%s\n", result(syscall(SYS_bpf, 0, NULL, 0)));
+    printf("perf_event_open=%s\n", result(syscall(SYS_perf_event_open, NULL, 0, -1, -1, 0)));
+    printf("userfaultfd=%s\n", result(syscall(SYS_userfaultfd, 0)));
+    printf("io_uring_setup=%s\n", result(syscall(SYS_io_uring_setup, 1, NULL)));
+    printf("socket_vsock=%s\n", result(socket(40, SOCK_STREAM, 0)));
+    printf("personality_norandom=%s\n", result(personality(ADDR_NO_RANDOMIZE)));
+    printf("ptrace_attach_1=%s\n", result(ptrace(PTRACE_ATTACH, 1, 0, 0)));
+    printf("kexec_load=%s\n", result(syscall(SYS_kexec_load, 0, 0, NULL, 0)));
+    printf("init_module=%s\n", result(syscall(SYS_init_module, NULL, 0, "")));
+    printf("setuid0=%s\n", result(setuid(0) == 0 && getuid() == 0 && geteuid() != 0 ? -1 : 0));
+    printf("chroot=%s\n", result(chroot("/tmp")));
+    return 0;
+}
+
+static int tiocsti(void) {
+    char c = 'x';
+    printf("tiocsti=%s\n", result(ioctl(0, TIOCSTI, &c)));
+    printf("tiocsti_high_bits=%s\n", result(syscall(SYS_ioctl, 0, (1UL << 32) | TIOCSTI, &c)));
+    return 0;
+}
+
+static int list_dir(const char* path, int numeric_only) {
+    DIR* d = opendir(path);
+    if (!d) return printf("error=%s\n", strerrorname_np(errno)), 1;
+    for (struct dirent* e; (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        if (numeric_only && (e->d_name[0] < '0' || e->d_name[0] > '9')) continue;
+        if (!strcmp(path, "/proc/self/fd") && atoi(e->d_name) == dirfd(d)) continue;
+        printf("%s\n", e->d_name);
+    }
+    return closedir(d), 0;
+}
+
+static int stat_path(const char* p) {
+    struct stat st;
+    if (lstat(p, &st) < 0) return printf("%s=%s\n", p, strerrorname_np(errno)), 0;
+    const char* t = S_ISCHR(st.st_mode) ? "chr" : S_ISDIR(st.st_mode) ? "dir" : S_ISLNK(st.st_mode) ? "lnk"
+                  : S_ISREG(st.st_mode) ? "reg" : "other";
+    printf("%s=%s %u:%u\n", p, t, major(st.st_rdev), minor(st.st_rdev));
+    return 0;
+}
+
+static int read_path(const char* p) {
+    int fd = open(p, O_RDONLY);
+    printf("%s=%s\n", p, result(fd));
+    return 0;
+}
+
+static int write_path(const char* p) {
+    int fd = open(p, O_WRONLY);
+    long rc = fd < 0 ? -1 : write(fd, "1", 1);
+    printf("%s=%s\n", p, result(rc));
+    return 0;
+}
+
+int main(int argc, char** argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc < 2) return fprintf(stderr, "usage: probe status|syscalls|tiocsti|fds|pids|ls D|stat P..|read P..|write P..\n"), 2;
+    const char* cmd = argv[1];
+    if (!strcmp(cmd, "status")) return status();
+    if (!strcmp(cmd, "syscalls")) return syscalls();
+    if (!strcmp(cmd, "tiocsti")) return tiocsti();
+    if (!strcmp(cmd, "fds")) return list_dir("/proc/self/fd", 1);
+    if (!strcmp(cmd, "pids")) return list_dir("/proc", 1);
+    if (!strcmp(cmd, "ls") && argc > 2) return list_dir(argv[2], 0);
+    for (int i = 2; i < argc; ++i) {
+        if (!strcmp(cmd, "stat")) stat_path(argv[i]);
+        else if (!strcmp(cmd, "read")) read_path(argv[i]);
+        else if (!strcmp(cmd, "write")) write_path(argv[i]);
+    }
+    return 0;
+}

@@ -1,0 +1,84 @@
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <sstream>
+
+#include "common/error.hpp"
+#include "rootfs/plan.hpp"
+
+using namespace gpubox;
+using namespace gpubox::rootfs;
+
+namespace {
+std::string render(const MountPlan& plan) {
+    std::string out = to_string(plan.root) + "\n";
+    for (const MountOp& op : plan.ops) out += to_string(op) + "\n";
+    return out;
+}
+std::string golden(const std::string& name) {
+    std::ifstream f(std::string(GOLDEN_DIR) + "/" + name);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+}
+PlanInputs base() {
+    PlanInputs in;
+    in.root = {"/images/debian", RootMode::overlay, 0};
+    return in;
+}
+}  // namespace
+
+TEST_CASE("default plan matches the golden file") {
+    CHECK(render(build_mount_plan(base())) == golden("default.plan.txt"));
+}
+
+TEST_CASE("user mounts, tmpfs size and shared network match the golden file") {
+    PlanInputs in = base();
+    in.new_net_ns = false;
+    in.tmpfs_size = 64ULL << 20;
+    in.root.layer_size = in.tmpfs_size;
+    in.user_mounts = {{UserMount::Type::ro_bind, "/data", "/data"},
+                      {UserMount::Type::bind, "/scratch", "/tmp/out"},
+                      {UserMount::Type::tmpfs, "", "/cache"}};
+    CHECK(render(build_mount_plan(in)) == golden("user-mounts.plan.txt"));
+}
+
+TEST_CASE("planner orders /dev tmpfs before device binds and /proc before its masks") {
+    MountPlan p = build_mount_plan(base());
+    auto index = [&](const std::string& s) {
+        for (std::size_t i = 0; i < p.ops.size(); ++i)
+            if (to_string(p.ops[i]).find(s) != std::string::npos) return static_cast<long>(i);
+        return -1L;
+    };
+    CHECK(index("tmpfs /dev ") < index("bind-dev /dev/null"));
+    CHECK(index("proc /proc") < index("mask /proc/kcore"));
+    CHECK(index("bind-dev /dev/null") < index("devpts /dev/pts"));
+}
+
+TEST_CASE("targets get their place: in the image, in gpubox's tmpfs, in a kernel fs") {
+    PlanInputs in = base();
+    in.user_mounts = {{UserMount::Type::bind, "/h", "/tmp/x"}, {UserMount::Type::bind, "/h", "/opt/x"}};
+    MountPlan p = build_mount_plan(in);
+    CHECK(std::get<Bind>(p.ops[p.ops.size() - 2]).place == Place::gpubox);
+    CHECK(std::get<Bind>(p.ops.back()).place == Place::image);
+}
+
+TEST_CASE("impossible requests are PlanErrors") {
+    PlanInputs in = base();
+    in.user_mounts = {{UserMount::Type::bind, "/h", "/proc/sys/x"}};
+    CHECK_THROWS_WITH(build_mount_plan(in), Catch::Matchers::Contains("kernel filesystem"));
+    in.user_mounts = {{UserMount::Type::bind, "/h", "/"}};
+    CHECK_THROWS_AS(build_mount_plan(in), PlanError);
+    in = base();
+    in.new_pid_ns = false;
+    CHECK_THROWS_WITH(build_mount_plan(in), Catch::Matchers::Contains("pid namespace"));
+}
+
+TEST_CASE("--writable refuses device ops that would write into ROOTFS") {
+    PlanInputs in = base();
+    in.root.mode = RootMode::writable;
+    in.device_ops = {Symlink{"libcuda.so.1", "/usr/lib/libcuda.so", Place::image}};
+    CHECK_THROWS_WITH(build_mount_plan(in), Catch::Matchers::Contains("never writes into ROOTFS"));
+    in.device_ops = {Symlink{"x", "/run/gpubox/x", Place::image}};  // lands in gpubox's /run tmpfs
+    CHECK_NOTHROW(build_mount_plan(in));
+}

@@ -1,0 +1,92 @@
+// open_in_root against a tree of hostile symlinks, through openat2 and through the fallback walk
+// (forced by a seccomp filter that makes openat2 ENOSYS, as an outer sandbox might).
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <seccomp.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/sys.hpp"
+#include "rootfs/resolve.hpp"
+
+namespace fs = std::filesystem;
+using namespace gpubox;
+
+namespace {
+
+struct TempTree {
+    fs::path dir;
+    TempTree() {
+        char tmpl[] = "/tmp/gpubox-resolve.XXXXXX";
+        dir = ::mkdtemp(tmpl);
+        fs::create_directories(dir / "root/dir/sub");
+        std::ofstream(dir / "root/file") << "in";
+        std::ofstream(dir / "outside") << "out";
+        fs::create_symlink("../file", dir / "root/dir/up");
+        fs::create_symlink("/file", dir / "root/dir/abs");
+        fs::create_symlink("../../../../outside", dir / "root/escape");
+        fs::create_symlink("/../../outside", dir / "root/escape_abs");
+        fs::create_symlink("b", dir / "root/a");
+        fs::create_symlink("a", dir / "root/b");
+        fs::create_symlink("/proc/self/root/outside", dir / "root/magic");
+        fs::create_symlink("dir", dir / "root/dirlink");
+    }
+    ~TempTree() { fs::remove_all(dir); }
+};
+
+// What the entry resolves to: "file", "sub" (the directory), or an errno name.
+std::string resolve(int root, const std::string& p, bool fallback) {
+    int fd = fallback ? rootfs::walk_in_root(root, p, O_RDONLY) : rootfs::try_open_in_root(root, p, O_RDONLY);
+    if (fd < 0) return fd == -ENOENT ? "ENOENT" : fd == -ELOOP ? "ELOOP" : fd == -EXDEV ? "EXDEV" : "E" + std::to_string(-fd);
+    char buf[8] = {};
+    ssize_t n = ::read(fd, buf, 7);
+    ::close(fd);
+    return n < 0 ? "dir" : std::string(buf, static_cast<std::size_t>(n));
+}
+
+}  // namespace
+
+TEST_CASE("open_in_root never leaves the root") {
+    TempTree t;
+    UniqueFd root = sys::open_at(AT_FDCWD, (t.dir / "root").string(), O_PATH | O_DIRECTORY);
+    auto [path, expect] = GENERATE(table<std::string, std::string>({
+        {"/file", "in"}, {"dir/up", "in"}, {"dir/abs", "in"}, {"escape", "ENOENT"},
+        {"escape_abs", "ENOENT"}, {"a", "ELOOP"}, {"/../../file", "in"}, {"dirlink/sub", "dir"},
+        {"/dirlink/../file", "in"}}));
+    for (bool fallback : {false, true}) {
+        INFO(path << (fallback ? " (walk)" : " (openat2)"));
+        CHECK(resolve(root.get(), path, fallback) == expect);
+    }
+}
+
+TEST_CASE("magic links are refused by openat2 and not followed out by the walk") {
+    TempTree t;
+    UniqueFd root = sys::open_at(AT_FDCWD, (t.dir / "root").string(), O_PATH | O_DIRECTORY);
+    CHECK(resolve(root.get(), "magic", false) != "out");
+    CHECK(resolve(root.get(), "magic", true) != "out");
+}
+
+TEST_CASE("open_in_root falls back when an outer seccomp filter answers ENOSYS for openat2") {
+    TempTree t;
+    pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+        seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(openat2), 0);
+        ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+        if (seccomp_load(ctx) != 0) ::_exit(2);
+        int root = ::open((t.dir / "root").c_str(), O_PATH | O_DIRECTORY);
+        bool ok = resolve(root, "dir/abs", false) == "in" && resolve(root, "escape", false) == "ENOENT";
+        ::_exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+}
