@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Everything gpubox needs to build, test and benchmark on Debian 12, from Debian's archive.
+# Idempotent; run as root. Skips apt when every package is already installed.
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
+      libmount-dev libcap-ng-dev libseccomp-dev catch2 nlohmann-json3-dev
+      busybox-static util-linux bsdutils procps iproute2 bubblewrap hyperfine)
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    if [ "$(id -u)" != 0 ]; then
+        echo "install-deps: missing packages: ${missing[*]} (run as root to install them)" >&2
+        exit 1
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

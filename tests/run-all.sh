@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# README's second command: install dependencies, build, and run the whole test suite
+# (unit, userns component, end-to-end as an unprivileged user, GPU-simulated, fuzz smoke).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash .ci/install-deps.sh
+jobs=$(nproc)
+export GPUBOX_TESTS_MUST_WORK=${GPUBOX_TESTS_MUST_WORK:-1}
+
+echo "== build (-O2, _FORTIFY_SOURCE, -Werror)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUBOX_WERROR=ON \
+    -DCMAKE_CXX_FLAGS="-D_FORTIFY_SOURCE=2" >/dev/null
+cmake --build build -j"$jobs"
+echo "== tests"
+(cd build && ctest --output-on-failure -j"$jobs")
+
+echo "== unit tests under AddressSanitizer + UBSan"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DGPUBOX_SANITIZE=ON -DGPUBOX_WERROR=ON >/dev/null
+cmake --build build-asan -j"$jobs" --target gpubox_unit_tests
+ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1 ./build-asan/tests/gpubox_unit_tests
