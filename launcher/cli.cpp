@@ -8,6 +8,8 @@
 #include "common/error.hpp"
 #include "common/sys.hpp"
 #include "common/text.hpp"
+#include "gpu/driver_files.hpp"
+#include "gpu/gpu_spec.hpp"
 #include "rootfs/paths.hpp"
 
 namespace gpubox::launcher {
@@ -75,6 +77,14 @@ const std::vector<Flag>& run_flags() {
          [](Options& o, const std::string&) { o.seccomp = false; }},
         {"--seccomp-bpf", true, "FILE  install this raw BPF program instead of the default filter",
          [](Options& o, const std::string& v) { o.seccomp_bpf = v; }},
+        {"--gpu", true, "SPEC  GPUs to give the sandbox: none (default), all, or a comma list of "
+                        "indices, GPU-<uuid>s and PCI addresses",
+         [](Options& o, const std::string& v) { gpu::parse_gpu_spec(v), o.gpu = v; }},
+        {"--gpu-caps", true, "LIST  driver capabilities: compute,utility (default), graphics, video, "
+                             "display, ngx, all",
+         [](Options& o, const std::string& v) { o.gpu_caps = gpu::parse_capabilities(v); }},
+        {"--driver-root", true, "DIR  where the host's driver lives (default /); every host path is read below it",
+         [](Options& o, const std::string& v) { o.driver_root = v; }},
         {"--print-plan", false, "print namespaces, id maps, mounts and seccomp policy; run nothing",
          [](Options& o, const std::string&) { o.print_plan = true; }},
         {"-v", false, "more output (-v info, -vv debug: every mount step)",
@@ -187,6 +197,16 @@ std::vector<std::pair<std::string, std::string>> parse_env_file(const std::strin
     return out;
 }
 
+// list and doctor take --driver-root; list also --json.
+void parse_host_command(Options& o, const std::vector<std::string>& args, std::size_t i) {
+    for (; i < args.size(); ++i) {
+        if (args[i] == "--json" && o.command == Command::list) o.json = true;
+        else if (args[i] == "--driver-root" && i + 1 < args.size()) o.driver_root = args[++i];
+        else if (starts_with(args[i], "--driver-root=")) o.driver_root = args[i].substr(14);
+        else throw UsageError(cat(args[0], ": unexpected argument ", quote(args[i])));
+    }
+}
+
 Options parse_command_line(const std::vector<std::string>& args) {
     Options o;
     if (args.empty()) throw UsageError("missing command (try gpubox --help)");
@@ -195,6 +215,8 @@ Options parse_command_line(const std::vector<std::string>& args) {
     else if (cmd == "--version" || cmd == "version") o.command = Command::version;
     else if (cmd == "run") o.command = Command::run, parse_run(o, args, 1);
     else if (cmd == "rootfs") parse_rootfs(o, args, 1);
+    else if (cmd == "list") o.command = Command::list, parse_host_command(o, args, 1);
+    else if (cmd == "doctor") o.command = Command::doctor, parse_host_command(o, args, 1);
     else throw UsageError(cat("unknown command ", quote(cmd), " (try gpubox --help)"));
     return o;
 }
@@ -205,6 +227,8 @@ std::string usage_text() {
            "usage:\n"
            "  gpubox run [OPTIONS] ROOTFS [--] CMD [ARGS...]\n"
            "  gpubox rootfs create [--busybox PATH] DIR\n"
+           "  gpubox list [--json] [--driver-root DIR]\n"
+           "  gpubox doctor [--driver-root DIR]\n"
            "  gpubox --help | --version\n\n"
            "run options:\n";
     for (const Flag& f : run_flags())

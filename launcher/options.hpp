@@ -32,6 +32,12 @@ struct Options {
     std::string seccomp_bpf;  // a raw BPF profile replacing the default
     std::uint64_t tmpfs_size = 0;
 
+    // GPUs (run, list, doctor)
+    std::string gpu = "none";
+    unsigned gpu_caps = 3;  // compute,utility (gpu::kCapDefault)
+    std::string driver_root = "/";
+    bool json = false;
+
     // rootfs create
     std::string create_dir;
     std::string busybox = "/bin/busybox";

@@ -22,6 +22,7 @@ std::string render_plan(const RunPlan& plan) {
     out << "setgroups: deny\n";
     out << "hostname: " << s.hostname << "\n";
     out << "network: " << (s.new_net ? "new namespace, lo up" : "host (--share-net)") << "\n";
+    for (const std::string& g : plan.gpu_summary) out << "gpu: " << g << "\n";
     out << rootfs::to_string(s.plan.root) << "\n";
     for (std::size_t i = 0; i < s.plan.ops.size(); ++i)
         out << "mount " << i + 1 << "/" << s.plan.ops.size() << ": " << rootfs::to_string(s.plan.ops[i]) << "\n";

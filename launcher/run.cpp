@@ -22,6 +22,10 @@
 #include "isolate/namespaces.hpp"
 #include "isolate/seccomp.hpp"
 #include "isolate/spawn.hpp"
+#include "gpu/gpu_spec.hpp"
+#include "gpu/image.hpp"
+#include "gpu/inventory.hpp"
+#include "gpu/mount_list.hpp"
 #include "launcher/environment.hpp"
 #include "launcher/exit_codes.hpp"
 #include "rootfs/plan.hpp"
@@ -119,6 +123,15 @@ RunPlan plan_run(const Options& o) {
     in.new_net_ns = !o.share_net;
     in.tmpfs_size = o.tmpfs_size;
     in.user_mounts = o.mounts;
+    const gpu::GpuSpec gpus = gpu::parse_gpu_spec(o.gpu);
+    if (gpus.kind != gpu::GpuSpec::Kind::none) {
+        const gpu::GpuInventory inv = gpu::discover_gpus(o.driver_root, o.gpu_caps);
+        gpu::GpuPlan gp = gpu::plan_gpu_mounts(inv, gpu::select_gpus(inv, gpus), o.gpu_caps,
+                                               gpu::inspect_image(o.rootfs));
+        in.device_ops = std::move(gp.ops);
+        p.gpu_summary = std::move(gp.summary);
+        for (const std::string& line : p.gpu_summary) log::info("gpu: " + line);
+    }
     s.plan = rootfs::build_mount_plan(in);
     if (!o.seccomp) {
         p.seccomp_text = "off (--no-seccomp)\n";

@@ -9,6 +9,7 @@ struct RunPlan {
     int ns_flags = 0;
     ChildSpec spec;
     std::string seccomp_text;  // the policy as --print-plan shows it
+    std::vector<std::string> gpu_summary;  // index -> bus -> node -> UUID, per selected GPU
 };
 RunPlan plan_run(const Options& o);
 

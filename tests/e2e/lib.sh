@@ -10,12 +10,25 @@ if [ "$(id -u)" = 0 ] && [ -z "${GPUBOX_E2E_UNPRIVILEGED:-}" ]; then
     chmod 0755 "$top"
     install -m 0755 "$GPUBOX" "$top/gpubox"
     install -m 0755 "$PROBE" "$top/probe"
+    extra=()
+    if [ -n "${GPUPROBE:-}" ]; then
+        install -m 0755 "$GPUPROBE" "$top/gpuprobe"
+        install -m 0755 "$FAKE_GPU_HOST" "$top/fake-gpu-host"
+        extra+=(GPUPROBE="$top/gpuprobe" FAKE_GPU_HOST="$top/fake-gpu-host")
+        # The simulated GPU hosts need root (character nodes, chrooted ldconfig): build them
+        # here, root-owned like a real driver installation, before dropping privileges.
+        if [ "${E2E_FAKE_HOSTS:-0}" = 1 ]; then
+            "$FAKE_GPU_HOST" "$top/host" --gpus 4 && "$FAKE_GPU_HOST" "$top/host-nouvm" --gpus 2 --no-uvm ||
+                { echo "Bail out! fake-gpu-host failed"; exit 1; }
+            extra+=(E2E_HOST="$top/host" E2E_HOST_NOUVM="$top/host-nouvm")
+        fi
+    fi
     for f in "$E2E_DIR"/*.sh "$E2E_DIR"/*.c; do [ -e "$f" ] && install -m 0644 "$f" "$top/"; done
     [ -d "$E2E_DIR/../../examples" ] && cp -r "$E2E_DIR/../../examples" "$top/examples"
     mkdir "$top/work" && chown 65534:65534 "$top/work"
     setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all \
         env GPUBOX_E2E_UNPRIVILEGED=1 GPUBOX="$top/gpubox" PROBE="$top/probe" E2E_DIR="$top" \
-        TMPDIR="$top/work" ${E2E_EXTRA_ENV:-} bash "$top/$(basename "$0")"
+        TMPDIR="$top/work" "${extra[@]}" bash "$top/$(basename "$0")"
     rc=$?
     rm -rf "$top"
     exit $rc

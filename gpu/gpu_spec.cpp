@@ -1,0 +1,90 @@
+#include "gpu/gpu_spec.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <sstream>
+
+#include "common/error.hpp"
+#include "common/text.hpp"
+
+namespace gpubox::gpu {
+namespace {
+
+bool is_index(const std::string& s) {
+    return !s.empty() && s.size() < 4 && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+}
+
+bool is_uuid(const std::string& s) { return s.size() > 4 && (s.compare(0, 4, "GPU-") == 0 || s.compare(0, 4, "gpu-") == 0); }
+
+bool iequals(const std::string& a, const std::string& b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+               return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+           });
+}
+
+bool matches(const Gpu& g, const std::string& item) {
+    if (is_index(item)) return g.vendor == Vendor::nvidia && g.index == std::stoi(item);
+    if (is_uuid(item)) return iequals(g.uuid, item);
+    auto pci = parse_pci_address(item);
+    return pci && *pci == g.pci;
+}
+
+}  // namespace
+
+GpuSpec parse_gpu_spec(const std::string& text) {
+    GpuSpec spec;
+    if (text == "none") return spec;
+    if (text == "all") return spec.kind = GpuSpec::Kind::all, spec;
+    spec.kind = GpuSpec::Kind::list;
+    std::istringstream in(text + ",");
+    for (std::string item; std::getline(in, item, ',');) {
+        if (item.empty()) throw UsageError(cat("--gpu: empty item in ", quote(text)));
+        if (!is_index(item) && !is_uuid(item) && !parse_pci_address(item))
+            throw UsageError(cat("--gpu: ", quote(item),
+                                 " is not an index, a GPU-<uuid>, a PCI address, 'all' or 'none'"));
+        spec.items.push_back(item);
+    }
+    if (spec.items.empty()) throw UsageError("--gpu: empty list");
+    return spec;
+}
+
+std::vector<Gpu> select_gpus(const GpuInventory& inv, const GpuSpec& spec) {
+    if (spec.kind == GpuSpec::Kind::none) return {};
+    if (spec.kind == GpuSpec::Kind::all) {
+        if (inv.gpus.empty()) throw PlanError("--gpu all: this host has no GPU", "see 'gpubox list' and 'gpubox doctor'");
+        return inv.gpus;
+    }
+    std::vector<bool> chosen(inv.gpus.size(), false);
+    for (const std::string& item : spec.items) {
+        bool hit = false;
+        for (std::size_t i = 0; i < inv.gpus.size(); ++i)
+            if (matches(inv.gpus[i], item)) chosen[i] = hit = true;
+        if (!hit) {
+            std::string have = describe_gpus(inv);
+            if (have.empty()) have = "none\n";
+            std::replace(have.begin(), have.end(), '\n', ';');
+            have.pop_back();
+            throw PlanError(cat("--gpu ", item, ": no such GPU; GPUs on this host: ", have),
+                            "indices count NVIDIA GPUs in PCI bus order, as nvidia-smi does");
+        }
+    }
+    std::vector<Gpu> out;
+    for (std::size_t i = 0; i < inv.gpus.size(); ++i)
+        if (chosen[i]) out.push_back(inv.gpus[i]);
+    return out;
+}
+
+std::string describe_gpus(const GpuInventory& inv) {
+    std::ostringstream out;
+    for (const Gpu& g : inv.gpus) {
+        out << (g.index >= 0 ? std::to_string(g.index) : "-") << " " << to_string(g.pci) << " "
+            << to_string(g.vendor);
+        if (!g.model.empty()) out << " " << g.model;
+        if (!g.uuid.empty()) out << " " << g.uuid;
+        for (const Node& n : g.nodes) out << " " << n.path;
+        out << "\n";
+    }
+    return out.str();
+}
+
+}  // namespace gpubox::gpu

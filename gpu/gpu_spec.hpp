@@ -1,0 +1,26 @@
+#pragma once
+#include <string>
+#include <vector>
+
+#include "gpu/inventory.hpp"
+
+namespace gpubox::gpu {
+
+// --gpu: "none" (default), "all", or a comma list of NVIDIA indices, "GPU-<uuid>" and PCI
+// addresses (any vendor), as nvidia-container-cli --device takes them.
+struct GpuSpec {
+    enum class Kind { none, all, list } kind = Kind::none;
+    std::vector<std::string> items;
+};
+
+// Pure. Throws UsageError for a malformed item.
+GpuSpec parse_gpu_spec(const std::string& text);
+
+// Pure: the GPUs of `inv` the spec names, in inventory order, without duplicates. Throws
+// PlanError listing the host's GPUs when an item matches none.
+std::vector<Gpu> select_gpus(const GpuInventory& inv, const GpuSpec& spec);
+
+// "0 0000:3b:00.0 nvidia Tesla T4 GPU-... /dev/nvidia2" lines, for errors and `gpubox list`.
+std::string describe_gpus(const GpuInventory& inv);
+
+}  // namespace gpubox::gpu

@@ -1,0 +1,58 @@
+#include "gpu/image.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "common/sys.hpp"
+#include "common/text.hpp"
+#include "rootfs/resolve.hpp"
+
+namespace gpubox::gpu {
+namespace {
+
+#if defined(__aarch64__)
+constexpr const char* kMultiarch = "aarch64-linux-gnu";
+#else
+constexpr const char* kMultiarch = "x86_64-linux-gnu";
+#endif
+
+bool has_dir(int root, const std::string& path) {
+    int fd = rootfs::try_open_in_root(root, path, O_PATH | O_DIRECTORY);
+    if (fd >= 0) ::close(fd);
+    return fd >= 0;
+}
+
+}  // namespace
+
+std::string choose_libdir(bool has_multiarch) {
+    return has_multiarch ? cat("/usr/lib/", kMultiarch) : "/usr/lib64";
+}
+
+ImageInfo inspect_image(const std::string& rootfs) {
+    ImageInfo info;
+    UniqueFd root;
+    try {
+        root = sys::open_at(AT_FDCWD, rootfs, O_PATH | O_DIRECTORY);
+    } catch (...) {
+        std::throw_with_nested(PlanError(cat("ROOTFS ", quote(rootfs), " is not a usable directory")));
+    }
+    info.libdir = choose_libdir(has_dir(root.get(), cat("/usr/lib/", kMultiarch)) ||
+                                has_dir(root.get(), cat("/lib/", kMultiarch)));
+    int fd = rootfs::try_open_in_root(root.get(), "/etc/ld.so.cache", O_RDONLY);
+    if (fd < 0) return info;
+    UniqueFd cache(fd);
+    std::string bytes;
+    char buf[65536];
+    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0 && bytes.size() < (64u << 20);)
+        bytes.append(buf, static_cast<std::size_t>(n));
+    try {
+        info.ldcache = parse_ldcache(bytes);
+    } catch (const LdCacheError& e) {
+        log::warn(cat("ROOTFS's /etc/ld.so.cache is unusable (", e.what(), "); gpubox writes a new one"));
+    }
+    return info;
+}
+
+}  // namespace gpubox::gpu

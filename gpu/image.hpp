@@ -1,0 +1,22 @@
+#pragma once
+#include <string>
+#include <vector>
+
+#include "gpu/ldcache.hpp"
+
+namespace gpubox::gpu {
+
+// What the injection needs to know about ROOTFS, read (never written) through an fd with every
+// path resolved inside it.
+struct ImageInfo {
+    std::string libdir;                 // where the image's loader looks by default
+    std::vector<LdCacheEntry> ldcache;  // the image's own cache, if it has a readable one
+};
+
+ImageInfo inspect_image(const std::string& rootfs);
+
+// Pure: the library directory for a layout. Debian/Ubuntu multiarch when the image has it,
+// else the lib64 directory glibc's loader searches on RHEL-like systems.
+std::string choose_libdir(bool has_multiarch);
+
+}  // namespace gpubox::gpu

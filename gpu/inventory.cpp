@@ -1,0 +1,243 @@
+#include "gpu/inventory.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "common/error.hpp"
+#include "common/sys.hpp"
+#include "common/text.hpp"
+#include "gpu/driver_files.hpp"
+#include "gpu/ldcache.hpp"
+#include "gpu/proc_driver.hpp"
+#include "rootfs/paths.hpp"
+#include "rootfs/resolve.hpp"
+
+namespace gpubox::gpu {
+namespace {
+
+constexpr int kNvidiaMajor = 195;
+
+std::optional<std::string> read_in(int root, const std::string& path, std::size_t limit = 1 << 20) {
+    int fd = rootfs::try_open_in_root(root, path, O_RDONLY);
+    if (fd < 0) return std::nullopt;
+    UniqueFd f(fd);
+    std::string out;
+    char buf[8192];
+    for (ssize_t n; (n = ::read(f.get(), buf, sizeof buf)) > 0;) {
+        out.append(buf, static_cast<std::size_t>(n));
+        if (out.size() > limit) return std::nullopt;
+    }
+    return out;
+}
+
+std::vector<std::string> list_dir(int root, const std::string& path) {
+    std::vector<std::string> out;
+    int fd = rootfs::try_open_in_root(root, path, O_RDONLY | O_DIRECTORY);
+    if (fd < 0) return out;
+    DIR* d = ::fdopendir(fd);
+    if (!d) {
+        ::close(fd);
+        return out;
+    }
+    for (dirent* e; (e = ::readdir(d));)
+        if (e->d_name[0] != '.') out.emplace_back(e->d_name);
+    ::closedir(d);
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+unsigned hex_value(const std::optional<std::string>& text) {
+    if (!text) return 0;
+    try {
+        return static_cast<unsigned>(std::stoul(*text, nullptr, 16));
+    } catch (...) {
+        return 0;
+    }
+}
+
+Node stat_node(int root, const std::string& path) {
+    Node n{path};
+    int fd = rootfs::try_open_in_root(root, path, O_PATH);
+    if (fd < 0) return n;
+    UniqueFd f(fd);
+    struct stat st {};
+    if (::fstat(fd, &st) == 0) n.exists = true, n.is_char = S_ISCHR(st.st_mode), n.rdev = st.st_rdev;
+    n.host = sys::read_fd_link(fd);
+    return n;
+}
+
+// The real host path of `path` resolved inside the driver root, or "" if missing.
+std::string real_path(int root, const std::string& path, int flags = O_PATH) {
+    int fd = rootfs::try_open_in_root(root, path, flags);
+    if (fd < 0) return {};
+    UniqueFd f(fd);
+    return sys::read_fd_link(f.get());
+}
+
+void add_nvidia_gpus(int root, GpuInventory& inv, const std::vector<Gpu>& sysfs_nvidia) {
+    std::vector<Gpu> found;
+    for (const std::string& dir : list_dir(root, "/proc/driver/nvidia/gpus")) {
+        const std::string path = "/proc/driver/nvidia/gpus/" + dir + "/information";
+        auto text = read_in(root, path);
+        if (!text) continue;
+        GpuInformation info = parse_gpu_information(*text, path);
+        auto pci = parse_pci_address(info.bus_location);
+        if (!pci) pci = parse_pci_address(dir);
+        if (!pci) throw PlanError(cat(quote(path), ": invalid Bus Location ", quote(info.bus_location)));
+        // sysfs says what kind of PCI function it is; where sysfs knows it and it is not a
+        // display controller (an NVSwitch, say), it is no GPU.
+        auto in_sysfs = std::find_if(sysfs_nvidia.begin(), sysfs_nvidia.end(),
+                                     [&](const Gpu& g) { return g.pci == *pci; });
+        Gpu g{Vendor::nvidia};
+        g.pci = *pci;
+        g.pci_name = dir;
+        g.pci_class = in_sysfs != sysfs_nvidia.end() ? in_sysfs->pci_class : 0x030000;
+        g.model = info.model;
+        g.uuid = info.uuid;
+        g.minor = info.device_minor;
+        g.proc_dir = dir;
+        g.nodes.push_back(stat_node(root, cat("/dev/nvidia", info.device_minor)));
+        found.push_back(std::move(g));
+    }
+    std::sort(found.begin(), found.end(), [](const Gpu& a, const Gpu& b) { return a.pci < b.pci; });
+    for (std::size_t i = 0; i < found.size(); ++i) found[i].index = static_cast<int>(i);
+    inv.gpus.insert(inv.gpus.end(), found.begin(), found.end());
+}
+
+void add_drm_gpu(int root, GpuInventory& inv, Gpu g, const std::string& sysdir) {
+    for (const std::string& name : list_dir(root, sysdir + "/drm"))
+        if (starts_with(name, "card") || starts_with(name, "renderD"))
+            g.nodes.push_back(stat_node(root, "/dev/dri/" + name));
+    if (g.vendor == Vendor::amd) inv.shared_nodes["kfd"] = stat_node(root, "/dev/kfd");
+    inv.gpus.push_back(std::move(g));
+}
+
+void add_libraries(int root, GpuInventory& inv, unsigned caps) {
+    auto bytes = read_in(root, "/etc/ld.so.cache", 64 << 20);
+    if (!bytes) {
+        inv.ldcache_problem = "no /etc/ld.so.cache under the driver root";
+        return;
+    }
+    std::vector<LdCacheEntry> entries;
+    try {
+        entries = parse_ldcache(*bytes);
+    } catch (const LdCacheError& e) {
+        inv.ldcache_problem = cat("/etc/ld.so.cache: ", e.what());
+        return;
+    }
+    const auto prefixes = library_prefixes(caps);
+    const std::string suffix = inv.nvidia_version ? ".so." + *inv.nvidia_version : "";
+    for (const LdCacheEntry& e : entries) {
+        if ((e.flags & 0xff00) != (kLdFlagsNative & 0xff00) || !(e.flags & 1) || (e.hwcap & kLdHwcapExtension))
+            continue;
+        if (std::none_of(prefixes.begin(), prefixes.end(), [&](auto& p) { return starts_with(e.key, p); }))
+            continue;
+        const std::string host = real_path(root, e.value);
+        if (host.empty()) continue;
+        const std::string file = rootfs::base_name(host);
+        const auto so = file.find(".so.");
+        if (suffix.empty() || file.size() < suffix.size() || file.compare(file.size() - suffix.size(), suffix.size(), suffix) != 0) {
+            if (so != std::string::npos) inv.stale_versions.push_back(file.substr(so + 4));
+            continue;
+        }
+        auto it = std::find_if(inv.libs.begin(), inv.libs.end(), [&](auto& l) { return l.host_path == host; });
+        if (it == inv.libs.end()) inv.libs.push_back({file, host, {}}), it = inv.libs.end() - 1;
+        if (e.key != file && std::find(it->sonames.begin(), it->sonames.end(), e.key) == it->sonames.end())
+            it->sonames.push_back(e.key);
+    }
+    std::sort(inv.libs.begin(), inv.libs.end(), [](auto& a, auto& b) { return a.file < b.file; });
+    std::sort(inv.stale_versions.begin(), inv.stale_versions.end());
+    inv.stale_versions.erase(std::unique(inv.stale_versions.begin(), inv.stale_versions.end()), inv.stale_versions.end());
+}
+
+void add_binaries(int root, GpuInventory& inv, unsigned caps) {
+    static const char* const dirs[] = {"/usr/bin", "/usr/sbin", "/bin", "/sbin", "/usr/local/bin"};
+    for (const std::string& name : binary_names(caps))
+        for (const char* d : dirs) {
+            std::string host = real_path(root, cat(d, "/", name), O_RDONLY);
+            if (host.empty()) continue;
+            inv.binaries.emplace_back(name, host);
+            break;
+        }
+}
+
+}  // namespace
+
+const char* to_string(Vendor v) {
+    switch (v) {
+        case Vendor::nvidia: return "nvidia";
+        case Vendor::amd: return "amd";
+        case Vendor::intel: return "intel";
+    }
+    return "?";
+}
+
+GpuInventory discover_gpus(const std::string& driver_root, unsigned caps) {
+    GpuInventory inv;
+    inv.driver_root = driver_root.size() > 1 && driver_root.back() == '/' ? driver_root.substr(0, driver_root.size() - 1) : driver_root;
+    UniqueFd root;
+    try {
+        root = sys::open_at(AT_FDCWD, driver_root, O_PATH | O_DIRECTORY);
+    } catch (...) {
+        std::throw_with_nested(PlanError(cat("--driver-root ", quote(driver_root), " is not a directory")));
+    }
+    const int r = root.get();
+    inv.nvidia_version = parse_driver_version(read_in(r, "/sys/module/nvidia/version").value_or(""));
+    inv.proc_version = read_in(r, "/proc/driver/nvidia/version").value_or("");
+    if (!inv.nvidia_version) inv.nvidia_version = parse_driver_version(inv.proc_version);
+    inv.proc_params = read_in(r, "/proc/driver/nvidia/params").value_or("");
+    inv.proc_registry = read_in(r, "/proc/driver/nvidia/registry").value_or("");
+
+    std::vector<Gpu> sysfs_nvidia;
+    const std::string pci_dir = "/sys/bus/pci/devices";
+    for (const std::string& name : list_dir(r, pci_dir)) {
+        const std::string dir = pci_dir + "/" + name;
+        const unsigned vendor = hex_value(read_in(r, dir + "/vendor"));
+        const unsigned cls = hex_value(read_in(r, dir + "/class"));
+        auto pci = parse_pci_address(name);
+        if ((cls >> 16) != 0x03 || !pci) continue;  // only display controllers are GPUs
+        Gpu g{vendor == 0x10de ? Vendor::nvidia : vendor == 0x1002 ? Vendor::amd : Vendor::intel};
+        if (vendor != 0x10de && vendor != 0x1002 && vendor != 0x8086) continue;
+        g.pci = *pci, g.pci_name = name, g.pci_class = cls;
+        if (g.vendor == Vendor::nvidia) sysfs_nvidia.push_back(g);
+        else add_drm_gpu(r, inv, g, dir);
+    }
+    std::vector<Gpu> others = std::move(inv.gpus);
+    inv.gpus.clear();
+    add_nvidia_gpus(r, inv, sysfs_nvidia);
+    inv.gpus.insert(inv.gpus.end(), others.begin(), others.end());
+
+    const std::string devices = read_in(r, "/proc/devices").value_or("");
+    for (const char* n : {"nvidiactl", "nvidia-modeset", "nvidia-uvm", "nvidia-uvm-tools"})
+        inv.shared_nodes[n] = stat_node(r, cat("/dev/", n));
+    int major = parse_char_major(devices, "nvidia");
+    if (major < 0) major = parse_char_major(devices, "nvidia-frontend");
+    if (major < 0) major = kNvidiaMajor;
+    for (Gpu& g : inv.gpus)
+        if (g.vendor == Vendor::nvidia && g.nodes[0].exists && g.nodes[0].rdev != makedev(major, g.minor))
+            g.nodes[0].is_char = false;  // not the node the driver made for this minor
+    inv.shared_nodes["nvidiactl"].is_char &= inv.shared_nodes["nvidiactl"].rdev == makedev(major, 255);
+    inv.shared_nodes["nvidia-modeset"].is_char &= inv.shared_nodes["nvidia-modeset"].rdev == makedev(major, 254);
+    const int uvm = parse_char_major(devices, "nvidia-uvm");
+    if (uvm >= 0) {
+        inv.shared_nodes["nvidia-uvm"].is_char &= inv.shared_nodes["nvidia-uvm"].rdev == makedev(uvm, 0);
+        inv.shared_nodes["nvidia-uvm-tools"].is_char &= inv.shared_nodes["nvidia-uvm-tools"].rdev == makedev(uvm, 1);
+    }
+    if (std::any_of(inv.gpus.begin(), inv.gpus.end(), [](auto& g) { return g.vendor == Vendor::nvidia; })) {
+        add_libraries(r, inv, caps);
+        add_binaries(r, inv, caps);
+        std::vector<std::string> extras = {"/run/nvidia-persistenced/socket", "/tmp/nvidia-mps"};
+        if (inv.nvidia_version) extras.push_back("/lib/firmware/nvidia/" + *inv.nvidia_version);
+        for (const std::string& p : extras)
+            if (std::string host = real_path(r, p); !host.empty()) inv.optional_paths.emplace_back(p, host);
+    }
+    return inv;
+}
+
+}  // namespace gpubox::gpu

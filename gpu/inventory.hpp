@@ -1,0 +1,61 @@
+#pragma once
+#include <sys/types.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpu/pci.hpp"
+
+namespace gpubox::gpu {
+
+enum class Vendor { nvidia, amd, intel };
+const char* to_string(Vendor v);
+
+struct Node {                 // a device node, at the same path on the host (under the driver
+    std::string path;         // root) and in the sandbox, e.g. "/dev/nvidia2"
+    std::string host;         // the real host path it resolved to ("" if missing)
+    bool exists = false;
+    bool is_char = false;
+    dev_t rdev = 0;
+};
+
+struct Gpu {
+    Vendor vendor;
+    int index = -1;           // NVIDIA: nvidia-smi's index (PCI bus order); others: -1
+    PciAddress pci;
+    std::string pci_name;     // the host's spelling (sysfs or procfs directory name)
+    unsigned pci_class = 0;
+    std::string model, uuid;
+    int minor = -1;           // NVIDIA Device Minor: /dev/nvidia<minor>
+    std::string proc_dir;     // NVIDIA: directory name under /proc/driver/nvidia/gpus
+    std::vector<Node> nodes;  // this GPU's own nodes
+};
+
+struct DriverLib {
+    std::string file;                 // real file name, e.g. libcuda.so.550.54.14
+    std::string host_path;            // where it is on the host (driver root included)
+    std::vector<std::string> sonames; // ld.so.cache keys that lead to it, e.g. libcuda.so.1
+};
+
+struct GpuInventory {
+    std::string driver_root = "/";
+    std::optional<std::string> nvidia_version;  // kernel module version
+    std::vector<Gpu> gpus;                      // NVIDIA in index order, then AMD and Intel
+    std::vector<DriverLib> libs;                // version-matched, for the capabilities asked
+    std::vector<std::string> stale_versions;    // driver versions of libraries left out
+    std::string ldcache_problem;                // why the host's ld.so.cache could not be used
+    std::vector<std::pair<std::string, std::string>> binaries;  // name, host path
+    std::map<std::string, Node> shared_nodes;   // nvidiactl, nvidia-uvm, ..., kfd
+    std::string proc_version, proc_params, proc_registry;
+    // Sockets, the MPS pipe directory, GSP firmware: {container path, real host path}.
+    std::vector<std::pair<std::string, std::string>> optional_paths;
+};
+
+// Reads the host only below `driver_root` (resolving every path inside it, so an absolute
+// symlink or an ld.so.cache path found there stays inside it). Never throws for what a host
+// lacks: it records it, and the planner decides whether the request needs it.
+GpuInventory discover_gpus(const std::string& driver_root, unsigned caps);
+
+}  // namespace gpubox::gpu

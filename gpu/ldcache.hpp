@@ -1,0 +1,48 @@
+#pragma once
+// glibc's /etc/ld.so.cache: a bounds-checked parser (new format "glibc-ld.so.cache1.1", alone or
+// embedded after an old "ld.so-1.7.0" table) and a writer of the new format. Pure.
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpubox::gpu {
+
+struct LdCacheEntry {
+    std::int32_t flags = 0;  // type (0x00ff) | arch (0xff00): 0x0303 = x86-64 libc6
+    std::string key;         // soname
+    std::string value;       // path
+    std::uint64_t hwcap = 0;
+    bool operator==(const LdCacheEntry&) const = default;
+};
+
+struct LdCacheError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+constexpr std::int32_t kLdFlagElfLibc6 = 0x0003;
+constexpr std::int32_t kLdFlagX8664 = 0x0300;
+constexpr std::int32_t kLdFlagAarch64 = 0x0a00;
+constexpr std::int32_t kLdFlagsNative =
+#if defined(__aarch64__)
+    kLdFlagElfLibc6 | kLdFlagAarch64;
+#else
+    kLdFlagElfLibc6 | kLdFlagX8664;
+#endif
+
+// Throws LdCacheError for anything malformed: bad magic, old-only format, big-endian flag,
+// entry table or string offsets outside the file, strings without a terminating NUL.
+std::vector<LdCacheEntry> parse_ldcache(std::string_view bytes);
+
+// Entries with this hwcap bit point into glibc-hwcaps subdirectories through an extension
+// section the writer does not produce; callers drop them before rendering.
+constexpr std::uint64_t kLdHwcapExtension = 1ULL << 62;
+
+// The new format, entries sorted as glibc's loader binary-searches them.
+std::string render_ldcache(std::vector<LdCacheEntry> entries);
+
+// glibc's _dl_cache_libcmp: digit runs compare as numbers.
+int ldcache_libcmp(const std::string& a, const std::string& b);
+
+}  // namespace gpubox::gpu

@@ -1,0 +1,127 @@
+#include "gpu/mount_list.hpp"
+
+#include <sys/sysmacros.h>
+
+#include <algorithm>
+
+#include "common/error.hpp"
+#include "common/text.hpp"
+#include "gpu/driver_files.hpp"
+#include "gpu/proc_driver.hpp"
+
+namespace gpubox::gpu {
+namespace {
+
+using namespace rootfs;
+
+// A node must exist on the host as the character device discovery expects.
+BindDev device(const Node& n, const char* hint) {
+    if (!n.exists) throw PlanError(cat("host device node ", quote(n.path), " is missing"), hint);
+    if (!n.is_char)
+        throw PlanError(cat("host device node ", quote(n.path), " is not the expected character device"),
+                        "the node does not match the driver's major:minor; recreate it (nvidia-modprobe)");
+    return BindDev{n.host, n.path, Need::required, n.rdev, Place::gpubox};
+}
+
+void check_driver(const GpuInventory& inv) {
+    if (!inv.nvidia_version)
+        throw PlanError("no NVIDIA kernel module version (/sys/module/nvidia/version, /proc/driver/nvidia/version)",
+                        "is the nvidia kernel module loaded? see 'gpubox doctor'");
+    if (!inv.ldcache_problem.empty())
+        throw PlanError(cat("cannot find the NVIDIA driver libraries: ", inv.ldcache_problem), "run ldconfig on the host");
+    if (inv.libs.empty() && !inv.stale_versions.empty())
+        throw PlanError(cat("NVIDIA driver/library version mismatch: kernel module ", *inv.nvidia_version,
+                            ", user-space libraries ", join(inv.stale_versions, ", ")),
+                        "reboot after a driver upgrade, or install the user-space driver matching the module");
+    if (inv.libs.empty())
+        throw PlanError(cat("no NVIDIA driver libraries for version ", *inv.nvidia_version, " in the host's ld.so.cache"),
+                        "install the NVIDIA user-space driver and run ldconfig");
+}
+
+void add_nvidia(const GpuInventory& inv, const std::vector<Gpu>& sel, unsigned caps, const ImageInfo& image,
+                GpuPlan& p) {
+    check_driver(inv);
+    const char* uvm_hint = "run 'nvidia-modprobe -u -c=0' (or any CUDA program) once on the host to create it";
+    p.ops.push_back(device(inv.shared_nodes.at("nvidiactl"), "is the NVIDIA driver loaded? run nvidia-modprobe"));
+    for (const Gpu& g : sel) {
+        p.ops.push_back(device(g.nodes.at(0), "run nvidia-modprobe -c=<minor> on the host"));
+        p.summary.push_back(cat("index ", g.index, " -> ", to_string(g.pci), " -> /dev/nvidia", g.minor, " -> ",
+                                g.uuid, " (", g.model, ")"));
+    }
+    if (needs_uvm(caps)) {
+        p.ops.push_back(device(inv.shared_nodes.at("nvidia-uvm"), uvm_hint));
+        p.ops.push_back(device(inv.shared_nodes.at("nvidia-uvm-tools"), uvm_hint));
+    }
+    if (needs_modeset(caps)) p.ops.push_back(device(inv.shared_nodes.at("nvidia-modeset"), "run nvidia-modprobe -m"));
+
+    // /proc/driver/nvidia: copies of the driver's files, and only the selected GPUs' entries. The
+    // tmpfs covers /proc/driver, so nvidia-caps and other drivers' entries are hidden too.
+    p.ops.push_back(Tmpfs{"/proc/driver", 1 << 20, 0555, true, false, Place::kernel});
+    p.ops.push_back(MakeDir{"/proc/driver/nvidia", 0555});
+    p.ops.push_back(MakeDir{"/proc/driver/nvidia/gpus", 0555});
+    if (!inv.proc_version.empty()) p.ops.push_back(WriteFile{"/proc/driver/nvidia/version", inv.proc_version, 0444});
+    p.ops.push_back(WriteFile{"/proc/driver/nvidia/params", rewrite_params(inv.proc_params), 0444});
+    if (!inv.proc_registry.empty()) p.ops.push_back(WriteFile{"/proc/driver/nvidia/registry", inv.proc_registry, 0444});
+    for (const Gpu& g : sel)
+        p.ops.push_back(Bind{cat(inv.driver_root == "/" ? "" : inv.driver_root, "/proc/driver/nvidia/gpus/", g.proc_dir),
+                             "/proc/driver/nvidia/gpus/" + g.proc_dir, true, Need::required});
+
+    // Libraries at the image's default library path, with their soname links, plus an
+    // ld.so.cache that sends every driver soname there: the host's libraries win over any
+    // the image ships, for any layout, without running ldconfig.
+    std::vector<LdCacheEntry> cache;
+    std::vector<std::string> ours;
+    for (const DriverLib& lib : inv.libs) {
+        const std::string file = image.libdir + "/" + lib.file;
+        p.ops.push_back(Bind{lib.host_path, file, true, Need::required});
+        std::vector<std::pair<std::string, std::string>> links;  // name -> link text
+        for (const std::string& so : lib.sonames) links.emplace_back(so, lib.file);
+        // "libcuda.so" too: many programs dlopen the development name.
+        const auto so = lib.file.find(".so.");
+        const std::string dev = so == std::string::npos ? "" : lib.file.substr(0, so + 3);
+        if (!dev.empty() && std::find(lib.sonames.begin(), lib.sonames.end(), dev) == lib.sonames.end())
+            links.emplace_back(dev, lib.sonames.empty() ? lib.file : lib.sonames.front());
+        for (const auto& [name, text] : links) {
+            p.ops.push_back(Symlink{text, image.libdir + "/" + name, Place::image});
+            cache.push_back({kLdFlagsNative, name, file, 0});
+            ours.push_back(name);
+        }
+    }
+    for (const LdCacheEntry& e : image.ldcache)
+        if (!(e.hwcap & kLdHwcapExtension) && std::find(ours.begin(), ours.end(), e.key) == ours.end())
+            cache.push_back(e);
+    p.ops.push_back(WriteFile{"/etc/ld.so.cache", render_ldcache(cache), 0644, Place::image});
+
+    for (const auto& [name, host] : inv.binaries) p.ops.push_back(Bind{host, "/usr/bin/" + name, true, Need::required});
+    for (const auto& [path, host] : inv.optional_paths)
+        p.ops.push_back(Bind{host, path, starts_with(path, "/lib/firmware"), Need::optional});
+}
+
+void add_drm(const GpuInventory& inv, const Gpu& g, GpuPlan& p) {
+    if (g.vendor == Vendor::amd) p.ops.push_back(device(inv.shared_nodes.at("kfd"), "is the amdgpu driver loaded?"));
+    for (const Node& n : g.nodes) {
+        p.ops.push_back(device(n, "is the GPU's DRM driver loaded?"));
+        const std::string kind = n.path.find("renderD") != std::string::npos ? "render" : "card";
+        p.ops.push_back(Symlink{"../" + n.path.substr(n.path.rfind('/') + 1),
+                                cat("/dev/dri/by-path/pci-", g.pci_name, "-", kind), Place::gpubox});
+    }
+    std::string nodes;
+    for (const Node& n : g.nodes) nodes += " " + n.path;
+    p.summary.push_back(cat(to_string(g.vendor), " ", to_string(g.pci), " ->", nodes));
+}
+
+}  // namespace
+
+GpuPlan plan_gpu_mounts(const GpuInventory& inv, const std::vector<Gpu>& selected, unsigned caps,
+                        const ImageInfo& image) {
+    GpuPlan p;
+    std::vector<Gpu> nvidia;
+    for (const Gpu& g : selected)
+        if (g.vendor == Vendor::nvidia) nvidia.push_back(g);
+    if (!nvidia.empty()) add_nvidia(inv, nvidia, caps, image, p);
+    for (const Gpu& g : selected)
+        if (g.vendor != Vendor::nvidia) add_drm(inv, g, p);
+    return p;
+}
+
+}  // namespace gpubox::gpu

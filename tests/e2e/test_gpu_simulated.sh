@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# GPU isolation against the simulated host (tests/fixtures): 4 NVIDIA GPUs whose Device Minors
+# are not in PCI order, an AMD and an Intel GPU, real tiny driver libraries of two versions.
+E2E_FAKE_HOSTS=1
+. "$(dirname "$0")/lib.sh"
+if [ -z "${E2E_HOST:-}" ]; then
+    if [ "${GPUBOX_TESTS_MUST_WORK:-0}" = 1 ]; then echo "Bail out! the simulated GPU host needs root to build"; exit 1; fi
+    echo "1..0 # SKIP the simulated GPU host is built as root (run the suite as root; it drops privileges)"
+    exit 77
+fi
+R=$WORK/rootfs
+make_rootfs "$R"
+install -m 0755 "$GPUPROBE" "$R/usr/bin/gpuprobe"
+require_userns "$R"
+H=$E2E_HOST
+gbox() { box run --driver-root "$H" "$@"; }
+uuid0=GPU-000000a0-1111-2222-3333-444400000010
+
+box list --driver-root "$H"
+expect_match "list: driver version" "$out" '^driver: 550.54.14$'
+expect_match "list: index 0 is the lowest bus, minor 2" "$out" "^0 0000:3b:00.0 nvidia Tesla T4 $uuid0 /dev/nvidia2$"
+expect_match "list: index 3 has minor 1" "$out" '^3 0000:af:00.0 nvidia .* /dev/nvidia1$'
+expect_match "list: the AMD GPU" "$out" '^- 0000:c1:00.0 amd /dev/dri/card1 /dev/dri/renderD129$'
+expect_eq "list: no audio function, NVSwitch or bridge" "$(printf '%s\n' "$out" | grep -c '^[0-9-] ')" 6
+box list --json --driver-root "$H"
+expect_match "list --json" "$out" '"driver_version": "550.54.14"'
+expect_match "list --json: minor" "$out" '"minor": 2'
+
+before=$(tree_hash "$R")
+gbox --gpu 0 "$R" nvidia-smi -L
+expect_eq "--gpu 0: nvidia-smi -L lists exactly host GPU 0" "$out" "GPU 0: Tesla T4 (UUID: $uuid0)"
+gbox --gpu 0 "$R" probe stat /dev/nvidia0 /dev/nvidia1 /dev/nvidia2 /dev/nvidia3 /dev/nvidiactl /dev/nvidia-uvm /dev/nvidia-uvm-tools /dev/nvidia-modeset /dev/kfd
+expect_eq "--gpu 0: exactly the right nodes (major:minor)" "$out" "/dev/nvidia0=ENOENT
+/dev/nvidia1=ENOENT
+/dev/nvidia2=chr 195:2
+/dev/nvidia3=ENOENT
+/dev/nvidiactl=chr 195:255
+/dev/nvidia-uvm=chr 508:0
+/dev/nvidia-uvm-tools=chr 508:1
+/dev/nvidia-modeset=ENOENT
+/dev/kfd=ENOENT"
+gbox --gpu 0 "$R" sh -c 'ls /proc/driver/nvidia/gpus; ls /proc/driver; ls /proc/driver/nvidia; grep ModifyDeviceFiles /proc/driver/nvidia/params; grep -c "Device Minor:.*2" /proc/driver/nvidia/gpus/*/information'
+expect_eq "--gpu 0: only its procfs entry, ModifyDeviceFiles 0" "$out" "0000:3b:00.0
+nvidia
+gpus
+params
+registry
+version
+ModifyDeviceFiles: 0
+1"
+gbox --gpu 0 "$R" gpuprobe
+expect_eq "--gpu 0: the probe exits 0" "$rc" 0
+expect_match "dlopen(libcuda.so.1) reaches the host driver" "$out" '^cuda_driver_version=12040$'
+expect_match "cuInit succeeds" "$out" '^cuInit=0$'
+expect_match "CUDA sees one device" "$out" '^devices=1$'
+expect_match "libnvidia-ml answers the host driver version" "$out" '^nvml_driver_version=550.54.14$'
+expect_match "libcuda.so (the dev name) resolves too" "$out" '^libcuda.so=ok$'
+gbox --gpu 0 "$R" sh -c 'find / -name "*535.104.05*" 2>/dev/null; grep -c 535.104 /etc/ld.so.cache; true'
+expect_eq "the older driver's libraries are nowhere in the sandbox" "$out" "0"
+expect_eq "ROOTFS unchanged after GPU runs" "$(tree_hash "$R")" "$before"
+
+gbox --gpu 1,3 "$R" sh -c 'nvidia-smi -L | wc -l; ls /dev | grep "^nvidia[0-9]" | tr "\n" " "'
+expect_eq "--gpu 1,3: two GPUs, minors 0 and 1" "$out" "2
+nvidia0 nvidia1 "
+gbox --gpu gpu-000000A2-1111-2222-3333-444400000012 "$R" sh -c 'ls /dev | grep "^nvidia[0-9]"'
+expect_eq "--gpu by UUID (any case)" "$out" "nvidia3"
+gbox --gpu 00000000:5E:00.0 "$R" sh -c 'ls /dev | grep "^nvidia[0-9]"; ls /proc/driver/nvidia/gpus'
+expect_eq "--gpu by PCI address (8-digit domain)" "$out" "nvidia0
+0000:5e:00.0"
+gbox --gpu all "$R" sh -c 'nvidia-smi -L | wc -l; ls /dev/dri; ls /dev/dri/by-path; ls /dev/kfd'
+expect_eq "--gpu all: every GPU, DRM nodes and by-path links" "$out" "4
+by-path
+card0
+card1
+renderD128
+renderD129
+pci-0000:00:02.0-card
+pci-0000:00:02.0-render
+pci-0000:c1:00.0-card
+pci-0000:c1:00.0-render
+/dev/kfd"
+gbox --gpu 0000:c1:00.0 "$R" sh -c 'ls /dev/dri; ls /dev/kfd; ls /dev | grep -c nvidia'
+expect_eq "an AMD GPU by PCI address: kfd and its own DRM nodes only" "$out" "by-path
+card1
+renderD129
+/dev/kfd
+0"
+gbox --gpu none "$R" gpuprobe
+expect_eq "--gpu none: no driver inside" "$rc" 1
+expect_match "--gpu none: libcuda is not there" "$out" 'libcuda=libcuda.so.1: cannot open shared object file'
+gbox --gpu 0 --gpu-caps utility "$R" sh -c 'ls /dev | grep nvidia | tr "\n" " "; ls /usr/lib/x86_64-linux-gnu/ | grep -c libcuda; nvidia-smi -L'
+expect_eq "--gpu-caps utility: no UVM nodes, no libcuda, nvidia-smi works" "$out" "nvidia2 nvidiactl 0
+GPU 0: Tesla T4 (UUID: $uuid0)"
+
+gbox --gpu 7 "$R" true
+expect_eq "unknown GPU -> 125" "$rc" 125
+expect_match "unknown GPU: the message lists the host's GPUs" "$err" '^gpubox: --gpu 7: no such GPU; GPUs on this host: 0 0000:3b:00.0 nvidia Tesla T4'
+box run --driver-root "$E2E_HOST_NOUVM" --gpu 0 "$R" true
+expect_eq "host without /dev/nvidia-uvm -> 125" "$rc" 125
+expect_eq "host without /dev/nvidia-uvm: a clear error and a hint" "$err" 'gpubox: host device node "/dev/nvidia-uvm" is missing
+gpubox: hint: run '"'"'nvidia-modprobe -u -c=0'"'"' (or any CUDA program) once on the host to create it'
+box run --driver-root "$E2E_HOST_NOUVM" --gpu 0 --gpu-caps utility "$R" nvidia-smi -L
+expect_eq "without UVM, utility-only still works" "$rc" 0
+box run --driver-root "$WORK/nohost" --gpu 0 "$R" true
+expect_match "a missing --driver-root is named" "$rc:$err" '^125:gpubox: --driver-root ".*nohost" is not a directory'
+box doctor --driver-root "$E2E_HOST_NOUVM"
+expect_eq "doctor fails on a broken host" "$rc" 1
+expect_match "doctor names the missing node and the fix" "$out" $'^PROBLEM  /dev/nvidia-uvm is missing$'
+expect_match "doctor says how to fix it" "$out" "fix: run 'nvidia-modprobe -u -c=0' as root"
+box doctor --driver-root "$H"
+expect_match "doctor reports the ignored older libraries" "$out" 'ok       5 driver libraries at version 550.54.14 \(ignored: 535.104.05\)'
+
+# An image that ships its own, older driver: in the loader's directory and, through its own
+# ld.so.cache, in another one. The host's driver must win both ways.
+I=$WORK/image-with-driver
+cp -a "$R" "$I"
+mkdir -p "$I/opt/compat"
+cp "$H/usr/lib/x86_64-linux-gnu/nvidia-old/libcuda.so.535.104.05" "$I/opt/compat/"
+ln -s libcuda.so.535.104.05 "$I/opt/compat/libcuda.so.1"
+cp "$I/opt/compat/libcuda.so.535.104.05" "$I/usr/lib/x86_64-linux-gnu/"
+ln -s libcuda.so.535.104.05 "$I/usr/lib/x86_64-linux-gnu/libcuda.so.1"
+"$FAKE_GPU_HOST" --write-ldcache "$I/etc/ld.so.cache" libcuda.so.1=/opt/compat/libcuda.so.1 \
+    libc.so.6=/usr/lib/x86_64-linux-gnu/libc.so.6
+box run --driver-root "$H" --gpu 0 "$I" gpuprobe
+expect_match "without gpubox's cache the image's cache would win; with it the host's driver wins" "$out" $'^cuda_driver_version=12040$'
+box run "$I" gpuprobe
+expect_match "(control: without --gpu the image's own old libcuda is what loads)" "$out" $'^cuda_driver_version=12020$'
+
+# RHEL-like layout: glibc in /usr/lib64, found through the image's cache.
+L=$WORK/rhel
+"$GPUBOX" rootfs create "$L" >/dev/null
+mkdir -p "$L/usr/lib64"
+mv "$L"/usr/lib/x86_64-linux-gnu/* "$L/usr/lib64/" && rmdir "$L/usr/lib/x86_64-linux-gnu"
+install -m 0755 "$GPUPROBE" "$L/usr/bin/gpuprobe"
+"$FAKE_GPU_HOST" --write-ldcache "$L/etc/ld.so.cache" libc.so.6=/usr/lib64/libc.so.6
+box run --driver-root "$H" --gpu 0 "$L" sh -c 'gpuprobe && ls /usr/lib64/libcuda.so.1'
+expect_match "RHEL lib64 layout: libraries land in /usr/lib64 and load" "$rc:$out" $'^0:cuda_driver_version=12040\n.*libcuda_path=/usr/lib64/libcuda.so.550.54.14.*\n/usr/lib64/libcuda.so.1$'
+# Minimal layout: static busybox only.
+M=$WORK/minimal
+"$GPUBOX" rootfs create "$M" >/dev/null
+rm -rf "$M/usr/lib/x86_64-linux-gnu" "$M/lib64"
+box run --driver-root "$H" --gpu 0 "$M" sh -c 'nvidia-smi -L && ls /usr/lib64 | grep -c "^libcuda"'
+expect_eq "minimal layout: tools work, libraries are placed" "$rc:$out" "0:GPU 0: Tesla T4 (UUID: $uuid0)
+3"
+finish

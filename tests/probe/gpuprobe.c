@@ -1,0 +1,39 @@
+#define _GNU_SOURCE
+/* gpuprobe: a dynamically linked program inside the test rootfs that uses the driver the way
+ * CUDA programs do, by dlopen()ing the sonames, and prints what it got. */
+#include <dlfcn.h>
+#include <stdio.h>
+
+int main(void) {
+    int rc = 0;
+    void* cuda = dlopen("libcuda.so.1", RTLD_NOW);
+    if (!cuda) {
+        printf("libcuda=%s\n", dlerror());
+        rc = 1;
+    } else {
+        int (*get_version)(int*) = (int (*)(int*))dlsym(cuda, "cuDriverGetVersion");
+        int (*init)(unsigned) = (int (*)(unsigned))dlsym(cuda, "cuInit");
+        int (*count)(int*) = (int (*)(int*))dlsym(cuda, "cuDeviceGetCount");
+        int v = 0, n = 0;
+        get_version(&v);
+        int ir = init(0);
+        count(&n);
+        Dl_info info;
+        dladdr((void*)get_version, &info);
+        printf("cuda_driver_version=%d\ncuInit=%d\ndevices=%d\nlibcuda_path=%s\n", v, ir, n, info.dli_fname);
+        if (ir != 0) rc = 1;
+    }
+    void* dev = dlopen("libcuda.so", RTLD_NOW);
+    printf("libcuda.so=%s\n", dev ? "ok" : dlerror());
+    void* nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    if (!nvml) {
+        printf("libnvidia-ml=%s\n", dlerror());
+        rc = 1;
+    } else {
+        char buf[96] = "";
+        int (*drv)(char*, unsigned) = (int (*)(char*, unsigned))dlsym(nvml, "nvmlSystemGetDriverVersion");
+        drv(buf, sizeof buf);
+        printf("nvml_driver_version=%s\n", buf);
+    }
+    return rc;
+}

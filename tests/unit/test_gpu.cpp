@@ -1,0 +1,250 @@
+// Discovery, selection and the GPU mount planner against FakeHost trees (no privileges: nodes
+// are plain files here, so tests that plan mounts mark them as the driver's devices).
+#include <catch2/catch.hpp>
+
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+
+#include "common/error.hpp"
+#include "gpu/driver_files.hpp"
+#include "gpu/gpu_spec.hpp"
+#include "gpu/image.hpp"
+#include "gpu/inventory.hpp"
+#include "gpu/mount_list.hpp"
+#include "rootfs/plan.hpp"
+#include "tests/fixtures/fake_host.hpp"
+
+namespace fs = std::filesystem;
+using namespace gpubox;
+using namespace gpubox::gpu;
+
+namespace {
+
+struct Host {
+    fs::path dir;
+    test::FakeHost fake;
+    Host() : dir(make()), fake(dir.string(), false) {
+        fake.standard(4, "550.54.14", "535.104.05", {"", "", "", "", "", "", "", "", "/bin/true"});
+    }
+    ~Host() { fs::remove_all(dir); }
+    static fs::path make() {
+        char t[] = "/tmp/gpubox-fakehost.XXXXXX";
+        return ::mkdtemp(t);
+    }
+};
+
+// What the real host would have: the driver's character devices.
+GpuInventory as_real(GpuInventory inv) {
+    for (Gpu& g : inv.gpus)
+        for (Node& n : g.nodes) {
+            n.is_char = true, n.host = inv.driver_root + n.path;
+            if (g.vendor == Vendor::nvidia) n.rdev = makedev(195, static_cast<unsigned>(g.minor));
+        }
+    const std::map<std::string, dev_t> rdev = {{"nvidiactl", makedev(195, 255)}, {"nvidia-modeset", makedev(195, 254)},
+                                               {"nvidia-uvm", makedev(508, 0)}, {"nvidia-uvm-tools", makedev(508, 1)}};
+    for (auto& [name, n] : inv.shared_nodes) {
+        n.is_char = n.exists, n.host = inv.driver_root + n.path;
+        if (rdev.count(name)) n.rdev = rdev.at(name);
+    }
+    return inv;
+}
+
+std::vector<std::string> texts(const GpuPlan& p) {
+    std::vector<std::string> out;
+    for (const auto& op : p.ops) out.push_back(rootfs::to_string(op));
+    return out;
+}
+
+bool has(const std::vector<std::string>& v, const std::string& needle) {
+    return std::any_of(v.begin(), v.end(), [&](auto& s) { return s.find(needle) != std::string::npos; });
+}
+
+}  // namespace
+
+TEST_CASE("discovery: GPUs in PCI order, minors from procfs, non-GPU functions left out") {
+    Host h;
+    GpuInventory inv = discover_gpus(h.dir.string(), kCapDefault);
+    CHECK(inv.nvidia_version == "550.54.14");
+    REQUIRE(inv.gpus.size() == 6);  // 4 NVIDIA + AMD + Intel; no audio, NVSwitch or bridge
+    CHECK(inv.gpus[0].index == 0);
+    CHECK(to_string(inv.gpus[0].pci) == "0000:3b:00.0");
+    CHECK(inv.gpus[0].minor == 2);
+    CHECK(inv.gpus[0].nodes[0].path == "/dev/nvidia2");
+    CHECK(inv.gpus[0].pci_class == 0x030200);  // 3D controller
+    CHECK(inv.gpus[1].pci_class == 0x030000);  // VGA
+    CHECK(inv.gpus[3].minor == 1);
+    CHECK(inv.gpus[4].vendor == Vendor::intel);  // other vendors follow, in PCI order
+    CHECK(inv.gpus[4].index == -1);
+    CHECK(inv.gpus[4].nodes.size() == 2);
+    CHECK(inv.gpus[5].vendor == Vendor::amd);
+}
+
+TEST_CASE("discovery: only libraries of the kernel module's version, for the capabilities asked") {
+    Host h;
+    GpuInventory inv = discover_gpus(h.dir.string(), kCapDefault);
+    std::vector<std::string> files;
+    for (const DriverLib& l : inv.libs) files.push_back(l.file);
+    CHECK(files == std::vector<std::string>{"libcuda.so.550.54.14", "libnvidia-ml.so.550.54.14",
+                                            "libnvidia-ptxjitcompiler.so.550.54.14"});
+    CHECK(inv.stale_versions == std::vector<std::string>{"535.104.05"});
+    auto cuda = std::find_if(inv.libs.begin(), inv.libs.end(), [](auto& l) { return l.file == "libcuda.so.550.54.14"; });
+    CHECK(cuda->host_path == (h.dir / "usr/lib/x86_64-linux-gnu/libcuda.so.550.54.14").string());
+    GpuInventory video = discover_gpus(h.dir.string(), kCapVideo | kCapGraphics);
+    bool encode = false, glx = false, gtk = false;
+    for (auto& l : video.libs) encode |= l.file.find("encode") != std::string::npos,
+                               glx |= l.file.find("GLX") != std::string::npos,
+                               gtk |= l.file.find("gtk") != std::string::npos;
+    CHECK(encode);
+    CHECK(glx);
+    CHECK_FALSE(gtk);
+}
+
+TEST_CASE("discovery: an absolute symlink under the driver root stays inside it") {
+    Host h;
+    fs::remove(h.dir / "sys/module/nvidia/version");
+    fs::create_symlink("/proc/driver/nvidia/version", h.dir / "sys/module/nvidia/version");
+    CHECK(discover_gpus(h.dir.string(), kCapDefault).nvidia_version == "550.54.14");
+}
+
+TEST_CASE("selection by index, list, UUID, PCI address, all and none") {
+    Host h;
+    GpuInventory inv = discover_gpus(h.dir.string(), kCapDefault);
+    auto minors = [&](const std::string& spec) {
+        std::vector<int> out;
+        for (const Gpu& g : select_gpus(inv, parse_gpu_spec(spec))) out.push_back(g.minor);
+        return out;
+    };
+    CHECK(minors("0") == std::vector<int>{2});
+    CHECK(minors("3,1") == std::vector<int>{0, 1});
+    CHECK(minors("gpu-000000a2-1111-2222-3333-444400000012") == std::vector<int>{3});
+    CHECK(minors("af:00.0") == std::vector<int>{1});
+    CHECK(minors("00000000:5E:00.0") == std::vector<int>{0});
+    CHECK(minors("all").size() == 6);
+    CHECK(minors("none").empty());
+    CHECK(select_gpus(inv, parse_gpu_spec("0000:c1:00.0"))[0].vendor == Vendor::amd);
+    CHECK_THROWS_WITH(select_gpus(inv, parse_gpu_spec("7")),
+                      Catch::Matchers::Contains("no such GPU") && Catch::Matchers::Contains("0 0000:3b:00.0 nvidia Tesla T4"));
+    CHECK_THROWS_AS(parse_gpu_spec("first"), UsageError);
+    CHECK_THROWS_AS(parse_gpu_spec("0,"), UsageError);
+}
+
+TEST_CASE("GPU plan: exactly the selected GPU's node and procfs entry, driver files, cache") {
+    Host h;
+    GpuInventory inv = as_real(discover_gpus(h.dir.string(), kCapDefault));
+    ImageInfo image{choose_libdir(true), {{kLdFlagsNative, "libcuda.so.1", "/opt/old/libcuda.so.1", 0},
+                                          {kLdFlagsNative, "libz.so.1", "/usr/lib/x86_64-linux-gnu/libz.so.1", 0}}};
+    GpuPlan p = plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("0")), kCapDefault, image);
+    auto t = texts(p);
+    CHECK(has(t, "bind-dev " + h.dir.string() + "/dev/nvidia2 -> /dev/nvidia2 [195:2]"));
+    CHECK_FALSE(has(t, "-> /dev/nvidia0"));
+    CHECK(has(t, "-> /dev/nvidiactl [195:255]"));
+    CHECK(has(t, "-> /dev/nvidia-uvm [508:0]"));
+    CHECK(has(t, "-> /dev/nvidia-uvm-tools [508:1]"));
+    CHECK_FALSE(has(t, "nvidia-modeset"));
+    CHECK(has(t, "tmpfs /proc/driver "));
+    CHECK(has(t, "-> /proc/driver/nvidia/gpus/0000:3b:00.0"));
+    CHECK_FALSE(has(t, "gpus/0000:5e:00.0"));
+    CHECK(has(t, "-> /usr/lib/x86_64-linux-gnu/libcuda.so.550.54.14"));
+    CHECK(has(t, "symlink /usr/lib/x86_64-linux-gnu/libcuda.so.1 -> libcuda.so.550.54.14"));
+    CHECK(has(t, "symlink /usr/lib/x86_64-linux-gnu/libnvidia-ml.so -> libnvidia-ml.so.1"));
+    CHECK(has(t, "-> /usr/bin/nvidia-smi"));
+    CHECK(has(t, "/run/nvidia-persistenced/socket (optional)"));
+    CHECK_FALSE(has(t, "535.104.05"));
+    for (const auto& op : p.ops) {
+        if (auto* w = std::get_if<rootfs::WriteFile>(&op); w && w->target == "/proc/driver/nvidia/params")
+            CHECK(w->content.find("ModifyDeviceFiles: 0") != std::string::npos);
+        if (auto* w = std::get_if<rootfs::WriteFile>(&op); w && w->target == "/etc/ld.so.cache") {
+            auto entries = parse_ldcache(w->content);
+            auto cuda = std::find_if(entries.begin(), entries.end(), [](auto& e) { return e.key == "libcuda.so.1"; });
+            REQUIRE(cuda != entries.end());
+            CHECK(cuda->value == "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.14");  // the host's wins
+            CHECK(std::count_if(entries.begin(), entries.end(), [](auto& e) { return e.key == "libcuda.so.1"; }) == 1);
+            CHECK(std::any_of(entries.begin(), entries.end(), [](auto& e) { return e.key == "libz.so.1"; }));
+        }
+    }
+    CHECK(p.summary == std::vector<std::string>{"index 0 -> 0000:3b:00.0 -> /dev/nvidia2 -> "
+                                                "GPU-000000a0-1111-2222-3333-444400000010 (Tesla T4)"});
+}
+
+TEST_CASE("GPU plan: capabilities choose the nodes; RHEL layout gets lib64") {
+    Host h;
+    GpuInventory inv = as_real(discover_gpus(h.dir.string(), kCapUtility | kCapDisplay));
+    auto t = texts(plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("1")), kCapUtility | kCapDisplay,
+                                   ImageInfo{choose_libdir(false), {}}));
+    CHECK_FALSE(has(t, "nvidia-uvm"));
+    CHECK(has(t, "-> /dev/nvidia-modeset [195:254]"));
+    CHECK(has(t, "-> /usr/lib64/libnvidia-ml.so.550.54.14"));
+    CHECK_FALSE(has(t, "libcuda"));
+}
+
+TEST_CASE("GPU plan: AMD and Intel GPUs get their DRM nodes and by-path links") {
+    Host h;
+    GpuInventory inv = as_real(discover_gpus(h.dir.string(), kCapDefault));
+    auto t = texts(plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("0000:c1:00.0")), kCapDefault, {}));
+    CHECK(has(t, "-> /dev/kfd"));
+    CHECK(has(t, "-> /dev/dri/card1"));
+    CHECK(has(t, "-> /dev/dri/renderD129"));
+    CHECK(has(t, "symlink /dev/dri/by-path/pci-0000:c1:00.0-render -> ../renderD129"));
+    CHECK_FALSE(has(t, "renderD128"));
+    CHECK_FALSE(has(t, "nvidia"));
+}
+
+TEST_CASE("GPU plan: broken hosts are clear errors") {
+    Host h;
+    SECTION("no /dev/nvidia-uvm") {
+        h.fake.remove("/dev/nvidia-uvm");
+        GpuInventory inv = as_real(discover_gpus(h.dir.string(), kCapDefault));
+        try {
+            plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("0")), kCapDefault, {});
+            FAIL("no error");
+        } catch (const PlanError& e) {
+            CHECK(std::string(e.what()) == "host device node \"/dev/nvidia-uvm\" is missing");
+            CHECK(e.hint.find("nvidia-modprobe") != std::string::npos);
+        }
+    }
+    SECTION("a node that is not the driver's device") {
+        GpuInventory inv = discover_gpus(h.dir.string(), kCapDefault);  // plain files
+        CHECK_THROWS_WITH(plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("0")), kCapDefault, {}),
+                          Catch::Matchers::Contains("not the expected character device"));
+    }
+    SECTION("module and libraries disagree") {
+        h.fake.file("/sys/module/nvidia/version", "560.28.03\n");
+        GpuInventory inv = as_real(discover_gpus(h.dir.string(), kCapDefault));
+        CHECK_THROWS_WITH(plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("0")), kCapDefault, {}),
+                          Catch::Matchers::Contains("version mismatch: kernel module 560.28.03, user-space libraries 535.104.05, 550.54.14"));
+    }
+    SECTION("no driver at all") {
+        h.fake.remove("/sys/module/nvidia").remove("/proc/driver/nvidia/version");
+        GpuInventory inv = as_real(discover_gpus(h.dir.string(), kCapDefault));
+        CHECK_THROWS_WITH(plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("0")), kCapDefault, {}),
+                          Catch::Matchers::Contains("no NVIDIA kernel module"));
+    }
+    SECTION("a corrupt ld.so.cache") {
+        h.fake.file("/etc/ld.so.cache", "glibc-ld.so.cache1.1 truncated");
+        GpuInventory inv = as_real(discover_gpus(h.dir.string(), kCapDefault));
+        CHECK_THROWS_WITH(plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("0")), kCapDefault, {}),
+                          Catch::Matchers::Contains("cannot find the NVIDIA driver libraries"));
+    }
+}
+
+TEST_CASE("GPU ops fit the mount planner: /dev nodes in gpubox's tmpfs, libraries in the image") {
+    Host h;
+    GpuInventory inv = as_real(discover_gpus(h.dir.string(), kCapDefault));
+    rootfs::PlanInputs in;
+    in.root = {"/img", rootfs::RootMode::overlay, 0};
+    in.device_ops = plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("0")), kCapDefault,
+                                    ImageInfo{choose_libdir(true), {}}).ops;
+    rootfs::MountPlan plan = rootfs::build_mount_plan(in);
+    for (const auto& op : plan.ops) {
+        if (auto* d = std::get_if<rootfs::BindDev>(&op)) CHECK(d->place == rootfs::Place::gpubox);
+        if (auto* s = std::get_if<rootfs::Symlink>(&op); s && s->path.find("libcuda") != std::string::npos)
+            CHECK(s->place == rootfs::Place::image);
+        if (auto* t = std::get_if<rootfs::Tmpfs>(&op); t && t->target == "/proc/driver")
+            CHECK(t->place == rootfs::Place::kernel);
+    }
+    in.root.mode = rootfs::RootMode::writable;
+    CHECK_THROWS_WITH(rootfs::build_mount_plan(in), Catch::Matchers::Contains("never writes into ROOTFS"));
+}
