@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
       libmount-dev libcap-ng-dev libseccomp-dev catch2 nlohmann-json3-dev
-      busybox-static util-linux bsdutils procps iproute2 bubblewrap hyperfine)
+      busybox-static util-linux bsdutils procps iproute2 bubblewrap hyperfine time)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

@@ -198,10 +198,11 @@ GpuInventory discover_gpus(const std::string& driver_root, unsigned caps) {
     const std::string pci_dir = "/sys/bus/pci/devices";
     for (const std::string& name : list_dir(r, pci_dir)) {
         const std::string dir = pci_dir + "/" + name;
-        const unsigned vendor = hex_value(read_in(r, dir + "/vendor"));
+        // class first: most PCI functions are not display controllers, and need one read.
         const unsigned cls = hex_value(read_in(r, dir + "/class"));
         auto pci = parse_pci_address(name);
         if ((cls >> 16) != 0x03 || !pci) continue;  // only display controllers are GPUs
+        const unsigned vendor = hex_value(read_in(r, dir + "/vendor"));
         Gpu g{vendor == 0x10de ? Vendor::nvidia : vendor == 0x1002 ? Vendor::amd : Vendor::intel};
         if (vendor != 0x10de && vendor != 0x1002 && vendor != 0x8086) continue;
         g.pci = *pci, g.pci_name = name, g.pci_class = cls;

@@ -1,0 +1,57 @@
+# Shared by the bench scripts: build gpubox if needed, drop to an unprivileged user when run as
+# root (as the tests do), and small statistics helpers. Needs hyperfine, bwrap and GNU time.
+set -euo pipefail
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+TOP=$(cd "$BENCH_DIR/.." && pwd)
+BUILD=${BUILD:-$TOP/build-bench}
+
+bench_setup() {
+    if [ -z "${GPUBOX_BENCH_UNPRIVILEGED:-}" ]; then
+        for t in hyperfine bwrap /usr/bin/time; do
+            command -v "$t" >/dev/null || { echo "bench: $t is missing (bash .ci/install-deps.sh)" >&2; exit 1; }
+        done
+        # An optimised, static build: what `cmake --build` makes by default, without -g.
+        cmake -S "$TOP" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+        cmake --build "$BUILD" -j"$(nproc)" --target gpubox fake-gpu-host >/dev/null
+        W=$(mktemp -d /tmp/gpubox-bench.XXXXXX)
+        chmod 0755 "$W"
+        install -m 0755 "$BUILD/launcher/gpubox" "$W/gpubox"
+        install -m 0755 "$BUILD/tests/fake-gpu-host" "$W/fake-gpu-host"
+        if [ "$(id -u)" = 0 ]; then
+            "$W/fake-gpu-host" "$W/host8" --gpus 8  # character nodes need root
+            # The same host with 20000 unrelated files beside the driver's libraries.
+            "$W/fake-gpu-host" "$W/host8big" --gpus 8
+            for i in $(seq 20000); do : >"$W/host8big/usr/lib/x86_64-linux-gnu/unrelated-$i.so"; done
+            mkdir "$W/work" && chown 65534:65534 "$W/work"
+            setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
+                env GPUBOX_BENCH_UNPRIVILEGED=1 W="$W" HOME="$W/work" PATH="$PATH" bash "$0" "$@"
+            rc=$?
+            rm -rf "$W"
+            exit $rc
+        fi
+        echo "bench: run as root so the simulated GPU host can be built and gpubox measured as uid 65534" >&2
+        exit 1
+    fi
+    GPUBOX=$W/gpubox
+    OUTDIR=$W/work
+    cd "$OUTDIR"
+}
+
+# hyperfine over the given commands; prints "name median_ms" lines (ms, 3 decimals).
+measure() {
+    local csv=$OUTDIR/h.csv
+    hyperfine -N --style none --warmup 20 --runs "${RUNS:-300}" --export-csv "$csv" "$@" >/dev/null
+    awk -F, 'NR > 1 { printf "%.3f\n", $4 * 1000 }' "$csv"
+}
+
+# runs_per_second N COMMAND...: N sequential runs, wall clock.
+runs_per_second() {
+    local n=$1; shift
+    local s e
+    s=$(date +%s%N)
+    for _ in $(seq "$n"); do "$@" >/dev/null 2>&1; done
+    e=$(date +%s%N)
+    awk -v n="$n" -v ns=$((e - s)) 'BEGIN { printf "%.0f", n / (ns / 1e9) }'
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Start-to-exit of /bin/true: gpubox vs bubblewrap with the same rootfs, /proc, /dev and tmpfs
+# setup, the `unshare` floor, and gpubox --gpu 0 on a simulated 8-GPU host vs bwrap given the
+# same binds by hand. Medians over RUNS runs (default 300), side by side in one run.
+. "$(dirname "$0")/common.sh"
+bench_setup "$@"
+R=$OUTDIR/rootfs
+"$GPUBOX" rootfs create "$R" >/dev/null
+H=$W/host8
+lib=/usr/lib/x86_64-linux-gnu
+
+bwrap_base=(bwrap --unshare-all --die-with-parent --new-session --ro-bind "$R" / --proc /proc
+            --dev /dev --tmpfs /tmp --tmpfs /run)
+# The GPU binds gpubox makes, by hand: nodes, procfs entry, libraries (in a side directory,
+# since bwrap cannot create mount points in a read-only root), binaries.
+bwrap_gpu=("${bwrap_base[@]}" --dev-bind "$H/dev/nvidia2" /dev/nvidia2 --dev-bind "$H/dev/nvidiactl" /dev/nvidiactl
+           --dev-bind "$H/dev/nvidia-uvm" /dev/nvidia-uvm --dev-bind "$H/dev/nvidia-uvm-tools" /dev/nvidia-uvm-tools
+           --tmpfs /proc/driver --ro-bind "$H/proc/driver/nvidia/gpus/0000:3b:00.0" /proc/driver/nvidia/gpus/0000:3b:00.0
+           --ro-bind "$H/proc/driver/nvidia/params" /proc/driver/nvidia/params)
+for f in libcuda.so.550.54.14 libnvidia-ml.so.550.54.14 libnvidia-ptxjitcompiler.so.550.54.14; do
+    bwrap_gpu+=(--ro-bind "$H$lib/$f" "/run/nvidia/$f")
+done
+bwrap_gpu+=(--symlink libcuda.so.550.54.14 /run/nvidia/libcuda.so.1 --symlink libcuda.so.1 /run/nvidia/libcuda.so
+            --symlink libnvidia-ml.so.550.54.14 /run/nvidia/libnvidia-ml.so.1
+            --ro-bind "$H/usr/bin/nvidia-smi" /run/nvidia/nvidia-smi --ro-bind "$H/usr/bin/nvidia-debugdump" /run/nvidia/nvidia-debugdump)
+
+echo "machine: $(nproc) cores, $(uname -r); gpubox $("$GPUBOX" --version | cut -d' ' -f2), $(bwrap --version), $(hyperfine --version)"
+echo "measured as uid $(id -u); median of ${RUNS:-300} runs each, milliseconds"
+mapfile -t t < <(measure "unshare -Urmpf --mount-proc /bin/true" "${bwrap_base[*]} /bin/true" \
+    "$GPUBOX run $R /bin/true" "$GPUBOX run --driver-root $H --gpu 0 $R /bin/true" "${bwrap_gpu[*]} /bin/true")
+printf '%-58s %8s\n' "command" "median"
+printf '%-58s %8s\n' "unshare -Urmpf --mount-proc (floor)" "${t[0]}"
+printf '%-58s %8s\n' "bwrap --unshare-all ... (no GPU)" "${t[1]}"
+printf '%-58s %8s\n' "gpubox run (no GPU)" "${t[2]}"
+printf '%-58s %8s\n' "gpubox run --gpu 0 (simulated 8-GPU host)" "${t[3]}"
+printf '%-58s %8s\n' "bwrap with the same GPU binds by hand" "${t[4]}"
+echo "ratio gpubox / bwrap (no GPU):              $(ratio "${t[2]}" "${t[1]}")"
+echo "ratio gpubox --gpu 0 / bwrap GPU binds:     $(ratio "${t[3]}" "${t[4]}")"
+echo "GPU discovery + injection added:            $(awk -v a="${t[3]}" -v b="${t[2]}" 'BEGIN { printf "%.3f ms", a - b }')"
+echo "sequential runs/s over 300: gpubox $(runs_per_second 300 "$GPUBOX" run "$R" /bin/true)," \
+     "bwrap $(runs_per_second 300 "${bwrap_base[@]}" /bin/true)"
+echo "peak RSS (KiB, GNU time): gpubox $(/usr/bin/time -f %M "$GPUBOX" run "$R" /bin/true 2>&1 >/dev/null | tail -1)," \
+     "gpubox --gpu 0 $(/usr/bin/time -f %M "$GPUBOX" run --driver-root "$H" --gpu 0 "$R" /bin/true 2>&1 >/dev/null | tail -1)," \
+     "bwrap $(/usr/bin/time -f %M "${bwrap_base[@]}" /bin/true 2>&1 >/dev/null | tail -1)"
+
+# Discovery must not grow with the host filesystem: the same host with 20000 unrelated files
+# beside the driver's libraries.
+mapfile -t b < <(RUNS=100 measure "$GPUBOX run --driver-root $H --gpu 0 $R /bin/true" \
+    "$GPUBOX run --driver-root $W/host8big --gpu 0 $R /bin/true")
+echo "host with 20000 extra files in the library dir: ${b[1]} ms vs ${b[0]} ms (ratio $(ratio "${b[1]}" "${b[0]}"))"

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# On a host with a real NVIDIA GPU: one GPU inside, and it is host GPU 0. Skipped (77) elsewhere,
+# the only skip allowed in CI (which has no GPU).
+. "$(dirname "$0")/lib.sh"
+if [ ! -e /dev/nvidiactl ] || ! command -v nvidia-smi >/dev/null; then
+    echo "1..0 # SKIP no NVIDIA GPU on this host"
+    exit 77
+fi
+R=$WORK/rootfs
+make_rootfs "$R"
+require_userns "$R"
+box run --gpu 0 "$R" nvidia-smi -L
+expect_eq "nvidia-smi -L inside lists exactly one GPU" "$(printf '%s\n' "$out" | grep -c '^GPU ')" 1
+expect_match "it is host GPU 0" "$out" "$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 0)"
+box run --gpu 0 "$R" sh -c 'ls /proc/driver/nvidia/gpus | wc -l'
+expect_eq "one procfs GPU entry" "$out" 1
+finish
