@@ -14,10 +14,14 @@
 
 namespace gpubox::isolate {
 
-Spawned spawn_sandbox(int ns_flags, void (*child)(const void*), const void* arg) {
+Spawned spawn_sandbox(int ns_flags, int cgroup_fd, void (*child)(const void*), const void* arg) {
     int pidfd = -1;
     clone_args args{};
     args.flags = static_cast<std::uint64_t>(ns_flags) | CLONE_PIDFD;
+    if (cgroup_fd >= 0) {
+        args.flags |= CLONE_INTO_CGROUP;
+        args.cgroup = static_cast<std::uint64_t>(cgroup_fd);
+    }
     args.pidfd = reinterpret_cast<std::uint64_t>(&pidfd);
     args.exit_signal = SIGCHLD;
     long pid = ::syscall(SYS_clone3, &args, sizeof args);

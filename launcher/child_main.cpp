@@ -18,6 +18,7 @@
 #include "common/text.hpp"
 #include "isolate/caps.hpp"
 #include "isolate/spawn.hpp"
+#include "isolate/usage.hpp"
 #include "launcher/exit_codes.hpp"
 #include "rootfs/apply.hpp"
 
@@ -88,10 +89,14 @@ UniqueFd reopen_rootfs(const ChildSpec& spec) {
         sigset_t none;
         sigemptyset(&none);
         ::sigprocmask(SIG_SETMASK, &none, nullptr);
+        ::signal(SIGPIPE, SIG_DFL);  // the monitor ignores it while relaying output
+        if (spec.stdout_fd >= 0 && ::dup2(spec.stdout_fd, STDOUT_FILENO) < 0) sys::fail("dup2(stdout relay)", errno);
+        if (spec.stderr_fd >= 0 && ::dup2(spec.stderr_fd, STDERR_FILENO) < 0) sys::fail("dup2(stderr relay)", errno);
         if (::setsid() < 0) sys::fail("setsid()", errno);  // no controlling tty: no TIOCSTI
         sys::prctl(PR_SET_DUMPABLE, 1, "PR_SET_DUMPABLE, 1");  // init's 0 would lock its /proc/self
         isolate::enter_nested_userns(spec.ids);            // see its own uid; no caps over mounts
         sys::chdir(spec.workdir);
+        isolate::apply_rlimits(spec.rlimits);              // in its own user ns: NPROC is per sandbox
         isolate::drop_all_privileges();                    // caps (incl. bounding, ambient), NNP
         ::umask(022);
         sys::close_range_cloexec(3);                       // inherited fds never reach CMD
@@ -109,9 +114,19 @@ UniqueFd reopen_rootfs(const ChildSpec& spec) {
     sigemptyset(&set);
     sigaddset(&set, SIGCHLD);
     for (int s : forwarded_signals()) sigaddset(&set, s);
+    if (spec.stdout_fd >= 0) ::close(spec.stdout_fd);  // only the workload writes there
+    if (spec.stderr_fd >= 0) ::close(spec.stderr_fd);
+    const timespec every{spec.sample_ms / 1000, (spec.sample_ms % 1000) * 1000000L};
     for (;;) {
         siginfo_t info{};
-        if (::sigwaitinfo(&set, &info) < 0) continue;
+        const int sig = spec.sample_ms > 0 ? ::sigtimedwait(&set, &info, &every) : ::sigwaitinfo(&set, &info);
+        if (sig < 0 && errno == EAGAIN) {
+            // The sandbox's own /proc lists exactly its processes.
+            const isolate::Usage u = isolate::sample_usage("/proc");
+            isolate::send_message(spec.report_fd, {isolate::MsgType::usage, 0, cat(u.cpu_ns, " ", u.rss_bytes, " ", u.processes)});
+            continue;
+        }
+        if (sig < 0) continue;
         if (info.si_signo != SIGCHLD) {
             // Its process group, as a shell would; before its setsid() the pid alone.
             if (::kill(-workload, info.si_signo) < 0) ::kill(workload, info.si_signo);

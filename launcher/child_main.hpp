@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "isolate/id_map.hpp"
+#include "isolate/limits.hpp"
 #include "isolate/seccomp.hpp"
 #include "rootfs/mount_op.hpp"
 
@@ -20,6 +21,10 @@ struct ChildSpec {
     std::vector<std::string> env;             // "K=V"
     std::vector<std::string> exec_candidates;  // argv[0] with a slash, else PATH entries + argv[0]
     std::string workdir;
+    std::vector<isolate::RlimitOp> rlimits;
+    int sample_ms = 0;       // > 0: init reports the sandbox's CPU and memory use this often
+    int stdout_fd = -1;      // write ends of the monitor's output relays, when output is capped
+    int stderr_fd = -1;
     int rootfs_fd = -1;      // O_PATH of ROOTFS, opened by the monitor
     int parent_pidfd = -1;   // the monitor, for die-with-parent
     int go_fd = -1;          // read end: the monitor wrote the id maps

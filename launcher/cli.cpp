@@ -1,6 +1,7 @@
 #include "launcher/cli.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cctype>
 #include <functional>
 #include <sstream>
@@ -85,6 +86,38 @@ const std::vector<Flag>& run_flags() {
          [](Options& o, const std::string& v) { o.gpu_caps = gpu::parse_capabilities(v); }},
         {"--driver-root", true, "DIR  where the host's driver lives (default /); every host path is read below it",
          [](Options& o, const std::string& v) { o.driver_root = v; }},
+        {"--wall-time-limit", true, "SEC  kill the sandbox after SEC seconds of wall-clock time",
+         [](Options& o, const std::string& v) { o.limits.wall_seconds = parse_seconds(v, "--wall-time-limit"); }},
+        {"--time-limit", true, "SEC  kill the sandbox after SEC seconds of CPU time (all its processes)",
+         [](Options& o, const std::string& v) { o.limits.cpu_seconds = parse_seconds(v, "--time-limit"); }},
+        {"--memory-limit", true, "SIZE  resident memory of the whole sandbox (status ML)",
+         [](Options& o, const std::string& v) { o.limits.memory_bytes = parse_size(v, "--memory-limit"); }},
+        {"--pids-limit", true, "N  processes and threads in the sandbox",
+         [](Options& o, const std::string& v) { o.limits.pids = parse_count(v, "--pids-limit"); }},
+        {"--fsize-limit", true, "SIZE  largest file the workload may write (RLIMIT_FSIZE)",
+         [](Options& o, const std::string& v) { o.limits.fsize_bytes = parse_size(v, "--fsize-limit"); }},
+        {"--nofile-limit", true, "N  open files per process (RLIMIT_NOFILE)",
+         [](Options& o, const std::string& v) { o.limits.nofile = parse_count(v, "--nofile-limit"); }},
+        {"--stack-limit", true, "SIZE  stack size (RLIMIT_STACK)",
+         [](Options& o, const std::string& v) { o.limits.stack_bytes = parse_size(v, "--stack-limit"); }},
+        {"--as-limit", true, "SIZE  address space per process (RLIMIT_AS; breaks JITs and CUDA)",
+         [](Options& o, const std::string& v) { o.limits.as_bytes = parse_size(v, "--as-limit"); }},
+        {"--stdout-limit", true, "SIZE  bytes the sandbox may write to stdout (status OL)",
+         [](Options& o, const std::string& v) { o.limits.stdout_bytes = parse_size(v, "--stdout-limit"); }},
+        {"--stderr-limit", true, "SIZE  bytes the sandbox may write to stderr (status OL)",
+         [](Options& o, const std::string& v) { o.limits.stderr_bytes = parse_size(v, "--stderr-limit"); }},
+        {"--meta", true, "FILE  write the verdict (JSON) to FILE, even when setup fails",
+         [](Options& o, const std::string& v) { o.meta = v; }},
+        {"--meta-format", true, "FMT  json (default) or isolate (key:value lines)",
+         [](Options& o, const std::string& v) {
+             if (v != "json" && v != "isolate") throw UsageError(cat("--meta-format: expected json or isolate, got ", quote(v)));
+             o.meta_format = v;
+         }},
+        {"--cgroup", true, "MODE  auto (default: a delegated cgroup v2 when there is one) or off",
+         [](Options& o, const std::string& v) {
+             if (v != "auto" && v != "off") throw UsageError(cat("--cgroup: expected auto or off, got ", quote(v)));
+             o.cgroup = v;
+         }},
         {"--print-plan", false, "print namespaces, id maps, mounts and seccomp policy; run nothing",
          [](Options& o, const std::string&) { o.print_plan = true; }},
         {"-v", false, "more output (-v info, -vv debug: every mount step)",
@@ -144,6 +177,29 @@ void parse_rootfs(Options& o, const std::vector<std::string>& args, std::size_t 
 }
 
 }  // namespace
+
+double parse_seconds(const std::string& text, const std::string& what) {
+    char* end = nullptr;
+    double v = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end || !(v > 0) || v > 1e7)
+        throw UsageError(cat(what, ": expected a positive number of seconds, got ", quote(text)));
+    return v;
+}
+
+std::uint64_t parse_count(const std::string& text, const std::string& what) {
+    if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos || std::stoull(text) == 0)
+        throw UsageError(cat(what, ": expected a positive integer, got ", quote(text)));
+    return std::stoull(text);
+}
+
+std::string find_meta_path(const std::vector<std::string>& args) {
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        if (args[i] == "--") break;
+        if (args[i] == "--meta" && i + 1 < args.size()) return args[i + 1];
+        if (starts_with(args[i], "--meta=")) return args[i].substr(7);
+    }
+    return {};
+}
 
 std::uint64_t parse_size(const std::string& text, const std::string& what) {
     std::size_t i = 0;

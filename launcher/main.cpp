@@ -13,8 +13,9 @@
 int main(int argc, char** argv) {
     using namespace gpubox;
     using namespace gpubox::launcher;
+    const std::vector<std::string> args(argv + 1, argv + argc);
     try {
-        Options o = parse_command_line(std::vector<std::string>(argv + 1, argv + argc));
+        Options o = parse_command_line(args);
         log::set_level(o.verbosity >= 2 ? log::Level::debug
                        : o.verbosity == 1 ? log::Level::info
                                           : log::Level::warn);
@@ -26,6 +27,10 @@ int main(int argc, char** argv) {
             case Command::list: return list_command(o);
             case Command::doctor: return doctor_command(o);
         }
+    } catch (const UsageError&) {
+        // The command line did not parse: still leave a verdict where --meta asked for one.
+        write_usage_failure_meta(find_meta_path(args), describe(std::current_exception()));
+        log::error(describe(std::current_exception()));
     } catch (...) {
         const auto e = std::current_exception();
         log::error(describe(e));

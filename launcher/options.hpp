@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "isolate/limits.hpp"
 #include "rootfs/mount_op.hpp"
 #include "rootfs/plan.hpp"
 
@@ -31,6 +32,12 @@ struct Options {
     bool seccomp = true;
     std::string seccomp_bpf;  // a raw BPF profile replacing the default
     std::uint64_t tmpfs_size = 0;
+
+    // Limits and the verdict
+    isolate::Limits limits;
+    std::string meta;                  // --meta FILE
+    std::string meta_format = "json";  // or "isolate"
+    std::string cgroup = "auto";       // or "off"
 
     // GPUs (run, list, doctor)
     std::string gpu = "none";

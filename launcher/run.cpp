@@ -7,10 +7,12 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 
@@ -28,6 +30,10 @@
 #include "gpu/mount_list.hpp"
 #include "launcher/environment.hpp"
 #include "launcher/exit_codes.hpp"
+#include "launcher/supervise.hpp"
+#include "launcher/verdict.hpp"
+#include "isolate/cgroup.hpp"
+#include "isolate/limits.hpp"
 #include "rootfs/plan.hpp"
 
 namespace gpubox::launcher {
@@ -52,62 +58,29 @@ sigset_t monitor_signals() {
     return set;
 }
 
-struct Outcome {
-    bool have_error = false;
-    isolate::Message error;
-    bool have_status = false;
-    int status = 0;       // the workload's wait status, from init
-    int init_status = 0;  // init's own wait status
-};
+bool kernel_at_least(int major, int minor) {
+    utsname u{};
+    ::uname(&u);
+    int a = 0, b = 0;
+    std::sscanf(u.release, "%d.%d", &a, &b);
+    return a > major || (a == major && b >= minor);
+}
 
-void drain(int fd, Outcome& out) {
-    isolate::Message m;
-    while (isolate::read_message(fd, m)) {
-        if (m.type == isolate::MsgType::error && !out.have_error) out.have_error = true, out.error = m;
-        if (m.type == isolate::MsgType::status) out.have_status = true, out.status = m.code;
+void write_meta(const Options& o, const Verdict& v, const RunOutcome& out, const Mechanisms& m) {
+    if (o.meta.empty()) return;
+    const std::string text = o.meta_format == "isolate" ? render_meta_isolate(v, out) : render_meta_json(v, out, o.limits, m);
+    try {
+        UniqueFd fd = sys::open_at(AT_FDCWD, o.meta, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        sys::write_all(fd.get(), text, o.meta);
+    } catch (...) {
+        std::throw_with_nested(SetupError("--meta"));
     }
 }
 
-Outcome supervise(const isolate::Spawned& child, int report_fd) {
-    sigset_t set = monitor_signals();
-    UniqueFd sigfd(::signalfd(-1, &set, SFD_CLOEXEC));
-    if (!sigfd.valid()) sys::fail("signalfd()", errno);
-    Outcome out;
-    for (;;) {
-        pollfd fds[2] = {{sigfd.get(), POLLIN, 0}, {child.pidfd.get(), POLLIN, 0}};
-        if (::poll(fds, 2, -1) < 0) {
-            if (errno == EINTR) continue;
-            sys::fail("poll()", errno);
-        }
-        if (fds[0].revents & POLLIN) {
-            signalfd_siginfo si{};
-            if (::read(sigfd.get(), &si, sizeof si) == sizeof si && si.ssi_signo != SIGCHLD)
-                ::kill(child.pid, static_cast<int>(si.ssi_signo));
-        }
-        if (fds[1].revents & POLLIN) break;
-    }
-    rusage ru{};
-    while (::wait4(child.pid, &out.init_status, 0, &ru) < 0 && errno == EINTR) {
-    }
-    drain(report_fd, out);
-    return out;
-}
-
-int exit_code_of(const Outcome& o) {
-    if (o.have_error) {
-        std::string text = o.error.text;
-        auto nl = text.find('\n');
-        log::error(text.substr(0, nl));
-        if (nl != std::string::npos) log::hint(text.substr(nl + 1));
-        return o.error.code;
-    }
-    const int st = o.have_status ? o.status : o.init_status;
-    if (WIFEXITED(st)) {
-        if (!o.have_status) log::error("the sandbox's init exited before the workload reported");
-        return o.have_status ? WEXITSTATUS(st) : kExitSetupFailed;
-    }
-    if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
-    return kExitSetupFailed;
+void report_setup_failure(const RunOutcome& out) {
+    const auto nl = out.message.find('\n');
+    log::error(out.message.substr(0, nl));
+    if (nl != std::string::npos) log::hint(out.message.substr(nl + 1));
 }
 
 }  // namespace
@@ -121,7 +94,9 @@ RunPlan plan_run(const Options& o) {
     in.root = {o.rootfs, o.root_mode, o.tmpfs_size};
     in.new_pid_ns = true;
     in.new_net_ns = !o.share_net;
-    in.tmpfs_size = o.tmpfs_size;
+    // Unless told otherwise, the sandbox's tmpfs layers may not outgrow its memory limit.
+    in.tmpfs_size = o.tmpfs_size ? o.tmpfs_size : o.limits.memory_bytes.value_or(0);
+    in.root.layer_size = in.tmpfs_size;
     in.user_mounts = o.mounts;
     const gpu::GpuSpec gpus = gpu::parse_gpu_spec(o.gpu);
     if (gpus.kind != gpu::GpuSpec::Kind::none) {
@@ -153,32 +128,34 @@ RunPlan plan_run(const Options& o) {
     return p;
 }
 
-int run_sandbox(const Options& o) {
-    RunPlan plan = plan_run(o);
-    if (o.print_plan) {
-        std::cout << render_plan(plan) << std::flush;
-        return 0;
-    }
+namespace {
+
+// Everything from the pipes to the verdict; exceptions before the sandbox exists propagate.
+RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup& cgroup) {
     ChildSpec& spec = plan.spec;
     UniqueFd rootfs = open_rootfs(o.rootfs);
-    UniqueFd go_r, go_w, rep_r, rep_w;
+    UniqueFd go_r, go_w, rep_r, rep_w, out_r, out_w, err_r, err_w;
     sys::pipe(go_r, go_w);
     sys::pipe(rep_r, rep_w);
+    if (o.limits.stdout_bytes) sys::pipe(out_r, out_w), spec.stdout_fd = out_w.get();
+    if (o.limits.stderr_bytes) sys::pipe(err_r, err_w), spec.stderr_fd = err_w.get();
+    if (out_w.valid() || err_w.valid()) ::signal(SIGPIPE, SIG_IGN);  // a closed reader must not kill us
     UniqueFd self = sys::pidfd_open(::getpid());
     spec.rootfs_fd = rootfs.get();
     spec.parent_pidfd = self.get();
     spec.go_fd = go_r.get();
     spec.report_fd = rep_w.get();
     spec.monitor_fds = {go_w.get(), rep_r.get()};
+    if (out_r.valid()) spec.monitor_fds.push_back(out_r.get());
+    if (err_r.valid()) spec.monitor_fds.push_back(err_r.get());
 
     sigset_t set = monitor_signals(), old;
     ::sigprocmask(SIG_BLOCK, &set, &old);
     std::cout.flush();
     std::cerr.flush();
-    isolate::Spawned child = isolate::spawn_sandbox(plan.ns_flags, child_entry, &spec);
-    go_r.reset();
-    rep_w.reset();
-    rootfs.reset();
+    isolate::Spawned child = isolate::spawn_sandbox(plan.ns_flags, cgroup.caps.usable ? cgroup.dir.get() : -1,
+                                                    child_entry, &spec);
+    go_r.reset(), rep_w.reset(), out_w.reset(), err_w.reset(), rootfs.reset();
     try {
         isolate::write_outer_id_maps(child.pid, spec.ids);
     } catch (...) {
@@ -188,9 +165,64 @@ int run_sandbox(const Options& o) {
     }
     sys::write_all(go_w.get(), "g", "sync pipe");
     go_w.reset();
-    Outcome out = supervise(child, rep_r.get());
+    RunOutcome out = supervise({child, rep_r.get(), o.limits, cgroup, out_r.get(), err_r.get()});
     ::sigprocmask(SIG_SETMASK, &old, nullptr);
-    return exit_code_of(out);
+    return out;
+}
+
+}  // namespace
+
+void write_usage_failure_meta(const std::string& path, const std::string& message) {
+    if (path.empty()) return;
+    Options o;
+    o.meta = path;
+    RunOutcome out;
+    out.setup_failed = true;
+    out.setup_code = kExitSetupFailed;
+    out.message = message;
+    try {
+        write_meta(o, judge(out, o.limits), out, {});
+    } catch (...) {
+    }
+}
+
+int run_sandbox(const Options& o) {
+    RunPlan plan;
+    isolate::Cgroup cgroup;
+    isolate::LimitPlan limits;
+    try {
+        plan = plan_run(o);
+        if (o.limits.any()) cgroup = isolate::setup_cgroup(o.limits, o.cgroup);
+        if (!cgroup.reason.empty()) log::info("cgroup: " + cgroup.reason);
+        limits = isolate::plan_limits(o.limits, cgroup.caps, kernel_at_least(5, 14), o.root, ::getuid() == 0);
+        plan.spec.rlimits = limits.rlimits;
+        plan.spec.sample_ms = limits.sample_usage ? limits.sample_ms : 0;
+        if (o.print_plan) {
+            std::cout << render_plan(plan);
+            for (const auto& [name, how] : limits.mechanisms) std::cout << "limit " << name << ": " << how << "\n";
+            std::cout << std::flush;
+            isolate::remove_cgroup(cgroup);
+            return 0;
+        }
+        RunOutcome out = spawn_and_supervise(o, plan, cgroup);
+        isolate::remove_cgroup(cgroup);
+        const Verdict v = judge(out, o.limits);
+        if (out.setup_failed) report_setup_failure(out);
+        write_meta(o, v, out, limits.mechanisms);
+        return v.gpubox_exit;
+    } catch (...) {
+        isolate::remove_cgroup(cgroup);
+        // gpubox's own failure: the verdict says so too (XX), then main() prints the error.
+        RunOutcome out;
+        out.setup_failed = true;
+        out.setup_code = kExitSetupFailed;
+        out.message = describe(std::current_exception());
+        try {
+            write_meta(o, judge(out, o.limits), out, limits.mechanisms);
+        } catch (...) {
+        }
+        throw;
+    }
 }
 
 }  // namespace gpubox::launcher

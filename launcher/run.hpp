@@ -16,7 +16,11 @@ RunPlan plan_run(const Options& o);
 // --print-plan: the whole plan as text.
 std::string render_plan(const RunPlan& plan);
 
-// Monitor: spawn the sandbox, forward signals, wait; returns gpubox's exit code.
+// Monitor: spawn the sandbox, forward signals, enforce limits, wait, write --meta; returns
+// gpubox's exit code.
 int run_sandbox(const Options& o);
+
+// An XX verdict (JSON) at `path` for a command line that did not parse; "" does nothing.
+void write_usage_failure_meta(const std::string& path, const std::string& message);
 
 }  // namespace gpubox::launcher

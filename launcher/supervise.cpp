@@ -1,0 +1,174 @@
+#include "launcher/supervise.hpp"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <sstream>
+
+#include "common/sys.hpp"
+#include "launcher/child_main.hpp"
+
+namespace gpubox::launcher {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Relay {
+    int in = -1;
+    int out;
+    std::optional<std::uint64_t> cap;
+    std::uint64_t bytes = 0;
+    const char* name;
+};
+
+class Monitor {
+public:
+    explicit Monitor(const Supervised& s) : s_(s), start_(Clock::now()) {
+        sigset_t set;
+        sigemptyset(&set);
+        for (int sig : forwarded_signals()) sigaddset(&set, sig);
+        sigaddset(&set, SIGCHLD);
+        sigfd_.reset(::signalfd(-1, &set, SFD_CLOEXEC));
+        if (!sigfd_.valid()) sys::fail("signalfd()", errno);
+        relays_[0] = {s.stdout_relay, STDOUT_FILENO, s.limits.stdout_bytes, 0, "stdout"};
+        relays_[1] = {s.stderr_relay, STDERR_FILENO, s.limits.stderr_bytes, 0, "stderr"};
+        if (s.limits.wall_seconds)
+            deadline_ = start_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(*s.limits.wall_seconds));
+    }
+
+    RunOutcome run() {
+        report_fd_ = s_.report_fd;
+        while (!exited_) step();
+        rusage ru{};
+        while (::wait4(s_.child.pid, &out_.init_status, 0, &ru) < 0 && errno == EINTR) {
+        }
+        out_.wall_seconds = std::chrono::duration<double>(Clock::now() - start_).count();
+        while (report_fd_ >= 0) read_report();
+        for (Relay& r : relays_)
+            while (r.in >= 0) relay(r);
+        finish(ru);
+        return out_;
+    }
+
+private:
+    void kill_for(const char* reason) {
+        if (!out_.killed_for.empty()) return;
+        out_.killed_for = reason;
+        if (!isolate::cgroup_kill(s_.cgroup)) ::kill(s_.child.pid, SIGKILL);  // init: the whole pid ns
+    }
+
+    int timeout_ms() const {
+        int t = -1;
+        if (deadline_) t = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(*deadline_ - Clock::now()).count()) + 1;
+        if (s_.limits.cpu_seconds && s_.cgroup.caps.usable) t = t < 0 ? 50 : std::min(t, 50);
+        return t < 0 ? -1 : std::max(t, 0);
+    }
+
+    void step() {
+        pollfd fds[5] = {{sigfd_.get(), POLLIN, 0}, {s_.child.pidfd.get(), POLLIN, 0}, {report_fd_, POLLIN, 0},
+                         {relays_[0].in, POLLIN, 0}, {relays_[1].in, POLLIN, 0}};
+        int n = ::poll(fds, 5, timeout_ms());
+        if (n < 0 && errno != EINTR) sys::fail("poll()", errno);
+        if (fds[0].revents & POLLIN) forward_signal();
+        if (fds[2].revents & (POLLIN | POLLHUP)) read_report();
+        for (int i = 0; i < 2; ++i)
+            if (fds[3 + i].revents & (POLLIN | POLLHUP)) relay(relays_[i]);
+        if (deadline_ && Clock::now() >= *deadline_) kill_for("wall_time");
+        if (s_.limits.cpu_seconds && s_.cgroup.caps.usable)
+            if (auto us = isolate::cgroup_cpu_usec(s_.cgroup); us && *us > *s_.limits.cpu_seconds * 1e6) kill_for("cpu_time");
+        if (fds[1].revents & POLLIN) exited_ = true;
+    }
+
+    void forward_signal() {
+        signalfd_siginfo si{};
+        if (::read(sigfd_.get(), &si, sizeof si) == sizeof si && si.ssi_signo != SIGCHLD)
+            ::kill(s_.child.pid, static_cast<int>(si.ssi_signo));
+    }
+
+    void read_report() {
+        isolate::Message m;
+        if (!isolate::read_message(report_fd_, m)) {
+            report_fd_ = -1;
+            return;
+        }
+        if (m.type == isolate::MsgType::error && !out_.setup_failed)
+            out_.setup_failed = true, out_.setup_code = m.code, out_.message = m.text;
+        if (m.type == isolate::MsgType::status) out_.have_status = true, out_.status = m.code;
+        if (m.type == isolate::MsgType::usage) on_usage(m.text);
+    }
+
+    void on_usage(const std::string& text) {
+        std::istringstream in(text);
+        std::uint64_t cpu_ns = 0, rss = 0;
+        in >> cpu_ns >> rss;
+        sampled_peak_ = std::max(sampled_peak_, rss);
+        sampled_cpu_ns_ = std::max(sampled_cpu_ns_, cpu_ns);
+        if (s_.limits.cpu_seconds && cpu_ns > *s_.limits.cpu_seconds * 1e9) kill_for("cpu_time");
+        if (s_.limits.memory_bytes && !s_.cgroup.caps.memory && rss > *s_.limits.memory_bytes) kill_for("memory");
+    }
+
+    // Stream at most 64 KiB at a time: the monitor's memory does not grow with the output.
+    void relay(Relay& r) {
+        char buf[65536];
+        ssize_t n = ::read(r.in, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) return;
+        if (n <= 0) {
+            ::close(r.in);
+            r.in = -1;
+            return;
+        }
+        std::size_t keep = static_cast<std::size_t>(n);
+        if (r.cap && r.bytes + keep > *r.cap) {
+            keep = static_cast<std::size_t>(*r.cap - std::min(*r.cap, r.bytes));
+            kill_for(r.name);
+        }
+        r.bytes += static_cast<std::uint64_t>(n);
+        for (std::size_t off = 0; off < keep;) {
+            ssize_t w = ::write(r.out, buf + off, keep - off);
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) break;  // the reader went away: keep draining, drop the rest
+            off += static_cast<std::size_t>(w);
+        }
+    }
+
+    void finish(const rusage& ru) {
+        auto secs = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
+        out_.cpu_seconds = std::max(secs(ru.ru_utime) + secs(ru.ru_stime), static_cast<double>(sampled_cpu_ns_) / 1e9);
+        out_.max_rss_kb = ru.ru_maxrss;
+        out_.csw_voluntary = ru.ru_nvcsw;
+        out_.csw_forced = ru.ru_nivcsw;
+        if (s_.cgroup.caps.usable) {
+            out_.cgroup = s_.cgroup.path;
+            if (auto us = isolate::cgroup_cpu_usec(s_.cgroup)) out_.cpu_seconds = static_cast<double>(*us) / 1e6;
+        }
+        if (s_.cgroup.caps.memory) {
+            out_.memory_peak_bytes = isolate::cgroup_memory_peak(s_.cgroup);
+            out_.oom_killed = isolate::cgroup_oom_killed(s_.cgroup);
+        } else if (sampled_peak_ > 0) {
+            out_.memory_peak_bytes = sampled_peak_;
+        }
+    }
+
+    const Supervised& s_;
+    Clock::time_point start_;
+    std::optional<Clock::time_point> deadline_;
+    UniqueFd sigfd_;
+    int report_fd_ = -1;
+    Relay relays_[2];
+    bool exited_ = false;
+    std::uint64_t sampled_peak_ = 0;
+    std::uint64_t sampled_cpu_ns_ = 0;
+    RunOutcome out_;
+};
+
+}  // namespace
+
+RunOutcome supervise(const Supervised& s) { return Monitor(s).run(); }
+
+}  // namespace gpubox::launcher

@@ -1,0 +1,22 @@
+#pragma once
+#include "isolate/cgroup.hpp"
+#include "isolate/limits.hpp"
+#include "isolate/spawn.hpp"
+#include "launcher/verdict.hpp"
+
+namespace gpubox::launcher {
+
+struct Supervised {
+    const isolate::Spawned& child;
+    int report_fd;                  // framed messages from init and the workload
+    const isolate::Limits& limits;
+    isolate::Cgroup& cgroup;        // may be unusable
+    int stdout_relay = -1;          // read ends of the output pipes, when capped
+    int stderr_relay = -1;
+};
+
+// The monitor's loop: forward signals, enforce wall-clock, CPU, memory and output limits, wait
+// for init, and collect what happened.
+RunOutcome supervise(const Supervised& s);
+
+}  // namespace gpubox::launcher
