@@ -5,7 +5,7 @@ set -u
 : "${GPUBOX:?set GPUBOX to the gpubox binary}" "${PROBE:?set PROBE to the probe binary}"
 E2E_DIR=${E2E_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}
 
-if [ "$(id -u)" = 0 ] && [ -z "${GPUBOX_E2E_UNPRIVILEGED:-}" ]; then
+if [ "$(id -u)" = 0 ] && [ -z "${GPUBOX_E2E_UNPRIVILEGED:-}" ] && [ "${E2E_AS_ROOT:-0}" != 1 ]; then
     top=$(mktemp -d /tmp/gpubox-e2e.XXXXXX)
     chmod 0755 "$top"
     install -m 0755 "$GPUBOX" "$top/gpubox"

@@ -11,7 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stddef.h>
 #include <sys/ioctl.h>
+#include <sys/shm.h>
+#include <sys/un.h>
 #include <sys/mount.h>
 #include <sys/personality.h>
 #include <sys/ptrace.h>
@@ -103,6 +108,66 @@ static int write_path(const char* p) {
     return 0;
 }
 
+/* Allocate and touch 1 MiB at a time until something stops us. */
+static int membomb(void) {
+    for (size_t mb = 0;; ++mb) {
+        char* p = malloc(1 << 20);
+        if (!p) return printf("malloc failed after %zu MiB\n", mb), 3;
+        memset(p, 1, 1 << 20);
+    }
+}
+
+/* Fork until fork fails; children sleep. Prints how many forks succeeded. */
+static int forkbomb(void) {
+    int ok = 0;
+    for (int i = 0; i < 100000; ++i) {
+        pid_t p = fork();
+        if (p == 0) { sleep(60); _exit(0); }
+        if (p < 0) break;
+        ++ok;
+    }
+    printf("forks=%d\n", ok);
+    return 0;
+}
+
+static int connect_tcp(const char* ip, int port) {
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, ip, &a.sin_addr);
+    printf("connect=%s\n", result(connect(s, (struct sockaddr*)&a, sizeof a)));
+    return 0;
+}
+
+static socklen_t abstract_addr(struct sockaddr_un* a, const char* name) {
+    memset(a, 0, sizeof *a);
+    a->sun_family = AF_UNIX;
+    strncpy(a->sun_path + 1, name, sizeof a->sun_path - 2);
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(name));
+}
+
+static int abstract(const char* mode, const char* name, int seconds) {
+    struct sockaddr_un a;
+    socklen_t len = abstract_addr(&a, name);
+    int s = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (!strcmp(mode, "listen")) {
+        printf("listen=%s\n", result(bind(s, (struct sockaddr*)&a, len) < 0 ? -1 : listen(s, 1)));
+        if (seconds > 0) sleep((unsigned)seconds);
+        return 0;
+    }
+    printf("abstract_connect=%s\n", result(connect(s, (struct sockaddr*)&a, len)));
+    return 0;
+}
+
+static int shm(const char* mode, int key, int seconds) {
+    if (!strcmp(mode, "create")) {
+        printf("shm_create=%s\n", result(shmget(key, 4096, IPC_CREAT | IPC_EXCL | 0600)));
+        if (seconds > 0) sleep((unsigned)seconds);
+        return 0;
+    }
+    printf("shm_find=%s\n", result(shmget(key, 0, 0)));
+    return 0;
+}
+
 int main(int argc, char** argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc < 2) return fprintf(stderr, "usage: probe status|syscalls|tiocsti|fds|pids|ls D|stat P..|read P..|write P..\n"), 2;
@@ -113,6 +178,13 @@ int main(int argc, char** argv) {
     if (!strcmp(cmd, "fds")) return list_dir("/proc/self/fd", 1);
     if (!strcmp(cmd, "pids")) return list_dir("/proc", 1);
     if (!strcmp(cmd, "ls") && argc > 2) return list_dir(argv[2], 0);
+    if (!strcmp(cmd, "membomb")) return membomb();
+    if (!strcmp(cmd, "forkbomb")) return forkbomb();
+    if (!strcmp(cmd, "connect") && argc > 3) return connect_tcp(argv[2], atoi(argv[3]));
+    if (!strcmp(cmd, "abstract") && argc > 3) return abstract(argv[2], argv[3], argc > 4 ? atoi(argv[4]) : 0);
+    if (!strcmp(cmd, "shm") && argc > 3) return shm(argv[2], atoi(argv[3]), argc > 4 ? atoi(argv[4]) : 0);
+    if (!strcmp(cmd, "kill-all")) return printf("kill_all=%s\n", result(kill(-1, SIGKILL))), 0;
+    if (!strcmp(cmd, "ptrace") && argc > 2) return printf("ptrace=%s\n", result(ptrace(PTRACE_ATTACH, atoi(argv[2]), 0, 0))), 0;
     for (int i = 2; i < argc; ++i) {
         if (!strcmp(cmd, "stat")) stat_path(argv[i]);
         else if (!strcmp(cmd, "read")) read_path(argv[i]);
