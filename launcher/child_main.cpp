@@ -157,9 +157,9 @@ const std::vector<int>& forwarded_signals() {
         ::umask(0);
         sys::make_rprivate();
         UniqueFd image = reopen_rootfs(spec);
-        UniqueFd root = rootfs::assemble_root(spec.plan, image.get());
-        rootfs::apply_mount_plan(spec.plan, root.get());  // fresh /proc while the old root is visible
-        rootfs::enter_root(root.get());
+        rootfs::NewRoot root = rootfs::assemble_root(spec.plan, image.get());
+        rootfs::apply_mount_plan(spec.plan, root);        // fresh /proc while the old root is visible
+        rootfs::enter_root(root.mnt.get());
         sys::sethostname(spec.hostname);
         if (spec.new_net) sys::set_loopback_up();
         pid_t pid = ::fork();

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <cerrno>
 
 #include "common/error.hpp"
@@ -35,6 +36,7 @@ enum class Kind { dir, file };
 struct Ctx {
     int root;
     std::vector<dev_t> own;
+    int stashed = 0;
     void own_mount(int mnt) { own.push_back(sys::fstat(mnt, "new mount").st_dev); }
 };
 
@@ -186,9 +188,48 @@ UniqueFd owned_parent(Ctx& c, const std::string& path) {
     return parent;
 }
 
+// A parent directory on one of gpubox's filesystems, made if missing; nullopt where the path
+// lies in a read-only ROOTFS (bound, not an overlay).
+std::optional<UniqueFd> parent_if_owned(Ctx& c, const std::string& path) {
+    try {
+        return owned_parent(c, path);
+    } catch (const SysError& e) {
+        if (e.err() != EPERM) throw;
+        return std::nullopt;
+    }
+}
+
 void apply_one(const Symlink& s, Ctx& c) {
-    UniqueFd parent = owned_parent(c, s.path);
-    sys::symlink_at(s.link_text, parent.get(), base_name(s.path));
+    if (auto parent = parent_if_owned(c, s.path)) return sys::symlink_at(s.link_text, parent->get(), base_name(s.path));
+    // A read-only ROOTFS: an identical link may already be there; a missing one is not
+    // essential, since sonames also resolve through the generated ld.so.cache.
+    std::string have;
+    if (int fd = try_open_in_root(c.root, parent_of(s.path), O_PATH | O_DIRECTORY); fd >= 0) {
+        UniqueFd dir(fd);
+        struct stat st {};
+        if (sys::lstat_at(fd, base_name(s.path), st) && S_ISLNK(st.st_mode)) have = sys::read_link_at(fd, base_name(s.path));
+    }
+    if (have != s.link_text) log::warn(cat("cannot create ", quote(s.path), " in a read-only ROOTFS; skipped"));
+}
+
+void write_into(int dir, const std::string& path, const WriteFile& w) {
+    UniqueFd f = sys::open_at(dir, base_name(path), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, w.mode);
+    sys::write_all(f.get(), w.content, path);
+    sys::fchmod(f.get(), w.mode, path);
+}
+
+void apply_one(const WriteFile& w, Ctx& c) {
+    if (auto parent = parent_if_owned(c, w.target)) return write_into(parent->get(), w.target, w);
+    // A read-only ROOTFS: write the file in gpubox's /run tmpfs and bind it over the image's.
+    const std::string stash = cat("/run/.gpubox/", c.stashed++, "-", base_name(w.target));
+    write_into(owned_parent(c, stash).get(), stash, w);
+    UniqueFd src = open_in_root(c.root, stash, O_PATH);
+    bind_fd(c, src.get(), stash, w.target, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+}
+
+void apply_one(const MakeDir& d, Ctx& c) {
+    UniqueFd parent = owned_parent(c, d.target);
+    sys::mkdir_at(parent.get(), base_name(d.target), d.mode);
 }
 
 void apply_one(const MaskPath& m, Ctx& c) {
@@ -222,18 +263,7 @@ void apply_one(const RemountRo& r, Ctx& c) {
     sys::move_mount(tree.get(), r.target, at.get(), r.target);
 }
 
-void apply_one(const WriteFile& w, Ctx& c) {
-    UniqueFd parent = owned_parent(c, w.target);
-    UniqueFd f = sys::open_at(parent.get(), base_name(w.target),
-                              O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, w.mode);
-    sys::write_all(f.get(), w.content, w.target);
-    sys::fchmod(f.get(), w.mode, w.target);
-}
 
-void apply_one(const MakeDir& d, Ctx& c) {
-    UniqueFd parent = owned_parent(c, d.target);
-    sys::mkdir_at(parent.get(), base_name(d.target), d.mode);
-}
 
 // Entries the layer already holds (made before the overlay was mounted).
 bool done_in_layer(const MountOp& op, const Ctx& c) {
@@ -245,9 +275,9 @@ bool done_in_layer(const MountOp& op, const Ctx& c) {
 
 }  // namespace
 
-void apply_mount_plan(const MountPlan& plan, int root) {
-    Ctx c{root, {}};
-    if (plan.root.mode != RootMode::writable) c.own_mount(root);  // the overlay (tmpfs-backed)
+void apply_mount_plan(const MountPlan& plan, const NewRoot& root) {
+    Ctx c{root.mnt.get(), {}};
+    if (root.writable_layer) c.own_mount(c.root);  // the overlay (tmpfs-backed)
     for (std::size_t i = 0; i < plan.ops.size(); ++i) {
         if (done_in_layer(plan.ops[i], c)) continue;
         try {

@@ -4,12 +4,19 @@
 
 namespace gpubox::rootfs {
 
-// Child side. Assemble the new root over `rootfs` (an O_PATH fd of ROOTFS) as the plan's root
-// mode says, realising image-place entries in gpubox's layer first; returns the new root's mount.
-UniqueFd assemble_root(const MountPlan& plan, int rootfs);
+struct NewRoot {
+    UniqueFd mnt;         // the new root's mount
+    bool writable_layer;  // the root is gpubox's overlay (mount points may be made in it)
+};
 
-// Apply every op under `root`, in plan order; failures are wrapped as "mount step i/n (op)".
-void apply_mount_plan(const MountPlan& plan, int root);
+// Child side. Assemble the new root over `rootfs` (an O_PATH fd of ROOTFS) as the plan's root
+// mode says, realising image-place entries in gpubox's layer first. A ROOTFS with mounts below
+// it (the host's "/", say) cannot be an overlay's lower layer in a user namespace; it is then
+// bound read-only and recursively instead, and writes go only to gpubox's tmpfs mounts.
+NewRoot assemble_root(const MountPlan& plan, int rootfs);
+
+// Apply every op under the new root, in plan order; failures are wrapped as "mount step i/n (op)".
+void apply_mount_plan(const MountPlan& plan, const NewRoot& root);
 
 // pivot_root into `root` and detach the old root.
 void enter_root(int root);

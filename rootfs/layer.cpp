@@ -8,7 +8,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cerrno>
+#include <cstdlib>
 #include <deque>
 #include <vector>
 
@@ -180,11 +182,10 @@ UniqueFd mount_layer_tmpfs(const RootSpec& root, int rootfs) {
     if (root.layer_size) sys::fsconfig_string(fs.get(), "tmpfs", "size", std::to_string(root.layer_size));
     sys::fsconfig_string(fs.get(), "tmpfs", "mode", "0755");
     sys::fsconfig_create(fs.get(), "tmpfs");
-    UniqueFd mnt = sys::fsmount(fs.get(), "tmpfs", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
-    // Attach it over ROOTFS in our private mount namespace: overlayfs wants attached layers, and
-    // this hides nothing we still need (`rootfs` is an fd to the directory underneath).
-    sys::move_mount(mnt.get(), "tmpfs layer", rootfs, root.rootfs);
-    return mnt;
+    // Left detached: attached anywhere under ROOTFS (always, when ROOTFS is "/"), overlayfs would
+    // refuse the upper layer as overlapping the lower one.
+    (void)rootfs;
+    return sys::fsmount(fs.get(), "tmpfs", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
 }
 
 UniqueFd overlay_root(const MountPlan& plan, int rootfs) {
@@ -225,23 +226,52 @@ UniqueFd overlay_root(const MountPlan& plan, int rootfs) {
     sys::fsconfig_create(fs.get(), "overlay");
     UniqueFd mnt = sys::fsmount(fs.get(), "overlay",
                                 MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (ro ? MOUNT_ATTR_RDONLY : 0));
-    sys::move_mount(mnt.get(), "overlay", layer.get(), plan.root.rootfs);
+    sys::move_mount(mnt.get(), "overlay", rootfs, plan.root.rootfs);
     return mnt;
 }
 
-UniqueFd bind_root(const MountPlan& plan, int rootfs) {
+UniqueFd bind_root(const MountPlan& plan, int rootfs, bool read_only) {
     UniqueFd mnt = sys::open_tree_clone(rootfs, plan.root.rootfs, true);
-    sys::mount_setattr(mnt.get(), plan.root.rootfs, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0, true);
+    sys::mount_setattr(mnt.get(), plan.root.rootfs,
+                       MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (read_only ? MOUNT_ATTR_RDONLY : 0), 0, true);
     sys::move_mount(mnt.get(), plan.root.rootfs, rootfs, plan.root.rootfs);
     return mnt;
 }
 
+// Overlayfs refuses a lower layer with locked mounts below it ("failed to clone lowerpath"):
+// cloning it alone would reveal what those mounts hide.
+bool has_submounts(const std::string& rootfs) {
+    char real[PATH_MAX];
+    if (!::realpath(rootfs.c_str(), real)) return false;
+    const std::string dir = std::string(real) == "/" ? "/" : std::string(real) + "/";
+    std::string info = sys::read_file("/proc/self/mountinfo", 16 << 20);
+    std::size_t pos = 0;
+    while ((pos = info.find('\n', pos)) != std::string::npos) {
+        std::size_t start = ++pos;
+        // "id parent major:minor root mountpoint ...": the fifth field.
+        int field = 0;
+        std::size_t i = start;
+        while (i < info.size() && info[i] != '\n' && field < 4)
+            if (info[i++] == ' ') ++field;
+        std::size_t end = info.find(' ', i);
+        if (end == std::string::npos) break;
+        const std::string mp = info.substr(i, end - i);
+        if (starts_with(mp, dir) && mp != "/") return true;  // strictly below ROOTFS
+    }
+    return false;
+}
+
 }  // namespace
 
-UniqueFd assemble_root(const MountPlan& plan, int rootfs) {
+NewRoot assemble_root(const MountPlan& plan, int rootfs) {
     try {
-        if (plan.root.mode == RootMode::writable) return bind_root(plan, rootfs);
-        return overlay_root(plan, rootfs);
+        if (plan.root.mode == RootMode::writable) return {bind_root(plan, rootfs, false), false};
+        if (has_submounts(plan.root.rootfs)) {
+            log::info(cat("ROOTFS ", quote(plan.root.rootfs), " has mounts below it: bound read-only and "
+                          "recursively instead of an overlay (writes only in gpubox's tmpfs mounts)"));
+            return {bind_root(plan, rootfs, true), false};
+        }
+        return {overlay_root(plan, rootfs), true};
     } catch (const SetupError&) {
         throw;
     } catch (...) {
