@@ -58,7 +58,7 @@ std::string sys_hint(const SysError& s) {
         return "a fresh /sys needs a new network namespace; drop --share-net";
     if ((starts_with(op, "fsmount") || starts_with(op, "move_mount")) && err == ENOSPC)
         return "too many mounts: raise sysctl fs.mount-max";
-    if (starts_with(op, "fsopen(\"overlay\"") || op.find("overlay") != std::string::npos)
+    if (op.find("\"overlay\"") != std::string::npos)
         return "overlayfs in a user namespace needs Linux >= 5.11; try --writable or "
                "--read-only on older kernels";
     if (starts_with(op, "seccomp") && err == EINVAL)

@@ -100,7 +100,7 @@ UniqueFd reopen_rootfs(const ChildSpec& spec) {
         isolate::drop_all_privileges();                    // caps (incl. bounding, ambient), NNP
         ::umask(022);
         sys::close_range_cloexec(3);                       // inherited fds never reach CMD
-        isolate::install(spec.seccomp);                    // last before exec
+        if (spec.seccomp) isolate::install(isolate::receive_bpf(spec.seccomp_fd));  // last before exec
         exec_command(spec);
     } catch (...) {
         report_and_exit(spec, std::current_exception());

@@ -14,7 +14,7 @@ namespace gpubox::launcher {
 struct ChildSpec {
     rootfs::MountPlan plan;
     isolate::IdMaps ids;
-    isolate::BpfProgram seccomp;
+    bool seccomp = true;     // the filter arrives on seccomp_fd, compiled while we set up
     std::string hostname;
     bool new_net = true;
     std::vector<std::string> argv;
@@ -29,6 +29,7 @@ struct ChildSpec {
     int parent_pidfd = -1;   // the monitor, for die-with-parent
     int go_fd = -1;          // read end: the monitor wrote the id maps
     int report_fd = -1;      // write end: framed messages to the monitor
+    int seccomp_fd = -1;     // read end: the BPF program, length-prefixed
     std::vector<int> monitor_fds;  // the monitor's pipe ends: closed first, so EOF means death
 };
 

@@ -176,6 +176,16 @@ void parse_rootfs(Options& o, const std::vector<std::string>& args, std::size_t 
     if (o.create_dir.empty()) throw UsageError("rootfs create: missing DIR");
 }
 
+// list and doctor take --driver-root; list also --json.
+void parse_host_command(Options& o, const std::vector<std::string>& args, std::size_t i) {
+    for (; i < args.size(); ++i) {
+        if (args[i] == "--json" && o.command == Command::list) o.json = true;
+        else if (args[i] == "--driver-root" && i + 1 < args.size()) o.driver_root = args[++i];
+        else if (starts_with(args[i], "--driver-root=")) o.driver_root = args[i].substr(14);
+        else throw UsageError(cat(args[0], ": unexpected argument ", quote(args[i])));
+    }
+}
+
 }  // namespace
 
 double parse_seconds(const std::string& text, const std::string& what) {
@@ -251,16 +261,6 @@ std::vector<std::pair<std::string, std::string>> parse_env_file(const std::strin
         out.push_back(parse_env_assignment(line.substr(first), cat("--env-file ", quote(path), " line ", n)));
     }
     return out;
-}
-
-// list and doctor take --driver-root; list also --json.
-void parse_host_command(Options& o, const std::vector<std::string>& args, std::size_t i) {
-    for (; i < args.size(); ++i) {
-        if (args[i] == "--json" && o.command == Command::list) o.json = true;
-        else if (args[i] == "--driver-root" && i + 1 < args.size()) o.driver_root = args[++i];
-        else if (starts_with(args[i], "--driver-root=")) o.driver_root = args[i].substr(14);
-        else throw UsageError(cat(args[0], ": unexpected argument ", quote(args[i])));
-    }
 }
 
 Options parse_command_line(const std::vector<std::string>& args) {

@@ -22,6 +22,7 @@
 #include "common/text.hpp"
 #include "isolate/id_map.hpp"
 #include "isolate/namespaces.hpp"
+#include "isolate/default_filter.hpp"
 #include "isolate/seccomp.hpp"
 #include "isolate/spawn.hpp"
 #include "gpu/gpu_spec.hpp"
@@ -108,16 +109,15 @@ RunPlan plan_run(const Options& o) {
         for (const std::string& line : p.gpu_summary) log::info("gpu: " + line);
     }
     s.plan = rootfs::build_mount_plan(in);
+    s.seccomp = o.seccomp;
     if (!o.seccomp) {
         p.seccomp_text = "off (--no-seccomp)\n";
     } else if (!o.seccomp_bpf.empty()) {
-        s.seccomp = isolate::load_bpf_file(o.seccomp_bpf);
-        p.seccomp_text = cat("custom BPF from ", quote(o.seccomp_bpf), " (", s.seccomp.bytes.size() / 8,
-                             " instructions)\n");
+        p.bpf = isolate::load_bpf_file(o.seccomp_bpf);  // validated before anything runs
+        p.seccomp_text = cat("custom BPF from ", quote(o.seccomp_bpf), " (", p.bpf.bytes.size() / 8, " instructions)\n");
     } else {
-        const isolate::SeccompPolicy policy = isolate::default_seccomp_policy();
-        s.seccomp = isolate::compile(policy);
-        p.seccomp_text = isolate::to_string(policy);
+        p.bpf = isolate::default_filter();
+        p.seccomp_text = isolate::to_string(isolate::default_seccomp_policy());
     }
     s.hostname = o.hostname;
     s.new_net = !o.share_net;
@@ -134,9 +134,10 @@ namespace {
 RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup& cgroup) {
     ChildSpec& spec = plan.spec;
     UniqueFd rootfs = open_rootfs(o.rootfs);
-    UniqueFd go_r, go_w, rep_r, rep_w, out_r, out_w, err_r, err_w;
+    UniqueFd go_r, go_w, rep_r, rep_w, out_r, out_w, err_r, err_w, bpf_r, bpf_w;
     sys::pipe(go_r, go_w);
     sys::pipe(rep_r, rep_w);
+    sys::pipe(bpf_r, bpf_w);
     if (o.limits.stdout_bytes) sys::pipe(out_r, out_w), spec.stdout_fd = out_w.get();
     if (o.limits.stderr_bytes) sys::pipe(err_r, err_w), spec.stderr_fd = err_w.get();
     if (out_w.valid() || err_w.valid()) ::signal(SIGPIPE, SIG_IGN);  // a closed reader must not kill us
@@ -145,7 +146,8 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup&
     spec.parent_pidfd = self.get();
     spec.go_fd = go_r.get();
     spec.report_fd = rep_w.get();
-    spec.monitor_fds = {go_w.get(), rep_r.get()};
+    spec.seccomp_fd = bpf_r.get();
+    spec.monitor_fds = {go_w.get(), rep_r.get(), bpf_w.get()};
     if (out_r.valid()) spec.monitor_fds.push_back(out_r.get());
     if (err_r.valid()) spec.monitor_fds.push_back(err_r.get());
 
@@ -155,7 +157,7 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup&
     std::cerr.flush();
     isolate::Spawned child = isolate::spawn_sandbox(plan.ns_flags, cgroup.caps.usable ? cgroup.dir.get() : -1,
                                                     child_entry, &spec);
-    go_r.reset(), rep_w.reset(), out_w.reset(), err_w.reset(), rootfs.reset();
+    go_r.reset(), rep_w.reset(), out_w.reset(), err_w.reset(), bpf_r.reset(), rootfs.reset();
     try {
         isolate::write_outer_id_maps(child.pid, spec.ids);
     } catch (...) {
@@ -165,6 +167,8 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup&
     }
     sys::write_all(go_w.get(), "g", "sync pipe");
     go_w.reset();
+    if (spec.seccomp) isolate::send_bpf(bpf_w.get(), plan.bpf);  // a few KiB: fits the pipe
+    bpf_w.reset();
     RunOutcome out = supervise({child, rep_r.get(), o.limits, cgroup, out_r.get(), err_r.get()});
     ::sigprocmask(SIG_SETMASK, &old, nullptr);
     return out;

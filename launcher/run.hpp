@@ -1,4 +1,5 @@
 #pragma once
+#include "isolate/seccomp.hpp"
 #include "launcher/child_main.hpp"
 #include "launcher/options.hpp"
 
@@ -9,6 +10,7 @@ struct RunPlan {
     int ns_flags = 0;
     ChildSpec spec;
     std::string seccomp_text;  // the policy as --print-plan shows it
+    isolate::BpfProgram bpf;  // the default filter (compiled at build time) or --seccomp-bpf
     std::vector<std::string> gpu_summary;  // index -> bus -> node -> UUID, per selected GPU
 };
 RunPlan plan_run(const Options& o);

@@ -177,20 +177,19 @@ bool in_image(const MountOp& op) {
         op);
 }
 
-UniqueFd mount_layer_tmpfs(const RootSpec& root, int rootfs) {
+UniqueFd mount_layer_tmpfs(const RootSpec& root) {
     UniqueFd fs = sys::fsopen("tmpfs");
     if (root.layer_size) sys::fsconfig_string(fs.get(), "tmpfs", "size", std::to_string(root.layer_size));
     sys::fsconfig_string(fs.get(), "tmpfs", "mode", "0755");
     sys::fsconfig_create(fs.get(), "tmpfs");
     // Left detached: attached anywhere under ROOTFS (always, when ROOTFS is "/"), overlayfs would
     // refuse the upper layer as overlapping the lower one.
-    (void)rootfs;
     return sys::fsmount(fs.get(), "tmpfs", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
 }
 
 UniqueFd overlay_root(const MountPlan& plan, int rootfs) {
     const bool ro = plan.root.mode == RootMode::read_only;
-    UniqueFd layer = mount_layer_tmpfs(plan.root, rootfs);
+    UniqueFd layer = mount_layer_tmpfs(plan.root);
     sys::mkdir_at(layer.get(), "upper", 0755);
     sys::mkdir_at(layer.get(), "work", 0700);
     UniqueFd upper = sys::open_at(layer.get(), "upper", O_PATH | O_DIRECTORY);

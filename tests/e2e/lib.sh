@@ -68,6 +68,10 @@ box() {
     err=$(cat "$WORK/.err")
 }
 
+# field NAME / mechanism LIMIT: a value from the JSON verdict in $M (gpubox's own 2-space layout).
+field() { grep -E "^  \"$1\":" "$M" | sed -E 's/^  "[^"]*": //; s/,$//; s/^"//; s/"$//'; }
+mechanism() { grep -A2 "\"$1\": {" "$M" | grep mechanism | sed -E 's/.*"mechanism": "(.*)",?/\1/'; }
+
 # make_rootfs DIR: gpubox's default rootfs plus the static probe.
 make_rootfs() {
     "$GPUBOX" rootfs create "$1" >/dev/null || { echo "Bail out! rootfs create failed"; exit 1; }

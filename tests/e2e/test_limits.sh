@@ -6,8 +6,6 @@ R=$WORK/rootfs
 make_rootfs "$R"
 require_userns "$R"
 M=$WORK/meta.json
-field() { grep -E "^  \"$1\":" "$M" | sed -E 's/^  "[^"]*": //; s/,$//; s/^"//; s/"$//'; }
-mechanism() { grep -A2 "\"$1\": {" "$M" | grep mechanism | sed -E 's/.*"mechanism": "(.*)",?/\1/'; }
 survivors() { pgrep -f -- "$1" | grep -v "^$$\$" || true; }
 host_ok() {  # responsive, nothing of the sandbox left, ROOTFS unchanged
     local t0 t1

@@ -8,8 +8,6 @@ R=$WORK/rootfs
 make_rootfs "$R"
 require_userns "$R"
 M=$WORK/meta.json
-field() { grep -E "^  \"$1\":" "$M" | sed -E 's/^  "[^"]*": //; s/,$//; s/^"//; s/"$//'; }
-mechanism() { grep -A2 "\"$1\": {" "$M" | grep mechanism | sed -E 's/.*"mechanism": "(.*)",?/\1/'; }
 
 box run --print-plan --time-limit 1 "$R" true
 if ! printf '%s\n' "$out" | grep -q '^limit kill: cgroup.kill$'; then

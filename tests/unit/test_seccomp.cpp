@@ -4,6 +4,9 @@
 
 #include <set>
 
+#include <unistd.h>
+
+#include "isolate/default_filter.hpp"
 #include "isolate/seccomp.hpp"
 #include "isolate/seccomp_policy.hpp"
 
@@ -48,6 +51,19 @@ TEST_CASE("the compiled filter is real BPF and libseccomp's PFC shows the rules"
     CHECK(pfc.find("if ($syscall == 165)") != std::string::npos);  // mount on x86-64
     CHECK(pfc.find("action ERRNO(38)") != std::string::npos);      // ENOSYS
     CHECK(pfc.find("action KILL_PROCESS") != std::string::npos);   // bad arch
+}
+
+TEST_CASE("the filter compiled at build time is exactly today's policy") {
+    CHECK(default_filter().bytes == compile(default_seccomp_policy()).bytes);
+}
+
+TEST_CASE("the filter travels over a pipe intact") {
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    send_bpf(fds[1], default_filter());
+    ::close(fds[1]);
+    CHECK(receive_bpf(fds[0]).bytes == default_filter().bytes);
+    ::close(fds[0]);
 }
 
 TEST_CASE("policy text lists every rule with its reason") {
