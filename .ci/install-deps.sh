@@ -3,7 +3,7 @@
 # Idempotent; run as root. Skips apt when every package is already installed.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
-      libmount-dev libcap-ng-dev libseccomp-dev catch2 nlohmann-json3-dev
+      libcap-ng-dev libseccomp-dev catch2 nlohmann-json3-dev
       busybox-static util-linux bsdutils procps iproute2 bubblewrap hyperfine time)
 missing=()
 for p in "${pkgs[@]}"; do

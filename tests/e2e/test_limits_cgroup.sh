@@ -22,7 +22,7 @@ expect_match "--print-plan: CPU time from cpu.stat" "$out" '^limit cpu_time: cgr
 
 box run --time-limit 0.5 --wall-time-limit 10 --meta "$M" "$R" sh -c 'while :; do :; done'
 expect_eq "CPU spin: TO on the CPU limit" "$(field status):$(field limit):$rc" "TO:cpu_time:137"
-check "  cpu time (cgroup) within 100 ms of the limit" awk -v c="$(field cpu_time)" 'BEGIN { exit !(c >= 0.5 && c < 0.6) }'
+check "  cpu time (cgroup) at the limit (within 250 ms on a loaded machine)" awk -v c="$(field cpu_time)" 'BEGIN { exit !(c >= 0.5 && c < 0.75) }'
 expect_eq "  mechanism" "$(mechanism cpu_time)" "cgroup cpu.stat usage_usec, sampled every 50 ms"
 cg=$(field cgroup)
 expect_match "  the verdict names the sandbox's cgroup" "$cg" '/gpubox-[0-9]+$'
