@@ -13,9 +13,11 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "common/error.hpp"
@@ -259,6 +261,18 @@ void install_seccomp_filter(const void* prog_bytes, std::size_t len) {
     prog.filter = static_cast<sock_filter*>(const_cast<void*>(prog_bytes));
     check(::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog),
           cat("seccomp(SECCOMP_SET_MODE_FILTER, ", prog.len, " instructions)"));
+}
+
+std::string kernel_release() {
+    utsname u{};
+    ::uname(&u);
+    return u.release;
+}
+
+bool kernel_at_least(int major, int minor) {
+    int a = 0, b = 0;
+    std::sscanf(kernel_release().c_str(), "%d.%d", &a, &b);
+    return a > major || (a == major && b >= minor);
 }
 
 }  // namespace gpubox::sys

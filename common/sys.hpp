@@ -60,5 +60,9 @@ void pipe(UniqueFd& read_end, UniqueFd& write_end);
 UniqueFd memfd(const std::string& name);
 void install_seccomp_filter(const void* prog_bytes, std::size_t len);
 
+// uname(2)'s release ("6.18.44-fc") and whether it is at least major.minor.
+std::string kernel_release();
+bool kernel_at_least(int major, int minor);
+
 
 }  // namespace gpubox::sys

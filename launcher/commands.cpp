@@ -1,7 +1,6 @@
 #include "launcher/commands.hpp"
 
 #include <sched.h>
-#include <sys/utsname.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -78,12 +77,9 @@ void check_host(Doctor& d) {
                   "kernel.apparmor_restrict_unprivileged_userns=0");
     if (userns_works()) d.ok("unprivileged user + mount namespaces");
     else d.problem("cannot create a user namespace", "see the settings above; an outer container may forbid it");
-    utsname u{};
-    ::uname(&u);
-    int major = 0, minor = 0;
-    std::sscanf(u.release, "%d.%d", &major, &minor);
-    if (major > 5 || (major == 5 && minor >= 12)) d.ok(cat("kernel ", u.release, " (overlayfs in a user namespace, mount_setattr)"));
-    else d.problem(cat("kernel ", u.release, " is older than 5.12"), "gpubox needs Linux >= 5.12");
+    const std::string release = sys::kernel_release();
+    if (sys::kernel_at_least(5, 12)) d.ok(cat("kernel ", release, " (overlayfs in a user namespace, mount_setattr)"));
+    else d.problem(cat("kernel ", release, " is older than 5.12"), "gpubox needs Linux >= 5.12");
 }
 
 void check_gpus(Doctor& d, const Options& o) {

@@ -7,7 +7,6 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
-#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,8 +43,7 @@ void child_entry(const void* arg) { sandbox_init(*static_cast<const ChildSpec*>(
 
 UniqueFd open_rootfs(const std::string& path) {
     try {
-        UniqueFd fd = sys::open_at(AT_FDCWD, path, O_PATH | O_DIRECTORY);
-        return fd;
+        return sys::open_at(AT_FDCWD, path, O_PATH | O_DIRECTORY);
     } catch (...) {
         std::throw_with_nested(PlanError(cat("ROOTFS ", quote(path), " is not a usable directory")));
     }
@@ -57,14 +55,6 @@ sigset_t monitor_signals() {
     for (int s : forwarded_signals()) sigaddset(&set, s);
     sigaddset(&set, SIGCHLD);
     return set;
-}
-
-bool kernel_at_least(int major, int minor) {
-    utsname u{};
-    ::uname(&u);
-    int a = 0, b = 0;
-    std::sscanf(u.release, "%d.%d", &a, &b);
-    return a > major || (a == major && b >= minor);
 }
 
 void write_meta(const Options& o, const Verdict& v, const RunOutcome& out, const Mechanisms& m) {
@@ -198,7 +188,7 @@ int run_sandbox(const Options& o) {
         plan = plan_run(o);
         if (o.limits.any()) cgroup = isolate::setup_cgroup(o.limits, o.cgroup);
         if (!cgroup.reason.empty()) log::info("cgroup: " + cgroup.reason);
-        limits = isolate::plan_limits(o.limits, cgroup.caps, kernel_at_least(5, 14), o.root, ::getuid() == 0);
+        limits = isolate::plan_limits(o.limits, cgroup.caps, sys::kernel_at_least(5, 14), o.root, ::getuid() == 0);
         plan.spec.rlimits = limits.rlimits;
         plan.spec.sample_ms = limits.sample_usage ? limits.sample_ms : 0;
         if (o.print_plan) {
