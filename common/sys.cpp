@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <type_traits>
 #include <cstdio>
 #include <cstring>
 
@@ -55,9 +56,14 @@ std::string attr_names(std::uint64_t a) {
     return s.empty() ? "0" : s;
 }
 
-int check(long ret, const std::string& op) {
-    if (ret < 0) fail(op, errno);
-    return static_cast<int>(ret);
+// `op` names the call for the error; a callable builds that text only when the call failed,
+// since these wrappers run on the start-up path.
+template <typename Op>
+int check(long ret, const Op& op) {
+    if (ret >= 0) return static_cast<int>(ret);
+    const int err = errno;
+    if constexpr (std::is_invocable_v<Op>) fail(op(), err);
+    else fail(op, err);
 }
 
 }  // namespace
@@ -103,7 +109,7 @@ void symlink_at(const std::string& text, int dirfd, const std::string& name) {
 }
 
 void fchmod(int fd, mode_t mode, const std::string& what) {
-    check(::fchmod(fd, mode), cat("fchmod(", quote(what), ")"));
+    check(::fchmod(fd, mode), [&] { return cat("fchmod(", quote(what), ")"); });
 }
 
 std::string read_link_at(int dirfd, const std::string& name) {
@@ -147,78 +153,83 @@ void write_file(const std::string& path, std::string_view data) {
 
 UniqueFd fsopen(const std::string& fstype) {
     return UniqueFd(check(::syscall(SYS_fsopen, fstype.c_str(), FSOPEN_CLOEXEC),
-                          cat("fsopen(", quote(fstype), ")")));
+                          [&] { return cat("fsopen(", quote(fstype), ")"); }));
 }
 
-void fsconfig_string(int fsfd, const std::string& fstype, const std::string& key,
-                     const std::string& value) {
+void fsconfig_string(int fsfd, const std::string& fstype, const std::string& key, const std::string& value) {
     check(::syscall(SYS_fsconfig, fsfd, FSCONFIG_SET_STRING, key.c_str(), value.c_str(), 0),
-          cat("fsconfig(", quote(fstype), ", ", key, "=", quote(value), ")"));
+          [&] { return cat("fsconfig(", quote(fstype), ", ", key, "=", quote(value), ")"); });
 }
 
 void fsconfig_flag(int fsfd, const std::string& fstype, const std::string& key) {
     check(::syscall(SYS_fsconfig, fsfd, FSCONFIG_SET_FLAG, key.c_str(), nullptr, 0),
-          cat("fsconfig(", quote(fstype), ", ", key, ")"));
+          [&] { return cat("fsconfig(", quote(fstype), ", ", key, ")"); });
 }
 
 void fsconfig_create(int fsfd, const std::string& fstype) {
     check(::syscall(SYS_fsconfig, fsfd, FSCONFIG_CMD_CREATE, nullptr, nullptr, 0),
-          cat("fsconfig(", quote(fstype), ", FSCONFIG_CMD_CREATE)"));
+          [&] { return cat("fsconfig(", quote(fstype), ", FSCONFIG_CMD_CREATE)"); });
 }
 
 UniqueFd fsmount(int fsfd, const std::string& fstype, unsigned attrs) {
     return UniqueFd(check(::syscall(SYS_fsmount, fsfd, FSMOUNT_CLOEXEC, attrs),
-                          cat("fsmount(", quote(fstype), ", ", attr_names(attrs), ")")));
+                          [&] { return cat("fsmount(", quote(fstype), ", ", attr_names(attrs), ")"); }));
 }
 
 UniqueFd open_tree_clone(int fd, const std::string& what, bool recursive) {
-    unsigned flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH |
-                     (recursive ? AT_RECURSIVE : 0);
-    return UniqueFd(check(::syscall(SYS_open_tree, fd, "", flags),
-                          cat("open_tree(", quote(what), ", OPEN_TREE_CLONE",
-                              recursive ? "|AT_RECURSIVE" : "", ")")));
+    unsigned flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0);
+    return UniqueFd(check(::syscall(SYS_open_tree, fd, "", flags), [&] {
+        return cat("open_tree(", quote(what), ", OPEN_TREE_CLONE", recursive ? "|AT_RECURSIVE" : "", ")");
+    }));
 }
 
-void mount_setattr(int mntfd, const std::string& what, std::uint64_t set, std::uint64_t clr,
-                   bool recursive) {
+int try_open_tree_clone(int dirfd, const std::string& path, bool recursive) {
+    const unsigned flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (recursive ? AT_RECURSIVE : 0);
+    const long fd = ::syscall(SYS_open_tree, dirfd, path.c_str(), flags);
+    return fd < 0 ? -errno : static_cast<int>(fd);
+}
+
+void mount_setattr(int mntfd, const std::string& what, std::uint64_t set, std::uint64_t clr, bool recursive) {
     mount_attr attr{};
     attr.attr_set = set;
     attr.attr_clr = clr;
     unsigned flags = AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0);
-    check(::syscall(SYS_mount_setattr, mntfd, "", flags, &attr, sizeof attr),
-          cat("mount_setattr(", quote(what), ", ", attr_names(set), recursive ? ", AT_RECURSIVE" : "",
-              ")"));
+    check(::syscall(SYS_mount_setattr, mntfd, "", flags, &attr, sizeof attr), [&] {
+        return cat("mount_setattr(", quote(what), ", ", attr_names(set), recursive ? ", AT_RECURSIVE" : "",
+                   ")");
+    });
 }
 
 void move_mount(int from_fd, const std::string& from, int to_fd, const std::string& to) {
-    check(::syscall(SYS_move_mount, from_fd, "", to_fd, "",
-                    MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH),
-          cat("move_mount(", quote(from), " -> ", quote(to), ")"));
+    check(
+        ::syscall(SYS_move_mount, from_fd, "", to_fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH),
+        [&] { return cat("move_mount(", quote(from), " -> ", quote(to), ")"); });
 }
 
 void make_rprivate() {
-    check(::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr),
-          "mount(\"/\", MS_REC|MS_PRIVATE)");
+    check(::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr), "mount(\"/\", MS_REC|MS_PRIVATE)");
 }
 
-void pivot_root_here() {
-    check(::syscall(SYS_pivot_root, ".", "."), "pivot_root(\".\", \".\")");
-}
+void pivot_root_here() { check(::syscall(SYS_pivot_root, ".", "."), "pivot_root(\".\", \".\")"); }
 
 void umount_detach(const std::string& path) {
-    check(::umount2(path.c_str(), MNT_DETACH), cat("umount2(", quote(path), ", MNT_DETACH)"));
+    check(::umount2(path.c_str(), MNT_DETACH), [&] { return cat("umount2(", quote(path), ", MNT_DETACH)"); });
 }
 
 void fchdir(int fd, const std::string& what) {
-    check(::fchdir(fd), cat("fchdir(", quote(what), ")"));
+    check(::fchdir(fd), [&] { return cat("fchdir(", quote(what), ")"); });
 }
 
-void chdir(const std::string& path) { check(::chdir(path.c_str()), cat("chdir(", quote(path), ")")); }
+void chdir(const std::string& path) {
+    check(::chdir(path.c_str()), [&] { return cat("chdir(", quote(path), ")"); });
+}
 
-void unshare(int flags) { check(::unshare(flags), cat("unshare(0x", std::hex, flags, ")")); }
+void unshare(int flags) {
+    check(::unshare(flags), [&] { return cat("unshare(0x", std::hex, flags, ")"); });
+}
 
 void sethostname(const std::string& name) {
-    check(::sethostname(name.data(), name.size()), cat("sethostname(", quote(name), ")"));
+    check(::sethostname(name.data(), name.size()), [&] { return cat("sethostname(", quote(name), ")"); });
 }
 
 void set_loopback_up() {
@@ -231,16 +242,16 @@ void set_loopback_up() {
 }
 
 UniqueFd pidfd_open(pid_t pid) {
-    return UniqueFd(check(::syscall(SYS_pidfd_open, pid, 0), cat("pidfd_open(", pid, ")")));
+    return UniqueFd(check(::syscall(SYS_pidfd_open, pid, 0), [&] { return cat("pidfd_open(", pid, ")"); }));
 }
 
 void prctl(int option, unsigned long arg, const std::string& what) {
-    check(::prctl(option, arg, 0, 0, 0), cat("prctl(", what, ")"));
+    check(::prctl(option, arg, 0, 0, 0), [&] { return cat("prctl(", what, ")"); });
 }
 
 void close_range_cloexec(unsigned first) {
     check(::syscall(SYS_close_range, first, ~0U, CLOSE_RANGE_CLOEXEC),
-          cat("close_range(", first, ", ~0, CLOSE_RANGE_CLOEXEC)"));
+          [&] { return cat("close_range(", first, ", ~0, CLOSE_RANGE_CLOEXEC)"); });
 }
 
 void pipe(UniqueFd& read_end, UniqueFd& write_end) {
@@ -252,7 +263,7 @@ void pipe(UniqueFd& read_end, UniqueFd& write_end) {
 
 UniqueFd memfd(const std::string& name) {
     return UniqueFd(check(::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING),
-                          cat("memfd_create(", quote(name), ")")));
+                          [&] { return cat("memfd_create(", quote(name), ")"); }));
 }
 
 void install_seccomp_filter(const void* prog_bytes, std::size_t len) {
@@ -260,7 +271,7 @@ void install_seccomp_filter(const void* prog_bytes, std::size_t len) {
     prog.len = static_cast<unsigned short>(len / sizeof(sock_filter));
     prog.filter = static_cast<sock_filter*>(const_cast<void*>(prog_bytes));
     check(::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog),
-          cat("seccomp(SECCOMP_SET_MODE_FILTER, ", prog.len, " instructions)"));
+              [&] { return cat("seccomp(SECCOMP_SET_MODE_FILTER, ", prog.len, " instructions)"); });
 }
 
 std::string kernel_release() {

@@ -40,6 +40,8 @@ void fsconfig_flag(int fsfd, const std::string& fstype, const std::string& key);
 void fsconfig_create(int fsfd, const std::string& fstype);
 UniqueFd fsmount(int fsfd, const std::string& fstype, unsigned attrs);
 UniqueFd open_tree_clone(int fd, const std::string& what, bool recursive);
+// open_tree(dirfd, path, OPEN_TREE_CLONE [| AT_RECURSIVE]): a new fd, or -errno.
+int try_open_tree_clone(int dirfd, const std::string& path, bool recursive);
 void mount_setattr(int mntfd, const std::string& what, std::uint64_t set, std::uint64_t clr,
                    bool recursive);
 void move_mount(int from_fd, const std::string& from, int to_fd, const std::string& to);

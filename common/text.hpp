@@ -1,16 +1,51 @@
 #pragma once
+#include <charconv>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 namespace gpubox {
 
-// Concatenate anything streamable: cat("step ", 3, "/", 9).
+namespace detail {
+
+// Pieces appended without a stream: strings, char, and integers that a stream prints as numbers
+// (not bool, not the other character types).
+template <typename T>
+constexpr bool plain_piece =
+    std::is_convertible_v<const T&, std::string_view> || std::is_same_v<T, char> ||
+    (std::is_integral_v<T> && !std::is_same_v<T, bool> && !std::is_same_v<T, signed char> &&
+     !std::is_same_v<T, unsigned char> && !std::is_same_v<T, wchar_t> && !std::is_same_v<T, char8_t> &&
+     !std::is_same_v<T, char16_t> && !std::is_same_v<T, char32_t>);
+
+template <typename T>
+void append_piece(std::string& out, const T& v) {
+    if constexpr (std::is_same_v<T, char>) {
+        out += v;
+    } else if constexpr (std::is_integral_v<T>) {
+        char buf[24];
+        out.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+    } else {
+        out += std::string_view(v);
+    }
+}
+
+}  // namespace detail
+
+// Concatenate anything streamable: cat("step ", 3, "/", 9). Strings and integers are appended
+// directly (cat() runs on the launcher's start-up path, where building an ostringstream per call
+// was measurable); anything else, manipulators included, goes through an ostringstream.
 template <typename... Args>
 std::string cat(const Args&... args) {
-    std::ostringstream out;
-    (out << ... << args);
-    return out.str();
+    if constexpr ((detail::plain_piece<Args> && ...)) {
+        std::string out;
+        (detail::append_piece(out, args), ...);
+        return out;
+    } else {
+        std::ostringstream out;
+        (out << ... << args);
+        return out.str();
+    }
 }
 
 // A path or string in double quotes, with quotes, backslashes and control bytes escaped,

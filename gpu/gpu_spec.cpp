@@ -48,6 +48,13 @@ GpuSpec parse_gpu_spec(const std::string& text) {
     return spec;
 }
 
+Scope scope_for(const GpuSpec& spec) {
+    if (spec.kind == GpuSpec::Kind::all) return Scope::all;
+    for (const std::string& item : spec.items)
+        if (!is_index(item) && !is_uuid(item)) return Scope::all;
+    return Scope::nvidia;
+}
+
 std::vector<Gpu> select_gpus(const GpuInventory& inv, const GpuSpec& spec) {
     if (spec.kind == GpuSpec::Kind::none) return {};
     if (spec.kind == GpuSpec::Kind::all) {

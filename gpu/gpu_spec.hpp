@@ -20,6 +20,9 @@ GpuSpec parse_gpu_spec(const std::string& text);
 // PlanError listing the host's GPUs when an item matches none.
 std::vector<Gpu> select_gpus(const GpuInventory& inv, const GpuSpec& spec);
 
+// Pure: the discovery scope that can satisfy the spec (indices and UUIDs name NVIDIA GPUs only).
+Scope scope_for(const GpuSpec& spec);
+
 // "0 0000:3b:00.0 nvidia Tesla T4 GPU-... /dev/nvidia2" lines, for errors and `gpubox list`.
 std::string describe_gpus(const GpuInventory& inv);
 

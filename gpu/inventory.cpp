@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <map>
 
 #include "common/error.hpp"
 #include "common/sys.hpp"
@@ -23,6 +24,8 @@ namespace {
 
 constexpr int kNvidiaMajor = 195;
 
+// A short read ends the file: true of regular files, sysfs attributes and the seq_file procfs
+// files read here, and it saves a read per file on the start-up path.
 std::optional<std::string> read_in(int root, const std::string& path, std::size_t limit = 1 << 20) {
     int fd = rootfs::try_open_in_root(root, path, O_RDONLY);
     if (fd < 0) return std::nullopt;
@@ -32,6 +35,7 @@ std::optional<std::string> read_in(int root, const std::string& path, std::size_
     for (ssize_t n; (n = ::read(f.get(), buf, sizeof buf)) > 0;) {
         out.append(buf, static_cast<std::size_t>(n));
         if (out.size() > limit) return std::nullopt;
+        if (static_cast<std::size_t>(n) < sizeof buf) break;
     }
     return out;
 }
@@ -40,14 +44,14 @@ std::vector<std::string> list_dir(int root, const std::string& path) {
     std::vector<std::string> out;
     int fd = rootfs::try_open_in_root(root, path, O_RDONLY | O_DIRECTORY);
     if (fd < 0) return out;
-    DIR* d = ::fdopendir(fd);
-    if (!d) {
-        ::close(fd);
-        return out;
-    }
-    for (dirent* e; (e = ::readdir(d));)
-        if (e->d_name[0] != '.') out.emplace_back(e->d_name);
-    ::closedir(d);
+    UniqueFd dir(fd);
+    alignas(dirent64) char buf[16384];
+    for (ssize_t n; (n = ::getdents64(fd, buf, sizeof buf)) > 0;)
+        for (ssize_t off = 0; off < n;) {
+            const auto* e = reinterpret_cast<const dirent64*>(buf + off);
+            if (e->d_name[0] != '.') out.emplace_back(e->d_name);
+            off += e->d_reclen;
+        }
     std::sort(out.begin(), out.end());
     return out;
 }
@@ -61,16 +65,50 @@ unsigned hex_value(const std::optional<std::string>& text) {
     }
 }
 
-Node stat_node(int root, const std::string& path) {
-    Node n{path};
-    int fd = rootfs::try_open_in_root(root, path, O_PATH);
-    if (fd < 0) return n;
-    UniqueFd f(fd);
-    struct stat st {};
-    if (::fstat(fd, &st) == 0) n.exists = true, n.is_char = S_ISCHR(st.st_mode), n.rdev = st.st_rdev;
-    n.host = sys::read_fd_link(fd);
-    return n;
-}
+// Device nodes, looked up in their directory (opened once, inside the driver root) without
+// following a final symlink; a symlinked node takes the full resolution.
+class NodeFinder {
+public:
+    explicit NodeFinder(int root) : root_(root) {}
+
+    Node find(const std::string& path) {
+        Node n{path};
+        const std::string dir = rootfs::parent_of(path), name = rootfs::base_name(path);
+        auto it = dirs_.find(dir);
+        if (it == dirs_.end()) {
+            Dir d;
+            if (int fd = rootfs::try_open_in_root(root_, dir, O_PATH | O_DIRECTORY); fd >= 0)
+                d.fd.reset(fd), d.host = sys::read_fd_link(fd);
+            it = dirs_.emplace(dir, std::move(d)).first;
+        }
+        if (!it->second.fd.valid()) return n;
+        struct stat st {};
+        if (::fstatat(it->second.fd.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0) return n;
+        if (S_ISLNK(st.st_mode)) return resolved(path);
+        n.exists = true, n.is_char = S_ISCHR(st.st_mode), n.rdev = st.st_rdev;
+        n.host = it->second.host + "/" + name;
+        return n;
+    }
+
+private:
+    Node resolved(const std::string& path) {
+        Node n{path};
+        int fd = rootfs::try_open_in_root(root_, path, O_PATH);
+        if (fd < 0) return n;
+        UniqueFd f(fd);
+        struct stat st {};
+        if (::fstat(fd, &st) == 0) n.exists = true, n.is_char = S_ISCHR(st.st_mode), n.rdev = st.st_rdev;
+        n.host = sys::read_fd_link(fd);
+        return n;
+    }
+
+    struct Dir {
+        UniqueFd fd;
+        std::string host;
+    };
+    int root_;
+    std::map<std::string, Dir> dirs_;
+};
 
 // The real host path of `path` resolved inside the driver root, or "" if missing.
 std::string real_path(int root, const std::string& path, int flags = O_PATH) {
@@ -80,7 +118,7 @@ std::string real_path(int root, const std::string& path, int flags = O_PATH) {
     return sys::read_fd_link(f.get());
 }
 
-void add_nvidia_gpus(int root, GpuInventory& inv, const std::vector<Gpu>& sysfs_nvidia) {
+void add_nvidia_gpus(int root, NodeFinder& nodes, GpuInventory& inv, const std::vector<Gpu>& sysfs_nvidia) {
     std::vector<Gpu> found;
     for (const std::string& dir : list_dir(root, "/proc/driver/nvidia/gpus")) {
         const std::string path = "/proc/driver/nvidia/gpus/" + dir + "/information";
@@ -90,19 +128,19 @@ void add_nvidia_gpus(int root, GpuInventory& inv, const std::vector<Gpu>& sysfs_
         auto pci = parse_pci_address(info.bus_location);
         if (!pci) pci = parse_pci_address(dir);
         if (!pci) throw PlanError(cat(quote(path), ": invalid Bus Location ", quote(info.bus_location)));
-        // sysfs says what kind of PCI function it is; where sysfs knows it and it is not a
-        // display controller (an NVSwitch, say), it is no GPU.
+        // The driver lists its GPUs only (an NVSwitch has its own directory); the PCI class
+        // comes from the sysfs scan, when the scope had one.
         auto in_sysfs = std::find_if(sysfs_nvidia.begin(), sysfs_nvidia.end(),
                                      [&](const Gpu& g) { return g.pci == *pci; });
         Gpu g{Vendor::nvidia};
         g.pci = *pci;
         g.pci_name = dir;
-        g.pci_class = in_sysfs != sysfs_nvidia.end() ? in_sysfs->pci_class : 0x030000;
+        g.pci_class = in_sysfs != sysfs_nvidia.end() ? in_sysfs->pci_class : 0;
         g.model = info.model;
         g.uuid = info.uuid;
         g.minor = info.device_minor;
         g.proc_dir = dir;
-        g.nodes.push_back(stat_node(root, cat("/dev/nvidia", info.device_minor)));
+        g.nodes.push_back(nodes.find(cat("/dev/nvidia", info.device_minor)));
         found.push_back(std::move(g));
     }
     std::sort(found.begin(), found.end(), [](const Gpu& a, const Gpu& b) { return a.pci < b.pci; });
@@ -110,11 +148,11 @@ void add_nvidia_gpus(int root, GpuInventory& inv, const std::vector<Gpu>& sysfs_
     inv.gpus.insert(inv.gpus.end(), found.begin(), found.end());
 }
 
-void add_drm_gpu(int root, GpuInventory& inv, Gpu g, const std::string& sysdir) {
+void add_drm_gpu(int root, NodeFinder& nodes, GpuInventory& inv, Gpu g, const std::string& sysdir) {
     for (const std::string& name : list_dir(root, sysdir + "/drm"))
         if (starts_with(name, "card") || starts_with(name, "renderD"))
-            g.nodes.push_back(stat_node(root, "/dev/dri/" + name));
-    if (g.vendor == Vendor::amd) inv.shared_nodes["kfd"] = stat_node(root, "/dev/kfd");
+            g.nodes.push_back(nodes.find("/dev/dri/" + name));
+    if (g.vendor == Vendor::amd) inv.shared_nodes["kfd"] = nodes.find("/dev/kfd");
     inv.gpus.push_back(std::move(g));
 }
 
@@ -178,7 +216,7 @@ const char* to_string(Vendor v) {
     return "?";
 }
 
-GpuInventory discover_gpus(const std::string& driver_root, unsigned caps) {
+GpuInventory discover_gpus(const std::string& driver_root, unsigned caps, Scope scope) {
     GpuInventory inv;
     inv.driver_root = driver_root.size() > 1 && driver_root.back() == '/' ? driver_root.substr(0, driver_root.size() - 1) : driver_root;
     UniqueFd root;
@@ -188,6 +226,7 @@ GpuInventory discover_gpus(const std::string& driver_root, unsigned caps) {
         std::throw_with_nested(PlanError(cat("--driver-root ", quote(driver_root), " is not a directory")));
     }
     const int r = root.get();
+    NodeFinder nodes(r);
     inv.nvidia_version = parse_driver_version(read_in(r, "/sys/module/nvidia/version").value_or(""));
     inv.proc_version = read_in(r, "/proc/driver/nvidia/version").value_or("");
     if (!inv.nvidia_version) inv.nvidia_version = parse_driver_version(inv.proc_version);
@@ -196,7 +235,7 @@ GpuInventory discover_gpus(const std::string& driver_root, unsigned caps) {
 
     std::vector<Gpu> sysfs_nvidia;
     const std::string pci_dir = "/sys/bus/pci/devices";
-    for (const std::string& name : list_dir(r, pci_dir)) {
+    for (const std::string& name : scope == Scope::all ? list_dir(r, pci_dir) : std::vector<std::string>{}) {
         const std::string dir = pci_dir + "/" + name;
         // class first: most PCI functions are not display controllers, and need one read.
         const unsigned cls = hex_value(read_in(r, dir + "/class"));
@@ -207,16 +246,16 @@ GpuInventory discover_gpus(const std::string& driver_root, unsigned caps) {
         if (vendor != 0x10de && vendor != 0x1002 && vendor != 0x8086) continue;
         g.pci = *pci, g.pci_name = name, g.pci_class = cls;
         if (g.vendor == Vendor::nvidia) sysfs_nvidia.push_back(g);
-        else add_drm_gpu(r, inv, g, dir);
+        else add_drm_gpu(r, nodes, inv, g, dir);
     }
     std::vector<Gpu> others = std::move(inv.gpus);
     inv.gpus.clear();
-    add_nvidia_gpus(r, inv, sysfs_nvidia);
+    add_nvidia_gpus(r, nodes, inv, sysfs_nvidia);
     inv.gpus.insert(inv.gpus.end(), others.begin(), others.end());
 
     const std::string devices = read_in(r, "/proc/devices").value_or("");
     for (const char* n : {"nvidiactl", "nvidia-modeset", "nvidia-uvm", "nvidia-uvm-tools"})
-        inv.shared_nodes[n] = stat_node(r, cat("/dev/", n));
+        inv.shared_nodes[n] = nodes.find(cat("/dev/", n));
     int major = parse_char_major(devices, "nvidia");
     if (major < 0) major = parse_char_major(devices, "nvidia-frontend");
     if (major < 0) major = kNvidiaMajor;

@@ -26,7 +26,7 @@ struct Gpu {
     int index = -1;           // NVIDIA: nvidia-smi's index (PCI bus order); others: -1
     PciAddress pci;
     std::string pci_name;     // the host's spelling (sysfs or procfs directory name)
-    unsigned pci_class = 0;
+    unsigned pci_class = 0;   // from sysfs; 0 where discovery did not scan it
     std::string model, uuid;
     int minor = -1;           // NVIDIA Device Minor: /dev/nvidia<minor>
     std::string proc_dir;     // NVIDIA: directory name under /proc/driver/nvidia/gpus
@@ -53,9 +53,17 @@ struct GpuInventory {
     std::vector<std::pair<std::string, std::string>> optional_paths;
 };
 
+// How much of the host a request needs to see. NVIDIA GPUs named by index or UUID need only
+// the driver's own listing (/proc/driver/nvidia/gpus); other vendors, PCI addresses and
+// `gpubox list` need a scan of every PCI function in sysfs, which on a large host costs more
+// than the rest of discovery together.
+enum class Scope { nvidia, all };
+
 // Reads the host only below `driver_root` (resolving every path inside it, so an absolute
 // symlink or an ld.so.cache path found there stays inside it). Never throws for what a host
-// lacks: it records it, and the planner decides whether the request needs it.
-GpuInventory discover_gpus(const std::string& driver_root, unsigned caps);
+// lacks: it records it, and the planner decides whether the request needs it. NVIDIA GPUs and
+// their indices are the same in both scopes; Scope::nvidia leaves out the other vendors and
+// the PCI class (0).
+GpuInventory discover_gpus(const std::string& driver_root, unsigned caps, Scope scope = Scope::all);
 
 }  // namespace gpubox::gpu

@@ -27,8 +27,8 @@ nlohmann::json to_json(const gpu::GpuInventory& inv) {
     j["gpus"] = nlohmann::json::array();
     for (const gpu::Gpu& g : inv.gpus) {
         nlohmann::json n = {{"vendor", gpu::to_string(g.vendor)}, {"pci", gpu::to_string(g.pci)},
-                            {"class", cat("0x", std::hex, g.pci_class)}, {"model", g.model},
-                            {"uuid", g.uuid}, {"nodes", nlohmann::json::array()}};
+                            {"model", g.model}, {"uuid", g.uuid}, {"nodes", nlohmann::json::array()}};
+        n["class"] = g.pci_class ? nlohmann::json(cat("0x", std::hex, g.pci_class)) : nlohmann::json();
         n["index"] = g.index >= 0 ? nlohmann::json(g.index) : nlohmann::json();
         n["minor"] = g.minor >= 0 ? nlohmann::json(g.minor) : nlohmann::json();
         for (const gpu::Node& d : g.nodes) n["nodes"].push_back(d.path);

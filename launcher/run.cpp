@@ -91,9 +91,18 @@ RunPlan plan_run(const Options& o) {
     in.user_mounts = o.mounts;
     const gpu::GpuSpec gpus = gpu::parse_gpu_spec(o.gpu);
     if (gpus.kind != gpu::GpuSpec::Kind::none) {
-        const gpu::GpuInventory inv = gpu::discover_gpus(o.driver_root, o.gpu_caps);
-        gpu::GpuPlan gp = gpu::plan_gpu_mounts(inv, gpu::select_gpus(inv, gpus), o.gpu_caps,
-                                               gpu::inspect_image(o.rootfs));
+        const gpu::Scope scope = gpu::scope_for(gpus);
+        const gpu::GpuInventory inv = gpu::discover_gpus(o.driver_root, o.gpu_caps, scope);
+        std::vector<gpu::Gpu> selected;
+        try {
+            selected = gpu::select_gpus(inv, gpus);
+        } catch (const PlanError&) {
+            // The error lists the host's GPUs: all of them, whatever the scope.
+            if (scope != gpu::Scope::all)
+                gpu::select_gpus(gpu::discover_gpus(o.driver_root, o.gpu_caps, gpu::Scope::all), gpus);
+            throw;
+        }
+        gpu::GpuPlan gp = gpu::plan_gpu_mounts(inv, selected, o.gpu_caps, gpu::inspect_image(o.rootfs));
         in.device_ops = std::move(gp.ops);
         p.gpu_summary = std::move(gp.summary);
         for (const std::string& line : p.gpu_summary) log::info("gpu: " + line);

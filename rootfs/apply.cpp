@@ -5,8 +5,9 @@
 //    mount_setattr only *sets* attributes, so flags the kernel locked stay as they were;
 //  - targets are opened under the new root with open_in_root() and mounted by fd (move_mount),
 //    never by a path string the kernel would resolve again;
-//  - sources are opened O_PATH first, checked (char device and st_rdev for BindDev), and the
-//    target is re-opened and re-checked after mounting.
+//  - sources are opened O_PATH first and checked (char device and st_rdev for BindDev); the
+//    tree cloned from that very fd is attached to the very dentry the target fd names, so no
+//    path is resolved again between the check and the mount.
 #include <fcntl.h>
 #include <linux/mount.h>
 #include <sys/stat.h>
@@ -51,6 +52,21 @@ void require_owned(const Ctx& c, int dir, const std::string& path) {
 // is followed (inside the root, at most 40 hops) by restarting at its target; each new entry is
 // made with *at() calls on a parent that must belong to one of gpubox's own filesystems.
 void create_in_root(const Ctx& c, const std::string& path, Kind kind, int hops = 0) {
+    // Usually only the last component is missing (a node in gpubox's /dev): make it on its
+    // parent without walking from the root. A symlink there takes the full walk below.
+    if (int fd = try_open_in_root(c.root, parent_of(path), O_PATH | O_DIRECTORY); fd >= 0) {
+        UniqueFd dir(fd);
+        const std::string name = base_name(path);
+        struct stat st {};
+        if (sys::lstat_at(dir.get(), name, st)) {
+            if (!S_ISLNK(st.st_mode)) return;
+        } else {
+            require_owned(c, dir.get(), path);
+            if (kind == Kind::dir) sys::mkdir_at(dir.get(), name, 0755);
+            else sys::open_at(dir.get(), name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
+            return;
+        }
+    }
     const auto parts = split_path(path);
     std::string prefix;
     for (std::size_t i = 0; i < parts.size(); ++i) {
@@ -111,26 +127,25 @@ std::string octal(mode_t m) { return cat(std::oct, m); }
 
 // A bind of host `source` (already open) onto `target`, recursive, with `attrs` on every mount.
 void bind_fd(Ctx& c, int src, const std::string& source, const std::string& target, std::uint64_t attrs) {
-    struct stat before = sys::fstat(src, source);
+    const bool dir = S_ISDIR(sys::fstat(src, source).st_mode);
     UniqueFd tree = sys::open_tree_clone(src, source, true);
     sys::mount_setattr(tree.get(), source, attrs, 0, true);
-    attach(c, tree, source, target, S_ISDIR(before.st_mode) ? Kind::dir : Kind::file, false);
-    struct stat after = sys::fstat(open_in_root(c.root, target, O_PATH).get(), target);
-    if (after.st_dev != before.st_dev || after.st_ino != before.st_ino)
-        sys::fail(cat("bind ", quote(source), " -> ", quote(target), ": target changed while mounting"),
-                  EXDEV);
+    attach(c, tree, source, target, dir ? Kind::dir : Kind::file, false);
 }
 
 void apply_one(const Bind& b, Ctx& c) {
-    int fd = ::open(b.source.c_str(), O_PATH | O_CLOEXEC);
-    if (fd < 0 && errno == ENOENT && b.need == Need::optional) {
+    // Cloned straight from the host path: the tree's root is what the path named.
+    int fd = sys::try_open_tree_clone(AT_FDCWD, b.source, true);
+    if (fd == -ENOENT && b.need == Need::optional) {
         log::debug(cat("skipping optional ", quote(b.source), ": not found"));
         return;
     }
-    if (fd < 0) sys::fail(cat("open(", quote(b.source), ", O_PATH)"), errno);
-    UniqueFd src(fd);
-    std::uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (b.read_only ? MOUNT_ATTR_RDONLY : 0);
-    bind_fd(c, src.get(), b.source, b.target, attrs);
+    if (fd < 0) sys::fail(cat("open_tree(", quote(b.source), ", OPEN_TREE_CLONE|AT_RECURSIVE)"), -fd);
+    UniqueFd tree(fd);
+    const bool dir = S_ISDIR(sys::fstat(tree.get(), b.source).st_mode);
+    sys::mount_setattr(tree.get(), b.source,
+                       MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (b.read_only ? MOUNT_ATTR_RDONLY : 0), 0, true);
+    attach(c, tree, b.source, b.target, dir ? Kind::dir : Kind::file, false);
 }
 
 void apply_one(const BindDev& d, Ctx& c) {
@@ -139,17 +154,13 @@ void apply_one(const BindDev& d, Ctx& c) {
     if (fd < 0) sys::fail(cat("open(", quote(d.source), ", O_PATH)"), errno);
     UniqueFd src(fd);
     struct stat st = sys::fstat(src.get(), d.source);
-    auto check = [&](const struct stat& s, const char* when) {
-        if (!S_ISCHR(s.st_mode) || (d.rdev && s.st_rdev != *d.rdev))
-            sys::fail(cat("check ", quote(d.source), " ", when, ": not the expected character device",
-                          d.rdev ? cat(" ", major(*d.rdev), ":", minor(*d.rdev)) : std::string()),
-                      ENODEV);
-    };
-    check(st, "before mounting");
+    if (!S_ISCHR(st.st_mode) || (d.rdev && st.st_rdev != *d.rdev))
+        sys::fail(cat("check ", quote(d.source), ": not the expected character device",
+                      d.rdev ? cat(" ", major(*d.rdev), ":", minor(*d.rdev)) : std::string()),
+                  ENODEV);
     UniqueFd tree = sys::open_tree_clone(src.get(), d.source, false);
     sys::mount_setattr(tree.get(), d.source, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, 0, false);
     attach(c, tree, d.source, d.target, Kind::file, false);
-    check(sys::fstat(open_in_root(c.root, d.target, O_PATH).get(), d.target), "after mounting");
 }
 
 void apply_one(const Proc& p, Ctx& c) {
@@ -182,8 +193,13 @@ void apply_one(const Devpts& d, Ctx& c) {
 }
 
 UniqueFd owned_parent(Ctx& c, const std::string& path) {
-    create_in_root(c, parent_of(path), Kind::dir);
-    UniqueFd parent = open_in_root(c.root, parent_of(path), O_PATH | O_DIRECTORY);
+    int fd = try_open_in_root(c.root, parent_of(path), O_PATH | O_DIRECTORY);
+    if (fd == -ENOENT) {
+        create_in_root(c, parent_of(path), Kind::dir);
+        fd = try_open_in_root(c.root, parent_of(path), O_PATH | O_DIRECTORY);
+    }
+    if (fd < 0) sys::fail(cat("openat2(root, ", quote(parent_of(path)), ", RESOLVE_IN_ROOT)"), -fd);
+    UniqueFd parent(fd);
     require_owned(c, parent.get(), path);
     return parent;
 }
@@ -263,25 +279,16 @@ void apply_one(const RemountRo& r, Ctx& c) {
     sys::move_mount(tree.get(), r.target, at.get(), r.target);
 }
 
-
-
-// Entries the layer already holds (made before the overlay was mounted).
-bool done_in_layer(const MountOp& op, const Ctx& c) {
-    if (!creates_entry(op)) return false;
-    int fd = try_open_in_root(c.root, target_of(op), O_PATH | O_NOFOLLOW);
-    if (fd >= 0) ::close(fd);
-    return fd >= 0;
-}
-
 }  // namespace
 
 void apply_mount_plan(const MountPlan& plan, const NewRoot& root) {
     Ctx c{root.mnt.get(), {}};
     if (root.writable_layer) c.own_mount(c.root);  // the overlay (tmpfs-backed)
     for (std::size_t i = 0; i < plan.ops.size(); ++i) {
-        if (done_in_layer(plan.ops[i], c)) continue;
+        if (i < root.prepared.size() && root.prepared[i]) continue;
         try {
-            log::debug(cat("mount step ", i + 1, "/", plan.ops.size(), ": ", to_string(plan.ops[i])));
+            if (log::level() >= log::Level::debug)
+                log::debug(cat("mount step ", i + 1, "/", plan.ops.size(), ": ", to_string(plan.ops[i])));
             std::visit([&](const auto& op) { apply_one(op, c); }, plan.ops[i]);
         } catch (...) {
             std::throw_with_nested(SetupError(cat("mount step ", i + 1, "/", plan.ops.size(), " (",

@@ -1,4 +1,6 @@
 #pragma once
+#include <vector>
+
 #include "common/unique_fd.hpp"
 #include "rootfs/mount_op.hpp"
 
@@ -7,6 +9,7 @@ namespace gpubox::rootfs {
 struct NewRoot {
     UniqueFd mnt;         // the new root's mount
     bool writable_layer;  // the root is gpubox's overlay (mount points may be made in it)
+    std::vector<bool> prepared;  // by op index: entries already made in the overlay's layer
 };
 
 // Child side. Assemble the new root over `rootfs` (an O_PATH fd of ROOTFS) as the plan's root

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <deque>
+#include <map>
 #include <vector>
 
 #include "common/error.hpp"
@@ -101,39 +102,76 @@ bool image_has(const Canonical& c, const std::string& name, Entry kind) {
     return kind == Entry::dir ? S_ISDIR(st.st_mode) : !S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode);
 }
 
-// Make `target` in the layer (mkdir -p of its canonical parent, then the entry).
-void make_in_layer(int image, int layer, const Covered& covered, const std::string& target,
-                   Entry kind, const std::string& payload, mode_t mode) {
-    Canonical c = canonical_parent(image, target, covered);
-    const std::string name = base_name(target);
-    if (c.covered || image_has(c, name, kind)) return;
-    UniqueFd dir = sys::open_at(layer, ".", O_PATH | O_DIRECTORY);
-    for (std::size_t i = 0; i < c.dirs.size(); ++i) {
-        sys::mkdir_at(dir.get(), c.dirs[i], c.modes[i] ? c.modes[i] : 0755);
-        dir = sys::open_at(dir.get(), c.dirs[i], O_PATH | O_DIRECTORY | O_NOFOLLOW);
-    }
-    struct stat st {};
-    const bool present = sys::lstat_at(dir.get(), name, st);
-    switch (kind) {
-        case Entry::dir:
-            if (!present) sys::mkdir_at(dir.get(), name, mode);
-            break;
-        case Entry::file:
-            if (!present) sys::open_at(dir.get(), name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
-            break;
-        case Entry::symlink:
-            if (present && ::unlinkat(dir.get(), name.c_str(), 0) < 0)
-                sys::fail(cat("unlinkat(", quote(target), ")"), errno);
-            sys::symlink_at(payload, dir.get(), name);
-            break;
-        case Entry::content: {
-            UniqueFd f = sys::open_at(dir.get(), name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, mode);
-            sys::write_all(f.get(), payload, target);
-            sys::fchmod(f.get(), mode, target);
-            break;
+// gpubox's layer as it is being filled. ROOTFS is only read, so a directory's resolution holds
+// for the whole plan: each parent is walked once and each layer directory made and opened once,
+// however many entries share it (a driver's libraries and their links all do).
+class Layer {
+public:
+    Layer(int image, int layer, const Covered& covered) : image_(image), layer_(layer), covered_(covered) {}
+
+    // Make `target` in the layer (mkdir -p of its canonical parent, then the entry). False where
+    // the image already has it or another mount of the plan covers it.
+    bool make(const std::string& target, Entry kind, const std::string& payload, mode_t mode) {
+        const Canonical& c = parent(target);
+        const std::string name = base_name(target);
+        if (c.covered || image_has(c, name, kind)) return false;
+        const int dir = layer_dir(c);
+        // The layer may hold the entry already (two plan entries for one path): made once.
+        switch (kind) {
+            case Entry::dir:
+                sys::mkdir_at(dir, name, mode);
+                break;
+            case Entry::file:
+                if (int fd = ::openat(dir, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+                    fd >= 0)
+                    ::close(fd);
+                else if (errno != EEXIST)
+                    sys::fail(cat("open(", quote(target), ", O_CREAT|O_EXCL)"), errno);
+                break;
+            case Entry::symlink:
+                if (::symlinkat(payload.c_str(), dir, name.c_str()) == 0) break;
+                if (errno != EEXIST || ::unlinkat(dir, name.c_str(), 0) < 0)
+                    sys::fail(cat("symlinkat(", quote(payload), " -> ", quote(target), ")"), errno);
+                sys::symlink_at(payload, dir, name);
+                break;
+            case Entry::content: {
+                UniqueFd f = sys::open_at(dir, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, mode);
+                sys::write_all(f.get(), payload, target);
+                sys::fchmod(f.get(), mode, target);
+                break;
+            }
         }
+        return true;
     }
-}
+
+private:
+    const Canonical& parent(const std::string& target) {
+        const std::string key = parent_of(target);
+        auto it = parents_.find(key);
+        if (it == parents_.end()) it = parents_.emplace(key, canonical_parent(image_, target, covered_)).first;
+        return it->second;
+    }
+
+    int layer_dir(const Canonical& c) {
+        int dir = layer_;
+        std::string key;
+        for (std::size_t i = 0; i < c.dirs.size(); ++i) {
+            key += "/" + c.dirs[i];
+            auto it = dirs_.find(key);
+            if (it == dirs_.end()) {
+                sys::mkdir_at(dir, c.dirs[i], c.modes[i] ? c.modes[i] : 0755);
+                it = dirs_.emplace(key, sys::open_at(dir, c.dirs[i], O_PATH | O_DIRECTORY | O_NOFOLLOW)).first;
+            }
+            dir = it->second.get();
+        }
+        return dir;
+    }
+
+    int image_, layer_;
+    const Covered& covered_;
+    std::map<std::string, Canonical> parents_;  // by the parent path the plan spells
+    std::map<std::string, UniqueFd> dirs_;      // by canonical path in the layer
+};
 
 // The mount point kind a bind needs follows its source; a missing optional source needs none.
 bool bind_source_is_dir(const std::string& source, Need need, bool& skip) {
@@ -145,26 +183,25 @@ bool bind_source_is_dir(const std::string& source, Need need, bool& skip) {
     return S_ISDIR(st.st_mode);
 }
 
-void prepare_entry(int image, int layer, const Covered& cov, const MountOp& op) {
+bool prepare_entry(Layer& layer, const MountOp& op) {
     const std::string t = target_of(op);
     if (auto* b = std::get_if<Bind>(&op)) {
         bool skip = false;
         bool dir = bind_source_is_dir(b->source, b->need, skip);
-        if (!skip) make_in_layer(image, layer, cov, t, dir ? Entry::dir : Entry::file, "", 0755);
-    } else if (auto* d = std::get_if<BindDev>(&op)) {
+        return !skip && layer.make(t, dir ? Entry::dir : Entry::file, "", 0755);
+    }
+    if (auto* d = std::get_if<BindDev>(&op)) {
         bool skip = false;
         bind_source_is_dir(d->source, d->need, skip);
-        if (!skip) make_in_layer(image, layer, cov, t, Entry::file, "", 0644);
-    } else if (std::holds_alternative<Tmpfs>(op) || std::holds_alternative<Proc>(op) ||
-               std::holds_alternative<Sysfs>(op) || std::holds_alternative<Devpts>(op)) {
-        make_in_layer(image, layer, cov, t, Entry::dir, "", 0755);
-    } else if (auto* s = std::get_if<Symlink>(&op)) {
-        make_in_layer(image, layer, cov, t, Entry::symlink, s->link_text, 0);
-    } else if (auto* w = std::get_if<WriteFile>(&op)) {
-        make_in_layer(image, layer, cov, t, Entry::content, w->content, w->mode);
-    } else if (auto* m = std::get_if<MakeDir>(&op)) {
-        make_in_layer(image, layer, cov, t, Entry::dir, "", m->mode);
+        return !skip && layer.make(t, Entry::file, "", 0644);
     }
+    if (std::holds_alternative<Tmpfs>(op) || std::holds_alternative<Proc>(op) ||
+        std::holds_alternative<Sysfs>(op) || std::holds_alternative<Devpts>(op))
+        return layer.make(t, Entry::dir, "", 0755);
+    if (auto* s = std::get_if<Symlink>(&op)) return layer.make(t, Entry::symlink, s->link_text, 0);
+    if (auto* w = std::get_if<WriteFile>(&op)) return layer.make(t, Entry::content, w->content, w->mode);
+    if (auto* m = std::get_if<MakeDir>(&op)) return layer.make(t, Entry::dir, "", m->mode);
+    return false;
 }
 
 bool in_image(const MountOp& op) {
@@ -187,7 +224,7 @@ UniqueFd mount_layer_tmpfs(const RootSpec& root) {
     return sys::fsmount(fs.get(), "tmpfs", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
 }
 
-UniqueFd overlay_root(const MountPlan& plan, int rootfs) {
+NewRoot overlay_root(const MountPlan& plan, int rootfs) {
     const bool ro = plan.root.mode == RootMode::read_only;
     UniqueFd layer = mount_layer_tmpfs(plan.root);
     sys::mkdir_at(layer.get(), "upper", 0755);
@@ -201,10 +238,12 @@ UniqueFd overlay_root(const MountPlan& plan, int rootfs) {
         if (std::holds_alternative<Tmpfs>(op) || std::holds_alternative<Proc>(op) ||
             std::holds_alternative<Sysfs>(op) || std::holds_alternative<Bind>(op))
             covered.push_back(target_of(op));
+    NewRoot out{{}, true, std::vector<bool>(plan.ops.size())};
+    Layer entries(rootfs, upper.get(), covered);
     for (std::size_t i = 0; i < plan.ops.size(); ++i) {
         if (!in_image(plan.ops[i])) continue;
         try {
-            prepare_entry(rootfs, upper.get(), covered, plan.ops[i]);
+            out.prepared[i] = prepare_entry(entries, plan.ops[i]) && creates_entry(plan.ops[i]);
         } catch (...) {
             std::throw_with_nested(SetupError(cat("mount step ", i + 1, "/", plan.ops.size(), " (",
                                                   to_string(plan.ops[i]), "): mount point")));
@@ -226,7 +265,8 @@ UniqueFd overlay_root(const MountPlan& plan, int rootfs) {
     UniqueFd mnt = sys::fsmount(fs.get(), "overlay",
                                 MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (ro ? MOUNT_ATTR_RDONLY : 0));
     sys::move_mount(mnt.get(), "overlay", rootfs, plan.root.rootfs);
-    return mnt;
+    out.mnt = std::move(mnt);
+    return out;
 }
 
 UniqueFd bind_root(const MountPlan& plan, int rootfs, bool read_only) {
@@ -264,13 +304,13 @@ bool has_submounts(const std::string& rootfs) {
 
 NewRoot assemble_root(const MountPlan& plan, int rootfs) {
     try {
-        if (plan.root.mode == RootMode::writable) return {bind_root(plan, rootfs, false), false};
+        if (plan.root.mode == RootMode::writable) return {bind_root(plan, rootfs, false), false, {}};
         if (has_submounts(plan.root.rootfs)) {
             log::info(cat("ROOTFS ", quote(plan.root.rootfs), " has mounts below it: bound read-only and "
                           "recursively instead of an overlay (writes only in gpubox's tmpfs mounts)"));
-            return {bind_root(plan, rootfs, true), false};
+            return {bind_root(plan, rootfs, true), false, {}};
         }
-        return {overlay_root(plan, rootfs), true};
+        return overlay_root(plan, rootfs);
     } catch (const SetupError&) {
         throw;
     } catch (...) {

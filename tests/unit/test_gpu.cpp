@@ -82,6 +82,26 @@ TEST_CASE("discovery: GPUs in PCI order, minors from procfs, non-GPU functions l
     CHECK(inv.gpus[5].vendor == Vendor::amd);
 }
 
+TEST_CASE("discovery scope: indices and UUIDs need only the NVIDIA driver's listing") {
+    CHECK(scope_for(parse_gpu_spec("0,3")) == Scope::nvidia);
+    CHECK(scope_for(parse_gpu_spec("GPU-000000a2-1111-2222-3333-444400000012")) == Scope::nvidia);
+    CHECK(scope_for(parse_gpu_spec("0,af:00.0")) == Scope::all);
+    CHECK(scope_for(parse_gpu_spec("all")) == Scope::all);
+    Host h;
+    GpuInventory full = discover_gpus(h.dir.string(), kCapDefault);
+    GpuInventory nv = discover_gpus(h.dir.string(), kCapDefault, Scope::nvidia);
+    REQUIRE(nv.gpus.size() == 4);  // no AMD or Intel GPU, no PCI class
+    for (std::size_t i = 0; i < nv.gpus.size(); ++i) {
+        CHECK(nv.gpus[i].index == full.gpus[i].index);
+        CHECK(nv.gpus[i].pci == full.gpus[i].pci);
+        CHECK(nv.gpus[i].minor == full.gpus[i].minor);
+        CHECK(nv.gpus[i].nodes[0].host == full.gpus[i].nodes[0].host);
+        CHECK(nv.gpus[i].pci_class == 0);
+    }
+    CHECK(nv.libs.size() == full.libs.size());
+    CHECK(nv.shared_nodes.at("nvidiactl").host == h.dir.string() + "/dev/nvidiactl");
+}
+
 TEST_CASE("discovery: only libraries of the kernel module's version, for the capabilities asked") {
     Host h;
     GpuInventory inv = discover_gpus(h.dir.string(), kCapDefault);

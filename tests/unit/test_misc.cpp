@@ -59,3 +59,12 @@ TEST_CASE("describe walks nested errors; hints name the setting") {
 TEST_CASE("quote escapes what could forge a line") {
     CHECK(quote("a\"b\n") == "\"a\\\"b\\x0a\"");
 }
+
+TEST_CASE("cat prints every piece as a stream would") {
+    const std::string s = "str";
+    std::uint64_t big = 18446744073709551615ull;
+    CHECK(cat("a", s, std::string_view("v"), 'c', -42, 7u, big) == "astrvc-42718446744073709551615");
+    CHECK(cat(static_cast<unsigned char>('x'), true) == "x1");  // through the stream, as before
+    CHECK(cat("0x", std::hex, 255) == "0xff");
+    CHECK(cat() == "");
+}
