@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -21,6 +22,7 @@
 #include "isolate/usage.hpp"
 #include "launcher/exit_codes.hpp"
 #include "rootfs/apply.hpp"
+#include "rootfs/wire.hpp"
 
 namespace gpubox::launcher {
 namespace {
@@ -49,6 +51,25 @@ UniqueFd reopen_rootfs(const ChildSpec& spec) {
         sys::fail(cat("open(", quote(spec.plan.root.rootfs), "): ROOTFS was replaced during start-up"), ESTALE);
     ::close(spec.rootfs_fd);
     return fd;
+}
+
+// The plan grown by the GPU's ops, which the monitor planned while we set up; they go where
+// the plan keeps device ops, before the user's mounts.
+rootfs::MountPlan with_device_ops(const ChildSpec& spec) {
+    std::string bytes;
+    char buf[16384];
+    for (ssize_t n; (n = ::read(spec.device_fd, buf, sizeof buf)) != 0;) {
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) sys::fail("read(device plan pipe)", errno);
+        bytes.append(buf, static_cast<std::size_t>(n));
+    }
+    ::close(spec.device_fd);
+    if (bytes.empty()) ::_exit(kExitSetupFailed);  // the monitor could not plan them, and reports why
+    const std::vector<rootfs::MountOp> ops = rootfs::decode_ops(bytes);
+    rootfs::MountPlan full = spec.plan;
+    full.ops.insert(full.ops.begin() + static_cast<std::ptrdiff_t>(full.user_from), ops.begin(), ops.end());
+    full.user_from += ops.size();
+    return full;
 }
 
 [[noreturn]] void report_and_exit(const ChildSpec& spec, std::exception_ptr e) noexcept {
@@ -153,12 +174,16 @@ const std::vector<int>& forwarded_signals() {
         for (int fd : spec.monitor_fds) ::close(fd);
         die_with_parent(spec.parent_pidfd);
         wait_for_go(spec.go_fd);                          // the monitor wrote our id maps
+        if (spec.new_net) sys::unshare(CLONE_NEWNET);     // owned by our user namespace, as a clone flag would be
         sys::prctl(PR_SET_DUMPABLE, 0, "PR_SET_DUMPABLE, 0");  // /proc/1/exe stays closed
         ::umask(0);
         sys::make_rprivate();
         UniqueFd image = reopen_rootfs(spec);
-        rootfs::NewRoot root = rootfs::assemble_root(spec.plan, image.get());
-        rootfs::apply_mount_plan(spec.plan, root);        // fresh /proc while the old root is visible
+        rootfs::MountPlan full;
+        rootfs::LateOps late;
+        if (spec.device_fd >= 0) late = [&]() -> const rootfs::MountPlan& { return full = with_device_ops(spec); };
+        rootfs::NewRoot root = rootfs::assemble_root(spec.plan, image.get(), late);
+        rootfs::apply_mount_plan(late ? full : spec.plan, root);  // fresh /proc while the old root is visible
         rootfs::enter_root(root.mnt.get());
         sys::sethostname(spec.hostname);
         if (spec.new_net) sys::set_loopback_up();

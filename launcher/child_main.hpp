@@ -30,6 +30,7 @@ struct ChildSpec {
     int go_fd = -1;          // read end: the monitor wrote the id maps
     int report_fd = -1;      // write end: framed messages to the monitor
     int seccomp_fd = -1;     // read end: the BPF program, length-prefixed
+    int device_fd = -1;      // read end: the GPU's mount ops, planned while we set up (or -1)
     std::vector<int> monitor_fds;  // the monitor's pipe ends: closed first, so EOF means death
 };
 

@@ -3,6 +3,7 @@
 #include "launcher/run.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -29,6 +30,7 @@
 #include "gpu/inventory.hpp"
 #include "gpu/mount_list.hpp"
 #include "launcher/environment.hpp"
+#include "rootfs/wire.hpp"
 #include "launcher/exit_codes.hpp"
 #include "launcher/supervise.hpp"
 #include "launcher/verdict.hpp"
@@ -76,6 +78,26 @@ void report_setup_failure(const RunOutcome& out) {
 
 }  // namespace
 
+// Discovery and the GPU planner: the device ops, and a summary line per selected GPU.
+std::vector<rootfs::MountOp> plan_gpus(const Options& o, std::vector<std::string>& summary) {
+    const gpu::GpuSpec gpus = gpu::parse_gpu_spec(o.gpu);
+    const gpu::Scope scope = gpu::scope_for(gpus);
+    const gpu::GpuInventory inv = gpu::discover_gpus(o.driver_root, o.gpu_caps, scope);
+    std::vector<gpu::Gpu> selected;
+    try {
+        selected = gpu::select_gpus(inv, gpus);
+    } catch (const PlanError&) {
+        // The error lists the host's GPUs: all of them, whatever the scope.
+        if (scope != gpu::Scope::all)
+            gpu::select_gpus(gpu::discover_gpus(o.driver_root, o.gpu_caps, gpu::Scope::all), gpus);
+        throw;
+    }
+    gpu::GpuPlan gp = gpu::plan_gpu_mounts(inv, selected, o.gpu_caps, gpu::inspect_image(o.rootfs));
+    summary = std::move(gp.summary);
+    for (const std::string& line : summary) log::info("gpu: " + line);
+    return std::move(gp.ops);
+}
+
 RunPlan plan_run(const Options& o) {
     RunPlan p;
     ChildSpec& s = p.spec;
@@ -89,23 +111,12 @@ RunPlan plan_run(const Options& o) {
     in.tmpfs_size = o.tmpfs_size ? o.tmpfs_size : o.limits.memory_bytes.value_or(0);
     in.root.layer_size = in.tmpfs_size;
     in.user_mounts = o.mounts;
-    const gpu::GpuSpec gpus = gpu::parse_gpu_spec(o.gpu);
-    if (gpus.kind != gpu::GpuSpec::Kind::none) {
-        const gpu::Scope scope = gpu::scope_for(gpus);
-        const gpu::GpuInventory inv = gpu::discover_gpus(o.driver_root, o.gpu_caps, scope);
-        std::vector<gpu::Gpu> selected;
-        try {
-            selected = gpu::select_gpus(inv, gpus);
-        } catch (const PlanError&) {
-            // The error lists the host's GPUs: all of them, whatever the scope.
-            if (scope != gpu::Scope::all)
-                gpu::select_gpus(gpu::discover_gpus(o.driver_root, o.gpu_caps, gpu::Scope::all), gpus);
-            throw;
-        }
-        gpu::GpuPlan gp = gpu::plan_gpu_mounts(inv, selected, o.gpu_caps, gpu::inspect_image(o.rootfs));
-        in.device_ops = std::move(gp.ops);
-        p.gpu_summary = std::move(gp.summary);
-        for (const std::string& line : p.gpu_summary) log::info("gpu: " + line);
+    if (gpu::parse_gpu_spec(o.gpu).kind != gpu::GpuSpec::Kind::none) {
+        // Discovery reads a hundred-odd host files: the monitor does it after clone(), while
+        // the sandbox creates its namespaces and fills its layer; the sandbox takes the GPU's
+        // ops just before it mounts the overlay. --print-plan plans everything up front.
+        if (!o.print_plan) p.devices_later = in;
+        else in.device_ops = plan_gpus(o, p.gpu_summary);
     }
     s.plan = rootfs::build_mount_plan(in);
     s.seccomp = o.seccomp;
@@ -129,14 +140,34 @@ RunPlan plan_run(const Options& o) {
 
 namespace {
 
+// The GPU's ops, planned now that the sandbox is setting up, sent to its init. They go where
+// the plan would have had them (before the user's mounts) and are placed by the same planner.
+void send_device_ops(const Options& o, RunPlan& plan, int fd) {
+    rootfs::PlanInputs in = *plan.devices_later;
+    in.device_ops = plan_gpus(o, plan.gpu_summary);
+    const rootfs::MountPlan full = rootfs::build_mount_plan(in);
+    const std::size_t from = plan.spec.plan.user_from;
+    const std::vector<rootfs::MountOp> ops(full.ops.begin() + static_cast<std::ptrdiff_t>(from),
+                                           full.ops.begin() + static_cast<std::ptrdiff_t>(full.user_from));
+    try {
+        sys::write_all(fd, rootfs::encode_ops(ops), "device plan pipe");
+    } catch (const SysError& e) {
+        if (e.err() != EPIPE) throw;  // else the sandbox failed first, and reports why
+    }
+}
+
 // Everything from the pipes to the verdict; exceptions before the sandbox exists propagate.
 RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup& cgroup) {
     ChildSpec& spec = plan.spec;
     UniqueFd rootfs = open_rootfs(o.rootfs);
-    UniqueFd go_r, go_w, rep_r, rep_w, out_r, out_w, err_r, err_w, bpf_r, bpf_w;
+    UniqueFd go_r, go_w, rep_r, rep_w, out_r, out_w, err_r, err_w, bpf_r, bpf_w, dev_r, dev_w;
     sys::pipe(go_r, go_w);
     sys::pipe(rep_r, rep_w);
     sys::pipe(bpf_r, bpf_w);
+    if (plan.devices_later) {
+        sys::pipe(dev_r, dev_w), spec.device_fd = dev_r.get();
+        ::signal(SIGPIPE, SIG_IGN);  // a sandbox that failed early has closed its end
+    }
     if (o.limits.stdout_bytes) sys::pipe(out_r, out_w), spec.stdout_fd = out_w.get();
     if (o.limits.stderr_bytes) sys::pipe(err_r, err_w), spec.stderr_fd = err_w.get();
     if (out_w.valid() || err_w.valid()) ::signal(SIGPIPE, SIG_IGN);  // a closed reader must not kill us
@@ -147,6 +178,7 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup&
     spec.report_fd = rep_w.get();
     spec.seccomp_fd = bpf_r.get();
     spec.monitor_fds = {go_w.get(), rep_r.get(), bpf_w.get()};
+    if (dev_w.valid()) spec.monitor_fds.push_back(dev_w.get());
     if (out_r.valid()) spec.monitor_fds.push_back(out_r.get());
     if (err_r.valid()) spec.monitor_fds.push_back(err_r.get());
 
@@ -154,9 +186,12 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup&
     ::sigprocmask(SIG_BLOCK, &set, &old);
     std::cout.flush();
     std::cerr.flush();
-    isolate::Spawned child = isolate::spawn_sandbox(plan.ns_flags, cgroup.caps.usable ? cgroup.dir.get() : -1,
+    // The network namespace is the costly one to create: init unshares it itself, so the monitor
+    // is back from clone() sooner and plans the GPU's ops while init does that.
+    const int clone_flags = plan.spec.new_net ? plan.ns_flags & ~CLONE_NEWNET : plan.ns_flags;
+    isolate::Spawned child = isolate::spawn_sandbox(clone_flags, cgroup.caps.usable ? cgroup.dir.get() : -1,
                                                     child_entry, &spec);
-    go_r.reset(), rep_w.reset(), out_w.reset(), err_w.reset(), bpf_r.reset(), rootfs.reset();
+    go_r.reset(), rep_w.reset(), out_w.reset(), err_w.reset(), bpf_r.reset(), dev_r.reset(), rootfs.reset();
     try {
         isolate::write_outer_id_maps(child.pid, spec.ids);
     } catch (...) {
@@ -168,6 +203,16 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup&
     go_w.reset();
     if (spec.seccomp) isolate::send_bpf(bpf_w.get(), plan.bpf);  // a few KiB: fits the pipe
     bpf_w.reset();
+    if (dev_w.valid()) {
+        try {
+            send_device_ops(o, plan, dev_w.get());
+        } catch (...) {
+            ::kill(child.pid, SIGKILL);  // it waits for the ops; nothing of it outlives it
+            ::waitpid(child.pid, nullptr, 0);
+            throw;
+        }
+        dev_w.reset();
+    }
     RunOutcome out = supervise({child, rep_r.get(), o.limits, cgroup, out_r.get(), err_r.get()});
     ::sigprocmask(SIG_SETMASK, &old, nullptr);
     return out;

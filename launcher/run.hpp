@@ -1,17 +1,24 @@
 #pragma once
+#include <optional>
+
 #include "isolate/seccomp.hpp"
 #include "launcher/child_main.hpp"
 #include "launcher/options.hpp"
+#include "rootfs/plan.hpp"
 
 namespace gpubox::launcher {
 
-// Pure apart from reading files the options name (--seccomp-bpf): every plan for one run.
+// Pure apart from reading files the options name (--seccomp-bpf) and GPU discovery: every plan
+// for one run.
 struct RunPlan {
     int ns_flags = 0;
     ChildSpec spec;
     std::string seccomp_text;  // the policy as --print-plan shows it
     isolate::BpfProgram bpf;  // the default filter (compiled at build time) or --seccomp-bpf
     std::vector<std::string> gpu_summary;  // index -> bus -> node -> UUID, per selected GPU
+    // Set when the GPU's ops are planned after clone(), while the sandbox sets up: the plan's
+    // inputs, to plan them with. The sandbox's init reads them from spec.device_fd.
+    std::optional<rootfs::PlanInputs> devices_later;
 };
 RunPlan plan_run(const Options& o);
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <cerrno>
 
@@ -149,16 +150,16 @@ void apply_one(const Bind& b, Ctx& c) {
 }
 
 void apply_one(const BindDev& d, Ctx& c) {
-    int fd = ::open(d.source.c_str(), O_PATH | O_CLOEXEC);
-    if (fd < 0 && errno == ENOENT && d.need == Need::optional) return;
-    if (fd < 0) sys::fail(cat("open(", quote(d.source), ", O_PATH)"), errno);
-    UniqueFd src(fd);
-    struct stat st = sys::fstat(src.get(), d.source);
+    // Checked on the cloned tree itself: what is checked is what gets mounted.
+    int fd = sys::try_open_tree_clone(AT_FDCWD, d.source, false);
+    if (fd == -ENOENT && d.need == Need::optional) return;
+    if (fd < 0) sys::fail(cat("open_tree(", quote(d.source), ", OPEN_TREE_CLONE)"), -fd);
+    UniqueFd tree(fd);
+    struct stat st = sys::fstat(tree.get(), d.source);
     if (!S_ISCHR(st.st_mode) || (d.rdev && st.st_rdev != *d.rdev))
         sys::fail(cat("check ", quote(d.source), ": not the expected character device",
                       d.rdev ? cat(" ", major(*d.rdev), ":", minor(*d.rdev)) : std::string()),
                   ENODEV);
-    UniqueFd tree = sys::open_tree_clone(src.get(), d.source, false);
     sys::mount_setattr(tree.get(), d.source, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, 0, false);
     attach(c, tree, d.source, d.target, Kind::file, false);
 }
@@ -178,12 +179,97 @@ void apply_one(const Sysfs& s, Ctx& c) {
     bind_fd(c, src.get(), "/sys", s.target, attrs);
 }
 
-void apply_one(const Tmpfs& t, Ctx& c) {
+bool is_mount(const MountOp& op) { return !creates_entry(op); }
+
+// Does op j's target lie in the filesystem op i mounts, with no mount in between holding it?
+bool lies_in(const MountPlan& plan, std::size_t i, std::size_t j) {
+    const std::string fs = target_of(plan.ops[i]), t = target_of(plan.ops[j]);
+    if (t == fs || !is_within(t, fs)) return false;
+    for (std::size_t k = i + 1; k < j; ++k)
+        if (is_mount(plan.ops[k])) {
+            const std::string m = target_of(plan.ops[k]);
+            if (m != t && is_within(t, m)) return false;
+        }
+    return true;
+}
+
+// A fresh tmpfs, still detached, filled with the mount points and entries the plan puts in it,
+// by fd and without following any link: cheaper than making them through the new root later,
+// and the tmpfs appears complete. Returns false where that is not possible (the op is then
+// applied the usual way).
+class FreshFs {
+public:
+    explicit FreshFs(int mnt) : mnt_(mnt) {}
+
+    bool make(const std::string& rel, Kind kind, const std::string* link, const WriteFile* file, mode_t mode) {
+        const int dir = parent(rel);
+        if (dir < 0) return false;
+        const std::string name = base_name("/" + rel);
+        if (link) return ::symlinkat(link->c_str(), dir, name.c_str()) == 0;
+        if (kind == Kind::dir) return ::mkdirat(dir, name.c_str(), mode) == 0 || errno == EEXIST;
+        const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+        UniqueFd f(::openat(dir, name.c_str(), flags, file ? file->mode : 0644));
+        if (!f.valid()) return !file && errno == EEXIST;
+        if (file) sys::write_all(f.get(), file->content, file->target);
+        return true;
+    }
+
+private:
+    int parent(const std::string& rel) {
+        int dir = mnt_;
+        std::string key;
+        const auto parts = split_path("/" + rel);
+        for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+            key += "/" + parts[i];
+            auto it = dirs_.find(key);
+            if (it == dirs_.end()) {
+                if (::mkdirat(dir, parts[i].c_str(), 0755) < 0 && errno != EEXIST) return -1;
+                UniqueFd next(::openat(dir, parts[i].c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+                if (!next.valid()) return -1;
+                it = dirs_.emplace(key, std::move(next)).first;
+            }
+            dir = it->second.get();
+        }
+        return dir;
+    }
+
+    int mnt_;
+    std::map<std::string, UniqueFd> dirs_;
+};
+
+// Makes op's entry or mount point in `fs`; true when that completes the op (an entry).
+bool fill_one(FreshFs& fs, const std::string& rel, const MountOp& op) {
+    if (auto* s = std::get_if<Symlink>(&op)) return fs.make(rel, Kind::file, &s->link_text, nullptr, 0);
+    if (auto* w = std::get_if<WriteFile>(&op)) return fs.make(rel, Kind::file, nullptr, w, w->mode);
+    if (auto* m = std::get_if<MakeDir>(&op)) return fs.make(rel, Kind::dir, nullptr, nullptr, m->mode);
+    if (auto* b = std::get_if<Bind>(&op)) {
+        struct stat st {};
+        if (::stat(b->source.c_str(), &st) == 0)  // else the bind reports it when applied
+            fs.make(rel, S_ISDIR(st.st_mode) ? Kind::dir : Kind::file, nullptr, nullptr, 0755);
+    } else if (std::holds_alternative<BindDev>(op)) {
+        fs.make(rel, Kind::file, nullptr, nullptr, 0);
+    } else if (std::holds_alternative<Tmpfs>(op) || std::holds_alternative<Devpts>(op) ||
+               std::holds_alternative<Proc>(op) || std::holds_alternative<Sysfs>(op)) {
+        fs.make(rel, Kind::dir, nullptr, nullptr, 0755);
+    }
+    return false;  // a mount: its mount point is ready, the mount is still to do
+}
+
+// Op i is a tmpfs: mount it, fill it while detached (marking the entries it made as done),
+// then attach it.
+void apply_tmpfs(const MountPlan& plan, std::size_t i, Ctx& c, std::vector<bool>& done) {
+    const Tmpfs& t = std::get<Tmpfs>(plan.ops[i]);
     std::vector<std::pair<std::string, std::string>> opts{{"mode", octal(t.mode)}};
     if (t.size_bytes) opts.emplace_back("size", std::to_string(t.size_bytes));
     unsigned attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (t.noexec ? MOUNT_ATTR_NOEXEC : 0) |
                      (t.read_only ? MOUNT_ATTR_RDONLY : 0);
-    attach(c, new_fs("tmpfs", opts, attrs), "tmpfs", t.target, Kind::dir, true);
+    UniqueFd mnt = new_fs("tmpfs", opts, attrs & ~MOUNT_ATTR_RDONLY);
+    FreshFs fs(mnt.get());
+    for (std::size_t j = i + 1; j < plan.ops.size(); ++j)
+        if (!done[j] && lies_in(plan, i, j))
+            done[j] = fill_one(fs, target_of(plan.ops[j]).substr(t.target.size() + 1), plan.ops[j]);
+    if (t.read_only) sys::mount_setattr(mnt.get(), t.target, MOUNT_ATTR_RDONLY, 0, false);
+    attach(c, mnt, "tmpfs", t.target, Kind::dir, true);
 }
 
 void apply_one(const Devpts& d, Ctx& c) {
@@ -284,12 +370,19 @@ void apply_one(const RemountRo& r, Ctx& c) {
 void apply_mount_plan(const MountPlan& plan, const NewRoot& root) {
     Ctx c{root.mnt.get(), {}};
     if (root.writable_layer) c.own_mount(c.root);  // the overlay (tmpfs-backed)
+    std::vector<bool> done = root.prepared;  // entries already made, in the layer or a fresh tmpfs
+    done.resize(plan.ops.size());
     for (std::size_t i = 0; i < plan.ops.size(); ++i) {
-        if (i < root.prepared.size() && root.prepared[i]) continue;
+        if (done[i]) continue;
         try {
             if (log::level() >= log::Level::debug)
                 log::debug(cat("mount step ", i + 1, "/", plan.ops.size(), ": ", to_string(plan.ops[i])));
-            std::visit([&](const auto& op) { apply_one(op, c); }, plan.ops[i]);
+            std::visit(
+                [&](const auto& op) {
+                    if constexpr (std::is_same_v<std::decay_t<decltype(op)>, Tmpfs>) apply_tmpfs(plan, i, c, done);
+                    else apply_one(op, c);
+                },
+                plan.ops[i]);
         } catch (...) {
             std::throw_with_nested(SetupError(cat("mount step ", i + 1, "/", plan.ops.size(), " (",
                                                   to_string(plan.ops[i]), ")")));

@@ -1,4 +1,5 @@
 #pragma once
+#include <functional>
 #include <vector>
 
 #include "common/unique_fd.hpp"
@@ -16,7 +17,13 @@ struct NewRoot {
 // mode says, realising image-place entries in gpubox's layer first. A ROOTFS with mounts below
 // it (the host's "/", say) cannot be an overlay's lower layer in a user namespace; it is then
 // bound read-only and recursively instead, and writes go only to gpubox's tmpfs mounts.
-NewRoot assemble_root(const MountPlan& plan, int rootfs);
+//
+// `late`, when set, supplies ops planned while the sandbox sets up (the GPU's): it is called once
+// the plan's own entries are in the layer, before the overlay is mounted, and returns the plan
+// grown by those ops, inserted at plan.user_from. Their entries go into the layer as well, and
+// the returned plan is the one to apply.
+using LateOps = std::function<const MountPlan&()>;
+NewRoot assemble_root(const MountPlan& plan, int rootfs, const LateOps& late = {});
 
 // Apply every op under the new root, in plan order; failures are wrapped as "mount step i/n (op)".
 void apply_mount_plan(const MountPlan& plan, const NewRoot& root);

@@ -107,7 +107,16 @@ bool image_has(const Canonical& c, const std::string& name, Entry kind) {
 // however many entries share it (a driver's libraries and their links all do).
 class Layer {
 public:
-    Layer(int image, int layer, const Covered& covered) : image_(image), layer_(layer), covered_(covered) {}
+    Layer(int image, int layer) : image_(image), layer_(layer) {}
+
+    // Mount targets of these ops hide what the image has below them.
+    void cover(std::vector<MountOp>::const_iterator from, std::vector<MountOp>::const_iterator to) {
+        for (auto it = from; it != to; ++it)
+            if (std::holds_alternative<Tmpfs>(*it) || std::holds_alternative<Proc>(*it) ||
+                std::holds_alternative<Sysfs>(*it) || std::holds_alternative<Bind>(*it))
+                covered_.push_back(target_of(*it));
+        parents_.clear();  // resolved against the old list
+    }
 
     // Make `target` in the layer (mkdir -p of its canonical parent, then the entry). False where
     // the image already has it or another mount of the plan covers it.
@@ -168,7 +177,7 @@ private:
     }
 
     int image_, layer_;
-    const Covered& covered_;
+    Covered covered_;
     std::map<std::string, Canonical> parents_;  // by the parent path the plan spells
     std::map<std::string, UniqueFd> dirs_;      // by canonical path in the layer
 };
@@ -224,7 +233,22 @@ UniqueFd mount_layer_tmpfs(const RootSpec& root) {
     return sys::fsmount(fs.get(), "tmpfs", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
 }
 
-NewRoot overlay_root(const MountPlan& plan, int rootfs) {
+// Entries of ops [from, to) made in the layer; prepared[i] says which creates_entry() ops are done.
+void prepare_entries(Layer& layer, const MountPlan& plan, std::size_t from, std::size_t to,
+                     std::vector<bool>& prepared) {
+    layer.cover(plan.ops.begin() + static_cast<std::ptrdiff_t>(from), plan.ops.begin() + static_cast<std::ptrdiff_t>(to));
+    for (std::size_t i = from; i < to; ++i) {
+        if (!in_image(plan.ops[i])) continue;
+        try {
+            prepared[i] = prepare_entry(layer, plan.ops[i]) && creates_entry(plan.ops[i]);
+        } catch (...) {
+            std::throw_with_nested(SetupError(cat("mount step ", i + 1, "/", plan.ops.size(), " (",
+                                                  to_string(plan.ops[i]), "): mount point")));
+        }
+    }
+}
+
+NewRoot overlay_root(const MountPlan& plan, int rootfs, const LateOps& late) {
     const bool ro = plan.root.mode == RootMode::read_only;
     UniqueFd layer = mount_layer_tmpfs(plan.root);
     sys::mkdir_at(layer.get(), "upper", 0755);
@@ -233,21 +257,14 @@ NewRoot overlay_root(const MountPlan& plan, int rootfs) {
     UniqueFd work = sys::open_at(layer.get(), "work", O_PATH | O_DIRECTORY);
     sys::fchmod(sys::open_at(layer.get(), "upper", O_RDONLY | O_DIRECTORY).get(),
                 sys::fstat(rootfs, plan.root.rootfs).st_mode & 07777, "upper");
-    Covered covered;
-    for (const MountOp& op : plan.ops)
-        if (std::holds_alternative<Tmpfs>(op) || std::holds_alternative<Proc>(op) ||
-            std::holds_alternative<Sysfs>(op) || std::holds_alternative<Bind>(op))
-            covered.push_back(target_of(op));
     NewRoot out{{}, true, std::vector<bool>(plan.ops.size())};
-    Layer entries(rootfs, upper.get(), covered);
-    for (std::size_t i = 0; i < plan.ops.size(); ++i) {
-        if (!in_image(plan.ops[i])) continue;
-        try {
-            out.prepared[i] = prepare_entry(entries, plan.ops[i]) && creates_entry(plan.ops[i]);
-        } catch (...) {
-            std::throw_with_nested(SetupError(cat("mount step ", i + 1, "/", plan.ops.size(), " (",
-                                                  to_string(plan.ops[i]), "): mount point")));
-        }
+    Layer entries(rootfs, upper.get());
+    prepare_entries(entries, plan, 0, plan.ops.size(), out.prepared);
+    if (late) {  // the late ops, inserted at user_from, get their entries before the overlay exists
+        const MountPlan& full = late();
+        const std::size_t at = plan.user_from, n = full.ops.size() - plan.ops.size();
+        out.prepared.insert(out.prepared.begin() + static_cast<std::ptrdiff_t>(at), n, false);
+        prepare_entries(entries, full, at, at + n, out.prepared);
     }
     const std::string upper_path = cat("/proc/self/fd/", upper.get());
     const std::string lower_path = cat("/proc/self/fd/", rootfs);
@@ -302,15 +319,19 @@ bool has_submounts(const std::string& rootfs) {
 
 }  // namespace
 
-NewRoot assemble_root(const MountPlan& plan, int rootfs) {
+NewRoot assemble_root(const MountPlan& plan, int rootfs, const LateOps& late) {
     try {
-        if (plan.root.mode == RootMode::writable) return {bind_root(plan, rootfs, false), false, {}};
+        if (plan.root.mode == RootMode::writable) {
+            if (late) late();
+            return {bind_root(plan, rootfs, false), false, {}};
+        }
         if (has_submounts(plan.root.rootfs)) {
             log::info(cat("ROOTFS ", quote(plan.root.rootfs), " has mounts below it: bound read-only and "
                           "recursively instead of an overlay (writes only in gpubox's tmpfs mounts)"));
+            if (late) late();
             return {bind_root(plan, rootfs, true), false, {}};
         }
-        return overlay_root(plan, rootfs);
+        return overlay_root(plan, rootfs, late);
     } catch (const SetupError&) {
         throw;
     } catch (...) {

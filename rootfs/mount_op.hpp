@@ -3,6 +3,7 @@
 // planner) resolved under the new root at apply time; sources are host paths.
 #include <sys/types.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -81,6 +82,7 @@ inline bool creates_entry(const MountOp& op) {
 struct MountPlan {
     RootSpec root;
     std::vector<MountOp> ops;
+    std::size_t user_from = 0;  // the first user mount; device (GPU) ops end there
 };
 
 }  // namespace gpubox::rootfs

@@ -106,6 +106,7 @@ MountPlan build_mount_plan(const PlanInputs& in) {
                             "drop --writable; the overlay root takes injected files in tmpfs");
         plan.ops.push_back(std::move(op));
     }
+    plan.user_from = plan.ops.size();
     add_user_mounts(in, plan.ops);
     return plan;
 }

@@ -121,8 +121,14 @@ cp "$I/opt/compat/libcuda.so.535.104.05" "$I/usr/lib/x86_64-linux-gnu/"
 ln -s libcuda.so.535.104.05 "$I/usr/lib/x86_64-linux-gnu/libcuda.so.1"
 "$FAKE_GPU_HOST" --write-ldcache "$I/etc/ld.so.cache" libcuda.so.1=/opt/compat/libcuda.so.1 \
     libc.so.6=/usr/lib/x86_64-linux-gnu/libc.so.6
+before_i=$(tree_hash "$I")
 box run --driver-root "$H" --gpu 0 "$I" gpuprobe
 expect_match "without gpubox's cache the image's cache would win; with it the host's driver wins" "$out" $'^cuda_driver_version=12040$'
+# A read-only root takes the GPU's entries in gpubox's layer before the overlay exists (the
+# default root takes them through the overlay, planned while the sandbox sets up).
+box run --driver-root "$H" --gpu 0 --read-only "$I" sh -c 'gpuprobe; readlink /usr/lib/x86_64-linux-gnu/libcuda.so.1'
+expect_match "--read-only: the host's driver wins there too" "$out" $'^cuda_driver_version=12040\n.*\nlibcuda.so.550.54.14$'
+expect_eq "the image that ships a driver is unchanged" "$(tree_hash "$I")" "$before_i"
 box run "$I" gpuprobe
 expect_match "(control: without --gpu the image's own old libcuda is what loads)" "$out" $'^cuda_driver_version=12020$'
 

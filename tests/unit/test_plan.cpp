@@ -1,10 +1,13 @@
 #include <catch2/catch.hpp>
 
+#include <sys/sysmacros.h>
+
 #include <fstream>
 #include <sstream>
 
 #include "common/error.hpp"
 #include "rootfs/plan.hpp"
+#include "rootfs/wire.hpp"
 
 using namespace gpubox;
 using namespace gpubox::rootfs;
@@ -81,4 +84,33 @@ TEST_CASE("--writable refuses device ops that would write into ROOTFS") {
     CHECK_THROWS_WITH(build_mount_plan(in), Catch::Matchers::Contains("never writes into ROOTFS"));
     in.device_ops = {Symlink{"x", "/run/gpubox/x", Place::image}};  // lands in gpubox's /run tmpfs
     CHECK_NOTHROW(build_mount_plan(in));
+}
+
+TEST_CASE("mount ops survive the monitor-to-init wire format; damaged bytes are refused") {
+    PlanInputs in = base();
+    in.tmpfs_size = 1 << 20;
+    in.user_mounts = {{UserMount::Type::ro_bind, "/data", "/data"}};
+    in.device_ops = {BindDev{"/dev/nvidia2", "/dev/nvidia2", Need::required, makedev(195, 2)},
+                     Tmpfs{"/proc/driver", 1 << 20, 0555, true, false, Place::kernel},
+                     MakeDir{"/proc/driver/nvidia", 0555},
+                     WriteFile{"/proc/driver/nvidia/params", std::string("a\0b\n", 4), 0444},
+                     Bind{"/usr/lib/libcuda.so.550", "/usr/lib/libcuda.so.550", true, Need::optional},
+                     Symlink{"libcuda.so.550", "/usr/lib/libcuda.so.1", Place::image}};
+    const MountPlan plan = build_mount_plan(in);
+    const std::string bytes = encode_ops(plan.ops);
+    const std::vector<MountOp> back = decode_ops(bytes);
+    REQUIRE(back.size() == plan.ops.size());
+    for (std::size_t i = 0; i < back.size(); ++i) {
+        CHECK(back[i].index() == plan.ops[i].index());
+        CHECK(to_string(back[i]) == to_string(plan.ops[i]));  // every field the plan text shows
+    }
+    CHECK(std::get<WriteFile>(back[back.size() - 4]).content == std::string("a\0b\n", 4));
+    CHECK(std::get<BindDev>(back[back.size() - 7]).rdev == makedev(195, 2));
+    CHECK(encode_ops(back) == bytes);  // and the fields it does not show
+    for (std::size_t n = 0; n < bytes.size(); ++n)
+        CHECK_THROWS_AS(decode_ops(std::string_view(bytes).substr(0, n)), SetupError);
+    std::string bad = bytes;
+    bad[8] = 99;  // the first op's type
+    CHECK_THROWS_AS(decode_ops(bad), SetupError);
+    CHECK_THROWS_AS(decode_ops(bytes + "x"), SetupError);
 }

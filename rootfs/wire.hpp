@@ -1,0 +1,16 @@
+#pragma once
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rootfs/mount_op.hpp"
+
+namespace gpubox::rootfs {
+
+// Mount ops as bytes, for the ops the monitor plans while the sandbox already sets up (GPU
+// injection): the monitor writes them to a pipe and the sandbox's init reads them. Every op
+// type round-trips; decoding checks every length and tag and throws SetupError on bad input.
+std::string encode_ops(const std::vector<MountOp>& ops);
+std::vector<MountOp> decode_ops(std::string_view bytes);
+
+}  // namespace gpubox::rootfs
