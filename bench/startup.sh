@@ -11,8 +11,9 @@ lib=/usr/lib/x86_64-linux-gnu
 
 bwrap_base=(bwrap --unshare-all --die-with-parent --new-session --ro-bind "$R" / --proc /proc
             --dev /dev --tmpfs /tmp --tmpfs /run)
-# The GPU binds gpubox makes, by hand: nodes, procfs entry, libraries (in a side directory,
-# since bwrap cannot create mount points in a read-only root), binaries.
+# The GPU binds gpubox makes, by hand: nodes, procfs entry, libraries and their links (in a side
+# directory, since bwrap cannot create mount points in a read-only root), binaries, the
+# persistenced socket and the firmware directory.
 bwrap_gpu=("${bwrap_base[@]}" --dev-bind "$H/dev/nvidia2" /dev/nvidia2 --dev-bind "$H/dev/nvidiactl" /dev/nvidiactl
            --dev-bind "$H/dev/nvidia-uvm" /dev/nvidia-uvm --dev-bind "$H/dev/nvidia-uvm-tools" /dev/nvidia-uvm-tools
            --tmpfs /proc/driver --ro-bind "$H/proc/driver/nvidia/gpus/0000:3b:00.0" /proc/driver/nvidia/gpus/0000:3b:00.0
@@ -22,7 +23,12 @@ for f in libcuda.so.550.54.14 libnvidia-ml.so.550.54.14 libnvidia-ptxjitcompiler
 done
 bwrap_gpu+=(--symlink libcuda.so.550.54.14 /run/nvidia/libcuda.so.1 --symlink libcuda.so.1 /run/nvidia/libcuda.so
             --symlink libnvidia-ml.so.550.54.14 /run/nvidia/libnvidia-ml.so.1
-            --ro-bind "$H/usr/bin/nvidia-smi" /run/nvidia/nvidia-smi --ro-bind "$H/usr/bin/nvidia-debugdump" /run/nvidia/nvidia-debugdump)
+            --symlink libnvidia-ptxjitcompiler.so.550.54.14 /run/nvidia/libnvidia-ptxjitcompiler.so.1)
+for b in nvidia-smi nvidia-debugdump nvidia-cuda-mps-control; do
+    bwrap_gpu+=(--ro-bind "$H/usr/bin/$b" "/run/nvidia/$b")
+done
+bwrap_gpu+=(--bind "$H/run/nvidia-persistenced/socket" /run/nvidia-persistenced/socket
+            --ro-bind "$H/lib/firmware/nvidia/550.54.14" /run/nvidia/firmware)
 
 echo "machine: $(nproc) cores, $(uname -r); gpubox $("$GPUBOX" --version | cut -d' ' -f2), $(bwrap --version), $(hyperfine --version)"
 echo "measured as uid $(id -u); median of ${RUNS:-300} runs each, milliseconds"
@@ -36,7 +42,17 @@ printf '%-58s %8s\n' "gpubox run --gpu 0 (simulated 8-GPU host)" "${t[3]}"
 printf '%-58s %8s\n' "bwrap with the same GPU binds by hand" "${t[4]}"
 echo "ratio gpubox / bwrap (no GPU):              $(ratio "${t[2]}" "${t[1]}")"
 echo "ratio gpubox --gpu 0 / bwrap GPU binds:     $(ratio "${t[3]}" "${t[4]}")"
-echo "GPU discovery + injection added:            $(awk -v a="${t[3]}" -v b="${t[2]}" 'BEGIN { printf "%.3f ms", a - b }')"
+echo "GPU discovery + injection added:            $(awk -v a="${t[3]}" -v b="${t[2]}" 'BEGIN { printf "%.3f ms", a - b }') (this run)"
+# The same difference in 6 short rounds of the pair back to back, so that the VM's drift over
+# minutes does not land on one side: the median and the range of the rounds' differences.
+diffs=()
+for _ in 1 2 3 4 5 6; do
+    mapfile -t r < <(RUNS=60 measure "$GPUBOX run $R /bin/true" "$GPUBOX run --driver-root $H --gpu 0 $R /bin/true")
+    diffs+=("$(awk -v a="${r[1]}" -v b="${r[0]}" 'BEGIN { printf "%.3f", a - b }')")
+done
+printf '%s\n' "${diffs[@]}" | sort -n | awk '{ d[NR] = $1 } END {
+    printf "GPU added, paired rounds:                   %.3f ms median (%.3f to %.3f over %d rounds)\n",
+           (d[3] + d[4]) / 2, d[1], d[NR], NR }'
 echo "sequential runs/s over 300: gpubox $(runs_per_second 300 "$GPUBOX" run "$R" /bin/true)," \
      "bwrap $(runs_per_second 300 "${bwrap_base[@]}" /bin/true)"
 echo "peak RSS (KiB, GNU time): gpubox $(/usr/bin/time -f %M "$GPUBOX" run "$R" /bin/true 2>&1 >/dev/null | tail -1)," \

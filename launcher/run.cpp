@@ -3,8 +3,8 @@
 #include "launcher/run.hpp"
 
 #include <fcntl.h>
-#include <sched.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -30,11 +30,11 @@
 #include "gpu/inventory.hpp"
 #include "gpu/mount_list.hpp"
 #include "launcher/environment.hpp"
-#include "rootfs/wire.hpp"
 #include "launcher/exit_codes.hpp"
 #include "launcher/supervise.hpp"
 #include "launcher/verdict.hpp"
 #include "isolate/cgroup.hpp"
+#include "rootfs/wire.hpp"
 #include "isolate/limits.hpp"
 #include "rootfs/plan.hpp"
 
@@ -76,8 +76,6 @@ void report_setup_failure(const RunOutcome& out) {
     if (nl != std::string::npos) log::hint(out.message.substr(nl + 1));
 }
 
-}  // namespace
-
 // Discovery and the GPU planner: the device ops, and a summary line per selected GPU.
 std::vector<rootfs::MountOp> plan_gpus(const Options& o, std::vector<std::string>& summary) {
     const gpu::GpuSpec gpus = gpu::parse_gpu_spec(o.gpu);
@@ -97,6 +95,8 @@ std::vector<rootfs::MountOp> plan_gpus(const Options& o, std::vector<std::string
     for (const std::string& line : summary) log::info("gpu: " + line);
     return std::move(gp.ops);
 }
+
+}  // namespace
 
 RunPlan plan_run(const Options& o) {
     RunPlan p;
