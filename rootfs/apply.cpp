@@ -5,9 +5,9 @@
 //    mount_setattr only *sets* attributes, so flags the kernel locked stay as they were;
 //  - targets are opened under the new root with open_in_root() and mounted by fd (move_mount),
 //    never by a path string the kernel would resolve again;
-//  - sources are opened O_PATH first and checked (char device and st_rdev for BindDev); the
-//    tree cloned from that very fd is attached to the very dentry the target fd names, so no
-//    path is resolved again between the check and the mount.
+//  - a source is cloned (open_tree) and checked on the clone (char device and st_rdev for
+//    BindDev), and the clone is attached to the very dentry the target fd names: what was
+//    checked is what gets mounted, and no path is resolved again in between.
 #include <fcntl.h>
 #include <linux/mount.h>
 #include <sys/stat.h>
