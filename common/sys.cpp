@@ -103,6 +103,12 @@ void mkdir_at(int dirfd, const std::string& name, mode_t mode) {
         fail(cat("mkdirat(", quote(name), ")"), errno);
 }
 
+// One call where open(O_CREAT|O_EXCL) needs a close() too; regular files need no privilege.
+void mknod_file_at(int dirfd, const std::string& name, mode_t mode) {
+    if (::mknodat(dirfd, name.c_str(), S_IFREG | mode, 0) < 0 && errno != EEXIST)
+        fail(cat("mknodat(", quote(name), ", S_IFREG)"), errno);
+}
+
 void symlink_at(const std::string& text, int dirfd, const std::string& name) {
     if (::symlinkat(text.c_str(), dirfd, name.c_str()) < 0)
         fail(cat("symlinkat(", quote(text), " -> ", quote(name), ")"), errno);

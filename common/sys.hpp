@@ -24,6 +24,7 @@ struct stat fstat(int fd, const std::string& what);
 // fstatat without following the final symlink; returns false on ENOENT.
 bool lstat_at(int dirfd, const std::string& name, struct stat& st);
 void mkdir_at(int dirfd, const std::string& name, mode_t mode);
+void mknod_file_at(int dirfd, const std::string& name, mode_t mode);  // an empty file; both keep an existing one
 void symlink_at(const std::string& text, int dirfd, const std::string& name);
 void fchmod(int fd, mode_t mode, const std::string& what);
 std::string read_link_at(int dirfd, const std::string& name);

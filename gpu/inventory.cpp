@@ -274,8 +274,13 @@ GpuInventory discover_gpus(const std::string& driver_root, unsigned caps, Scope 
         add_binaries(r, inv, caps);
         std::vector<std::string> extras = {"/run/nvidia-persistenced/socket", "/tmp/nvidia-mps"};
         if (inv.nvidia_version) extras.push_back("/lib/firmware/nvidia/" + *inv.nvidia_version);
-        for (const std::string& p : extras)
-            if (std::string host = real_path(r, p); !host.empty()) inv.optional_paths.emplace_back(p, host);
+        for (const std::string& p : extras) {
+            const int fd = rootfs::try_open_in_root(r, p, O_PATH);
+            if (fd < 0) continue;
+            UniqueFd f(fd);
+            struct stat st {};
+            if (::fstat(fd, &st) == 0) inv.optional_paths.push_back({p, sys::read_fd_link(fd), S_ISDIR(st.st_mode)});
+        }
     }
     return inv;
 }

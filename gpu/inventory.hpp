@@ -49,8 +49,12 @@ struct GpuInventory {
     std::vector<std::pair<std::string, std::string>> binaries;  // name, host path
     std::map<std::string, Node> shared_nodes;   // nvidiactl, nvidia-uvm, ..., kfd
     std::string proc_version, proc_params, proc_registry;
-    // Sockets, the MPS pipe directory, GSP firmware: {container path, real host path}.
-    std::vector<std::pair<std::string, std::string>> optional_paths;
+    // Sockets, the MPS pipe directory, GSP firmware: where they go, where they are, and what.
+    struct Extra {
+        std::string path, host;
+        bool is_dir = false;
+    };
+    std::vector<Extra> optional_paths;
 };
 
 // How much of the host a request needs to see. NVIDIA GPUs named by index or UUID need only

@@ -64,16 +64,19 @@ void add_nvidia(const GpuInventory& inv, const std::vector<Gpu>& sel, unsigned c
     if (!inv.proc_registry.empty()) p.ops.push_back(WriteFile{"/proc/driver/nvidia/registry", inv.proc_registry, 0444});
     for (const Gpu& g : sel)
         p.ops.push_back(Bind{cat(inv.driver_root == "/" ? "" : inv.driver_root, "/proc/driver/nvidia/gpus/", g.proc_dir),
-                             "/proc/driver/nvidia/gpus/" + g.proc_dir, true, Need::required});
+                             "/proc/driver/nvidia/gpus/" + g.proc_dir, true, Need::required, Place::image,
+                             SourceKind::dir});
 
     // Libraries at the image's default library path, with their soname links, plus an
     // ld.so.cache that sends every driver soname there: the host's libraries win over any
     // the image ships, for any layout, without running ldconfig.
+    // ld.so.cache lists files, and the utilities are files: a host where one is not fails at
+    // move_mount() with a clear error instead of mounting it.
     std::vector<LdCacheEntry> cache;
     std::vector<std::string> ours;
     for (const DriverLib& lib : inv.libs) {
         const std::string file = image.libdir + "/" + lib.file;
-        p.ops.push_back(Bind{lib.host_path, file, true, Need::required});
+        p.ops.push_back(Bind{lib.host_path, file, true, Need::required, Place::image, SourceKind::file});
         std::vector<std::pair<std::string, std::string>> links;  // name -> link text
         for (const std::string& so : lib.sonames) links.emplace_back(so, lib.file);
         // "libcuda.so" too: many programs dlopen the development name.
@@ -92,9 +95,11 @@ void add_nvidia(const GpuInventory& inv, const std::vector<Gpu>& sel, unsigned c
             cache.push_back(e);
     p.ops.push_back(WriteFile{"/etc/ld.so.cache", render_ldcache(cache), 0644, Place::image});
 
-    for (const auto& [name, host] : inv.binaries) p.ops.push_back(Bind{host, "/usr/bin/" + name, true, Need::required});
-    for (const auto& [path, host] : inv.optional_paths)
-        p.ops.push_back(Bind{host, path, starts_with(path, "/lib/firmware"), Need::optional});
+    for (const auto& [name, host] : inv.binaries)
+        p.ops.push_back(Bind{host, "/usr/bin/" + name, true, Need::required, Place::image, SourceKind::file});
+    for (const auto& x : inv.optional_paths)
+        p.ops.push_back(Bind{x.host, x.path, starts_with(x.path, "/lib/firmware"), Need::optional, Place::image,
+                             x.is_dir ? SourceKind::dir : SourceKind::file});
 }
 
 void add_drm(const GpuInventory& inv, const Gpu& g, GpuPlan& p) {

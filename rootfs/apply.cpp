@@ -64,7 +64,7 @@ void create_in_root(const Ctx& c, const std::string& path, Kind kind, int hops =
         } else {
             require_owned(c, dir.get(), path);
             if (kind == Kind::dir) sys::mkdir_at(dir.get(), name, 0755);
-            else sys::open_at(dir.get(), name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
+            else sys::mknod_file_at(dir.get(), name, 0644);
             return;
         }
     }
@@ -85,11 +85,12 @@ void create_in_root(const Ctx& c, const std::string& path, Kind kind, int hops =
         }
         require_owned(c, dir.get(), prefix);
         if (i + 1 < parts.size() || kind == Kind::dir) sys::mkdir_at(dir.get(), parts[i], 0755);
-        else sys::open_at(dir.get(), parts[i], O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
+        else sys::mknod_file_at(dir.get(), parts[i], 0644);
     }
 }
 
-// The mount point for `target`, as an O_PATH fd, created if missing (see create_in_root).
+// The mount point for `target`, as an O_PATH fd, created if missing (see create_in_root). Its
+// kind is left to move_mount() to check (see attach).
 UniqueFd mount_point(const Ctx& c, const std::string& target, Kind kind) {
     int raw = try_open_in_root(c.root, target, O_PATH);
     if (raw == -ENOENT) {
@@ -97,13 +98,7 @@ UniqueFd mount_point(const Ctx& c, const std::string& target, Kind kind) {
         raw = try_open_in_root(c.root, target, O_PATH);
     }
     if (raw < 0) sys::fail(cat("openat2(root, ", quote(target), ", RESOLVE_IN_ROOT)"), -raw);
-    UniqueFd fd(raw);
-    struct stat st = sys::fstat(fd.get(), target);
-    if (kind == Kind::dir && !S_ISDIR(st.st_mode))
-        sys::fail(cat("mount point ", quote(target), " in the new root"), ENOTDIR);
-    if (kind == Kind::file && S_ISDIR(st.st_mode))
-        sys::fail(cat("mount point ", quote(target), " in the new root"), EISDIR);
-    return fd;
+    return UniqueFd(raw);
 }
 
 UniqueFd new_fs(const std::string& type, const std::vector<std::pair<std::string, std::string>>& opts,
@@ -117,10 +112,22 @@ UniqueFd new_fs(const std::string& type, const std::vector<std::pair<std::string
     return sys::fsmount(fs.get(), type, attrs);
 }
 
+// move_mount() refuses a directory over a non-directory and the reverse, with EINVAL: the
+// kernel keeps that invariant, and this only names it when it fires.
+void explain_kinds(int mnt, const std::string& what, int at, const std::string& target) {
+    const bool from_dir = S_ISDIR(sys::fstat(mnt, what).st_mode), to_dir = S_ISDIR(sys::fstat(at, target).st_mode);
+    if (from_dir != to_dir) sys::fail(cat("mount point ", quote(target), " in the new root"), from_dir ? ENOTDIR : EISDIR);
+}
+
 void attach(Ctx& c, const UniqueFd& mnt, const std::string& what, const std::string& target, Kind kind,
             bool owned) {
     UniqueFd at = mount_point(c, target, kind);
-    sys::move_mount(mnt.get(), what, at.get(), target);
+    try {
+        sys::move_mount(mnt.get(), what, at.get(), target);
+    } catch (const SysError& e) {
+        if (e.err() == EINVAL) explain_kinds(mnt.get(), what, at.get(), target);
+        throw;
+    }
     if (owned) c.own_mount(mnt.get());
 }
 
@@ -143,7 +150,8 @@ void apply_one(const Bind& b, Ctx& c) {
     }
     if (fd < 0) sys::fail(cat("open_tree(", quote(b.source), ", OPEN_TREE_CLONE|AT_RECURSIVE)"), -fd);
     UniqueFd tree(fd);
-    const bool dir = S_ISDIR(sys::fstat(tree.get(), b.source).st_mode);
+    const bool dir = b.kind == SourceKind::unknown ? S_ISDIR(sys::fstat(tree.get(), b.source).st_mode)
+                                                   : b.kind == SourceKind::dir;
     sys::mount_setattr(tree.get(), b.source,
                        MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (b.read_only ? MOUNT_ATTR_RDONLY : 0), 0, true);
     attach(c, tree, b.source, b.target, dir ? Kind::dir : Kind::file, false);
@@ -207,10 +215,10 @@ public:
         const std::string name = base_name("/" + rel);
         if (link) return ::symlinkat(link->c_str(), dir, name.c_str()) == 0;
         if (kind == Kind::dir) return ::mkdirat(dir, name.c_str(), mode) == 0 || errno == EEXIST;
-        const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
-        UniqueFd f(::openat(dir, name.c_str(), flags, file ? file->mode : 0644));
-        if (!f.valid()) return !file && errno == EEXIST;
-        if (file) sys::write_all(f.get(), file->content, file->target);
+        if (!file) return ::mknodat(dir, name.c_str(), S_IFREG | 0644, 0) == 0 || errno == EEXIST;
+        UniqueFd f(::openat(dir, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, file->mode));
+        if (!f.valid()) return false;
+        sys::write_all(f.get(), file->content, file->target);
         return true;
     }
 
@@ -244,7 +252,9 @@ bool fill_one(FreshFs& fs, const std::string& rel, const MountOp& op) {
     if (auto* m = std::get_if<MakeDir>(&op)) return fs.make(rel, Kind::dir, nullptr, nullptr, m->mode);
     if (auto* b = std::get_if<Bind>(&op)) {
         struct stat st {};
-        if (::stat(b->source.c_str(), &st) == 0)  // else the bind reports it when applied
+        if (b->kind != SourceKind::unknown)
+            fs.make(rel, b->kind == SourceKind::dir ? Kind::dir : Kind::file, nullptr, nullptr, 0755);
+        else if (::stat(b->source.c_str(), &st) == 0)  // else the bind reports it when applied
             fs.make(rel, S_ISDIR(st.st_mode) ? Kind::dir : Kind::file, nullptr, nullptr, 0755);
     } else if (std::holds_alternative<BindDev>(op)) {
         fs.make(rel, Kind::file, nullptr, nullptr, 0);

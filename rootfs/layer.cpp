@@ -131,11 +131,7 @@ public:
                 sys::mkdir_at(dir, name, mode);
                 break;
             case Entry::file:
-                if (int fd = ::openat(dir, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-                    fd >= 0)
-                    ::close(fd);
-                else if (errno != EEXIST)
-                    sys::fail(cat("open(", quote(target), ", O_CREAT|O_EXCL)"), errno);
+                sys::mknod_file_at(dir, name, 0644);
                 break;
             case Entry::symlink:
                 if (::symlinkat(payload.c_str(), dir, name.c_str()) == 0) break;
@@ -182,8 +178,10 @@ private:
     std::map<std::string, UniqueFd> dirs_;      // by canonical path in the layer
 };
 
-// The mount point kind a bind needs follows its source; a missing optional source needs none.
-bool bind_source_is_dir(const std::string& source, Need need, bool& skip) {
+// The mount point kind a bind needs follows its source, stat()ed where the plan does not say;
+// a missing optional source needs none.
+bool bind_source_is_dir(const std::string& source, SourceKind kind, Need need, bool& skip) {
+    if (kind != SourceKind::unknown) return kind == SourceKind::dir;
     struct stat st {};
     if (::stat(source.c_str(), &st) < 0) {
         if (errno == ENOENT && need == Need::optional) return skip = true, false;
@@ -196,12 +194,12 @@ bool prepare_entry(Layer& layer, const MountOp& op) {
     const std::string t = target_of(op);
     if (auto* b = std::get_if<Bind>(&op)) {
         bool skip = false;
-        bool dir = bind_source_is_dir(b->source, b->need, skip);
+        bool dir = bind_source_is_dir(b->source, b->kind, b->need, skip);
         return !skip && layer.make(t, dir ? Entry::dir : Entry::file, "", 0755);
     }
     if (auto* d = std::get_if<BindDev>(&op)) {
         bool skip = false;
-        bind_source_is_dir(d->source, d->need, skip);
+        bind_source_is_dir(d->source, SourceKind::unknown, d->need, skip);
         return !skip && layer.make(t, Entry::file, "", 0644);
     }
     if (std::holds_alternative<Tmpfs>(op) || std::holds_alternative<Proc>(op) ||

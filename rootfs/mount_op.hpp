@@ -21,11 +21,18 @@ enum class Need { required, optional };  // optional swallows ENOENT on the *sou
 //  kernel:  inside proc/sysfs; must already exist.
 enum class Place { image, gpubox, kernel };
 
+// What a bind's source is, where the planner already knows (discovery opened it). It only
+// decides what kind of mount point to make, sparing the sandbox a stat() per bind: move_mount()
+// itself refuses a directory over a non-directory and the reverse (EINVAL), so a source that
+// changed kind since fails the run; it is never mounted.
+enum class SourceKind { unknown, dir, file };
+
 struct Bind {
     std::string source, target;
     bool read_only = true;
     Need need = Need::required;
     Place place = Place::image;
+    SourceKind kind = SourceKind::unknown;
 };
 struct BindDev {  // the only op without MS_NODEV; source must be a char device
     std::string source, target;

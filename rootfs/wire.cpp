@@ -14,7 +14,7 @@ namespace {
 template <typename O, typename F>
 void fields(O& o, F&& f) {
     using T = std::remove_const_t<O>;
-    if constexpr (std::is_same_v<T, Bind>) f(o.source), f(o.target), f(o.read_only), f(o.need), f(o.place);
+    if constexpr (std::is_same_v<T, Bind>) f(o.source), f(o.target), f(o.read_only), f(o.need), f(o.place), f(o.kind);
     else if constexpr (std::is_same_v<T, BindDev>) f(o.source), f(o.target), f(o.need), f(o.rdev), f(o.place);
     else if constexpr (std::is_same_v<T, Sysfs>) f(o.target), f(o.fresh);
     else if constexpr (std::is_same_v<T, Tmpfs>)
@@ -28,6 +28,7 @@ void fields(O& o, F&& f) {
 template <typename E> constexpr std::uint64_t kLast = 0;
 template <> constexpr std::uint64_t kLast<Need> = static_cast<std::uint64_t>(Need::optional);
 template <> constexpr std::uint64_t kLast<Place> = static_cast<std::uint64_t>(Place::kernel);
+template <> constexpr std::uint64_t kLast<SourceKind> = static_cast<std::uint64_t>(SourceKind::file);
 
 struct Writer {
     std::string out;

@@ -26,6 +26,16 @@ box run --bind "$WORK/missing:/data" "$R" true
 expect_eq "bind of a missing source -> 125" "$rc" 125
 expect_match "setup failure names the mount step, the path and the errno" "$err" \
     '^gpubox: mount step [0-9]+/[0-9]+ \(bind .*/missing -> /data\).*No such file or directory'
+# --writable: mount points are the image's own, so a kind mismatch must be refused, not mounted.
+mkdir -p "$WORK/kinds/etc" && echo f >"$WORK/kinds/file"
+box run --writable --ro-bind "$WORK/kinds/file:/etc" "$R" true
+expect_eq "a file bound over a directory -> 125" "$rc" 125
+expect_match "file over directory: one line naming the mount point and errno" "$err" \
+    '^gpubox: mount step [0-9]+/[0-9]+ \(ro-bind .*/kinds/file -> /etc\): mount point "/etc" in the new root: Is a directory$'
+box run --writable --ro-bind "$WORK/kinds/etc:/etc/passwd" "$R" true
+expect_eq "a directory bound over a file -> 125" "$rc" 125
+expect_match "directory over file: the mount point and errno" "$err" \
+    '^gpubox: mount step [0-9]+/[0-9]+ \(ro-bind .*/kinds/etc -> /etc/passwd\): mount point "/etc/passwd" in the new root: Not a directory$'
 box run --workdir /nonexistent "$R" true
 expect_eq "missing --workdir -> 125" "$rc" 125
 expect_match "missing --workdir is named" "$err" 'chdir\("/nonexistent"\): No such file or directory'

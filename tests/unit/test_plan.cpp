@@ -94,7 +94,8 @@ TEST_CASE("mount ops survive the monitor-to-init wire format; damaged bytes are 
                      Tmpfs{"/proc/driver", 1 << 20, 0555, true, false, Place::kernel},
                      MakeDir{"/proc/driver/nvidia", 0555},
                      WriteFile{"/proc/driver/nvidia/params", std::string("a\0b\n", 4), 0444},
-                     Bind{"/usr/lib/libcuda.so.550", "/usr/lib/libcuda.so.550", true, Need::optional},
+                     Bind{"/usr/lib/libcuda.so.550", "/usr/lib/libcuda.so.550", true, Need::optional,
+                          Place::image, SourceKind::file},
                      Symlink{"libcuda.so.550", "/usr/lib/libcuda.so.1", Place::image}};
     const MountPlan plan = build_mount_plan(in);
     const std::string bytes = encode_ops(plan.ops);
@@ -106,6 +107,7 @@ TEST_CASE("mount ops survive the monitor-to-init wire format; damaged bytes are 
     }
     CHECK(std::get<WriteFile>(back[back.size() - 4]).content == std::string("a\0b\n", 4));
     CHECK(std::get<BindDev>(back[back.size() - 7]).rdev == makedev(195, 2));
+    CHECK(std::get<Bind>(back[back.size() - 3]).kind == SourceKind::file);
     CHECK(encode_ops(back) == bytes);  // and the fields it does not show
     for (std::size_t n = 0; n < bytes.size(); ++n)
         CHECK_THROWS_AS(decode_ops(std::string_view(bytes).substr(0, n)), SetupError);
