@@ -18,9 +18,11 @@ bench_setup() {
         install -m 0755 "$BUILD/launcher/gpubox" "$W/gpubox"
         install -m 0755 "$BUILD/tests/fake-gpu-host" "$W/fake-gpu-host"
         if [ "$(id -u)" = 0 ]; then
-            "$W/fake-gpu-host" "$W/host8" --gpus 8  # character nodes need root
+            # A real driver's full compute and utility set: 11 libraries, 5 tools. Character
+            # nodes need root.
+            "$W/fake-gpu-host" "$W/host8" --gpus 8 --full-driver
             # The same host with 20000 unrelated files beside the driver's libraries.
-            "$W/fake-gpu-host" "$W/host8big" --gpus 8
+            "$W/fake-gpu-host" "$W/host8big" --gpus 8 --full-driver
             for i in $(seq 20000); do : >"$W/host8big/usr/lib/x86_64-linux-gnu/unrelated-$i.so"; done
             mkdir "$W/work" && chown 65534:65534 "$W/work"
             setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \

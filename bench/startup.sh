@@ -7,31 +7,33 @@ bench_setup "$@"
 R=$OUTDIR/rootfs
 "$GPUBOX" rootfs create "$R" >/dev/null
 H=$W/host8
-lib=/usr/lib/x86_64-linux-gnu
 
 bwrap_base=(bwrap --unshare-all --die-with-parent --new-session --ro-bind "$R" / --proc /proc
             --dev /dev --tmpfs /tmp --tmpfs /run)
-# The GPU binds gpubox makes, by hand: nodes, procfs entry, libraries and their links (in a side
-# directory, since bwrap cannot create mount points in a read-only root), binaries, the
-# persistenced socket and the firmware directory.
-bwrap_gpu=("${bwrap_base[@]}" --dev-bind "$H/dev/nvidia2" /dev/nvidia2 --dev-bind "$H/dev/nvidiactl" /dev/nvidiactl
-           --dev-bind "$H/dev/nvidia-uvm" /dev/nvidia-uvm --dev-bind "$H/dev/nvidia-uvm-tools" /dev/nvidia-uvm-tools
-           --tmpfs /proc/driver --ro-bind "$H/proc/driver/nvidia/gpus/0000:3b:00.0" /proc/driver/nvidia/gpus/0000:3b:00.0
-           --ro-bind "$H/proc/driver/nvidia/params" /proc/driver/nvidia/params)
-for f in libcuda.so.550.54.14 libnvidia-ml.so.550.54.14 libnvidia-ptxjitcompiler.so.550.54.14; do
-    bwrap_gpu+=(--ro-bind "$H$lib/$f" "/run/nvidia/$f")
-done
-bwrap_gpu+=(--symlink libcuda.so.550.54.14 /run/nvidia/libcuda.so.1 --symlink libcuda.so.1 /run/nvidia/libcuda.so
-            --symlink libnvidia-ml.so.550.54.14 /run/nvidia/libnvidia-ml.so.1
-            --symlink libnvidia-ptxjitcompiler.so.550.54.14 /run/nvidia/libnvidia-ptxjitcompiler.so.1)
-for b in nvidia-smi nvidia-debugdump nvidia-cuda-mps-control; do
-    bwrap_gpu+=(--ro-bind "$H/usr/bin/$b" "/run/nvidia/$b")
-done
-bwrap_gpu+=(--bind "$H/run/nvidia-persistenced/socket" /run/nvidia-persistenced/socket
-            --ro-bind "$H/lib/firmware/nvidia/550.54.14" /run/nvidia/firmware)
+# The GPU binds gpubox makes, by hand: every step --gpu 0 adds to gpubox's own plan, as bwrap
+# options. bwrap cannot create mount points in a read-only root, so what gpubox puts in the
+# image's directories goes to a side directory; gpubox's generated files (the procfs copies, its
+# ld.so.cache) become binds of the host's.
+side() { case $1 in /dev/* | /proc/driver/* | /run/*) echo "$1" ;; *) echo "/run/nvidia/${1##*/}" ;; esac; }
+steps() { "$GPUBOX" run --print-plan "$@" "$R" true | sed -n 's/^mount [0-9]*\/[0-9]*: //p'; }
+gpu_steps=$({ diff <(steps) <(steps --driver-root "$H" --gpu 0) || true; } | sed -n 's/^> //p')
+bwrap_gpu=("${bwrap_base[@]}")
+while read -r kind a _ b _; do
+    case $kind in
+        bind-dev) bwrap_gpu+=(--dev-bind "$a" "$b") ;;
+        ro-bind) bwrap_gpu+=(--ro-bind "$a" "$(side "$b")") ;;
+        bind) bwrap_gpu+=(--bind "$a" "$(side "$b")") ;;
+        symlink) bwrap_gpu+=(--symlink "$b" "$(side "$a")") ;;
+        tmpfs) bwrap_gpu+=(--tmpfs "$a") ;;
+        mkdir) bwrap_gpu+=(--dir "$a") ;;
+        file) bwrap_gpu+=(--ro-bind "$H$a" "$(side "$a")") ;;
+        *) echo "bench: no bwrap equivalent for GPU step: $kind $a" >&2; exit 1 ;;
+    esac
+done <<<"$gpu_steps"
 
 echo "machine: $(nproc) cores, $(uname -r); gpubox $("$GPUBOX" --version | cut -d' ' -f2), $(bwrap --version), $(hyperfine --version)"
 echo "measured as uid $(id -u); median of ${RUNS:-300} runs each, milliseconds"
+echo "--gpu 0 adds $(grep -c . <<<"$gpu_steps") mount steps ($(grep -c 'bind' <<<"$gpu_steps") binds); bwrap gets the same"
 mapfile -t t < <(measure "unshare -Urmpf --mount-proc /bin/true" "${bwrap_base[*]} /bin/true" \
     "$GPUBOX run $R /bin/true" "$GPUBOX run --driver-root $H --gpu 0 $R /bin/true" "${bwrap_gpu[*]} /bin/true")
 printf '%-58s %8s\n' "command" "median"
