@@ -251,11 +251,9 @@ bool fill_one(FreshFs& fs, const std::string& rel, const MountOp& op) {
     if (auto* w = std::get_if<WriteFile>(&op)) return fs.make(rel, Kind::file, nullptr, w, w->mode);
     if (auto* m = std::get_if<MakeDir>(&op)) return fs.make(rel, Kind::dir, nullptr, nullptr, m->mode);
     if (auto* b = std::get_if<Bind>(&op)) {
-        struct stat st {};
-        if (b->kind != SourceKind::unknown)
-            fs.make(rel, b->kind == SourceKind::dir ? Kind::dir : Kind::file, nullptr, nullptr, 0755);
-        else if (::stat(b->source.c_str(), &st) == 0)  // else the bind reports it when applied
-            fs.make(rel, S_ISDIR(st.st_mode) ? Kind::dir : Kind::file, nullptr, nullptr, 0755);
+        bool dir = false;
+        if (bind_source_is_dir(*b, dir) == 0)  // else the bind reports it when applied
+            fs.make(rel, dir ? Kind::dir : Kind::file, nullptr, nullptr, 0755);
     } else if (std::holds_alternative<BindDev>(op)) {
         fs.make(rel, Kind::file, nullptr, nullptr, 0);
     } else if (std::holds_alternative<Tmpfs>(op) || std::holds_alternative<Devpts>(op) ||
@@ -376,6 +374,14 @@ void apply_one(const RemountRo& r, Ctx& c) {
 }
 
 }  // namespace
+
+int bind_source_is_dir(const Bind& b, bool& dir) {
+    if (b.kind != SourceKind::unknown) return dir = b.kind == SourceKind::dir, 0;
+    struct stat st {};
+    if (::stat(b.source.c_str(), &st) < 0) return errno;
+    dir = S_ISDIR(st.st_mode);
+    return 0;
+}
 
 void apply_mount_plan(const MountPlan& plan, const NewRoot& root) {
     Ctx c{root.mnt.get(), {}};

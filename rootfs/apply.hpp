@@ -28,6 +28,10 @@ NewRoot assemble_root(const MountPlan& plan, int rootfs, const LateOps& late = {
 // Apply every op under the new root, in plan order; failures are wrapped as "mount step i/n (op)".
 void apply_mount_plan(const MountPlan& plan, const NewRoot& root);
 
+// Whether a bind's mount point must be a directory: the plan's SourceKind where it says, else a
+// stat() of the source. Returns 0, or stat's errno (the source is missing or unreadable).
+int bind_source_is_dir(const Bind& b, bool& dir);
+
 // pivot_root into `root` and detach the old root.
 void enter_root(int root);
 

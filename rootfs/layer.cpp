@@ -207,29 +207,24 @@ private:
     std::map<std::string, UniqueFd> dirs_;      // by canonical path in the layer
 };
 
-// The mount point kind a bind needs follows its source, stat()ed where the plan does not say;
-// a missing optional source needs none.
-bool bind_source_is_dir(const std::string& source, SourceKind kind, Need need, bool& skip) {
-    if (kind != SourceKind::unknown) return kind == SourceKind::dir;
-    struct stat st {};
-    if (::stat(source.c_str(), &st) < 0) {
-        if (errno == ENOENT && need == Need::optional) return skip = true, false;
-        sys::fail(cat("stat(", quote(source), ")"), errno);
-    }
-    return S_ISDIR(st.st_mode);
+// False where a missing optional source needs no mount point; throws for any other failure.
+bool source_usable(const std::string& source, int err, Need need) {
+    if (!err) return true;
+    if (err == ENOENT && need == Need::optional) return false;
+    sys::fail(cat("stat(", quote(source), ")"), err);
 }
 
 bool prepare_entry(Layer& layer, const MountOp& op) {
     const std::string t = target_of(op);
     if (auto* b = std::get_if<Bind>(&op)) {
-        bool skip = false;
-        bool dir = bind_source_is_dir(b->source, b->kind, b->need, skip);
-        return !skip && layer.make(t, dir ? Entry::dir : Entry::file, "", 0755);
+        bool dir = false;
+        return source_usable(b->source, bind_source_is_dir(*b, dir), b->need) &&
+               layer.make(t, dir ? Entry::dir : Entry::file, "", 0755);
     }
     if (auto* d = std::get_if<BindDev>(&op)) {
-        bool skip = false;
-        bind_source_is_dir(d->source, SourceKind::unknown, d->need, skip);
-        return !skip && layer.make(t, Entry::file, "", 0644);
+        struct stat st {};
+        return source_usable(d->source, ::stat(d->source.c_str(), &st) < 0 ? errno : 0, d->need) &&
+               layer.make(t, Entry::file, "", 0644);
     }
     if (std::holds_alternative<Tmpfs>(op) || std::holds_alternative<Proc>(op) ||
         std::holds_alternative<Sysfs>(op) || std::holds_alternative<Devpts>(op))
