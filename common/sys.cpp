@@ -195,6 +195,28 @@ int try_open_tree_clone(int dirfd, const std::string& path, bool recursive) {
     return fd < 0 ? -errno : static_cast<int>(fd);
 }
 
+#ifndef SYS_open_tree_attr
+#define SYS_open_tree_attr 467  // the same number on every architecture
+#endif
+
+int try_open_tree_attr(int dirfd, const std::string& path, bool recursive, std::uint64_t set) {
+    const unsigned flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (recursive ? AT_RECURSIVE : 0);
+    static bool two_calls = false;  // an older kernel, or a filter that does not know the call
+    if (!two_calls) {
+        mount_attr attr{};
+        attr.attr_set = set;
+        const long fd = ::syscall(SYS_open_tree_attr, dirfd, path.c_str(), flags, &attr, sizeof attr);
+        if (fd >= 0) return static_cast<int>(fd);
+        if (errno != ENOSYS && errno != EPERM) return -errno;
+        two_calls = true;
+    }
+    const int fd = try_open_tree_clone(dirfd, path, recursive);
+    if (fd < 0) return fd;
+    UniqueFd tree(fd);
+    mount_setattr(fd, path, set, 0, recursive);
+    return tree.release();
+}
+
 void mount_setattr(int mntfd, const std::string& what, std::uint64_t set, std::uint64_t clr, bool recursive) {
     mount_attr attr{};
     attr.attr_set = set;
@@ -210,6 +232,10 @@ void move_mount(int from_fd, const std::string& from, int to_fd, const std::stri
     check(
         ::syscall(SYS_move_mount, from_fd, "", to_fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH),
         [&] { return cat("move_mount(", quote(from), " -> ", quote(to), ")"); });
+}
+
+int try_move_mount_at(int from_fd, int dirfd, const std::string& name) {
+    return ::syscall(SYS_move_mount, from_fd, "", dirfd, name.c_str(), MOVE_MOUNT_F_EMPTY_PATH) < 0 ? -errno : 0;
 }
 
 void make_rprivate() {

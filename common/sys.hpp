@@ -43,9 +43,15 @@ UniqueFd fsmount(int fsfd, const std::string& fstype, unsigned attrs);
 UniqueFd open_tree_clone(int fd, const std::string& what, bool recursive);
 // open_tree(dirfd, path, OPEN_TREE_CLONE [| AT_RECURSIVE]): a new fd, or -errno.
 int try_open_tree_clone(int dirfd, const std::string& path, bool recursive);
+// The same clone with mount attributes `set` on it: one open_tree_attr() where the kernel has it
+// (6.15), else open_tree() and mount_setattr(). A new fd, or -errno.
+int try_open_tree_attr(int dirfd, const std::string& path, bool recursive, std::uint64_t set);
 void mount_setattr(int mntfd, const std::string& what, std::uint64_t set, std::uint64_t clr,
                    bool recursive);
 void move_mount(int from_fd, const std::string& from, int to_fd, const std::string& to);
+// move_mount() onto `name` in directory `dirfd`, which is looked up once and never followed
+// if it is a symlink (no MOVE_MOUNT_T_SYMLINKS): 0, or -errno.
+int try_move_mount_at(int from_fd, int dirfd, const std::string& name);
 void make_rprivate();
 void pivot_root_here();
 void umount_detach(const std::string& path);

@@ -79,10 +79,12 @@ void add_nvidia(const GpuInventory& inv, const std::vector<Gpu>& sel, unsigned c
         p.ops.push_back(Bind{lib.host_path, file, true, Need::required, Place::image, SourceKind::file});
         std::vector<std::pair<std::string, std::string>> links;  // name -> link text
         for (const std::string& so : lib.sonames) links.emplace_back(so, lib.file);
-        // "libcuda.so" too: many programs dlopen the development name.
+        // The development name where programs use it (dlopen("libcuda.so"), -lcuda, -lnvidia-ml),
+        // as NVIDIA's container toolkit makes it; other libraries get the links the host has.
         const auto so = lib.file.find(".so.");
         const std::string dev = so == std::string::npos ? "" : lib.file.substr(0, so + 3);
-        if (!dev.empty() && std::find(lib.sonames.begin(), lib.sonames.end(), dev) == lib.sonames.end())
+        if ((dev == "libcuda.so" || dev == "libnvidia-ml.so") &&
+            std::find(lib.sonames.begin(), lib.sonames.end(), dev) == lib.sonames.end())
             links.emplace_back(dev, lib.sonames.empty() ? lib.file : lib.sonames.front());
         for (const auto& [name, text] : links) {
             p.ops.push_back(Symlink{text, image.libdir + "/" + name, Place::image});

@@ -4,7 +4,8 @@
 //  - read-only is applied with mount_setattr(AT_RECURSIVE), so submounts are read-only too, and
 //    mount_setattr only *sets* attributes, so flags the kernel locked stay as they were;
 //  - targets are opened under the new root with open_in_root() and mounted by fd (move_mount),
-//    never by a path string the kernel would resolve again;
+//    never by a path string the kernel would resolve again; a file mount point may instead be
+//    named in its directory, opened so, by a last component that move_mount() never follows;
 //  - a source is cloned (open_tree) and checked on the clone (char device and st_rdev for
 //    BindDev), and the clone is attached to the very dentry the target fd names: what was
 //    checked is what gets mounted, and no path is resolved again in between.
@@ -39,6 +40,10 @@ struct Ctx {
     int root;
     std::vector<dev_t> own;
     int stashed = 0;
+    // Directories of file mount points, by the path the plan spells, held while a run of binds
+    // goes into them (a driver's libraries share one). A directory mount may cover any of them:
+    // it empties the cache.
+    std::map<std::string, UniqueFd> dirs;
     void own_mount(int mnt) { own.push_back(sys::fstat(mnt, "new mount").st_dev); }
 };
 
@@ -119,8 +124,29 @@ void explain_kinds(int mnt, const std::string& what, int at, const std::string& 
     if (from_dir != to_dir) sys::fail(cat("mount point ", quote(target), " in the new root"), from_dir ? ENOTDIR : EISDIR);
 }
 
+// A file mount point that is there and is no symlink, reached from its (cached) directory: one
+// lookup instead of a walk from the root, and no fd of its own. Anything else, or a refusal,
+// is left to the full resolution, which creates, follows and explains.
+bool attach_in_dir(Ctx& c, int mnt, const std::string& target) {
+    const std::string name = base_name(target);
+    if (name.empty() || name == "." || name == "..") return false;
+    auto it = c.dirs.find(parent_of(target));
+    if (it == c.dirs.end()) {
+        const int fd = try_open_in_root(c.root, parent_of(target), O_PATH | O_DIRECTORY);
+        if (fd < 0) return false;
+        it = c.dirs.emplace(parent_of(target), UniqueFd(fd)).first;
+    }
+    struct stat st {};
+    if (::fstatat(it->second.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISLNK(st.st_mode) ||
+        S_ISDIR(st.st_mode))
+        return false;
+    return sys::try_move_mount_at(mnt, it->second.get(), name) == 0;
+}
+
 void attach(Ctx& c, const UniqueFd& mnt, const std::string& what, const std::string& target, Kind kind,
             bool owned) {
+    if (kind == Kind::dir) c.dirs.clear();
+    if (kind == Kind::file && !owned && attach_in_dir(c, mnt.get(), target)) return;
     UniqueFd at = mount_point(c, target, kind);
     try {
         sys::move_mount(mnt.get(), what, at.get(), target);
@@ -143,7 +169,8 @@ void bind_fd(Ctx& c, int src, const std::string& source, const std::string& targ
 
 void apply_one(const Bind& b, Ctx& c) {
     // Cloned straight from the host path: the tree's root is what the path named.
-    int fd = sys::try_open_tree_clone(AT_FDCWD, b.source, true);
+    int fd = sys::try_open_tree_attr(AT_FDCWD, b.source, true,
+                                     MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (b.read_only ? MOUNT_ATTR_RDONLY : 0));
     if (fd == -ENOENT && b.need == Need::optional) {
         log::debug(cat("skipping optional ", quote(b.source), ": not found"));
         return;
@@ -152,14 +179,12 @@ void apply_one(const Bind& b, Ctx& c) {
     UniqueFd tree(fd);
     const bool dir = b.kind == SourceKind::unknown ? S_ISDIR(sys::fstat(tree.get(), b.source).st_mode)
                                                    : b.kind == SourceKind::dir;
-    sys::mount_setattr(tree.get(), b.source,
-                       MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (b.read_only ? MOUNT_ATTR_RDONLY : 0), 0, true);
     attach(c, tree, b.source, b.target, dir ? Kind::dir : Kind::file, false);
 }
 
 void apply_one(const BindDev& d, Ctx& c) {
     // Checked on the cloned tree itself: what is checked is what gets mounted.
-    int fd = sys::try_open_tree_clone(AT_FDCWD, d.source, false);
+    int fd = sys::try_open_tree_attr(AT_FDCWD, d.source, false, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
     if (fd == -ENOENT && d.need == Need::optional) return;
     if (fd < 0) sys::fail(cat("open_tree(", quote(d.source), ", OPEN_TREE_CLONE)"), -fd);
     UniqueFd tree(fd);
@@ -168,7 +193,6 @@ void apply_one(const BindDev& d, Ctx& c) {
         sys::fail(cat("check ", quote(d.source), ": not the expected character device",
                       d.rdev ? cat(" ", major(*d.rdev), ":", minor(*d.rdev)) : std::string()),
                   ENODEV);
-    sys::mount_setattr(tree.get(), d.source, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, 0, false);
     attach(c, tree, d.source, d.target, Kind::file, false);
 }
 
@@ -343,6 +367,7 @@ void apply_one(const MakeDir& d, Ctx& c) {
 }
 
 void apply_one(const MaskPath& m, Ctx& c) {
+    c.dirs.clear();
     int fd = try_open_in_root(c.root, m.target, O_PATH | O_NOFOLLOW);
     if (fd == -ENOENT) return;  // nothing to hide
     if (fd < 0) sys::fail(cat("openat2(root, ", quote(m.target), ", RESOLVE_IN_ROOT)"), -fd);
@@ -363,6 +388,7 @@ void apply_one(const MaskPath& m, Ctx& c) {
 }
 
 void apply_one(const RemountRo& r, Ctx& c) {
+    c.dirs.clear();
     int fd = try_open_in_root(c.root, r.target, O_PATH | O_DIRECTORY);
     if (fd == -ENOENT) return;
     if (fd < 0) sys::fail(cat("openat2(root, ", quote(r.target), ", RESOLVE_IN_ROOT)"), -fd);

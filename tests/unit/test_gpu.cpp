@@ -170,6 +170,8 @@ TEST_CASE("GPU plan: exactly the selected GPU's node and procfs entry, driver fi
     CHECK(has(t, "-> /usr/lib/x86_64-linux-gnu/libcuda.so.550.54.14"));
     CHECK(has(t, "symlink /usr/lib/x86_64-linux-gnu/libcuda.so.1 -> libcuda.so.550.54.14"));
     CHECK(has(t, "symlink /usr/lib/x86_64-linux-gnu/libnvidia-ml.so -> libnvidia-ml.so.1"));
+    CHECK(has(t, "symlink /usr/lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so.1 -> libnvidia-ptxjitcompiler.so.550.54.14"));
+    CHECK_FALSE(has(t, "symlink /usr/lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so "));  // nobody uses that name
     CHECK(has(t, "-> /usr/bin/nvidia-smi"));
     CHECK(has(t, "/run/nvidia-persistenced/socket (optional)"));
     CHECK_FALSE(has(t, "535.104.05"));
