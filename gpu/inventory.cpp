@@ -65,60 +65,73 @@ unsigned hex_value(const std::optional<std::string>& text) {
     }
 }
 
-// Device nodes, looked up in their directory (opened once, inside the driver root) without
-// following a final symlink; a symlinked node takes the full resolution.
-class NodeFinder {
+// Host files, looked up in their directory (opened once, inside the driver root) by one
+// fstatat() of the last component, which is never followed. A symlink to a plain name in the
+// same directory, as drivers install sonames (libcuda.so.1 -> libcuda.so.550.54.14), is
+// followed by hand; any other link takes the full resolution inside the driver root. Discovery
+// runs on every `run --gpu`: this saves an open, a /proc/self/fd readlink and a close per file.
+class HostFiles {
 public:
-    explicit NodeFinder(int root) : root_(root) {}
-
-    Node find(const std::string& path) {
-        Node n{path};
-        const std::string dir = rootfs::parent_of(path), name = rootfs::base_name(path);
-        auto it = dirs_.find(dir);
-        if (it == dirs_.end()) {
-            Dir d;
-            if (int fd = rootfs::try_open_in_root(root_, dir, O_PATH | O_DIRECTORY); fd >= 0)
-                d.fd.reset(fd), d.host = sys::read_fd_link(fd);
-            it = dirs_.emplace(dir, std::move(d)).first;
-        }
-        if (!it->second.fd.valid()) return n;
+    struct Found {
+        bool exists = false;
         struct stat st {};
-        if (::fstatat(it->second.fd.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0) return n;
-        if (S_ISLNK(st.st_mode)) return resolved(path);
-        n.exists = true, n.is_char = S_ISCHR(st.st_mode), n.rdev = st.st_rdev;
-        n.host = it->second.host + "/" + name;
-        return n;
+        std::string host;  // the real host path ("" if missing)
+    };
+
+    explicit HostFiles(int root) : root_(root) {}
+
+    Found find(const std::string& path) {
+        const Dir& d = dir(rootfs::parent_of(path));
+        const std::string name = rootfs::base_name(path);
+        Found f;
+        if (!d.fd.valid() || ::fstatat(d.fd.get(), name.c_str(), &f.st, AT_SYMLINK_NOFOLLOW) < 0) return {};
+        if (!S_ISLNK(f.st.st_mode)) return f.exists = true, f.host = d.host + "/" + name, f;
+        char buf[256];
+        const ssize_t n = ::readlinkat(d.fd.get(), name.c_str(), buf, sizeof buf);
+        const std::string target(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
+        if (n > 0 && static_cast<std::size_t>(n) < sizeof buf && target.find('/') == std::string::npos &&
+            target != "." && target != ".." && ::fstatat(d.fd.get(), target.c_str(), &f.st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            !S_ISLNK(f.st.st_mode))
+            return f.exists = true, f.host = d.host + "/" + target, f;
+        return resolved(path);
     }
 
 private:
-    Node resolved(const std::string& path) {
-        Node n{path};
-        int fd = rootfs::try_open_in_root(root_, path, O_PATH);
-        if (fd < 0) return n;
-        UniqueFd f(fd);
-        struct stat st {};
-        if (::fstat(fd, &st) == 0) n.exists = true, n.is_char = S_ISCHR(st.st_mode), n.rdev = st.st_rdev;
-        n.host = sys::read_fd_link(fd);
-        return n;
-    }
-
     struct Dir {
         UniqueFd fd;
         std::string host;
     };
+
+    const Dir& dir(const std::string& path) {
+        auto it = dirs_.find(path);
+        if (it != dirs_.end()) return it->second;
+        Dir d;
+        if (int fd = rootfs::try_open_in_root(root_, path, O_PATH | O_DIRECTORY); fd >= 0)
+            d.fd.reset(fd), d.host = sys::read_fd_link(fd);
+        return dirs_.emplace(path, std::move(d)).first->second;
+    }
+
+    Found resolved(const std::string& path) {
+        Found f;
+        int fd = rootfs::try_open_in_root(root_, path, O_PATH);
+        if (fd < 0) return f;
+        UniqueFd file(fd);
+        if (::fstat(fd, &f.st) == 0) f.exists = true, f.host = sys::read_fd_link(fd);
+        return f;
+    }
+
     int root_;
     std::map<std::string, Dir> dirs_;
 };
 
-// The real host path of `path` resolved inside the driver root, or "" if missing.
-std::string real_path(int root, const std::string& path, int flags = O_PATH) {
-    int fd = rootfs::try_open_in_root(root, path, flags);
-    if (fd < 0) return {};
-    UniqueFd f(fd);
-    return sys::read_fd_link(f.get());
+Node find_node(HostFiles& files, const std::string& path) {
+    const HostFiles::Found f = files.find(path);
+    Node n{path};
+    if (f.exists) n.host = f.host, n.exists = true, n.is_char = S_ISCHR(f.st.st_mode), n.rdev = f.st.st_rdev;
+    return n;
 }
 
-void add_nvidia_gpus(int root, NodeFinder& nodes, GpuInventory& inv, const std::vector<Gpu>& sysfs_nvidia) {
+void add_nvidia_gpus(int root, HostFiles& files, GpuInventory& inv, const std::vector<Gpu>& sysfs_nvidia) {
     std::vector<Gpu> found;
     for (const std::string& dir : list_dir(root, "/proc/driver/nvidia/gpus")) {
         const std::string path = "/proc/driver/nvidia/gpus/" + dir + "/information";
@@ -140,7 +153,7 @@ void add_nvidia_gpus(int root, NodeFinder& nodes, GpuInventory& inv, const std::
         g.uuid = info.uuid;
         g.minor = info.device_minor;
         g.proc_dir = dir;
-        g.nodes.push_back(nodes.find(cat("/dev/nvidia", info.device_minor)));
+        g.nodes.push_back(find_node(files, cat("/dev/nvidia", info.device_minor)));
         found.push_back(std::move(g));
     }
     std::sort(found.begin(), found.end(), [](const Gpu& a, const Gpu& b) { return a.pci < b.pci; });
@@ -148,15 +161,15 @@ void add_nvidia_gpus(int root, NodeFinder& nodes, GpuInventory& inv, const std::
     inv.gpus.insert(inv.gpus.end(), found.begin(), found.end());
 }
 
-void add_drm_gpu(int root, NodeFinder& nodes, GpuInventory& inv, Gpu g, const std::string& sysdir) {
+void add_drm_gpu(int root, HostFiles& files, GpuInventory& inv, Gpu g, const std::string& sysdir) {
     for (const std::string& name : list_dir(root, sysdir + "/drm"))
         if (starts_with(name, "card") || starts_with(name, "renderD"))
-            g.nodes.push_back(nodes.find("/dev/dri/" + name));
-    if (g.vendor == Vendor::amd) inv.shared_nodes["kfd"] = nodes.find("/dev/kfd");
+            g.nodes.push_back(find_node(files, "/dev/dri/" + name));
+    if (g.vendor == Vendor::amd) inv.shared_nodes["kfd"] = find_node(files, "/dev/kfd");
     inv.gpus.push_back(std::move(g));
 }
 
-void add_libraries(int root, GpuInventory& inv, unsigned caps) {
+void add_libraries(int root, HostFiles& files, GpuInventory& inv, unsigned caps) {
     auto bytes = read_in(root, "/etc/ld.so.cache", 64 << 20);
     if (!bytes) {
         inv.ldcache_problem = "no /etc/ld.so.cache under the driver root";
@@ -176,8 +189,9 @@ void add_libraries(int root, GpuInventory& inv, unsigned caps) {
             continue;
         if (std::none_of(prefixes.begin(), prefixes.end(), [&](auto& p) { return starts_with(e.key, p); }))
             continue;
-        const std::string host = real_path(root, e.value);
-        if (host.empty()) continue;
+        const HostFiles::Found found = files.find(e.value);
+        if (!found.exists) continue;
+        const std::string& host = found.host;
         const std::string file = rootfs::base_name(host);
         const auto so = file.find(".so.");
         if (suffix.empty() || file.size() < suffix.size() || file.compare(file.size() - suffix.size(), suffix.size(), suffix) != 0) {
@@ -194,13 +208,13 @@ void add_libraries(int root, GpuInventory& inv, unsigned caps) {
     inv.stale_versions.erase(std::unique(inv.stale_versions.begin(), inv.stale_versions.end()), inv.stale_versions.end());
 }
 
-void add_binaries(int root, GpuInventory& inv, unsigned caps) {
+void add_binaries(HostFiles& files, GpuInventory& inv, unsigned caps) {
     static const char* const dirs[] = {"/usr/bin", "/usr/sbin", "/bin", "/sbin", "/usr/local/bin"};
     for (const std::string& name : binary_names(caps))
         for (const char* d : dirs) {
-            std::string host = real_path(root, cat(d, "/", name), O_RDONLY);
-            if (host.empty()) continue;
-            inv.binaries.emplace_back(name, host);
+            const HostFiles::Found f = files.find(cat(d, "/", name));
+            if (!f.exists || !S_ISREG(f.st.st_mode)) continue;
+            inv.binaries.emplace_back(name, f.host);
             break;
         }
 }
@@ -226,7 +240,7 @@ GpuInventory discover_gpus(const std::string& driver_root, unsigned caps, Scope 
         std::throw_with_nested(PlanError(cat("--driver-root ", quote(driver_root), " is not a directory")));
     }
     const int r = root.get();
-    NodeFinder nodes(r);
+    HostFiles files(r);
     inv.nvidia_version = parse_driver_version(read_in(r, "/sys/module/nvidia/version").value_or(""));
     inv.proc_version = read_in(r, "/proc/driver/nvidia/version").value_or("");
     if (!inv.nvidia_version) inv.nvidia_version = parse_driver_version(inv.proc_version);
@@ -246,16 +260,16 @@ GpuInventory discover_gpus(const std::string& driver_root, unsigned caps, Scope 
         if (vendor != 0x10de && vendor != 0x1002 && vendor != 0x8086) continue;
         g.pci = *pci, g.pci_name = name, g.pci_class = cls;
         if (g.vendor == Vendor::nvidia) sysfs_nvidia.push_back(g);
-        else add_drm_gpu(r, nodes, inv, g, dir);
+        else add_drm_gpu(r, files, inv, g, dir);
     }
     std::vector<Gpu> others = std::move(inv.gpus);
     inv.gpus.clear();
-    add_nvidia_gpus(r, nodes, inv, sysfs_nvidia);
+    add_nvidia_gpus(r, files, inv, sysfs_nvidia);
     inv.gpus.insert(inv.gpus.end(), others.begin(), others.end());
 
     const std::string devices = read_in(r, "/proc/devices").value_or("");
     for (const char* n : {"nvidiactl", "nvidia-modeset", "nvidia-uvm", "nvidia-uvm-tools"})
-        inv.shared_nodes[n] = nodes.find(cat("/dev/", n));
+        inv.shared_nodes[n] = find_node(files, cat("/dev/", n));
     int major = parse_char_major(devices, "nvidia");
     if (major < 0) major = parse_char_major(devices, "nvidia-frontend");
     if (major < 0) major = kNvidiaMajor;
@@ -270,17 +284,13 @@ GpuInventory discover_gpus(const std::string& driver_root, unsigned caps, Scope 
         inv.shared_nodes["nvidia-uvm-tools"].is_char &= inv.shared_nodes["nvidia-uvm-tools"].rdev == makedev(uvm, 1);
     }
     if (std::any_of(inv.gpus.begin(), inv.gpus.end(), [](auto& g) { return g.vendor == Vendor::nvidia; })) {
-        add_libraries(r, inv, caps);
-        add_binaries(r, inv, caps);
+        add_libraries(r, files, inv, caps);
+        add_binaries(files, inv, caps);
         std::vector<std::string> extras = {"/run/nvidia-persistenced/socket", "/tmp/nvidia-mps"};
         if (inv.nvidia_version) extras.push_back("/lib/firmware/nvidia/" + *inv.nvidia_version);
-        for (const std::string& p : extras) {
-            const int fd = rootfs::try_open_in_root(r, p, O_PATH);
-            if (fd < 0) continue;
-            UniqueFd f(fd);
-            struct stat st {};
-            if (::fstat(fd, &st) == 0) inv.optional_paths.push_back({p, sys::read_fd_link(fd), S_ISDIR(st.st_mode)});
-        }
+        for (const std::string& p : extras)
+            if (const HostFiles::Found f = files.find(p); f.exists)
+                inv.optional_paths.push_back({p, f.host, S_ISDIR(f.st.st_mode)});
     }
     return inv;
 }
