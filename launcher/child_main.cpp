@@ -64,6 +64,9 @@ rootfs::MountPlan with_device_ops(const ChildSpec& spec) {
         bytes.append(buf, static_cast<std::size_t>(n));
     }
     ::close(spec.device_fd);
+    // The monitor kept us off its CPU while it planned them (see keep_off_my_cpu): from here on,
+    // the user's CPUs, which the workload inherits.
+    if (CPU_COUNT(&spec.cpus) > 0) ::sched_setaffinity(0, sizeof spec.cpus, &spec.cpus);
     if (bytes.empty()) ::_exit(kExitSetupFailed);  // the monitor could not plan them, and reports why
     const std::vector<rootfs::MountOp> ops = rootfs::decode_ops(bytes);
     rootfs::MountPlan full = spec.plan;

@@ -43,32 +43,19 @@ namespace {
 
 void child_entry(const void* arg) { sandbox_init(*static_cast<const ChildSpec*>(arg)); }
 
-// Discovery runs in the monitor while init sets up: on two CPUs it costs init nothing. But the
-// scheduler queues a freshly cloned child on its parent's CPU, and a pipe wakes it there too; on
-// a 2-vCPU VM init then waited behind discovery in about 3 runs of 4 (its first instruction came
-// ~0.6 ms late while the other CPU idled). So while it discovers, the monitor leaves the CPU it
-// is on for any other it may use, and comes back after. Init's own affinity, inherited at
-// clone(), is never touched; with one usable CPU this does nothing.
-class StepAside {
-public:
-    StepAside() {
-        if (::sched_getaffinity(0, sizeof saved_, &saved_) != 0) return;  // > 1024 CPUs: left alone
-        const int cpu = ::sched_getcpu();
-        if (cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &saved_)) return;
-        cpu_set_t others = saved_;
-        CPU_CLR(cpu, &others);
-        moved_ = CPU_COUNT(&others) > 0 && ::sched_setaffinity(0, sizeof others, &others) == 0;
-    }
-    ~StepAside() {
-        if (moved_) ::sched_setaffinity(0, sizeof saved_, &saved_);
-    }
-    StepAside(const StepAside&) = delete;
-    StepAside& operator=(const StepAside&) = delete;
-
-private:
-    cpu_set_t saved_{};
-    bool moved_ = false;
-};
+// Init sets up while the monitor discovers GPUs: with two CPUs, discovery costs init nothing.
+// But the scheduler places a freshly cloned child, and wakes it from a pipe, on its parent's
+// CPU: on a 2-vCPU VM init waited behind discovery in about 3 runs of 4 while the other CPU
+// idled. So init may not use the monitor's CPU until the GPU's ops arrive; then it returns to
+// the user's CPUs (spec.cpus) itself, before anything runs in the sandbox. Best effort: with
+// one usable CPU, or where the call is refused, nothing changes.
+void keep_off_my_cpu(pid_t init, const cpu_set_t& cpus) {
+    const int me = ::sched_getcpu();
+    if (CPU_COUNT(&cpus) < 2 || me < 0 || me >= CPU_SETSIZE || !CPU_ISSET(me, &cpus)) return;
+    cpu_set_t others = cpus;
+    CPU_CLR(me, &others);
+    ::sched_setaffinity(init, sizeof others, &others);
+}
 
 UniqueFd open_rootfs(const std::string& path) {
     try {
@@ -193,6 +180,7 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup&
     sys::pipe(bpf_r, bpf_w);
     if (plan.devices_later) {
         sys::pipe(dev_r, dev_w), spec.device_fd = dev_r.get();
+        if (::sched_getaffinity(0, sizeof spec.cpus, &spec.cpus) != 0) CPU_ZERO(&spec.cpus);  // > 1024 CPUs
         ::signal(SIGPIPE, SIG_IGN);  // a sandbox that failed early has closed its end
     }
     if (o.limits.stdout_bytes) sys::pipe(out_r, out_w), spec.stdout_fd = out_w.get();
@@ -226,13 +214,13 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup&
         ::waitpid(child.pid, nullptr, 0);
         std::throw_with_nested(SetupError("user namespace id maps"));
     }
+    if (dev_w.valid()) keep_off_my_cpu(child.pid, spec.cpus);
     sys::write_all(go_w.get(), "g", "sync pipe");
     go_w.reset();
     if (spec.seccomp) isolate::send_bpf(bpf_w.get(), plan.bpf);  // a few KiB: fits the pipe
     bpf_w.reset();
     if (dev_w.valid()) {
         try {
-            StepAside aside;
             send_device_ops(o, plan, dev_w.get());
         } catch (...) {
             ::kill(child.pid, SIGKILL);  // it waits for the ops; nothing of it outlives it

@@ -55,6 +55,13 @@ expect_match "cuInit succeeds" "$out" '^cuInit=0$'
 expect_match "CUDA sees one device" "$out" '^devices=1$'
 expect_match "libnvidia-ml answers the host driver version" "$out" '^nvml_driver_version=550.54.14$'
 expect_match "libcuda.so (the dev name) resolves too" "$out" '^libcuda.so=ok$'
+# While the monitor discovers, init is kept off the monitor's CPU; the workload gets the user's.
+gbox --gpu 0 "$R" grep Cpus_allowed_list /proc/self/status
+expect_eq "--gpu 0: the workload runs on the CPUs gpubox was given" "$out" "$(grep Cpus_allowed_list /proc/self/status)"
+if [ "$(nproc)" -gt 1 ]; then
+    out=$(taskset -c 1 "$GPUBOX" run --driver-root "$H" --gpu 0 "$R" grep Cpus_allowed_list /proc/self/status 2>&1)
+    expect_eq "--gpu 0 under taskset -c 1: the workload keeps CPU 1 only" "$out" $'Cpus_allowed_list:\t1'
+fi
 gbox --gpu 0 "$R" sh -c 'find / -name "*535.104.05*" 2>/dev/null; grep -c 535.104 /etc/ld.so.cache; true'
 expect_eq "the older driver's libraries are nowhere in the sandbox" "$out" "0"
 expect_eq "ROOTFS unchanged after GPU runs" "$(tree_hash "$R")" "$before"
