@@ -18,6 +18,15 @@ namespace {
 
 using Ctx = std::unique_ptr<void, decltype(&seccomp_release)>;
 
+// Calls newer than the libseccomp a build may use (Debian 12 ships 2.5.4, which resolves them to
+// nothing): numbers from the kernel's common syscall table, the same on every architecture.
+int resolve(const std::string& name) {
+    const int nr = seccomp_syscall_resolve_name(name.c_str());
+    if (nr != __NR_SCMP_ERROR) return nr;
+    if (name == "open_tree_attr") return 467;  // Linux 6.15
+    return nr;
+}
+
 void check(int rc, const std::string& op) {
     if (rc < 0) sys::fail(op, -rc);
 }
@@ -28,7 +37,7 @@ Ctx build(const SeccompPolicy& policy) {
     check(seccomp_attr_set(ctx.get(), SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS),
           "seccomp_attr_set(SCMP_FLTATR_ACT_BADARCH)");
     for (const SeccompRule& r : policy.rules) {
-        int nr = seccomp_syscall_resolve_name(r.syscall.c_str());
+        int nr = resolve(r.syscall);
         if (nr == __NR_SCMP_ERROR) continue;  // not on this architecture
         std::vector<scmp_arg_cmp> cmps;
         for (const ArgMatch& a : r.args) {

@@ -38,7 +38,7 @@ SeccompPolicy default_seccomp_policy() {
     deny(p, {"clone3"}, A::enosys, "flags sit behind a pointer seccomp cannot read; libc falls back to clone");
     deny(p, {"setns"}, A::eperm, "no joining other namespaces");
     deny(p, {"mount", "umount2", "pivot_root", "chroot"}, A::eperm, "the mount tree is fixed");
-    deny(p, {"fsopen", "fsconfig", "fsmount", "fspick", "open_tree", "move_mount", "mount_setattr"},
+    deny(p, {"fsopen", "fsconfig", "fsmount", "fspick", "open_tree", "open_tree_attr", "move_mount", "mount_setattr"},
          A::enosys, "new mount API (CVE-2021-41133)");
     deny(p, {"add_key", "keyctl", "request_key"}, A::eperm, "keyrings are not namespaced");
     deny(p, {"bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter",

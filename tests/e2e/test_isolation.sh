@@ -47,7 +47,7 @@ expect_match "init's root cannot be followed" "$out" '/proc/1/root/etc/passwd=EA
 
 box run "$R" probe syscalls
 for want in unshare_user=EPERM unshare_mnt=EPERM clone3=ENOSYS clone_newuser=EPERM mount=EPERM \
-    open_tree=ENOSYS fsopen=ENOSYS keyctl=EPERM add_key=EPERM bpf=EPERM perf_event_open=EPERM \
+    open_tree=ENOSYS open_tree_attr=ENOSYS fsopen=ENOSYS keyctl=EPERM add_key=EPERM bpf=EPERM perf_event_open=EPERM \
     userfaultfd=EPERM io_uring_setup=EPERM socket_vsock=EPERM personality_norandom=EPERM \
     ptrace_attach_1=EPERM kexec_load=EPERM init_module=EPERM chroot=EPERM; do
     expect_match "syscall denied: $want" "$out" "^$want\$"

@@ -50,6 +50,7 @@ static int syscalls(void) {
     printf("clone_newuser=%s\n", result(r));
     printf("mount=%s\n", result(mount("none", "/tmp", "tmpfs", 0, NULL)));
     printf("open_tree=%s\n", result(syscall(SYS_open_tree, AT_FDCWD, "/", 1)));
+    printf("open_tree_attr=%s\n", result(syscall(467, AT_FDCWD, "/", 1, NULL, 0)));
     printf("fsopen=%s\n", result(syscall(SYS_fsopen, "tmpfs", 0)));
     printf("keyctl=%s\n", result(syscall(SYS_keyctl, 0, 0, 0, 0, 0)));
     printf("add_key=%s\n", result(syscall(SYS_add_key, "user", "x", "y", 1, -3)));

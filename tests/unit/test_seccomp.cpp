@@ -16,7 +16,7 @@ TEST_CASE("default policy covers the sandbox checklist") {
     std::set<std::string> names;
     for (const SeccompRule& r : default_seccomp_policy().rules) names.insert(r.syscall);
     for (const char* s : {"unshare", "clone", "clone3", "setns", "mount", "umount2", "pivot_root",
-                          "fsopen", "fsmount", "open_tree", "move_mount", "mount_setattr", "keyctl",
+                          "fsopen", "fsmount", "open_tree", "open_tree_attr", "move_mount", "mount_setattr", "keyctl",
                           "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",
                           "kexec_load", "init_module", "finit_module", "ptrace", "ioctl",
                           "io_uring_setup", "socket", "personality", "syslog"})
