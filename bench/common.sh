@@ -56,4 +56,27 @@ runs_per_second() {
     awk -v n="$n" -v ns=$((e - s)) 'BEGIN { printf "%.0f", n / (ns / 1e9) }'
 }
 
+# pairs N -- A... -- B...: N runs of A and B back to back (A, B, A, B, ...), so that the VM's
+# drift over seconds lands on both alike. Prints "median_A median_B median(B-A) q1(B-A) q3(B-A)",
+# milliseconds. Each run is timed from bash ($EPOCHREALTIME); the fork and exec are the same
+# for both sides and cancel in the difference.
+pairs() {
+    local n=$1; shift 2
+    local a=() b=() t0 t1 t2 i
+    while [ "$1" != "--" ]; do a+=("$1"); shift; done
+    shift
+    b=("$@")
+    for ((i = 0; i < 10; i++)); do "${a[@]}" >/dev/null 2>&1; "${b[@]}" >/dev/null 2>&1; done
+    for ((i = 0; i < n; i++)); do
+        t0=$EPOCHREALTIME; "${a[@]}" >/dev/null 2>&1
+        t1=$EPOCHREALTIME; "${b[@]}" >/dev/null 2>&1
+        t2=$EPOCHREALTIME
+        echo "$((${t1/./} - ${t0/./})) $((${t2/./} - ${t1/./}))"
+    done | awk '{ a[NR] = $1; b[NR] = $2; d[NR] = $2 - $1 }
+        function med(v, n,   i, j, t) { for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j] < v[j - 1]; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
+                                       return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 }
+        END { ma = med(a, NR); mb = med(b, NR); md = med(d, NR)
+              printf "%.3f %.3f %.3f %.3f %.3f\n", ma / 1000, mb / 1000, md / 1000, d[int(NR / 4) + 1] / 1000, d[int(3 * NR / 4)] / 1000 }'
+}
+
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }

@@ -45,16 +45,14 @@ printf '%-58s %8s\n' "bwrap with the same GPU binds by hand" "${t[4]}"
 echo "ratio gpubox / bwrap (no GPU):              $(ratio "${t[2]}" "${t[1]}")"
 echo "ratio gpubox --gpu 0 / bwrap GPU binds:     $(ratio "${t[3]}" "${t[4]}")"
 echo "GPU discovery + injection added:            $(awk -v a="${t[3]}" -v b="${t[2]}" 'BEGIN { printf "%.3f ms", a - b }') (this run)"
-# The same difference in 6 short rounds of the pair back to back, so that the VM's drift over
-# minutes does not land on one side: the median and the range of the rounds' differences.
-diffs=()
-for _ in 1 2 3 4 5 6; do
-    mapfile -t r < <(RUNS=60 measure "$GPUBOX run $R /bin/true" "$GPUBOX run --driver-root $H --gpu 0 $R /bin/true")
-    diffs+=("$(awk -v a="${r[1]}" -v b="${r[0]}" 'BEGIN { printf "%.3f", a - b }')")
-done
-printf '%s\n' "${diffs[@]}" | sort -n | awk '{ d[NR] = $1 } END {
-    printf "GPU added, paired rounds:                   %.3f ms median (%.3f to %.3f over %d rounds)\n",
-           (d[3] + d[4]) / 2, d[1], d[NR], NR }'
+# The same difference from runs interleaved one by one (without, with, without, ...), so that
+# the VM's drift over seconds lands on both sides alike: the median of 400 paired differences.
+read -r _ _ d q1 q3 < <(pairs 400 -- "$GPUBOX" run "$R" /bin/true -- "$GPUBOX" run --driver-root "$H" --gpu 0 "$R" /bin/true)
+echo "GPU added, 400 interleaved pairs:            $d ms median (quartiles $q1 to $q3)"
+# On one CPU (a Slurm task with one core), discovery cannot run beside init.
+read -r _ _ d q1 q3 < <(pairs 200 -- taskset -c 0 "$GPUBOX" run "$R" /bin/true -- \
+    taskset -c 0 "$GPUBOX" run --driver-root "$H" --gpu 0 "$R" /bin/true)
+echo "GPU added on one CPU (taskset -c 0), 200 pairs: $d ms median (quartiles $q1 to $q3)"
 echo "sequential runs/s over 300: gpubox $(runs_per_second 300 "$GPUBOX" run "$R" /bin/true)," \
      "bwrap $(runs_per_second 300 "${bwrap_base[@]}" /bin/true)"
 echo "peak RSS (KiB, GNU time): gpubox $(/usr/bin/time -f %M "$GPUBOX" run "$R" /bin/true 2>&1 >/dev/null | tail -1)," \
@@ -62,7 +60,7 @@ echo "peak RSS (KiB, GNU time): gpubox $(/usr/bin/time -f %M "$GPUBOX" run "$R" 
      "bwrap $(/usr/bin/time -f %M "${bwrap_base[@]}" /bin/true 2>&1 >/dev/null | tail -1)"
 
 # Discovery must not grow with the host filesystem: the same host with 20000 unrelated files
-# beside the driver's libraries.
-mapfile -t b < <(RUNS=100 measure "$GPUBOX run --driver-root $H --gpu 0 $R /bin/true" \
-    "$GPUBOX run --driver-root $W/host8big --gpu 0 $R /bin/true")
-echo "host with 20000 extra files in the library dir: ${b[1]} ms vs ${b[0]} ms (ratio $(ratio "${b[1]}" "${b[0]}"))"
+# beside the driver's libraries, interleaved with the plain one.
+read -r a b _ < <(pairs 200 -- "$GPUBOX" run --driver-root "$H" --gpu 0 "$R" /bin/true -- \
+    "$GPUBOX" run --driver-root "$W/host8big" --gpu 0 "$R" /bin/true)
+echo "host with 20000 extra files in the library dir: $b ms vs $a ms (ratio $(ratio "$b" "$a"))"
