@@ -129,6 +129,44 @@ TEST_CASE("discovery: an absolute symlink under the driver root stays inside it"
     CHECK(discover_gpus(h.dir.string(), kCapDefault).nvidia_version == "550.54.14");
 }
 
+TEST_CASE("discovery: absolute, chained and escaping soname links resolve inside the driver root") {
+    Host h;
+    const fs::path lib = h.dir / "usr/lib/x86_64-linux-gnu";
+    fs::remove(lib / "libnvidia-ml.so.1");  // absolute: found by the full resolution, in the root
+    fs::create_symlink("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.14", lib / "libnvidia-ml.so.1");
+    fs::remove(lib / "libcuda.so");  // a link to a link
+    fs::create_symlink("libcuda.so.1", lib / "libcuda.so");
+    // Points at a decoy outside the driver root: read as if the root were "/", it is missing.
+    const fs::path decoy = h.dir.string() + "-decoy";
+    fs::create_directory(decoy);
+    fs::copy_file(lib / "libnvidia-ptxjitcompiler.so.550.54.14", decoy / "libnvidia-ptxjitcompiler.so.550.54.14");
+    fs::remove(lib / "libnvidia-ptxjitcompiler.so.1");
+    fs::create_symlink(decoy / "libnvidia-ptxjitcompiler.so.550.54.14", lib / "libnvidia-ptxjitcompiler.so.1");
+    GpuInventory inv = discover_gpus(h.dir.string(), kCapDefault);
+    fs::remove_all(decoy);
+    std::map<std::string, DriverLib> by_file;
+    for (const DriverLib& l : inv.libs) by_file[l.file] = l;
+    REQUIRE(by_file.count("libnvidia-ml.so.550.54.14"));
+    CHECK(by_file["libnvidia-ml.so.550.54.14"].host_path == (lib / "libnvidia-ml.so.550.54.14").string());
+    REQUIRE(by_file.count("libcuda.so.550.54.14"));
+    const auto& cuda = by_file["libcuda.so.550.54.14"].sonames;
+    CHECK(std::count(cuda.begin(), cuda.end(), "libcuda.so") == 1);
+    CHECK(std::count(cuda.begin(), cuda.end(), "libcuda.so.1") == 1);
+    CHECK_FALSE(by_file.count("libnvidia-ptxjitcompiler.so.550.54.14"));
+    for (const DriverLib& l : inv.libs) CHECK(l.host_path.rfind(h.dir.string() + "/", 0) == 0);
+}
+
+TEST_CASE("discovery: a tool must be a regular file; a directory of that name is passed over") {
+    Host h;
+    fs::create_directories(h.dir / "usr/local/bin");
+    fs::rename(h.dir / "usr/bin/nvidia-smi", h.dir / "usr/local/bin/nvidia-smi");
+    fs::create_directory(h.dir / "usr/bin/nvidia-smi");
+    GpuInventory inv = discover_gpus(h.dir.string(), kCapDefault);
+    auto smi = std::find_if(inv.binaries.begin(), inv.binaries.end(), [](auto& b) { return b.first == "nvidia-smi"; });
+    REQUIRE(smi != inv.binaries.end());
+    CHECK(smi->second == (h.dir / "usr/local/bin/nvidia-smi").string());
+}
+
 TEST_CASE("selection by index, list, UUID, PCI address, all and none") {
     Host h;
     GpuInventory inv = discover_gpus(h.dir.string(), kCapDefault);
