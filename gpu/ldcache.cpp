@@ -20,15 +20,31 @@ T read_at(std::string_view b, std::size_t off) {
     return v;
 }
 
-std::string string_at(std::string_view b, std::size_t base, std::uint32_t off, const char* what) {
+std::string_view string_at(std::string_view b, std::size_t base, std::uint32_t off, const char* what) {
     const std::size_t pos = base + off;
     if (off >= b.size() || pos >= b.size()) throw LdCacheError(cat(what, " offset ", off, " outside the file"));
     const void* nul = std::memchr(b.data() + pos, '\0', b.size() - pos);
     if (!nul) throw LdCacheError(cat(what, " at ", pos, " has no terminating NUL"));
-    return std::string(b.data() + pos, static_cast<const char*>(nul));
+    return std::string_view(b.data() + pos, static_cast<std::size_t>(static_cast<const char*>(nul) - (b.data() + pos)));
 }
 
-std::vector<LdCacheEntry> parse_new(std::string_view b, std::size_t base) {
+// The new-format table, header checked: entry i's record starts at base + kNewHeader + 24 i.
+struct Table {
+    std::string_view b;
+    std::size_t base = 0;
+    std::uint32_t nlibs = 0;
+
+    std::size_t record(std::uint32_t i) const { return base + kNewHeader + std::size_t{i} * kNewEntry; }
+    std::string_view key(std::uint32_t i) const { return string_at(b, base, read_at<std::uint32_t>(b, record(i) + 4), "key"); }
+    LdCacheEntry entry(std::uint32_t i) const {
+        const std::size_t e = record(i);
+        return {read_at<std::int32_t>(b, e), std::string(key(i)),
+                std::string(string_at(b, base, read_at<std::uint32_t>(b, e + 8), "value")),
+                read_at<std::uint64_t>(b, e + 16)};
+    }
+};
+
+Table table_at(std::string_view b, std::size_t base) {
     if (b.size() < base + kNewHeader) throw LdCacheError("truncated header");
     if (b.substr(base, kNewMagic.size()) != kNewMagic || b.substr(base + 17, 3) != kNewVersion)
         throw LdCacheError("bad magic");
@@ -36,24 +52,11 @@ std::vector<LdCacheEntry> parse_new(std::string_view b, std::size_t base) {
     const auto endian = read_at<std::uint8_t>(b, base + 28) & 3;
     if (endian != 0 && endian != 2) throw LdCacheError("not a little-endian cache");
     if (nlibs > (b.size() - base - kNewHeader) / kNewEntry) throw LdCacheError(cat("entry table (", nlibs, " entries) exceeds the file"));
-    std::vector<LdCacheEntry> out;
-    out.reserve(nlibs);
-    for (std::uint32_t i = 0; i < nlibs; ++i) {
-        const std::size_t e = base + kNewHeader + i * kNewEntry;
-        LdCacheEntry entry;
-        entry.flags = read_at<std::int32_t>(b, e);
-        entry.key = string_at(b, base, read_at<std::uint32_t>(b, e + 4), "key");
-        entry.value = string_at(b, base, read_at<std::uint32_t>(b, e + 8), "value");
-        entry.hwcap = read_at<std::uint64_t>(b, e + 16);
-        out.push_back(std::move(entry));
-    }
-    return out;
+    return {b, base, nlibs};
 }
 
-}  // namespace
-
-std::vector<LdCacheEntry> parse_ldcache(std::string_view b) {
-    if (b.substr(0, kNewMagic.size()) == kNewMagic) return parse_new(b, 0);
+Table find_table(std::string_view b) {
+    if (b.substr(0, kNewMagic.size()) == kNewMagic) return table_at(b, 0);
     if (b.substr(0, kOldMagic.size()) != kOldMagic) throw LdCacheError("unknown file format");
     if (b.size() < kOldHeader) throw LdCacheError("truncated header");
     const auto nlibs = read_at<std::uint32_t>(b, 12);
@@ -61,29 +64,63 @@ std::vector<LdCacheEntry> parse_ldcache(std::string_view b) {
     const std::size_t base = (kOldHeader + nlibs * kOldEntry + 7) & ~std::size_t{7};
     if (b.size() < base + kNewMagic.size() || b.substr(base, kNewMagic.size()) != kNewMagic)
         throw LdCacheError("unsupported file format (old format only)");
-    return parse_new(b, base);
+    return table_at(b, base);
 }
 
-int ldcache_libcmp(const std::string& a, const std::string& b) {
-    const char* p1 = a.c_str();
-    const char* p2 = b.c_str();
+}  // namespace
+
+std::vector<LdCacheEntry> parse_ldcache(std::string_view b) {
+    const Table t = find_table(b);
+    std::vector<LdCacheEntry> out;
+    out.reserve(t.nlibs);
+    for (std::uint32_t i = 0; i < t.nlibs; ++i) out.push_back(t.entry(i));
+    return out;
+}
+
+std::vector<LdCacheEntry> find_ldcache(std::string_view b, const std::vector<std::string>& prefixes) {
+    const Table t = find_table(b);
+    std::vector<std::uint32_t> hits;
+    for (const std::string& prefix : prefixes) {
+        // Keys run from greatest to least. Every key that starts with the prefix is greater than
+        // it and less than any other key greater than it: they sit just before the first key
+        // less than the prefix.
+        std::uint32_t lo = 0, hi = t.nlibs;
+        while (lo < hi) {
+            const std::uint32_t mid = lo + (hi - lo) / 2;
+            if (ldcache_libcmp(t.key(mid), prefix) < 0) hi = mid;
+            else lo = mid + 1;
+        }
+        for (std::uint32_t i = lo; i-- > 0 && t.key(i).substr(0, prefix.size()) == prefix;) hits.push_back(i);
+    }
+    // In table order, each once: what filtering parse_ldcache()'s result would give.
+    std::sort(hits.begin(), hits.end());
+    hits.erase(std::unique(hits.begin(), hits.end()), hits.end());
+    std::vector<LdCacheEntry> out;
+    for (std::uint32_t i : hits) out.push_back(t.entry(i));
+    return out;
+}
+
+int ldcache_libcmp(std::string_view a, std::string_view b) {
+    // glibc compares NUL-terminated strings: the end of a view reads as NUL.
+    std::size_t i = 0, j = 0;
+    auto at = [](std::string_view s, std::size_t k) { return k < s.size() ? s[k] : '\0'; };
     auto digit = [](char c) { return c >= '0' && c <= '9'; };
-    while (*p1 != '\0') {
-        if (digit(*p1)) {
-            if (!digit(*p2)) return 1;
-            long v1 = 0, v2 = 0;
-            while (digit(*p1)) v1 = v1 * 10 + (*p1++ - '0');
-            while (digit(*p2)) v2 = v2 * 10 + (*p2++ - '0');
+    while (at(a, i) != '\0') {
+        if (digit(at(a, i))) {
+            if (!digit(at(b, j))) return 1;
+            unsigned long long v1 = 0, v2 = 0;
+            while (digit(at(a, i))) v1 = v1 * 10 + static_cast<unsigned>(a[i++] - '0');
+            while (digit(at(b, j))) v2 = v2 * 10 + static_cast<unsigned>(b[j++] - '0');
             if (v1 != v2) return v1 < v2 ? -1 : 1;
-        } else if (digit(*p2)) {
+        } else if (digit(at(b, j))) {
             return -1;
-        } else if (*p1 != *p2) {
-            return static_cast<unsigned char>(*p1) - static_cast<unsigned char>(*p2);
+        } else if (at(a, i) != at(b, j)) {
+            return static_cast<unsigned char>(at(a, i)) - static_cast<unsigned char>(at(b, j));
         } else {
-            ++p1, ++p2;
+            ++i, ++j;
         }
     }
-    return static_cast<unsigned char>(*p1) - static_cast<unsigned char>(*p2);
+    return -static_cast<unsigned char>(at(b, j));
 }
 
 std::string render_ldcache(std::vector<LdCacheEntry> entries) {

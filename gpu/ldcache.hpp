@@ -35,6 +35,14 @@ constexpr std::int32_t kLdFlagsNative =
 // entry table or string offsets outside the file, strings without a terminating NUL.
 std::vector<LdCacheEntry> parse_ldcache(std::string_view bytes);
 
+// The entries whose key starts with one of `prefixes`, found the way glibc's loader finds a
+// name: by binary search of the table, which ldconfig sorts (see render_ldcache). The cost grows
+// with the number of prefixes and matches, not with the host's library count. Only the entries
+// it reads are checked; a table that is not sorted yields fewer entries, never out-of-bounds
+// reads. A prefix must not end in a digit (a digit run compares as a number). Throws
+// LdCacheError for a malformed header or a malformed entry it reads.
+std::vector<LdCacheEntry> find_ldcache(std::string_view bytes, const std::vector<std::string>& prefixes);
+
 // Entries with this hwcap bit point into glibc-hwcaps subdirectories through an extension
 // section the writer does not produce; callers drop them before rendering.
 constexpr std::uint64_t kLdHwcapExtension = 1ULL << 62;
@@ -43,6 +51,6 @@ constexpr std::uint64_t kLdHwcapExtension = 1ULL << 62;
 std::string render_ldcache(std::vector<LdCacheEntry> entries);
 
 // glibc's _dl_cache_libcmp: digit runs compare as numbers.
-int ldcache_libcmp(const std::string& a, const std::string& b);
+int ldcache_libcmp(std::string_view a, std::string_view b);
 
 }  // namespace gpubox::gpu

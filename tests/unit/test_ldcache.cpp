@@ -93,3 +93,62 @@ TEST_CASE("ld.so.cache: corrupt fields are rejected") {
         CHECK_THROWS_AS(parse_ldcache(bytes), LdCacheError);
     }
 }
+
+namespace {
+std::vector<LdCacheEntry> filtered(const std::vector<LdCacheEntry>& all, const std::vector<std::string>& prefixes) {
+    std::vector<LdCacheEntry> out;
+    for (const LdCacheEntry& e : all)
+        if (std::any_of(prefixes.begin(), prefixes.end(), [&](auto& p) { return e.key.rfind(p, 0) == 0; }))
+            out.push_back(e);
+    return out;
+}
+}  // namespace
+
+TEST_CASE("ld.so.cache lookup: the binary search finds what a full scan finds, in table order") {
+    std::vector<LdCacheEntry> entries = sample();
+    for (const char* k : {"libcuda.so", "libcudadebugger.so.1", "libnvidia-ml.so.1", "libnvidia-ml.so",
+                          "libnvidia-pkcs11.so.1", "libnvidia-pkcs11-openssl3.so.1", "libnvidia-nvvm.so.4",
+                          "libnvidia-nvvm.so.10", "libnvidia-ml.so.1", "libz.so.1", "libA.so", "lib9.so", "libnvidia-mlx.so.2"})
+        entries.push_back({0x0303, k, std::string("/usr/lib/") + k, 0});
+    const std::string bytes = render_ldcache(entries);
+    const auto all = parse_ldcache(bytes);
+    for (const std::vector<std::string>& prefixes :
+         std::vector<std::vector<std::string>>{{"libcuda.so"}, {"libnvidia-ml.so"}, {"libnvidia-pkcs11.so"},
+                                               {"libnvidia-pkcs11-openssl3.so"}, {"libnvidia-nvvm.so"},
+                                               {"libcuda.so", "libnvidia-ml.so", "libnvidia-nvvm.so", "libc.so"},
+                                               {"lib"}, {"libzz.so"}, {"aaa"}, {"zzz"}, {}}) {
+        INFO("prefixes: " << prefixes.size() << (prefixes.empty() ? "" : " first " + prefixes[0]));
+        CHECK(find_ldcache(bytes, prefixes) == filtered(all, prefixes));
+    }
+    CHECK(find_ldcache(bytes, {"libnvidia-ml.so"}).size() == 3);  // both libnvidia-ml.so.1 entries, not -mlx
+    CHECK(find_ldcache(bytes, {"libcuda.so", "libcuda.so"}).size() == 2);  // each entry once
+}
+
+TEST_CASE("ld.so.cache lookup: the system's cache, sorted by its own ldconfig") {
+    std::ifstream f("/etc/ld.so.cache", std::ios::binary);
+    REQUIRE(f);
+    std::stringstream s;
+    s << f.rdbuf();
+    const auto all = parse_ldcache(s.str());
+    std::vector<std::string> prefixes;
+    for (const LdCacheEntry& e : all)  // every library's name up to ".so": each is found
+        if (auto so = e.key.find(".so"); so != std::string::npos) prefixes.push_back(e.key.substr(0, so + 3));
+    REQUIRE(prefixes.size() > 10);
+    CHECK(find_ldcache(s.str(), prefixes) == filtered(all, prefixes));
+}
+
+TEST_CASE("ld.so.cache lookup: an unsorted table gives fewer entries, never wrong ones, and bad input throws") {
+    std::string bytes = render_ldcache(sample());
+    // Swap the first and last records: the table is no longer sorted.
+    const std::size_t first = 48, last = 48 + 4 * 24;
+    std::string a = bytes.substr(first, 24), b = bytes.substr(last, 24);
+    bytes.replace(first, 24, b), bytes.replace(last, 24, a);
+    const auto all = parse_ldcache(bytes);
+    for (const std::string p : {"libfoo.so", "libc.so", "libcuda.so", "lib"}) {
+        const auto want = filtered(all, {p});
+        for (const LdCacheEntry& e : find_ldcache(bytes, {p}))
+            CHECK(std::find(want.begin(), want.end(), e) != want.end());
+    }
+    CHECK_THROWS_AS(find_ldcache("not a cache at all", {"libc.so"}), LdCacheError);
+    CHECK_THROWS_AS(find_ldcache(bytes.substr(0, 60), {"libc.so"}), LdCacheError);
+}
