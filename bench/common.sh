@@ -21,9 +21,13 @@ bench_setup() {
             # A real driver's full compute and utility set: 11 libraries, 5 tools. Character
             # nodes need root.
             "$W/fake-gpu-host" "$W/host8" --gpus 8 --full-driver
-            # The same host with 20000 unrelated files beside the driver's libraries.
+            # The same host with 20000 unrelated files beside the driver's libraries, and 5000
+            # more libraries in its ld.so.cache (a big HPC node's cache lists thousands).
             "$W/fake-gpu-host" "$W/host8big" --gpus 8 --full-driver
             for i in $(seq 20000); do : >"$W/host8big/usr/lib/x86_64-linux-gnu/unrelated-$i.so"; done
+            mapfile -t entries < <(ldconfig -p -C "$W/host8big/etc/ld.so.cache" | sed -n 's/^\t\([^ ]*\) .* => \(.*\)$/\1=\2/p')
+            for i in $(seq 5000); do entries+=("libunrelated$i.so.1=/usr/lib/x86_64-linux-gnu/unrelated-$i.so"); done
+            "$W/fake-gpu-host" --write-ldcache "$W/host8big/etc/ld.so.cache" "${entries[@]}"
             mkdir "$W/work" && chown 65534:65534 "$W/work"
             setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
                 env GPUBOX_BENCH_UNPRIVILEGED=1 W="$W" HOME="$W/work" PATH="$PATH" bash "$0" "$@"
