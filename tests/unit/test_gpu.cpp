@@ -252,13 +252,22 @@ TEST_CASE("GPU plan: AMD and Intel GPUs get their DRM nodes and by-path links") 
     CHECK_FALSE(has(t, "nvidia"));
 }
 
+namespace {
+// Discovery and planning of --gpu 0 on this host; `real`: its nodes count as the driver's devices.
+GpuPlan plan_gpu0(const Host& h, bool real = true) {
+    GpuInventory inv = discover_gpus(h.dir.string(), kCapDefault);
+    if (real) inv = as_real(std::move(inv));
+    return plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("0")), kCapDefault, {});
+}
+}  // namespace
+
 TEST_CASE("GPU plan: broken hosts are clear errors") {
     Host h;
+    using Catch::Matchers::Contains;
     SECTION("no /dev/nvidia-uvm") {
         h.fake.remove("/dev/nvidia-uvm");
-        GpuInventory inv = as_real(discover_gpus(h.dir.string(), kCapDefault));
         try {
-            plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("0")), kCapDefault, {});
+            plan_gpu0(h);
             FAIL("no error");
         } catch (const PlanError& e) {
             CHECK(std::string(e.what()) == "host device node \"/dev/nvidia-uvm\" is missing");
@@ -266,27 +275,19 @@ TEST_CASE("GPU plan: broken hosts are clear errors") {
         }
     }
     SECTION("a node that is not the driver's device") {
-        GpuInventory inv = discover_gpus(h.dir.string(), kCapDefault);  // plain files
-        CHECK_THROWS_WITH(plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("0")), kCapDefault, {}),
-                          Catch::Matchers::Contains("not the expected character device"));
+        CHECK_THROWS_WITH(plan_gpu0(h, false), Contains("not the expected character device"));  // plain files
     }
     SECTION("module and libraries disagree") {
         h.fake.file("/sys/module/nvidia/version", "560.28.03\n");
-        GpuInventory inv = as_real(discover_gpus(h.dir.string(), kCapDefault));
-        CHECK_THROWS_WITH(plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("0")), kCapDefault, {}),
-                          Catch::Matchers::Contains("version mismatch: kernel module 560.28.03, user-space libraries 535.104.05, 550.54.14"));
+        CHECK_THROWS_WITH(plan_gpu0(h), Contains("version mismatch: kernel module 560.28.03, user-space libraries 535.104.05, 550.54.14"));
     }
     SECTION("no driver at all") {
         h.fake.remove("/sys/module/nvidia").remove("/proc/driver/nvidia/version");
-        GpuInventory inv = as_real(discover_gpus(h.dir.string(), kCapDefault));
-        CHECK_THROWS_WITH(plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("0")), kCapDefault, {}),
-                          Catch::Matchers::Contains("no NVIDIA kernel module"));
+        CHECK_THROWS_WITH(plan_gpu0(h), Contains("no NVIDIA kernel module"));
     }
     SECTION("a corrupt ld.so.cache") {
         h.fake.file("/etc/ld.so.cache", "glibc-ld.so.cache1.1 truncated");
-        GpuInventory inv = as_real(discover_gpus(h.dir.string(), kCapDefault));
-        CHECK_THROWS_WITH(plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("0")), kCapDefault, {}),
-                          Catch::Matchers::Contains("cannot find the NVIDIA driver libraries"));
+        CHECK_THROWS_WITH(plan_gpu0(h), Contains("cannot find the NVIDIA driver libraries"));
     }
 }
 
