@@ -231,7 +231,7 @@ bool lies_in(const MountPlan& plan, std::size_t i, std::size_t j) {
 // applied the usual way).
 class FreshFs {
 public:
-    explicit FreshFs(int mnt) : mnt_(mnt) {}
+    explicit FreshFs(int mnt) : dirs_(mnt) {}
 
     bool make(const std::string& rel, Kind kind, const std::string* link, const WriteFile* file, mode_t mode) {
         const int dir = parent(rel);
@@ -248,25 +248,11 @@ public:
 
 private:
     int parent(const std::string& rel) {
-        int dir = mnt_;
-        std::string key;
         const auto parts = split_path("/" + rel);
-        for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
-            key += "/" + parts[i];
-            auto it = dirs_.find(key);
-            if (it == dirs_.end()) {
-                if (::mkdirat(dir, parts[i].c_str(), 0755) < 0 && errno != EEXIST) return -1;
-                UniqueFd next(::openat(dir, parts[i].c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-                if (!next.valid()) return -1;
-                it = dirs_.emplace(key, std::move(next)).first;
-            }
-            dir = it->second.get();
-        }
-        return dir;
+        return parts.empty() ? -EINVAL : dirs_.open(parts, parts.size() - 1);
     }
 
-    int mnt_;
-    std::map<std::string, UniqueFd> dirs_;
+    OwnDirs dirs_;
 };
 
 // Makes op's entry or mount point in `fs`; true when that completes the op (an entry).
@@ -400,6 +386,24 @@ void apply_one(const RemountRo& r, Ctx& c) {
 }
 
 }  // namespace
+
+int OwnDirs::open(const std::vector<std::string>& parts, std::size_t n, const std::vector<mode_t>& modes) {
+    int dir = top_;
+    std::string key;
+    for (std::size_t i = 0; i < n; ++i) {
+        key += "/" + parts[i];
+        auto it = dirs_.find(key);
+        if (it == dirs_.end()) {
+            const mode_t mode = i < modes.size() && modes[i] ? modes[i] : 0755;
+            if (::mkdirat(dir, parts[i].c_str(), mode) < 0 && errno != EEXIST) return -errno;
+            UniqueFd next(::openat(dir, parts[i].c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+            if (!next.valid()) return -errno;
+            it = dirs_.emplace(key, std::move(next)).first;
+        }
+        dir = it->second.get();
+    }
+    return dir;
+}
 
 int bind_source_is_dir(const Bind& b, bool& dir) {
     if (b.kind != SourceKind::unknown) return dir = b.kind == SourceKind::dir, 0;

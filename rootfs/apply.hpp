@@ -1,5 +1,9 @@
 #pragma once
+#include <sys/types.h>
+
 #include <functional>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "common/unique_fd.hpp"
@@ -31,6 +35,21 @@ void apply_mount_plan(const MountPlan& plan, const NewRoot& root);
 // Whether a bind's mount point must be a directory: the plan's SourceKind where it says, else a
 // stat() of the source. Returns 0, or stat's errno (the source is missing or unreadable).
 int bind_source_is_dir(const Bind& b, bool& dir);
+
+// Directories made below the root of a filesystem gpubox owns and nothing else can reach (its
+// layer, a tmpfs not yet attached), held open by their path below it: a run of entries in one
+// directory makes and opens it once, and no lookup there can meet a link gpubox did not make.
+class OwnDirs {
+public:
+    explicit OwnDirs(int top) : top_(top) {}
+    // The directory parts[0..n) below the top, each made where missing with modes[i] (0, or no
+    // modes: 0755). An fd valid while this lives, or -errno.
+    int open(const std::vector<std::string>& parts, std::size_t n, const std::vector<mode_t>& modes = {});
+
+private:
+    int top_;
+    std::map<std::string, UniqueFd> dirs_;
+};
 
 // pivot_root into `root` and detach the old root.
 void enter_root(int root);

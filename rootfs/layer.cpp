@@ -136,7 +136,7 @@ bool image_has(const Canonical& c, const std::string& name, Entry kind) {
 // however many entries share it (a driver's libraries and their links all do).
 class Layer {
 public:
-    Layer(int image, int layer) : image_(image), layer_(layer) {}
+    Layer(int image, int layer) : image_(image), dirs_(layer) {}
 
     // Mount targets of these ops hide what the image has below them.
     void cover(std::vector<MountOp>::const_iterator from, std::vector<MountOp>::const_iterator to) {
@@ -187,24 +187,15 @@ private:
     }
 
     int layer_dir(const Canonical& c) {
-        int dir = layer_;
-        std::string key;
-        for (std::size_t i = 0; i < c.dirs.size(); ++i) {
-            key += "/" + c.dirs[i];
-            auto it = dirs_.find(key);
-            if (it == dirs_.end()) {
-                sys::mkdir_at(dir, c.dirs[i], c.modes[i] ? c.modes[i] : 0755);
-                it = dirs_.emplace(key, sys::open_at(dir, c.dirs[i], O_PATH | O_DIRECTORY | O_NOFOLLOW)).first;
-            }
-            dir = it->second.get();
-        }
+        const int dir = dirs_.open(c.dirs, c.dirs.size(), c.modes);
+        if (dir < 0) sys::fail(cat("mkdir -p ", quote("/" + join(c.dirs, "/")), " in gpubox's layer"), -dir);
         return dir;
     }
 
-    int image_, layer_;
+    int image_;
     Covered covered_;
     std::map<std::string, Canonical> parents_;  // by the parent path the plan spells
-    std::map<std::string, UniqueFd> dirs_;      // by canonical path in the layer
+    OwnDirs dirs_;                              // by canonical path in the layer
 };
 
 // False where a missing optional source needs no mount point; throws for any other failure.
