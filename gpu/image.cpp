@@ -40,15 +40,10 @@ ImageInfo inspect_image(const std::string& rootfs) {
     }
     info.libdir = choose_libdir(has_dir(root.get(), cat("/usr/lib/", kMultiarch)) ||
                                 has_dir(root.get(), cat("/lib/", kMultiarch)));
-    int fd = rootfs::try_open_in_root(root.get(), "/etc/ld.so.cache", O_RDONLY);
-    if (fd < 0) return info;
-    UniqueFd cache(fd);
-    std::string bytes;
-    char buf[65536];
-    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0 && bytes.size() < (64u << 20);)
-        bytes.append(buf, static_cast<std::size_t>(n));
+    const auto bytes = rootfs::read_regular_in_root(root.get(), "/etc/ld.so.cache", 64 << 20);
+    if (!bytes) return info;
     try {
-        info.ldcache = parse_ldcache(bytes);
+        info.ldcache = parse_ldcache(*bytes);
     } catch (const LdCacheError& e) {
         log::warn(cat("ROOTFS's /etc/ld.so.cache is unusable (", e.what(), "); gpubox writes a new one"));
     }

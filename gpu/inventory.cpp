@@ -169,26 +169,8 @@ void add_drm_gpu(int root, HostFiles& files, GpuInventory& inv, Gpu g, const std
     inv.gpus.push_back(std::move(g));
 }
 
-// A regular file read whole, in one read() where the kernel allows (a host's ld.so.cache runs to
-// hundreds of KiB; read_in's 8 KiB steps would take dozens of calls).
-std::optional<std::string> read_regular_in(int root, const std::string& path, std::size_t limit) {
-    int fd = rootfs::try_open_in_root(root, path, O_RDONLY);
-    if (fd < 0) return std::nullopt;
-    UniqueFd f(fd);
-    struct stat st {};
-    if (::fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) > limit) return std::nullopt;
-    // One byte more than its size: a regular file's read() stops short at its end, so one call
-    // reads it all, and a full buffer means it grew while we read (ldconfig renames a new file
-    // into place; it never rewrites the one we opened).
-    std::string out(static_cast<std::size_t>(st.st_size) + 1, '\0');
-    const ssize_t n = ::read(fd, out.data(), out.size());
-    if (n < 0 || static_cast<std::size_t>(n) == out.size()) return std::nullopt;
-    out.resize(static_cast<std::size_t>(n));
-    return out;
-}
-
 void add_libraries(int root, HostFiles& files, GpuInventory& inv, unsigned caps) {
-    auto bytes = read_regular_in(root, "/etc/ld.so.cache", 64 << 20);
+    auto bytes = rootfs::read_regular_in_root(root, "/etc/ld.so.cache", 64 << 20);
     if (!bytes) {
         inv.ldcache_problem = "no /etc/ld.so.cache under the driver root";
         return;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <deque>
 #include <vector>
 
@@ -84,6 +85,22 @@ int try_open_in_root(int root, const std::string& path, int flags) {
                               (flags & O_CREAT) ? 0644 : 0);
     if (fd == -ENOSYS || fd == -EPERM || fd == -EINVAL) return walk(root, relative(path), flags);
     return fd;
+}
+
+std::optional<std::string> read_regular_in_root(int root, const std::string& path, std::size_t limit) {
+    int fd = try_open_in_root(root, path, O_RDONLY);
+    if (fd < 0) return std::nullopt;
+    UniqueFd f(fd);
+    struct stat st {};
+    if (::fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) > limit) return std::nullopt;
+    // One byte more than its size: a regular file's read() stops short at its end, so one call
+    // reads it all, and a full buffer means it grew while we read (ldconfig renames a new file
+    // into place; it never rewrites the one we opened).
+    std::string out(static_cast<std::size_t>(st.st_size) + 1, '\0');
+    const ssize_t n = ::read(fd, out.data(), out.size());
+    if (n < 0 || static_cast<std::size_t>(n) == out.size()) return std::nullopt;
+    out.resize(static_cast<std::size_t>(n));
+    return out;
 }
 
 UniqueFd open_in_root(int root, const std::string& path, int flags) {
