@@ -25,9 +25,11 @@ namespace {
 constexpr int kNvidiaMajor = 195;
 
 // A short read ends the file: true of regular files, sysfs attributes and the seq_file procfs
-// files read here, and it saves a read per file on the start-up path.
+// files read here, and it saves a read per file on the start-up path. O_NONBLOCK: a FIFO planted
+// under the driver root reads as empty instead of blocking the monitor (which then ignores
+// SIGTERM, as it forwards signals only once it supervises).
 std::optional<std::string> read_in(int root, const std::string& path, std::size_t limit = 1 << 20) {
-    int fd = rootfs::try_open_in_root(root, path, O_RDONLY);
+    int fd = rootfs::try_open_in_root(root, path, O_RDONLY | O_NONBLOCK);
     if (fd < 0) return std::nullopt;
     UniqueFd f(fd);
     std::string out;

@@ -88,7 +88,7 @@ int try_open_in_root(int root, const std::string& path, int flags) {
 }
 
 std::optional<std::string> read_regular_in_root(int root, const std::string& path, std::size_t limit) {
-    int fd = try_open_in_root(root, path, O_RDONLY);
+    int fd = try_open_in_root(root, path, O_RDONLY | O_NONBLOCK);  // a FIFO must not block the open
     if (fd < 0) return std::nullopt;
     UniqueFd f(fd);
     struct stat st {};

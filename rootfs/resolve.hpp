@@ -18,7 +18,8 @@ UniqueFd open_in_root(int root, const std::string& path, int flags);
 int try_open_in_root(int root, const std::string& path, int flags);
 
 // A regular file under `root`, read whole in one read() (an ld.so.cache runs to hundreds of
-// KiB). nullopt where it is missing, not a regular file, larger than `limit`, or grew while read.
+// KiB). nullopt where it is missing, not a regular file (a FIFO does not block), larger than
+// `limit`, or grew while read.
 std::optional<std::string> read_regular_in_root(int root, const std::string& path, std::size_t limit);
 
 // The same walk, without openat2: exposed so tests can compare both paths on one table.

@@ -117,6 +117,14 @@ expect_match "doctor says how to fix it" "$out" "fix: run 'nvidia-modprobe -u -c
 box doctor --driver-root "$H"
 expect_match "doctor reports the ignored older libraries" "$out" 'ok       5 driver libraries at version 550.54.14 \(ignored: 535.104.05\)'
 
+# A FIFO where the image's ld.so.cache should be: read as no cache, never waited on.
+F=$WORK/image-with-fifo
+cp -a "$R" "$F"
+rm -f "$F/etc/ld.so.cache" && mkfifo "$F/etc/ld.so.cache"
+out=$(timeout -s KILL 60 "$GPUBOX" run --driver-root "$H" --gpu 0 "$F" gpuprobe 2>&1); rc=$?
+expect_eq "an image whose ld.so.cache is a FIFO: the run does not hang" "$rc" 0
+expect_match "... and the host's driver loads through gpubox's cache" "$out" '^cuda_driver_version=12040$'
+
 # An image that ships its own, older driver: in the loader's directory and, through its own
 # ld.so.cache, in another one. The host's driver must win both ways.
 I=$WORK/image-with-driver

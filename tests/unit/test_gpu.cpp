@@ -2,6 +2,7 @@
 // are plain files here, so tests that plan mounts mark them as the driver's devices).
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -165,6 +166,22 @@ TEST_CASE("discovery: a tool must be a regular file; a directory of that name is
     auto smi = std::find_if(inv.binaries.begin(), inv.binaries.end(), [](auto& b) { return b.first == "nvidia-smi"; });
     REQUIRE(smi != inv.binaries.end());
     CHECK(smi->second == (h.dir / "usr/local/bin/nvidia-smi").string());
+}
+
+TEST_CASE("discovery and image inspection never block on a FIFO where a file should be") {
+    Host h;
+    fs::remove(h.dir / "etc/ld.so.cache");
+    REQUIRE(::mkfifo((h.dir / "etc/ld.so.cache").c_str(), 0644) == 0);
+    fs::remove(h.dir / "sys/module/nvidia/version");
+    REQUIRE(::mkfifo((h.dir / "sys/module/nvidia/version").c_str(), 0644) == 0);
+    GpuInventory inv = discover_gpus(h.dir.string(), kCapDefault);
+    CHECK(inv.nvidia_version == "550.54.14");  // from /proc/driver/nvidia/version instead
+    CHECK(inv.ldcache_problem == "no /etc/ld.so.cache under the driver root");
+    // The same FIFO as an image's cache: no cache of its own, gpubox writes a new one.
+    fs::create_directories(h.dir / "usr/lib/x86_64-linux-gnu");
+    ImageInfo image = inspect_image(h.dir.string());
+    CHECK(image.ldcache.empty());
+    CHECK(image.libdir == "/usr/lib/x86_64-linux-gnu");
 }
 
 TEST_CASE("selection by index, list, UUID, PCI address, all and none") {
