@@ -41,8 +41,8 @@ struct Ctx {
     std::vector<dev_t> own;
     int stashed = 0;
     // Directories of file mount points, by the path the plan spells, held while a run of binds
-    // goes into them (a driver's libraries share one). A directory mount may cover any of them:
-    // it empties the cache.
+    // goes into them (a driver's libraries share one). Any other mount may cover one of them:
+    // move_onto() empties the cache.
     std::map<std::string, UniqueFd> dirs;
     void own_mount(int mnt) { own.push_back(sys::fstat(mnt, "new mount").st_dev); }
 };
@@ -143,13 +143,18 @@ bool attach_in_dir(Ctx& c, int mnt, const std::string& target) {
     return sys::try_move_mount_at(mnt, it->second.get(), name) == 0;
 }
 
+// Every mount onto a resolved target goes through here: it may cover a held directory.
+void move_onto(Ctx& c, int mnt, const std::string& what, int at, const std::string& target) {
+    c.dirs.clear();
+    sys::move_mount(mnt, what, at, target);
+}
+
 void attach(Ctx& c, const UniqueFd& mnt, const std::string& what, const std::string& target, Kind kind,
             bool owned) {
-    if (kind == Kind::dir) c.dirs.clear();
     if (kind == Kind::file && !owned && attach_in_dir(c, mnt.get(), target)) return;
     UniqueFd at = mount_point(c, target, kind);
     try {
-        sys::move_mount(mnt.get(), what, at.get(), target);
+        move_onto(c, mnt.get(), what, at.get(), target);
     } catch (const SysError& e) {
         if (e.err() == EINVAL) explain_kinds(mnt.get(), what, at.get(), target);
         throw;
@@ -353,7 +358,6 @@ void apply_one(const MakeDir& d, Ctx& c) {
 }
 
 void apply_one(const MaskPath& m, Ctx& c) {
-    c.dirs.clear();
     int fd = try_open_in_root(c.root, m.target, O_PATH | O_NOFOLLOW);
     if (fd == -ENOENT) return;  // nothing to hide
     if (fd < 0) sys::fail(cat("openat2(root, ", quote(m.target), ", RESOLVE_IN_ROOT)"), -fd);
@@ -361,7 +365,7 @@ void apply_one(const MaskPath& m, Ctx& c) {
     if (S_ISDIR(sys::fstat(at.get(), m.target).st_mode)) {
         UniqueFd t = new_fs("tmpfs", {{"mode", "0555"}, {"size", "4096"}},
                             MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
-        sys::move_mount(t.get(), "tmpfs", at.get(), m.target);
+        move_onto(c, t.get(), "tmpfs", at.get(), m.target);
         return;
     }
     UniqueFd null = sys::open_at(AT_FDCWD, "/dev/null", O_PATH);
@@ -370,11 +374,10 @@ void apply_one(const MaskPath& m, Ctx& c) {
         sys::fail("check \"/dev/null\": not the null device", ENODEV);
     UniqueFd tree = sys::open_tree_clone(null.get(), "/dev/null", false);
     sys::mount_setattr(tree.get(), "/dev/null", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, 0, false);
-    sys::move_mount(tree.get(), "/dev/null", at.get(), m.target);
+    move_onto(c, tree.get(), "/dev/null", at.get(), m.target);
 }
 
 void apply_one(const RemountRo& r, Ctx& c) {
-    c.dirs.clear();
     int fd = try_open_in_root(c.root, r.target, O_PATH | O_DIRECTORY);
     if (fd == -ENOENT) return;
     if (fd < 0) sys::fail(cat("openat2(root, ", quote(r.target), ", RESOLVE_IN_ROOT)"), -fd);
@@ -382,7 +385,7 @@ void apply_one(const RemountRo& r, Ctx& c) {
     UniqueFd tree = sys::open_tree_clone(at.get(), r.target, true);
     sys::mount_setattr(tree.get(), r.target,
                        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, 0, true);
-    sys::move_mount(tree.get(), r.target, at.get(), r.target);
+    move_onto(c, tree.get(), r.target, at.get(), r.target);
 }
 
 }  // namespace
