@@ -137,19 +137,23 @@ void write_all(int fd, std::string_view data, const std::string& what) {
     }
 }
 
-std::string read_file(const std::string& path, std::size_t limit) {
-    UniqueFd fd = open_at(AT_FDCWD, path, O_RDONLY);
+std::string read_all(int fd, const std::string& what, std::size_t limit) {
     std::string out;
-    char buf[8192];
+    char buf[16384];
     for (;;) {
-        ssize_t n = ::read(fd.get(), buf, sizeof buf);
+        ssize_t n = ::read(fd, buf, sizeof buf);
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0) fail(cat("read(", quote(path), ")"), errno);
+        if (n < 0) fail(cat("read(", quote(what), ")"), errno);
         if (n == 0) break;
         out.append(buf, static_cast<std::size_t>(n));
-        if (out.size() > limit) fail(cat("read(", quote(path), ")"), EFBIG);
+        if (out.size() > limit) fail(cat("read(", quote(what), ")"), EFBIG);
     }
     return out;
+}
+
+std::string read_file(const std::string& path, std::size_t limit) {
+    UniqueFd fd = open_at(AT_FDCWD, path, O_RDONLY);
+    return read_all(fd.get(), path, limit);
 }
 
 void write_file(const std::string& path, std::string_view data) {

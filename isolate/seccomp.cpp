@@ -56,13 +56,10 @@ Ctx build(const SeccompPolicy& policy) {
     return ctx;
 }
 
-std::string read_all(int fd) {
-    std::string out;
-    char buf[4096];
+// libseccomp's export, written to a memfd: read back from the start.
+std::string read_back(int fd, const std::string& what) {
     ::lseek(fd, 0, SEEK_SET);
-    ssize_t n;
-    while ((n = ::read(fd, buf, sizeof buf)) > 0) out.append(buf, static_cast<std::size_t>(n));
-    return out;
+    return sys::read_all(fd, what);
 }
 
 }  // namespace
@@ -71,14 +68,14 @@ BpfProgram compile(const SeccompPolicy& policy) {
     Ctx ctx = build(policy);
     UniqueFd mem = sys::memfd("gpubox-seccomp");
     check(seccomp_export_bpf(ctx.get(), mem.get()), "seccomp_export_bpf");
-    return BpfProgram{read_all(mem.get())};
+    return BpfProgram{read_back(mem.get(), "seccomp_export_bpf memfd")};
 }
 
 std::string export_pfc(const SeccompPolicy& policy) {
     Ctx ctx = build(policy);
     UniqueFd mem = sys::memfd("gpubox-seccomp-pfc");
     check(seccomp_export_pfc(ctx.get(), mem.get()), "seccomp_export_pfc");
-    return read_all(mem.get());
+    return read_back(mem.get(), "seccomp_export_pfc memfd");
 }
 
 BpfProgram load_bpf_file(const std::string& path) {

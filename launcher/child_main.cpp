@@ -56,13 +56,7 @@ UniqueFd reopen_rootfs(const ChildSpec& spec) {
 // The plan grown by the GPU's ops, which the monitor planned while we set up; they go where
 // the plan keeps device ops, before the user's mounts.
 rootfs::MountPlan with_device_ops(const ChildSpec& spec) {
-    std::string bytes;
-    char buf[16384];
-    for (ssize_t n; (n = ::read(spec.device_fd, buf, sizeof buf)) != 0;) {
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) sys::fail("read(device plan pipe)", errno);
-        bytes.append(buf, static_cast<std::size_t>(n));
-    }
+    const std::string bytes = sys::read_all(spec.device_fd, "device plan pipe");
     ::close(spec.device_fd);
     // The monitor kept us off its CPU while it planned them (see keep_off_my_cpu): from here on,
     // the user's CPUs, which the workload inherits.

@@ -46,10 +46,7 @@ std::vector<std::string> busybox_applets(const std::string& busybox) {
         ::_exit(127);
     }
     wr.reset();
-    std::string out;
-    char buf[4096];
-    ssize_t n;
-    while ((n = ::read(rd.get(), buf, sizeof buf)) > 0) out.append(buf, static_cast<std::size_t>(n));
+    const std::string out = sys::read_all(rd.get(), busybox + " --list");
     int status = 0;
     ::waitpid(pid, &status, 0);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
