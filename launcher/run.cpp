@@ -129,7 +129,7 @@ RunPlan plan_run(const Options& o) {
         // Discovery reads a hundred-odd host files: the monitor does it after clone(), while
         // the sandbox creates its namespaces and fills its layer; the sandbox takes the GPU's
         // ops just before it mounts the overlay. --print-plan plans everything up front.
-        if (!o.print_plan) p.devices_later = in;
+        if (!o.print_plan) p.devices_later = true;
         else in.device_ops = plan_gpus(o, p.gpu_summary);
     }
     s.plan = rootfs::build_mount_plan(in);
@@ -157,12 +157,7 @@ namespace {
 // The GPU's ops, planned now that the sandbox is setting up, sent to its init. They go where
 // the plan would have had them (before the user's mounts) and are placed by the same planner.
 void send_device_ops(const Options& o, RunPlan& plan, int fd) {
-    rootfs::PlanInputs in = *plan.devices_later;
-    in.device_ops = plan_gpus(o, plan.gpu_summary);
-    const rootfs::MountPlan full = rootfs::build_mount_plan(in);
-    const std::size_t from = plan.spec.plan.user_from;
-    const std::vector<rootfs::MountOp> ops(full.ops.begin() + static_cast<std::ptrdiff_t>(from),
-                                           full.ops.begin() + static_cast<std::ptrdiff_t>(full.user_from));
+    const std::vector<rootfs::MountOp> ops = rootfs::place_device_ops(plan.spec.plan, plan_gpus(o, plan.gpu_summary));
     try {
         sys::write_all(fd, rootfs::encode_ops(ops), "device plan pipe");
     } catch (const SysError& e) {

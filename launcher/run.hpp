@@ -1,5 +1,4 @@
 #pragma once
-#include <optional>
 
 #include "isolate/seccomp.hpp"
 #include "launcher/child_main.hpp"
@@ -16,9 +15,9 @@ struct RunPlan {
     std::string seccomp_text;  // the policy as --print-plan shows it
     isolate::BpfProgram bpf;  // the default filter (compiled at build time) or --seccomp-bpf
     std::vector<std::string> gpu_summary;  // index -> bus -> node -> UUID, per selected GPU
-    // Set when the GPU's ops are planned after clone(), while the sandbox sets up: the plan's
-    // inputs, to plan them with. The sandbox's init reads them from spec.device_fd.
-    std::optional<rootfs::PlanInputs> devices_later;
+    // Set when the GPU's ops are planned after clone(), while the sandbox sets up, and placed
+    // against spec.plan. The sandbox's init reads them from spec.device_fd.
+    bool devices_later = false;
 };
 RunPlan plan_run(const Options& o);
 

@@ -96,19 +96,27 @@ MountPlan build_mount_plan(const PlanInputs& in) {
     plan.root = in.root;
     if (in.root.rootfs.empty()) throw PlanError("no ROOTFS given");
     add_base_ops(in, plan.ops);
-    for (MountOp op : in.device_ops) {
-        std::string t = target_of(op);
-        const Place place = place_for(t, plan.ops);
-        set_place(op, place);
-        if (in.root.mode == RootMode::writable && place == Place::image && creates_entry(op))
-            throw PlanError(cat("cannot create ", quote(t),
-                                " with --writable: gpubox never writes into ROOTFS"),
-                            "drop --writable; the overlay root takes injected files in tmpfs");
-        plan.ops.push_back(std::move(op));
-    }
+    plan.user_from = plan.ops.size();
+    if (!in.device_ops.empty())
+        for (MountOp& op : place_device_ops(plan, in.device_ops)) plan.ops.push_back(std::move(op));
     plan.user_from = plan.ops.size();
     add_user_mounts(in, plan.ops);
     return plan;
+}
+
+std::vector<MountOp> place_device_ops(const MountPlan& plan, std::vector<MountOp> ops) {
+    std::vector<MountOp> before(plan.ops.begin(), plan.ops.begin() + static_cast<std::ptrdiff_t>(plan.user_from));
+    for (MountOp& op : ops) {
+        const std::string t = target_of(op);
+        const Place place = place_for(t, before);
+        set_place(op, place);
+        if (plan.root.mode == RootMode::writable && place == Place::image && creates_entry(op))
+            throw PlanError(cat("cannot create ", quote(t),
+                                " with --writable: gpubox never writes into ROOTFS"),
+                            "drop --writable; the overlay root takes injected files in tmpfs");
+        before.push_back(op);
+    }
+    return ops;
 }
 
 std::string target_of(const MountOp& op) {

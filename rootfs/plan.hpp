@@ -24,6 +24,12 @@ struct PlanInputs {
 // Pure: the ordered, validated plan. Throws PlanError for impossible requests.
 MountPlan build_mount_plan(const PlanInputs& in);
 
+// Pure: device ops placed as build_mount_plan places them, after `plan`'s ops before user_from
+// (the base set), each in the filesystem its target lies in. For ops planned after the rest of
+// the plan (the GPU's, while the sandbox sets up): inserted at user_from, they give the plan
+// build_mount_plan would have built with them.
+std::vector<MountOp> place_device_ops(const MountPlan& plan, std::vector<MountOp> ops);
+
 // The target of an op ("" for none), and the op's one-line rendering for logs and --print-plan.
 std::string target_of(const MountOp& op);
 std::string to_string(const MountOp& op);

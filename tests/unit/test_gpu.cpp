@@ -16,6 +16,7 @@
 #include "gpu/inventory.hpp"
 #include "gpu/mount_list.hpp"
 #include "rootfs/plan.hpp"
+#include "rootfs/wire.hpp"
 #include "tests/fixtures/fake_host.hpp"
 
 namespace fs = std::filesystem;
@@ -306,6 +307,25 @@ TEST_CASE("GPU plan: broken hosts are clear errors") {
         h.fake.file("/etc/ld.so.cache", "glibc-ld.so.cache1.1 truncated");
         CHECK_THROWS_WITH(plan_gpu0(h), Contains("cannot find the NVIDIA driver libraries"));
     }
+}
+
+TEST_CASE("GPU ops placed after the rest of the plan land as if planned with it") {
+    Host h;
+    GpuInventory inv = as_real(discover_gpus(h.dir.string(), kCapDefault));
+    rootfs::PlanInputs in;
+    in.root = {"/img", rootfs::RootMode::overlay, 0};
+    in.user_mounts = {{rootfs::UserMount::Type::tmpfs, "", "/scratch"}};
+    const rootfs::MountPlan base = rootfs::build_mount_plan(in);
+    in.device_ops = plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("0")), kCapDefault,
+                                    ImageInfo{choose_libdir(true), {}}).ops;
+    const rootfs::MountPlan full = rootfs::build_mount_plan(in);
+    rootfs::MountPlan late = base;
+    const auto placed = rootfs::place_device_ops(base, in.device_ops);
+    late.ops.insert(late.ops.begin() + static_cast<std::ptrdiff_t>(late.user_from), placed.begin(), placed.end());
+    late.user_from += placed.size();
+    // Every field, places included: what init builds from the monitor's ops, and --print-plan's plan.
+    CHECK(rootfs::encode_ops(late.ops) == rootfs::encode_ops(full.ops));
+    CHECK(late.user_from == full.user_from);
 }
 
 TEST_CASE("GPU ops fit the mount planner: /dev nodes in gpubox's tmpfs, libraries in the image") {
