@@ -193,7 +193,7 @@ UniqueFd open_tree_clone(int fd, const std::string& what, bool recursive) {
     }));
 }
 
-int try_open_tree_clone(int dirfd, const std::string& path, bool recursive) {
+static int try_open_tree_clone(int dirfd, const std::string& path, bool recursive) {
     const unsigned flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (recursive ? AT_RECURSIVE : 0);
     const long fd = ::syscall(SYS_open_tree, dirfd, path.c_str(), flags);
     return fd < 0 ? -errno : static_cast<int>(fd);

@@ -43,10 +43,9 @@ void fsconfig_flag(int fsfd, const std::string& fstype, const std::string& key);
 void fsconfig_create(int fsfd, const std::string& fstype);
 UniqueFd fsmount(int fsfd, const std::string& fstype, unsigned attrs);
 UniqueFd open_tree_clone(int fd, const std::string& what, bool recursive);
-// open_tree(dirfd, path, OPEN_TREE_CLONE [| AT_RECURSIVE]): a new fd, or -errno.
-int try_open_tree_clone(int dirfd, const std::string& path, bool recursive);
-// The same clone with mount attributes `set` on it: one open_tree_attr() where the kernel has it
-// (6.15), else open_tree() and mount_setattr(). A new fd, or -errno.
+// open_tree(dirfd, path, OPEN_TREE_CLONE [| AT_RECURSIVE]) with mount attributes `set` on the
+// clone: one open_tree_attr() where the kernel has it (6.15), else open_tree() and
+// mount_setattr(). A new fd, or -errno.
 int try_open_tree_attr(int dirfd, const std::string& path, bool recursive, std::uint64_t set);
 void mount_setattr(int mntfd, const std::string& what, std::uint64_t set, std::uint64_t clr,
                    bool recursive);
