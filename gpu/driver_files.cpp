@@ -69,13 +69,6 @@ unsigned parse_capabilities(const std::string& text) {
     return caps;
 }
 
-std::string capabilities_to_string(unsigned caps) {
-    std::vector<std::string> names;
-    for (const Table& t : tables())
-        if (caps & t.cap) names.push_back(t.name);
-    return join(names, ",");
-}
-
 std::vector<std::string> library_prefixes(unsigned caps) {
     std::vector<std::string> out;
     for (const Table& t : tables())

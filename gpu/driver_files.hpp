@@ -14,7 +14,6 @@ constexpr unsigned kCapAll = 63;
 
 // Pure: "compute,utility" or "all" -> bit set. Throws UsageError naming an unknown capability.
 unsigned parse_capabilities(const std::string& text);
-std::string capabilities_to_string(unsigned caps);
 
 // ld.so.cache keys (sonames) are matched against these prefixes.
 std::vector<std::string> library_prefixes(unsigned caps);
