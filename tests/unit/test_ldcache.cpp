@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "gpu/driver_files.hpp"
 #include "gpu/ldcache.hpp"
 
 using namespace gpubox::gpu;
@@ -151,4 +152,12 @@ TEST_CASE("ld.so.cache lookup: an unsorted table gives fewer entries, never wron
     }
     CHECK_THROWS_AS(find_ldcache("not a cache at all", {"libc.so"}), LdCacheError);
     CHECK_THROWS_AS(find_ldcache(bytes.substr(0, 60), {"libc.so"}), LdCacheError);
+}
+
+TEST_CASE("ld.so.cache lookup: every driver prefix meets the binary search's precondition") {
+    for (const std::string& p : library_prefixes(kCapAll)) {
+        INFO(p);
+        CHECK(p.size() > 3);
+        CHECK(p.compare(p.size() - 3, 3, ".so") == 0);  // ends in a letter, never a digit run
+    }
 }
