@@ -297,6 +297,59 @@ void pipe(UniqueFd& read_end, UniqueFd& write_end) {
     write_end.reset(fds[1]);
 }
 
+void socketpair(UniqueFd& a, UniqueFd& b) {
+    int fds[2];
+    check(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), "socketpair(AF_UNIX, SOCK_STREAM)");
+    a.reset(fds[0]);
+    b.reset(fds[1]);
+}
+
+void send_fd(int sock, int fd, const std::string& what) {
+    char byte = fd >= 0 ? 'f' : 'n';
+    iovec iov{&byte, 1};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (fd >= 0) {
+        msg.msg_control = control;
+        msg.msg_controllen = sizeof control;
+        cmsghdr* c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    }
+    ssize_t n;
+    do n = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    check(n, [&] { return cat("sendmsg(", what, ", SCM_RIGHTS)"); });
+}
+
+bool recv_fd(int sock, UniqueFd& out, const std::string& what) {
+    char byte = 0;
+    iovec iov{&byte, 1};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    ssize_t n;
+    do n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+    while (n < 0 && errno == EINTR);
+    check(n, [&] { return cat("recvmsg(", what, ")"); });
+    out.reset();
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int))) {
+            int fd;
+            std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+            out.reset(fd);
+        }
+    if (n > 0 && (byte == 'f') != out.valid()) fail(cat("recvmsg(", what, "): the fd sent with it is missing"), EPROTO);
+    return n > 0;
+}
+
 UniqueFd memfd(const std::string& name) {
     return UniqueFd(check(::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING),
                           [&] { return cat("memfd_create(", quote(name), ")"); }));

@@ -67,6 +67,11 @@ UniqueFd pidfd_open(pid_t pid);
 void prctl(int option, unsigned long arg, const std::string& what);
 void close_range_cloexec(unsigned first);
 void pipe(UniqueFd& read_end, UniqueFd& write_end);
+// A connected AF_UNIX stream pair (close-on-exec), and an fd passed over it with one byte:
+// send_fd(sock, -1) sends the byte alone. recv_fd is false at EOF; `out` is the fd or empty.
+void socketpair(UniqueFd& a, UniqueFd& b);
+void send_fd(int sock, int fd, const std::string& what);
+bool recv_fd(int sock, UniqueFd& out, const std::string& what);
 UniqueFd memfd(const std::string& name);
 void install_seccomp_filter(const void* prog_bytes, std::size_t len);
 
