@@ -119,6 +119,12 @@ std::vector<MountOp> place_device_ops(const MountPlan& plan, std::vector<MountOp
     return ops;
 }
 
+MountPlan with_device_ops(MountPlan plan, const std::vector<MountOp>& placed) {
+    plan.ops.insert(plan.ops.begin() + static_cast<std::ptrdiff_t>(plan.user_from), placed.begin(), placed.end());
+    plan.user_from += placed.size();
+    return plan;
+}
+
 std::string target_of(const MountOp& op) {
     return std::visit(
         [](const auto& o) -> std::string {

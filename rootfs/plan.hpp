@@ -29,6 +29,8 @@ MountPlan build_mount_plan(const PlanInputs& in);
 // the plan (the GPU's, while the sandbox sets up): inserted at user_from, they give the plan
 // build_mount_plan would have built with them.
 std::vector<MountOp> place_device_ops(const MountPlan& plan, std::vector<MountOp> ops);
+// Pure: `plan` grown by such placed ops, inserted at user_from.
+MountPlan with_device_ops(MountPlan plan, const std::vector<MountOp>& placed);
 
 // The target of an op ("" for none), and the op's one-line rendering for logs and --print-plan.
 std::string target_of(const MountOp& op);

@@ -94,26 +94,31 @@ MountOp make_op(std::size_t index) {
 
 }  // namespace
 
-std::string encode_ops(const std::vector<MountOp>& ops) {
+std::string encode_ops(const std::vector<MountOp>& ops, const std::vector<bool>& prepared) {
     Writer w;
     w.u64(ops.size());
-    for (const MountOp& op : ops) {
-        w.u64(op.index());
-        std::visit([&](const auto& o) { fields(o, w); }, op);
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+        w.u64(ops[i].index());
+        std::visit([&](const auto& o) { fields(o, w); }, ops[i]);
+        w(i < prepared.size() && prepared[i]);
     }
     return std::move(w.out);
 }
 
-std::vector<MountOp> decode_ops(std::string_view bytes) {
+std::vector<MountOp> decode_ops(std::string_view bytes, std::vector<bool>* prepared) {
     Reader r{bytes};
     const std::uint64_t n = r.u64();
     if (n > bytes.size() / 8) Reader::bad("bad count");
     std::vector<MountOp> ops;
     ops.reserve(n);
+    if (prepared) prepared->clear();
     for (std::uint64_t i = 0; i < n; ++i) {
         MountOp op = make_op(r.u64());
         std::visit([&](auto& o) { fields(o, r); }, op);
         ops.push_back(std::move(op));
+        bool done = false;
+        r(done);
+        if (prepared) prepared->push_back(done);
     }
     if (!r.in.empty()) Reader::bad("trailing bytes");
     return ops;

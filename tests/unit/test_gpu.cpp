@@ -319,10 +319,7 @@ TEST_CASE("GPU ops placed after the rest of the plan land as if planned with it"
     in.device_ops = plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("0")), kCapDefault,
                                     ImageInfo{choose_libdir(true), {}}).ops;
     const rootfs::MountPlan full = rootfs::build_mount_plan(in);
-    rootfs::MountPlan late = base;
-    const auto placed = rootfs::place_device_ops(base, in.device_ops);
-    late.ops.insert(late.ops.begin() + static_cast<std::ptrdiff_t>(late.user_from), placed.begin(), placed.end());
-    late.user_from += placed.size();
+    const rootfs::MountPlan late = rootfs::with_device_ops(base, rootfs::place_device_ops(base, in.device_ops));
     // Every field, places included: what init builds from the monitor's ops, and --print-plan's plan.
     CHECK(rootfs::encode_ops(late.ops) == rootfs::encode_ops(full.ops));
     CHECK(late.user_from == full.user_from);

@@ -109,6 +109,17 @@ TEST_CASE("mount ops survive the monitor-to-init wire format; damaged bytes are 
     CHECK(std::get<BindDev>(back[back.size() - 7]).rdev == makedev(195, 2));
     CHECK(std::get<Bind>(back[back.size() - 3]).kind == SourceKind::file);
     CHECK(encode_ops(back) == bytes);  // and the fields it does not show
+    // Each op's "made in the layer already" flag travels with it; none given reads as false.
+    std::vector<bool> flags(plan.ops.size()), got{true};
+    flags[1] = flags.back() = true;
+    const std::string flagged = encode_ops(plan.ops, flags);
+    CHECK(encode_ops(decode_ops(flagged, &got), got) == flagged);
+    CHECK(got == flags);
+    decode_ops(bytes, &got);
+    CHECK(got == std::vector<bool>(plan.ops.size()));
+    std::string bad_flag = flagged;
+    bad_flag[bad_flag.size() - 8] = 2;  // the last op's flag
+    CHECK_THROWS_AS(decode_ops(bad_flag), SetupError);
     for (std::size_t n = 0; n < bytes.size(); ++n)
         CHECK_THROWS_AS(decode_ops(std::string_view(bytes).substr(0, n)), SetupError);
     std::string bad = bytes;
