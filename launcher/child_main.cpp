@@ -22,6 +22,7 @@
 #include "isolate/usage.hpp"
 #include "launcher/exit_codes.hpp"
 #include "rootfs/apply.hpp"
+#include "rootfs/plan.hpp"
 #include "rootfs/wire.hpp"
 
 namespace gpubox::launcher {
@@ -53,20 +54,20 @@ UniqueFd reopen_rootfs(const ChildSpec& spec) {
     return fd;
 }
 
-// The plan grown by the GPU's ops, which the monitor planned while we set up; they go where
-// the plan keeps device ops, before the user's mounts.
-rootfs::MountPlan with_device_ops(const ChildSpec& spec) {
-    const std::string bytes = sys::read_all(spec.device_fd, "device plan pipe");
+// The plan grown by the GPU's ops, which the monitor planned (and made the entries of, in our
+// layer's late directory) while we set up; they go where the plan keeps device ops, before the
+// user's mounts.
+rootfs::LatePlan read_device_ops(const ChildSpec& spec) {
+    const std::string bytes = sys::read_all(spec.device_fd, "device plan socket");
     ::close(spec.device_fd);
     // The monitor kept us off its CPU while it planned them (see keep_off_my_cpu): from here on,
     // the user's CPUs, which the workload inherits.
     if (CPU_COUNT(&spec.cpus) > 0) ::sched_setaffinity(0, sizeof spec.cpus, &spec.cpus);
     if (bytes.empty()) ::_exit(kExitSetupFailed);  // the monitor could not plan them, and reports why
-    const std::vector<rootfs::MountOp> ops = rootfs::decode_ops(bytes);
-    rootfs::MountPlan full = spec.plan;
-    full.ops.insert(full.ops.begin() + static_cast<std::ptrdiff_t>(full.user_from), ops.begin(), ops.end());
-    full.user_from += ops.size();
-    return full;
+    rootfs::LatePlan late;
+    const std::vector<rootfs::MountOp> ops = rootfs::decode_ops(bytes, &late.prepared);
+    late.full = rootfs::with_device_ops(spec.plan, ops);
+    return late;
 }
 
 [[noreturn]] void report_and_exit(const ChildSpec& spec, std::exception_ptr e) noexcept {
@@ -171,16 +172,20 @@ const std::vector<int>& forwarded_signals() {
         for (int fd : spec.monitor_fds) ::close(fd);
         die_with_parent(spec.parent_pidfd);
         wait_for_go(spec.go_fd);                          // the monitor wrote our id maps
-        if (spec.new_net) sys::unshare(CLONE_NEWNET);     // owned by our user namespace, as a clone flag would be
         sys::prctl(PR_SET_DUMPABLE, 0, "PR_SET_DUMPABLE, 0");  // /proc/1/exe stays closed
         ::umask(0);
+        // The layer first, so that the monitor can make the GPU's entries in it while we go on.
+        const bool late_ops = spec.device_fd >= 0;
+        rootfs::RootLayer layer = rootfs::open_root_layer(spec.plan, late_ops);
+        if (late_ops) sys::send_fd(spec.device_fd, layer.late.get(), "device plan socket");
+        if (spec.new_net) sys::unshare(CLONE_NEWNET);     // owned by our user namespace, as a clone flag would be
         sys::make_rprivate();
         UniqueFd image = reopen_rootfs(spec);
-        rootfs::MountPlan full;
+        rootfs::LatePlan late_plan;
         rootfs::LateOps late;
-        if (spec.device_fd >= 0) late = [&]() -> const rootfs::MountPlan& { return full = with_device_ops(spec); };
-        rootfs::NewRoot root = rootfs::assemble_root(spec.plan, image.get(), late);
-        rootfs::apply_mount_plan(late ? full : spec.plan, root);  // fresh /proc while the old root is visible
+        if (late_ops) late = [&]() -> const rootfs::LatePlan& { return late_plan = read_device_ops(spec); };
+        rootfs::NewRoot root = rootfs::assemble_root(spec.plan, image.get(), std::move(layer), late);
+        rootfs::apply_mount_plan(late ? late_plan.full : spec.plan, root);  // fresh /proc while the old root is visible
         rootfs::enter_root(root.mnt.get());
         sys::sethostname(spec.hostname);
         if (spec.new_net) sys::set_loopback_up();

@@ -32,7 +32,7 @@ struct ChildSpec {
     int go_fd = -1;          // read end: the monitor wrote the id maps
     int report_fd = -1;      // write end: framed messages to the monitor
     int seccomp_fd = -1;     // read end: the BPF program, length-prefixed
-    int device_fd = -1;      // read end: the GPU's mount ops, planned while we set up (or -1)
+    int device_fd = -1;      // socket: our layer's late directory goes out, the GPU's mount ops come back (or -1)
     cpu_set_t cpus{};        // with device_fd: the user's CPUs, restored once the ops arrive
     std::vector<int> monitor_fds;  // the monitor's pipe ends: closed first, so EOF means death
 };

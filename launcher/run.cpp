@@ -34,6 +34,7 @@
 #include "launcher/supervise.hpp"
 #include "launcher/verdict.hpp"
 #include "isolate/cgroup.hpp"
+#include "rootfs/apply.hpp"
 #include "rootfs/wire.hpp"
 #include "isolate/limits.hpp"
 #include "rootfs/plan.hpp"
@@ -156,10 +157,20 @@ namespace {
 
 // The GPU's ops, planned now that the sandbox is setting up, sent to its init. They go where
 // the plan would have had them (before the user's mounts) and are placed by the same planner.
-void send_device_ops(const Options& o, RunPlan& plan, int fd) {
-    const std::vector<rootfs::MountOp> ops = rootfs::place_device_ops(plan.spec.plan, plan_gpus(o, plan.gpu_summary));
+// Their entries (mount points, links, the ld.so.cache) are made here too, in the late directory
+// of init's layer, which init passed over first: init meanwhile creates its network namespace
+// and fills the rest of its layer, instead of doing it all in turn. Init sends that fd with
+// nothing in its way that could block; at EOF it failed first, and reports why.
+void send_device_ops(const Options& o, RunPlan& plan, int sock, int image) {
+    const rootfs::MountPlan& base = plan.spec.plan;
+    const std::vector<rootfs::MountOp> ops = rootfs::place_device_ops(base, plan_gpus(o, plan.gpu_summary));
+    UniqueFd late;
+    if (!sys::recv_fd(sock, late, "device plan socket")) return;
+    std::vector<bool> prepared;
+    if (late.valid())
+        prepared = rootfs::prepare_late_entries(rootfs::with_device_ops(base, ops), base.user_from, ops.size(), image, late.get());
     try {
-        sys::write_all(fd, rootfs::encode_ops(ops), "device plan pipe");
+        sys::write_all(sock, rootfs::encode_ops(ops, prepared), "device plan socket");
     } catch (const SysError& e) {
         if (e.err() != EPIPE) throw;  // else the sandbox failed first, and reports why
     }
@@ -174,7 +185,7 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup&
     sys::pipe(rep_r, rep_w);
     sys::pipe(bpf_r, bpf_w);
     if (plan.devices_later) {
-        sys::pipe(dev_r, dev_w), spec.device_fd = dev_r.get();
+        sys::socketpair(dev_r, dev_w), spec.device_fd = dev_r.get();
         if (::sched_getaffinity(0, sizeof spec.cpus, &spec.cpus) != 0) CPU_ZERO(&spec.cpus);  // > 1024 CPUs
         ::signal(SIGPIPE, SIG_IGN);  // a sandbox that failed early has closed its end
     }
@@ -201,7 +212,8 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup&
     const int clone_flags = plan.spec.new_net ? plan.ns_flags & ~CLONE_NEWNET : plan.ns_flags;
     isolate::Spawned child = isolate::spawn_sandbox(clone_flags, cgroup.caps.usable ? cgroup.dir.get() : -1,
                                                     child_entry, &spec);
-    go_r.reset(), rep_w.reset(), out_w.reset(), err_w.reset(), bpf_r.reset(), dev_r.reset(), rootfs.reset();
+    go_r.reset(), rep_w.reset(), out_w.reset(), err_w.reset(), bpf_r.reset(), dev_r.reset();
+    if (!dev_w.valid()) rootfs.reset();  // else the GPU's entries are resolved in it
     try {
         isolate::write_outer_id_maps(child.pid, spec.ids);
     } catch (...) {
@@ -216,13 +228,13 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup&
     bpf_w.reset();
     if (dev_w.valid()) {
         try {
-            send_device_ops(o, plan, dev_w.get());
+            send_device_ops(o, plan, dev_w.get(), rootfs.get());
         } catch (...) {
             ::kill(child.pid, SIGKILL);  // it waits for the ops; nothing of it outlives it
             ::waitpid(child.pid, nullptr, 0);
             throw;
         }
-        dev_w.reset();
+        dev_w.reset(), rootfs.reset();
     }
     RunOutcome out = supervise({child, rep_r.get(), o.limits, cgroup, out_r.get(), err_r.get()});
     ::sigprocmask(SIG_SETMASK, &old, nullptr);

@@ -17,17 +17,36 @@ struct NewRoot {
     std::vector<bool> prepared;  // by op index: entries already made in the overlay's layer
 };
 
-// Child side. Assemble the new root over `rootfs` (an O_PATH fd of ROOTFS) as the plan's root
-// mode says, realising image-place entries in gpubox's layer first. A ROOTFS with mounts below
-// it (the host's "/", say) cannot be an overlay's lower layer in a user namespace; it is then
-// bound read-only and recursively instead, and writes go only to gpubox's tmpfs mounts.
-//
-// `late`, when set, supplies ops planned while the sandbox sets up (the GPU's): it is called once
-// the plan's own entries are in the layer, before the overlay is mounted, and returns the plan
-// grown by those ops, inserted at plan.user_from. Their entries go into the layer as well, and
-// the returned plan is the one to apply.
-using LateOps = std::function<const MountPlan&()>;
-NewRoot assemble_root(const MountPlan& plan, int rootfs, const LateOps& late = {});
+// Child side, first thing after the id maps: gpubox's layer, when the root will be its overlay.
+// A detached tmpfs holding the overlay's upper directory (read-only root: its top lower one)
+// and, with `late_ops`, a `late` directory for the entries of the ops planned while the sandbox
+// sets up (the GPU's): the monitor fills it through an fd (prepare_late_entries) while the
+// child goes on, and it becomes the layer just below. All empty where the root is bound
+// instead: --writable, or a ROOTFS with mounts below it (the host's "/", say), which cannot be
+// an overlay's lower layer in a user namespace.
+struct RootLayer {
+    UniqueFd tmpfs, upper, work, late;
+};
+RootLayer open_root_layer(const MountPlan& plan, bool late_ops);
+
+// The late ops as the child receives them: the plan grown by them (inserted at plan.user_from),
+// and prepared[i] for late op i: its entry is made in RootLayer::late already.
+struct LatePlan {
+    MountPlan full;
+    std::vector<bool> prepared;
+};
+using LateOps = std::function<const LatePlan&()>;
+
+// Child side. Assemble the new root over `rootfs` (an O_PATH fd of ROOTFS) in `layer`, as the
+// plan's root mode says, realising image-place entries in the layer first. `late`, when set, is
+// called once the plan's own entries are in the layer, before the overlay is mounted; the plan
+// it returns is the one to apply.
+NewRoot assemble_root(const MountPlan& plan, int rootfs, RootLayer layer, const LateOps& late = {});
+
+// Monitor side: the entries of ops full.ops[at, at + n) made in `dir` (a RootLayer's late
+// directory, passed over from the child) as the child would make them in its layer, ROOTFS
+// (`rootfs`) resolved the same way. Which of the n are done, in NewRoot::prepared's sense.
+std::vector<bool> prepare_late_entries(const MountPlan& full, std::size_t at, std::size_t n, int rootfs, int dir);
 
 // Apply every op under the new root, in plan order; failures are wrapped as "mount step i/n (op)".
 void apply_mount_plan(const MountPlan& plan, const NewRoot& root);

@@ -136,15 +136,12 @@ bool image_has(const Canonical& c, const std::string& name, Entry kind) {
 // however many entries share it (a driver's libraries and their links all do).
 class Layer {
 public:
-    Layer(int image, int layer) : image_(image), dirs_(layer) {}
-
-    // Mount targets of these ops hide what the image has below them.
-    void cover(std::vector<MountOp>::const_iterator from, std::vector<MountOp>::const_iterator to) {
-        for (auto it = from; it != to; ++it)
-            if (std::holds_alternative<Tmpfs>(*it) || std::holds_alternative<Proc>(*it) ||
-                std::holds_alternative<Sysfs>(*it) || std::holds_alternative<Bind>(*it))
-                covered_.push_back(target_of(*it));
-        parents_.clear();  // resolved against the old list
+    // The mount targets of `plan` hide what the image has below them.
+    Layer(int image, int layer, const MountPlan& plan) : image_(image), dirs_(layer) {
+        for (const MountOp& op : plan.ops)
+            if (std::holds_alternative<Tmpfs>(op) || std::holds_alternative<Proc>(op) ||
+                std::holds_alternative<Sysfs>(op) || std::holds_alternative<Bind>(op))
+                covered_.push_back(target_of(op));
     }
 
     // Make `target` in the layer (mkdir -p of its canonical parent, then the entry). False where
@@ -249,7 +246,6 @@ UniqueFd mount_layer_tmpfs(const RootSpec& root) {
 // Entries of ops [from, to) made in the layer; prepared[i] says which creates_entry() ops are done.
 void prepare_entries(Layer& layer, const MountPlan& plan, std::size_t from, std::size_t to,
                      std::vector<bool>& prepared) {
-    layer.cover(plan.ops.begin() + static_cast<std::ptrdiff_t>(from), plan.ops.begin() + static_cast<std::ptrdiff_t>(to));
     for (std::size_t i = from; i < to; ++i) {
         if (!in_image(plan.ops[i])) continue;
         try {
@@ -261,26 +257,22 @@ void prepare_entries(Layer& layer, const MountPlan& plan, std::size_t from, std:
     }
 }
 
-NewRoot overlay_root(const MountPlan& plan, int rootfs, const LateOps& late) {
+NewRoot overlay_root(const MountPlan& plan, int rootfs, const RootLayer& layer, const LateOps& late) {
     const bool ro = plan.root.mode == RootMode::read_only;
-    UniqueFd layer = mount_layer_tmpfs(plan.root);
-    sys::mkdir_at(layer.get(), "upper", 0755);
-    sys::mkdir_at(layer.get(), "work", 0700);
-    UniqueFd upper = sys::open_at(layer.get(), "upper", O_PATH | O_DIRECTORY);
-    UniqueFd work = sys::open_at(layer.get(), "work", O_PATH | O_DIRECTORY);
-    sys::fchmod(sys::open_at(layer.get(), "upper", O_RDONLY | O_DIRECTORY).get(),
+    sys::fchmod(sys::open_at(layer.tmpfs.get(), "upper", O_RDONLY | O_DIRECTORY).get(),
                 sys::fstat(rootfs, plan.root.rootfs).st_mode & 07777, "upper");
     NewRoot out{{}, true, std::vector<bool>(plan.ops.size())};
-    Layer entries(rootfs, upper.get());
+    Layer entries(rootfs, layer.upper.get(), plan);
     prepare_entries(entries, plan, 0, plan.ops.size(), out.prepared);
-    if (late) {  // the late ops, inserted at user_from, get their entries before the overlay exists
-        const MountPlan& full = late();
-        const std::size_t at = plan.user_from, n = full.ops.size() - plan.ops.size();
-        out.prepared.insert(out.prepared.begin() + static_cast<std::ptrdiff_t>(at), n, false);
-        prepare_entries(entries, full, at, at + n, out.prepared);
+    if (late) {  // inserted at user_from; the monitor made their entries in layer.late
+        const LatePlan& lp = late();
+        std::vector<bool> done = lp.prepared;
+        done.resize(lp.full.ops.size() - plan.ops.size());
+        out.prepared.insert(out.prepared.begin() + static_cast<std::ptrdiff_t>(plan.user_from), done.begin(), done.end());
     }
-    const std::string upper_path = cat("/proc/self/fd/", upper.get());
-    const std::string lower_path = cat("/proc/self/fd/", rootfs);
+    const std::string upper_path = cat("/proc/self/fd/", layer.upper.get());
+    std::string lower_path = cat("/proc/self/fd/", rootfs);
+    if (layer.late.valid()) lower_path = cat("/proc/self/fd/", layer.late.get(), ":", lower_path);
     UniqueFd fs = sys::fsopen("overlay");
     sys::fsconfig_string(fs.get(), "overlay", "source", "gpubox");
     if (ro) {
@@ -288,7 +280,7 @@ NewRoot overlay_root(const MountPlan& plan, int rootfs, const LateOps& late) {
     } else {
         sys::fsconfig_string(fs.get(), "overlay", "lowerdir", lower_path);
         sys::fsconfig_string(fs.get(), "overlay", "upperdir", upper_path);
-        sys::fsconfig_string(fs.get(), "overlay", "workdir", cat("/proc/self/fd/", work.get()));
+        sys::fsconfig_string(fs.get(), "overlay", "workdir", cat("/proc/self/fd/", layer.work.get()));
         sys::fsconfig_flag(fs.get(), "overlay", "userxattr");
     }
     sys::fsconfig_create(fs.get(), "overlay");
@@ -332,24 +324,52 @@ bool has_submounts(const std::string& rootfs) {
 
 }  // namespace
 
-NewRoot assemble_root(const MountPlan& plan, int rootfs, const LateOps& late) {
+RootLayer open_root_layer(const MountPlan& plan, bool late_ops) {
+    RootLayer l;
     try {
-        if (plan.root.mode == RootMode::writable) {
-            if (late) late();
-            return {bind_root(plan, rootfs, false), false, {}};
+        if (plan.root.mode == RootMode::writable || has_submounts(plan.root.rootfs)) return l;
+        l.tmpfs = mount_layer_tmpfs(plan.root);
+        sys::mkdir_at(l.tmpfs.get(), "upper", 0755);
+        sys::mkdir_at(l.tmpfs.get(), "work", 0700);
+        l.upper = sys::open_at(l.tmpfs.get(), "upper", O_PATH | O_DIRECTORY);
+        l.work = sys::open_at(l.tmpfs.get(), "work", O_PATH | O_DIRECTORY);
+        if (late_ops) {
+            sys::mkdir_at(l.tmpfs.get(), "late", 0755);
+            l.late = sys::open_at(l.tmpfs.get(), "late", O_PATH | O_DIRECTORY);
         }
-        if (has_submounts(plan.root.rootfs)) {
+        return l;
+    } catch (...) {
+        std::throw_with_nested(SetupError(cat("root (", to_string(plan.root), "): gpubox's layer")));
+    }
+}
+
+NewRoot assemble_root(const MountPlan& plan, int rootfs, RootLayer layer, const LateOps& late) {
+    try {
+        if (layer.tmpfs.valid()) return overlay_root(plan, rootfs, layer, late);
+        if (late) late();
+        const bool writable = plan.root.mode == RootMode::writable;
+        if (!writable)
             log::info(cat("ROOTFS ", quote(plan.root.rootfs), " has mounts below it: bound read-only and "
                           "recursively instead of an overlay (writes only in gpubox's tmpfs mounts)"));
-            if (late) late();
-            return {bind_root(plan, rootfs, true), false, {}};
-        }
-        return overlay_root(plan, rootfs, late);
+        return {bind_root(plan, rootfs, !writable), false, {}};
     } catch (const SetupError&) {
         throw;
     } catch (...) {
         std::throw_with_nested(SetupError(cat("root (", to_string(plan.root), ")")));
     }
+}
+
+std::vector<bool> prepare_late_entries(const MountPlan& full, std::size_t at, std::size_t n, int rootfs, int dir) {
+    // The plan's modes are exact: the monitor's umask (the user's) must not trim them, as the
+    // child's umask(0) does not. The monitor is single-threaded; its umask is back on return.
+    struct Umask {
+        mode_t old = ::umask(0);
+        ~Umask() { ::umask(old); }
+    } umask0;
+    Layer entries(rootfs, dir, full);
+    std::vector<bool> prepared(full.ops.size());
+    prepare_entries(entries, full, at, at + n, prepared);
+    return {prepared.begin() + static_cast<std::ptrdiff_t>(at), prepared.begin() + static_cast<std::ptrdiff_t>(at + n)};
 }
 
 }  // namespace gpubox::rootfs

@@ -62,6 +62,17 @@ if [ "$(nproc)" -gt 1 ]; then
     out=$(taskset -c 1 "$GPUBOX" run --driver-root "$H" --gpu 0 "$R" grep Cpus_allowed_list /proc/self/status 2>&1)
     expect_eq "--gpu 0 under taskset -c 1: the workload keeps CPU 1 only" "$out" $'Cpus_allowed_list:\t1'
 fi
+# The monitor makes the GPU's entries in init's layer while init sets up: the user's umask
+# must not reach them, and a user's mount onto a GPU path lands on that path, not through it.
+out=$(umask 077; "$GPUBOX" run --driver-root "$H" --gpu 0 "$R" stat -c '%a %n' /etc/ld.so.cache /lib/firmware/nvidia /usr/lib/x86_64-linux-gnu 2>&1)
+expect_eq "--gpu 0 under umask 077: the GPU's entries keep their modes" "$out" "644 /etc/ld.so.cache
+755 /lib/firmware/nvidia
+755 /usr/lib/x86_64-linux-gnu"
+echo "the user's" >"$WORK/users-libcuda" && chmod 644 "$WORK/users-libcuda"
+gbox --gpu 0 --ro-bind "$WORK/users-libcuda:/usr/lib/x86_64-linux-gnu/libcuda.so.1" "$R" sh -c \
+    'cd /usr/lib/x86_64-linux-gnu; cat libcuda.so.1; readlink libcuda.so.1; head -c 4 libcuda.so.550.54.14 | od -An -c'
+expect_eq "a user's mount onto a driver link wins, and the driver stays whole" "$rc:$out" "0:the user's
+ 177   E   L   F"
 gbox --gpu 0 "$R" sh -c 'find / -name "*535.104.05*" 2>/dev/null; grep -c 535.104 /etc/ld.so.cache; true'
 expect_eq "the older driver's libraries are nowhere in the sandbox" "$out" "0"
 expect_eq "ROOTFS unchanged after GPU runs" "$(tree_hash "$R")" "$before"
@@ -110,6 +121,10 @@ box run --driver-root "$E2E_HOST_NOUVM" --gpu 0 --gpu-caps utility "$R" nvidia-s
 expect_eq "without UVM, utility-only still works" "$rc" 0
 box run --driver-root "$WORK/nohost" --gpu 0 "$R" true
 expect_match "a missing --driver-root is named" "$rc:$err" '^125:gpubox: --driver-root ".*nohost" is not a directory'
+# ROOTFS=/ has mounts below it: bound, not an overlay, so no layer takes the driver's files.
+box run --driver-root "$H" --gpu 0 / true
+expect_match "--gpu with ROOTFS=/: 125 and the step that cannot be done, no hang" "$rc:$err" \
+    '^125:gpubox: mount step [0-9]+/[0-9]+ \(ro-bind .*/libcuda.so.550.54.14\): create .*its directory is not on a filesystem gpubox mounted'
 box doctor --driver-root "$E2E_HOST_NOUVM"
 expect_eq "doctor fails on a broken host" "$rc" 1
 expect_match "doctor names the missing node and the fix" "$out" $'^PROBLEM  /dev/nvidia-uvm is missing$'
@@ -139,8 +154,7 @@ ln -s libcuda.so.535.104.05 "$I/usr/lib/x86_64-linux-gnu/libcuda.so.1"
 before_i=$(tree_hash "$I")
 box run --driver-root "$H" --gpu 0 "$I" gpuprobe
 expect_match "without gpubox's cache the image's cache would win; with it the host's driver wins" "$out" $'^cuda_driver_version=12040$'
-# A read-only root takes the GPU's entries in gpubox's layer before the overlay exists (the
-# default root takes them through the overlay, planned while the sandbox sets up).
+# A read-only root takes the GPU's entries in gpubox's layer too, below its own read-only one.
 box run --driver-root "$H" --gpu 0 --read-only "$I" sh -c 'gpuprobe; readlink /usr/lib/x86_64-linux-gnu/libcuda.so.1'
 expect_match "--read-only: the host's driver wins there too" "$out" $'^cuda_driver_version=12040\n.*\nlibcuda.so.550.54.14$'
 expect_eq "the image that ships a driver is unchanged" "$(tree_hash "$I")" "$before_i"

@@ -1,0 +1,107 @@
+// The monitor's half of the layer: the GPU's entries, made in the late directory that init
+// passes over, must be what init would have made in its layer, whatever the monitor's umask.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/sys.hpp"
+#include "rootfs/apply.hpp"
+#include "rootfs/plan.hpp"
+
+namespace fs = std::filesystem;
+using namespace gpubox;
+using namespace gpubox::rootfs;
+
+namespace {
+
+struct Dirs {
+    fs::path dir;
+    Dirs() {
+        char tmpl[] = "/tmp/gpubox-layer.XXXXXX";
+        dir = ::mkdtemp(tmpl);
+        fs::create_directories(dir / "image/usr/lib/x86_64-linux-gnu");
+        fs::create_directories(dir / "image/usr/bin");
+        fs::create_directories(dir / "image/etc");
+        fs::create_directories(dir / "late");
+        fs::permissions(dir / "image/usr/lib", fs::perms(0750));
+        fs::create_symlink("usr/lib", dir / "image/lib");  // merged /usr, as Debian has it
+        std::ofstream(dir / "image/etc/ld.so.cache") << "the image's";
+        std::ofstream(dir / "driver.so") << "host";
+    }
+    ~Dirs() { fs::remove_all(dir); }
+};
+
+std::string mode_of(const fs::path& p) {
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) < 0) return "missing";
+    std::ostringstream s;
+    s << (S_ISDIR(st.st_mode) ? "d" : S_ISLNK(st.st_mode) ? "l" : S_ISREG(st.st_mode) ? "f" : "?") << std::oct
+      << (st.st_mode & 07777);
+    return s.str();
+}
+
+std::string list(const fs::path& top) {
+    std::vector<std::string> lines;
+    for (auto it = fs::recursive_directory_iterator(top); it != fs::recursive_directory_iterator(); ++it)
+        lines.push_back(it->path().lexically_relative(top).string() + " " + mode_of(it->path()) + "\n");
+    std::sort(lines.begin(), lines.end());
+    std::string out;
+    for (const std::string& l : lines) out += l;
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("the monitor makes the GPU's entries in the late directory as init would") {
+    Dirs d;
+    PlanInputs in;
+    in.root = {(d.dir / "image").string(), RootMode::overlay, 0};
+    const MountPlan base = build_mount_plan(in);
+    const std::string lib = "/usr/lib/x86_64-linux-gnu/";
+    std::vector<MountOp> ops = place_device_ops(
+        base, {BindDev{"/dev/null", "/dev/nvidia0", Need::required, makedev(1, 3)},
+               Tmpfs{"/proc/driver", 1 << 20, 0555, true, false, Place::kernel},
+               MakeDir{"/proc/driver/nvidia", 0555},
+               Bind{(d.dir / "driver.so").string(), lib + "libcuda.so.550", true, Need::required, Place::image, SourceKind::file},
+               Symlink{"libcuda.so.550", lib + "libcuda.so.1"},
+               WriteFile{"/etc/ld.so.cache", "gpubox's", 0644},
+               Bind{d.dir.string(), "/lib/firmware/nvidia/550", true, Need::optional, Place::image, SourceKind::dir},
+               Bind{(d.dir / "absent").string(), "/usr/bin/nvidia-absent", true, Need::optional, Place::image, SourceKind::unknown}});
+    const MountPlan full = with_device_ops(base, ops);
+    UniqueFd image = sys::open_at(AT_FDCWD, (d.dir / "image").string(), O_PATH | O_DIRECTORY);
+    UniqueFd late = sys::open_at(AT_FDCWD, (d.dir / "late").string(), O_PATH | O_DIRECTORY);
+    const std::string image_before = list(d.dir / "image");
+
+    const mode_t old = ::umask(077);  // a cautious user's: the entries' modes must not change
+    const std::vector<bool> prepared = prepare_late_entries(full, base.user_from, ops.size(), image.get(), late.get());
+    CHECK(::umask(old) == 077);  // and the monitor's own is back
+
+    // Mount points, links and files only for image-place ops; /dev and /proc/driver are gpubox's
+    // and the kernel's. The firmware directory lands where the image's /lib link leads, with
+    // the image's modes on the way; a missing optional source gets no mount point.
+    CHECK(list(d.dir / "late") ==
+          "etc d755\n"
+          "etc/ld.so.cache f644\n"
+          "usr d755\n"
+          "usr/lib d750\n"
+          "usr/lib/firmware d755\n"
+          "usr/lib/firmware/nvidia d755\n"
+          "usr/lib/firmware/nvidia/550 d755\n"
+          "usr/lib/x86_64-linux-gnu d755\n"
+          "usr/lib/x86_64-linux-gnu/libcuda.so.1 l777\n"
+          "usr/lib/x86_64-linux-gnu/libcuda.so.550 f644\n");
+    CHECK(fs::read_symlink(d.dir / "late/usr/lib/x86_64-linux-gnu/libcuda.so.1") == "libcuda.so.550");
+    std::ifstream cache(d.dir / "late/etc/ld.so.cache");
+    CHECK(std::string(std::istreambuf_iterator<char>(cache), {}) == "gpubox's");
+    // Done here, so init skips them: the link and the file. Binds still mount at apply time.
+    CHECK(prepared == std::vector<bool>{false, false, false, false, true, true, false, false});
+    CHECK(list(d.dir / "image") == image_before);
+}
