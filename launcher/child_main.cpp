@@ -179,6 +179,8 @@ const std::vector<int>& forwarded_signals() {
         rootfs::RootLayer layer = rootfs::open_root_layer(spec.plan, late_ops);
         if (late_ops) sys::send_fd(spec.device_fd, layer.late.get(), "device plan socket");
         if (spec.new_net) sys::unshare(CLONE_NEWNET);     // owned by our user namespace, as a clone flag would be
+        if (spec.new_net) sys::set_loopback_up();         // before the wait for the GPU's ops, if any
+        sys::sethostname(spec.hostname);
         sys::make_rprivate();
         UniqueFd image = reopen_rootfs(spec);
         rootfs::LatePlan late_plan;
@@ -187,8 +189,6 @@ const std::vector<int>& forwarded_signals() {
         rootfs::NewRoot root = rootfs::assemble_root(spec.plan, image.get(), std::move(layer), late);
         rootfs::apply_mount_plan(late ? late_plan.full : spec.plan, root);  // fresh /proc while the old root is visible
         rootfs::enter_root(root.mnt.get());
-        sys::sethostname(spec.hostname);
-        if (spec.new_net) sys::set_loopback_up();
         pid_t pid = ::fork();
         if (pid < 0) sys::fail("fork()", errno);
         if (pid == 0) workload_main(spec);
