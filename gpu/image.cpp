@@ -40,10 +40,10 @@ ImageInfo inspect_image(const std::string& rootfs) {
     }
     info.libdir = choose_libdir(has_dir(root.get(), cat("/usr/lib/", kMultiarch)) ||
                                 has_dir(root.get(), cat("/lib/", kMultiarch)));
-    const auto bytes = rootfs::read_regular_in_root(root.get(), "/etc/ld.so.cache", 64 << 20);
-    if (!bytes) return info;
+    const auto cache = rootfs::map_regular_in_root(root.get(), "/etc/ld.so.cache", 64 << 20);
+    if (!cache) return info;
     try {
-        info.ldcache = parse_ldcache(*bytes);
+        info.ldcache = parse_ldcache(cache->bytes());
     } catch (const LdCacheError& e) {
         log::warn(cat("ROOTFS's /etc/ld.so.cache is unusable (", e.what(), "); gpubox writes a new one"));
     }

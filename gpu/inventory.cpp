@@ -172,15 +172,15 @@ void add_drm_gpu(int root, HostFiles& files, GpuInventory& inv, Gpu g, const std
 }
 
 void add_libraries(int root, HostFiles& files, GpuInventory& inv, unsigned caps) {
-    auto bytes = rootfs::read_regular_in_root(root, "/etc/ld.so.cache", 64 << 20);
-    if (!bytes) {
+    const auto cache = rootfs::map_regular_in_root(root, "/etc/ld.so.cache", 64 << 20);
+    if (!cache) {
         inv.ldcache_problem = "no /etc/ld.so.cache under the driver root";
         return;
     }
     const auto prefixes = library_prefixes(caps);
     std::vector<LdCacheEntry> entries;
     try {
-        entries = find_ldcache(*bytes, prefixes);  // the driver's entries only, by binary search
+        entries = find_ldcache(cache->bytes(), prefixes);  // the driver's entries only, by binary search
     } catch (const LdCacheError& e) {
         inv.ldcache_problem = cat("/etc/ld.so.cache: ", e.what());
         return;

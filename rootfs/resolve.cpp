@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -87,20 +88,30 @@ int try_open_in_root(int root, const std::string& path, int flags) {
     return fd;
 }
 
-std::optional<std::string> read_regular_in_root(int root, const std::string& path, std::size_t limit) {
+MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
+    if (this != &o) {
+        this->~MappedFile();
+        data_ = o.data_, size_ = o.size_;
+        o.data_ = nullptr, o.size_ = 0;
+    }
+    return *this;
+}
+
+MappedFile::~MappedFile() {
+    if (size_) ::munmap(const_cast<char*>(data_), size_);
+}
+
+std::optional<MappedFile> map_regular_in_root(int root, const std::string& path, std::size_t limit) {
     int fd = try_open_in_root(root, path, O_RDONLY | O_NONBLOCK);  // a FIFO must not block the open
     if (fd < 0) return std::nullopt;
     UniqueFd f(fd);
     struct stat st {};
     if (::fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) > limit) return std::nullopt;
-    // One byte more than its size: a regular file's read() stops short at its end, so one call
-    // reads it all, and a full buffer means it grew while we read (ldconfig renames a new file
-    // into place; it never rewrites the one we opened).
-    std::string out(static_cast<std::size_t>(st.st_size) + 1, '\0');
-    const ssize_t n = ::read(fd, out.data(), out.size());
-    if (n < 0 || static_cast<std::size_t>(n) == out.size()) return std::nullopt;
-    out.resize(static_cast<std::size_t>(n));
-    return out;
+    const auto size = static_cast<std::size_t>(st.st_size);
+    if (size == 0) return MappedFile();
+    void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) return std::nullopt;
+    return MappedFile(static_cast<const char*>(p), size);
 }
 
 UniqueFd open_in_root(int root, const std::string& path, int flags) {

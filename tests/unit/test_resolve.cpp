@@ -72,6 +72,29 @@ TEST_CASE("magic links are refused by openat2 and not followed out by the walk")
     CHECK(resolve(root.get(), "magic", true) != "out");
 }
 
+TEST_CASE("map_regular_in_root maps regular files only, resolved inside the root") {
+    TempTree t;
+    UniqueFd root = sys::open_at(AT_FDCWD, (t.dir / "root").string(), O_PATH | O_DIRECTORY);
+    REQUIRE(::mkfifo((t.dir / "root/fifo").c_str(), 0644) == 0);
+    std::ofstream(t.dir / "root/empty").flush();
+    auto mapped = [&](const std::string& p, std::size_t limit = 100) {
+        const auto m = rootfs::map_regular_in_root(root.get(), p, limit);
+        return m ? "[" + std::string(m->bytes()) + "]" : std::string("none");
+    };
+    CHECK(mapped("/file") == "[in]");
+    CHECK(mapped("dir/abs") == "[in]");  // "/file" in the root, not the host's
+    CHECK(mapped("escape") == "none");
+    CHECK(mapped("fifo") == "none");     // and it returns: nothing opens it for reading
+    CHECK(mapped("dir") == "none");
+    CHECK(mapped("missing") == "none");
+    CHECK(mapped("empty") == "[]");
+    CHECK(mapped("/file", 1) == "none");  // over the limit
+    rootfs::MappedFile a = *rootfs::map_regular_in_root(root.get(), "/file", 100), b;
+    b = std::move(a);
+    CHECK(a.bytes().empty());
+    CHECK(b.bytes() == "in");
+}
+
 TEST_CASE("open_in_root falls back when an outer seccomp filter answers ENOSYS for openat2") {
     TempTree t;
     pid_t pid = ::fork();
