@@ -3,6 +3,8 @@
 // image lacks is created there *before* the overlay is mounted, at the path the image's own
 // symlinks lead to (resolved inside ROOTFS). A symlink or wrong-typed entry where gpubox needs a
 // mount point is shadowed by a real one, so an image's `dev -> /home/victim` redirects nothing.
+// The GPU's entries go to a layer of their own in the same tmpfs, just below, which the monitor
+// fills while the child sets up: no directory is written by both.
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <linux/mount.h>
