@@ -18,6 +18,7 @@
 #include "rootfs/plan.hpp"
 #include "rootfs/wire.hpp"
 #include "tests/fixtures/fake_host.hpp"
+#include "tests/unit/temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using namespace gpubox;
@@ -25,16 +26,10 @@ using namespace gpubox::gpu;
 
 namespace {
 
-struct Host {
-    fs::path dir;
+struct Host : test::TempDir {
     test::FakeHost fake;
-    Host() : dir(make()), fake(dir.string(), false) {
+    Host() : TempDir("fakehost"), fake(dir.string(), false) {
         fake.standard(4, "550.54.14", "535.104.05", {"", "", "", "", "", "", "", "", "/bin/true"});
-    }
-    ~Host() { fs::remove_all(dir); }
-    static fs::path make() {
-        char t[] = "/tmp/gpubox-fakehost.XXXXXX";
-        return ::mkdtemp(t);
     }
 };
 

@@ -15,6 +15,7 @@
 #include "common/sys.hpp"
 #include "rootfs/apply.hpp"
 #include "rootfs/plan.hpp"
+#include "tests/unit/temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using namespace gpubox;
@@ -22,11 +23,8 @@ using namespace gpubox::rootfs;
 
 namespace {
 
-struct Dirs {
-    fs::path dir;
-    Dirs() {
-        char tmpl[] = "/tmp/gpubox-layer.XXXXXX";
-        dir = ::mkdtemp(tmpl);
+struct Dirs : test::TempDir {
+    Dirs() : TempDir("layer") {
         fs::create_directories(dir / "image/usr/lib/x86_64-linux-gnu");
         fs::create_directories(dir / "image/usr/bin");
         fs::create_directories(dir / "image/etc");
@@ -36,7 +34,6 @@ struct Dirs {
         std::ofstream(dir / "image/etc/ld.so.cache") << "the image's";
         std::ofstream(dir / "driver.so") << "host";
     }
-    ~Dirs() { fs::remove_all(dir); }
 };
 
 std::string mode_of(const fs::path& p) {

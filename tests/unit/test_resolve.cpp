@@ -14,17 +14,15 @@
 
 #include "common/sys.hpp"
 #include "rootfs/resolve.hpp"
+#include "tests/unit/temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using namespace gpubox;
 
 namespace {
 
-struct TempTree {
-    fs::path dir;
-    TempTree() {
-        char tmpl[] = "/tmp/gpubox-resolve.XXXXXX";
-        dir = ::mkdtemp(tmpl);
+struct TempTree : test::TempDir {
+    TempTree() : TempDir("resolve") {
         fs::create_directories(dir / "root/dir/sub");
         std::ofstream(dir / "root/file") << "in";
         std::ofstream(dir / "outside") << "out";
@@ -37,7 +35,6 @@ struct TempTree {
         fs::create_symlink("/proc/self/root/outside", dir / "root/magic");
         fs::create_symlink("dir", dir / "root/dirlink");
     }
-    ~TempTree() { fs::remove_all(dir); }
 };
 
 // What the entry resolves to: "file", "sub" (the directory), or an errno name.
