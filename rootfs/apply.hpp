@@ -14,7 +14,7 @@ namespace gpubox::rootfs {
 struct NewRoot {
     UniqueFd mnt;         // the new root's mount
     bool writable_layer;  // the root is gpubox's overlay (mount points may be made in it)
-    std::vector<bool> prepared;  // by op index: entries already made in the overlay's layer
+    std::vector<bool> prepared;  // by op index: entries already made in the overlay's layers
 };
 
 // Child side, first thing after the id maps: gpubox's layer, when the root will be its overlay.

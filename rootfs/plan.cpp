@@ -97,9 +97,8 @@ MountPlan build_mount_plan(const PlanInputs& in) {
     if (in.root.rootfs.empty()) throw PlanError("no ROOTFS given");
     add_base_ops(in, plan.ops);
     plan.user_from = plan.ops.size();
-    if (!in.device_ops.empty())
-        for (MountOp& op : place_device_ops(plan, in.device_ops)) plan.ops.push_back(std::move(op));
-    plan.user_from = plan.ops.size();
+    const std::vector<MountOp> placed = place_device_ops(plan, in.device_ops);
+    plan = with_device_ops(std::move(plan), placed);
     add_user_mounts(in, plan.ops);
     return plan;
 }
