@@ -218,16 +218,20 @@ void apply_one(const Sysfs& s, Ctx& c) {
 
 bool is_mount(const MountOp& op) { return !creates_entry(op); }
 
-// Does op j's target lie in the filesystem op i mounts, with no mount in between holding it?
-bool lies_in(const MountPlan& plan, std::size_t i, std::size_t j) {
-    const std::string fs = target_of(plan.ops[i]), t = target_of(plan.ops[j]);
-    if (t == fs || !is_within(t, fs)) return false;
-    for (std::size_t k = i + 1; k < j; ++k)
-        if (is_mount(plan.ops[k])) {
-            const std::string m = target_of(plan.ops[k]);
-            if (m != t && is_within(t, m)) return false;
-        }
-    return true;
+// The later ops whose targets lie in the filesystem op i mounts, with no mount in between
+// holding them. One pass: only a mount inside that filesystem, or over it, can hold one.
+std::vector<std::size_t> contents_of(const MountPlan& plan, std::size_t i) {
+    const std::string& fs = target_of(plan.ops[i]);
+    std::vector<const std::string*> mounts;
+    std::vector<std::size_t> out;
+    for (std::size_t j = i + 1; j < plan.ops.size(); ++j) {
+        const std::string& t = target_of(plan.ops[j]);
+        const bool held = std::any_of(mounts.begin(), mounts.end(),
+                                      [&](const std::string* m) { return *m != t && is_within(t, *m); });
+        if (t != fs && is_within(t, fs) && !held) out.push_back(j);
+        if (is_mount(plan.ops[j]) && (is_within(t, fs) || is_within(fs, t))) mounts.push_back(&t);
+    }
+    return out;
 }
 
 // A fresh tmpfs, still detached, filled with the mount points and entries the plan puts in it,
@@ -288,9 +292,8 @@ void apply_tmpfs(const MountPlan& plan, std::size_t i, Ctx& c, std::vector<bool>
                      (t.read_only ? MOUNT_ATTR_RDONLY : 0);
     UniqueFd mnt = new_fs("tmpfs", opts, attrs & ~MOUNT_ATTR_RDONLY);
     FreshFs fs(mnt.get());
-    for (std::size_t j = i + 1; j < plan.ops.size(); ++j)
-        if (!done[j] && lies_in(plan, i, j))
-            done[j] = fill_one(fs, target_of(plan.ops[j]).substr(t.target.size() + 1), plan.ops[j]);
+    for (std::size_t j : contents_of(plan, i))
+        if (!done[j]) done[j] = fill_one(fs, target_of(plan.ops[j]).substr(t.target.size() + 1), plan.ops[j]);
     if (t.read_only) sys::mount_setattr(mnt.get(), t.target, MOUNT_ATTR_RDONLY, 0, false);
     attach(c, mnt, "tmpfs", t.target, Kind::dir, true);
 }

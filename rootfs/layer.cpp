@@ -205,7 +205,7 @@ bool source_usable(const std::string& source, int err, Need need) {
 }
 
 bool prepare_entry(Layer& layer, const MountOp& op) {
-    const std::string t = target_of(op);
+    const std::string& t = target_of(op);
     if (auto* b = std::get_if<Bind>(&op)) {
         bool dir = false;
         return source_usable(b->source, bind_source_is_dir(*b, dir), b->need) &&

@@ -106,7 +106,7 @@ MountPlan build_mount_plan(const PlanInputs& in) {
 std::vector<MountOp> place_device_ops(const MountPlan& plan, std::vector<MountOp> ops) {
     std::vector<MountOp> before(plan.ops.begin(), plan.ops.begin() + static_cast<std::ptrdiff_t>(plan.user_from));
     for (MountOp& op : ops) {
-        const std::string t = target_of(op);
+        const std::string& t = target_of(op);
         const Place place = place_for(t, before);
         set_place(op, place);
         if (plan.root.mode == RootMode::writable && place == Place::image && creates_entry(op))
@@ -124,9 +124,9 @@ MountPlan with_device_ops(MountPlan plan, const std::vector<MountOp>& placed) {
     return plan;
 }
 
-std::string target_of(const MountOp& op) {
+const std::string& target_of(const MountOp& op) {
     return std::visit(
-        [](const auto& o) -> std::string {
+        [](const auto& o) -> const std::string& {
             if constexpr (requires { o.target; }) return o.target;
             else return o.path;
         },

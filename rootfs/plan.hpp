@@ -33,7 +33,7 @@ std::vector<MountOp> place_device_ops(const MountPlan& plan, std::vector<MountOp
 MountPlan with_device_ops(MountPlan plan, const std::vector<MountOp>& placed);
 
 // The target of an op ("" for none), and the op's one-line rendering for logs and --print-plan.
-std::string target_of(const MountOp& op);
+const std::string& target_of(const MountOp& op);
 std::string to_string(const MountOp& op);
 std::string to_string(const RootSpec& root);
 
