@@ -1,5 +1,6 @@
 // The mount executor. Invariants, stated once and kept by every apply_one():
-//  - binds are recursive, so a bind never reveals what an over-mount hid on the host;
+//  - binds are recursive (a file has nothing below it), so a bind never reveals what an
+//    over-mount hid on the host;
 //  - every mount gets nosuid; all but BindDev get nodev;
 //  - read-only is applied with mount_setattr(AT_RECURSIVE), so submounts are read-only too, and
 //    mount_setattr only *sets* attributes, so flags the kernel locked stay as they were;
@@ -173,14 +174,18 @@ void bind_fd(Ctx& c, int src, const std::string& source, const std::string& targ
 }
 
 void apply_one(const Bind& b, Ctx& c) {
-    // Cloned straight from the host path: the tree's root is what the path named.
-    int fd = sys::try_open_tree_attr(AT_FDCWD, b.source, true,
+    // Cloned straight from the host path: the tree's root is what the path named. Nothing can be
+    // mounted below a file, so a file the planner knows of is cloned alone (no walk of its
+    // mount's submounts).
+    int fd = sys::try_open_tree_attr(AT_FDCWD, b.source, b.kind != SourceKind::file,
                                      MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (b.read_only ? MOUNT_ATTR_RDONLY : 0));
     if (fd == -ENOENT && b.need == Need::optional) {
         log::debug(cat("skipping optional ", quote(b.source), ": not found"));
         return;
     }
-    if (fd < 0) sys::fail(cat("open_tree(", quote(b.source), ", OPEN_TREE_CLONE|AT_RECURSIVE)"), -fd);
+    if (fd < 0)
+        sys::fail(cat("open_tree(", quote(b.source), ", OPEN_TREE_CLONE", b.kind != SourceKind::file ? "|AT_RECURSIVE)" : ")"),
+                  -fd);
     UniqueFd tree(fd);
     const bool dir = b.kind == SourceKind::unknown ? S_ISDIR(sys::fstat(tree.get(), b.source).st_mode)
                                                    : b.kind == SourceKind::dir;
