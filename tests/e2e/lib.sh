@@ -52,12 +52,18 @@ check() { local d=$1; shift; if "$@"; then ok "$d"; else not_ok "$d" "command: $
 expect_eq() {
     if [ "$2" = "$3" ]; then ok "$1"; else not_ok "$1" "got:  $(printf %q "$2")" "want: $(printf %q "$3")"; fi
 }
+# matches TEXT EXTENDED-REGEX: a one-line regex matches any line of TEXT (^ and $ anchor lines);
+# a regex spanning lines matches TEXT as one string (^ and $ anchor its ends; . matches a
+# newline). grep would take each line of such a regex as a pattern of its own, any one enough.
+matches() {
+    if [[ $2 == *$'\n'* ]]; then [[ $1 =~ $2 ]]; else printf '%s\n' "$1" | grep -Eq -- "$2"; fi
+}
 # expect_match DESC TEXT EXTENDED-REGEX
 expect_match() {
-    if printf '%s\n' "$2" | grep -Eq -- "$3"; then ok "$1"; else not_ok "$1" "text: $(printf %q "$2")" "want: /$3/"; fi
+    if matches "$2" "$3"; then ok "$1"; else not_ok "$1" "text: $(printf %q "$2")" "want: /$3/"; fi
 }
 expect_no_match() {
-    if printf '%s\n' "$2" | grep -Eq -- "$3"; then not_ok "$1" "text: $(printf %q "$2")" "must not match: /$3/"; else ok "$1"; fi
+    if matches "$2" "$3"; then not_ok "$1" "text: $(printf %q "$2")" "must not match: /$3/"; else ok "$1"; fi
 }
 
 # box ARGS...: run gpubox; sets $rc, $out, $err.
