@@ -55,6 +55,16 @@ Scope scope_for(const GpuSpec& spec) {
     return Scope::nvidia;
 }
 
+std::vector<int> indices_only(const GpuSpec& spec) {
+    std::vector<int> out;
+    if (spec.kind != GpuSpec::Kind::list) return out;
+    for (const std::string& item : spec.items) {
+        if (!is_index(item)) return {};
+        out.push_back(std::stoi(item));
+    }
+    return out;
+}
+
 std::vector<Gpu> select_gpus(const GpuInventory& inv, const GpuSpec& spec) {
     if (spec.kind == GpuSpec::Kind::none) return {};
     if (spec.kind == GpuSpec::Kind::all) {

@@ -22,6 +22,9 @@ std::vector<Gpu> select_gpus(const GpuInventory& inv, const GpuSpec& spec);
 
 // Pure: the discovery scope that can satisfy the spec (indices and UUIDs name NVIDIA GPUs only).
 Scope scope_for(const GpuSpec& spec);
+// Pure: the NVIDIA indices the spec names, when it names GPUs by index only (else empty): all
+// that discovery need inspect (discover_gpus's `only`).
+std::vector<int> indices_only(const GpuSpec& spec);
 
 // "0 0000:3b:00.0 nvidia Tesla T4 GPU-... /dev/nvidia2" lines, for errors and `gpubox list`.
 std::string describe_gpus(const GpuInventory& inv);

@@ -133,32 +133,57 @@ Node find_node(HostFiles& files, const std::string& path) {
     return n;
 }
 
-void add_nvidia_gpus(int root, HostFiles& files, GpuInventory& inv, const std::vector<Gpu>& sysfs_nvidia) {
+// The driver's GPUs, indexed in PCI bus order (one whose information file cannot be read is
+// left out, and not counted). With `only` (indices), the others get their place in that order
+// from their directory's name alone, with no read of their information file or their node: a
+// `run --gpu 0` on an 8-GPU host reads one GPU's files, not eight.
+void add_nvidia_gpus(int root, HostFiles& files, GpuInventory& inv, const std::vector<Gpu>& sysfs_nvidia,
+                     const std::vector<int>& only) {
+    struct Entry {
+        std::string dir;
+        std::optional<PciAddress> pci;  // from the directory's name
+    };
+    std::vector<Entry> dirs;
+    bool named = true;  // every directory is named by its bus address, as the driver names them
+    for (std::string& dir : list_dir(root, "/proc/driver/nvidia/gpus")) {
+        auto pci = parse_pci_address(dir);
+        named = named && pci.has_value();
+        dirs.push_back({std::move(dir), pci});
+    }
+    const bool lazy = named && !only.empty();
+    if (lazy) std::sort(dirs.begin(), dirs.end(), [](const Entry& a, const Entry& b) { return *a.pci < *b.pci; });
     std::vector<Gpu> found;
-    for (const std::string& dir : list_dir(root, "/proc/driver/nvidia/gpus")) {
-        const std::string path = "/proc/driver/nvidia/gpus/" + dir + "/information";
+    for (const Entry& e : dirs) {
+        Gpu g{Vendor::nvidia};
+        g.pci_name = g.proc_dir = e.dir;
+        const int index = static_cast<int>(found.size());
+        if (lazy && std::find(only.begin(), only.end(), index) == only.end()) {
+            g.pci = *e.pci;  // listed, not inspected
+            found.push_back(std::move(g));
+            continue;
+        }
+        const std::string path = "/proc/driver/nvidia/gpus/" + e.dir + "/information";
         auto text = read_in(root, path);
         if (!text) continue;
         GpuInformation info = parse_gpu_information(*text, path);
         auto pci = parse_pci_address(info.bus_location);
-        if (!pci) pci = parse_pci_address(dir);
+        if (!pci) pci = e.pci;
         if (!pci) throw PlanError(cat(quote(path), ": invalid Bus Location ", quote(info.bus_location)));
+        // Only the full read can order GPUs whose files disagree with their directories' names.
+        if (lazy && pci != e.pci) return add_nvidia_gpus(root, files, inv, sysfs_nvidia, {});
         // The driver lists its GPUs only (an NVSwitch has its own directory); the PCI class
         // comes from the sysfs scan, when the scope had one.
         auto in_sysfs = std::find_if(sysfs_nvidia.begin(), sysfs_nvidia.end(),
-                                     [&](const Gpu& g) { return g.pci == *pci; });
-        Gpu g{Vendor::nvidia};
+                                     [&](const Gpu& x) { return x.pci == *pci; });
         g.pci = *pci;
-        g.pci_name = dir;
         g.pci_class = in_sysfs != sysfs_nvidia.end() ? in_sysfs->pci_class : 0;
         g.model = info.model;
         g.uuid = info.uuid;
         g.minor = info.device_minor;
-        g.proc_dir = dir;
         g.nodes.push_back(find_node(files, cat("/dev/nvidia", info.device_minor)));
         found.push_back(std::move(g));
     }
-    std::sort(found.begin(), found.end(), [](const Gpu& a, const Gpu& b) { return a.pci < b.pci; });
+    std::stable_sort(found.begin(), found.end(), [](const Gpu& a, const Gpu& b) { return a.pci < b.pci; });
     for (std::size_t i = 0; i < found.size(); ++i) found[i].index = static_cast<int>(i);
     inv.gpus.insert(inv.gpus.end(), found.begin(), found.end());
 }
@@ -230,7 +255,7 @@ const char* to_string(Vendor v) {
     return "?";
 }
 
-GpuInventory discover_gpus(const std::string& driver_root, unsigned caps, Scope scope) {
+GpuInventory discover_gpus(const std::string& driver_root, unsigned caps, Scope scope, const std::vector<int>& only) {
     GpuInventory inv;
     inv.driver_root = driver_root.size() > 1 && driver_root.back() == '/' ? driver_root.substr(0, driver_root.size() - 1) : driver_root;
     UniqueFd root;
@@ -264,7 +289,7 @@ GpuInventory discover_gpus(const std::string& driver_root, unsigned caps, Scope 
     }
     std::vector<Gpu> others = std::move(inv.gpus);
     inv.gpus.clear();
-    add_nvidia_gpus(r, files, inv, sysfs_nvidia);
+    add_nvidia_gpus(r, files, inv, sysfs_nvidia, only);
     inv.gpus.insert(inv.gpus.end(), others.begin(), others.end());
 
     const std::string devices = read_in(r, "/proc/devices").value_or("");
@@ -274,7 +299,7 @@ GpuInventory discover_gpus(const std::string& driver_root, unsigned caps, Scope 
     if (major < 0) major = parse_char_major(devices, "nvidia-frontend");
     if (major < 0) major = kNvidiaMajor;
     for (Gpu& g : inv.gpus)
-        if (g.vendor == Vendor::nvidia && g.nodes[0].exists && g.nodes[0].rdev != makedev(major, g.minor))
+        if (g.vendor == Vendor::nvidia && !g.nodes.empty() && g.nodes[0].exists && g.nodes[0].rdev != makedev(major, g.minor))
             g.nodes[0].is_char = false;  // not the node the driver made for this minor
     inv.shared_nodes["nvidiactl"].is_char &= inv.shared_nodes["nvidiactl"].rdev == makedev(major, 255);
     inv.shared_nodes["nvidia-modeset"].is_char &= inv.shared_nodes["nvidia-modeset"].rdev == makedev(major, 254);

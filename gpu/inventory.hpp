@@ -67,7 +67,9 @@ enum class Scope { nvidia, all };
 // symlink or an ld.so.cache path found there stays inside it). Never throws for what a host
 // lacks: it records it, and the planner decides whether the request needs it. NVIDIA GPUs and
 // their indices are the same in both scopes; Scope::nvidia leaves out the other vendors and
-// the PCI class (0).
-GpuInventory discover_gpus(const std::string& driver_root, unsigned caps, Scope scope = Scope::all);
+// the PCI class (0). With `only`, the NVIDIA GPUs of other indices are listed with their
+// index and bus address alone (no model, UUID, minor or node): enough to select by index.
+GpuInventory discover_gpus(const std::string& driver_root, unsigned caps, Scope scope = Scope::all,
+                           const std::vector<int>& only = {});
 
 }  // namespace gpubox::gpu

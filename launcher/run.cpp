@@ -95,7 +95,7 @@ void report_setup_failure(const RunOutcome& out) {
 std::vector<rootfs::MountOp> plan_gpus(const Options& o, std::vector<std::string>& summary) {
     const gpu::GpuSpec gpus = gpu::parse_gpu_spec(o.gpu);
     const gpu::Scope scope = gpu::scope_for(gpus);
-    const gpu::GpuInventory inv = gpu::discover_gpus(o.driver_root, o.gpu_caps, scope);
+    const gpu::GpuInventory inv = gpu::discover_gpus(o.driver_root, o.gpu_caps, scope, gpu::indices_only(gpus));
     std::vector<gpu::Gpu> selected;
     try {
         selected = gpu::select_gpus(inv, gpus);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "common/error.hpp"
@@ -97,6 +98,52 @@ TEST_CASE("discovery scope: indices and UUIDs need only the NVIDIA driver's list
     }
     CHECK(nv.libs.size() == full.libs.size());
     CHECK(nv.shared_nodes.at("nvidiactl").host == h.dir.string() + "/dev/nvidiactl");
+}
+
+TEST_CASE("discovery by index reads only the GPUs asked for, and numbers them as a full read does") {
+    CHECK(indices_only(parse_gpu_spec("3,0")) == std::vector<int>{3, 0});
+    CHECK(indices_only(parse_gpu_spec("0,GPU-000000a2-1111-2222-3333-444400000012")).empty());
+    CHECK(indices_only(parse_gpu_spec("all")).empty());
+    Host h;
+    const GpuInventory full = discover_gpus(h.dir.string(), kCapDefault, Scope::nvidia);
+    // Information files a full read would reject, for GPUs not asked for: never read.
+    const fs::path gpus = h.dir / "proc/driver/nvidia/gpus";
+    for (const char* bus : {"0000:5e:00.0", "0000:86:00.0"}) {
+        fs::copy_file(gpus / bus / "information", h.dir / bus);
+        std::ofstream(gpus / bus / "information") << "not the driver's\n";
+    }
+    CHECK_THROWS_WITH(discover_gpus(h.dir.string(), kCapDefault, Scope::nvidia), Catch::Matchers::Contains("no Device Minor"));
+    const GpuInventory some = discover_gpus(h.dir.string(), kCapDefault, Scope::nvidia, {3, 0});
+    REQUIRE(some.gpus.size() == full.gpus.size());
+    for (std::size_t i = 0; i < full.gpus.size(); ++i) {
+        CHECK(some.gpus[i].index == full.gpus[i].index);
+        CHECK(some.gpus[i].pci == full.gpus[i].pci);
+    }
+    for (std::size_t i : {0u, 3u}) {  // inspected as a full read inspects them
+        CHECK(some.gpus[i].uuid == full.gpus[i].uuid);
+        CHECK(some.gpus[i].minor == full.gpus[i].minor);
+        REQUIRE(some.gpus[i].nodes.size() == 1);
+        CHECK(some.gpus[i].nodes[0].host == full.gpus[i].nodes[0].host);
+    }
+    CHECK(some.gpus[1].uuid.empty());  // listed only
+    CHECK(some.gpus[1].nodes.empty());
+    CHECK(select_gpus(some, parse_gpu_spec("3"))[0].minor == 1);
+    // An information file that disagrees with its directory's name: the full read decides.
+    for (const char* bus : {"0000:5e:00.0", "0000:86:00.0"})
+        fs::copy_file(h.dir / bus, gpus / bus / "information", fs::copy_options::overwrite_existing);
+    const fs::path info = gpus / "0000:3b:00.0/information";
+    std::string text;
+    {
+        std::ifstream in(info);
+        text.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    const std::string was = "Bus Location: \t 0000:3b:00.0";
+    text.replace(text.find(was), was.size(), "Bus Location: \t 0000:ff:00.0");
+    std::ofstream(info) << text;
+    const GpuInventory moved = discover_gpus(h.dir.string(), kCapDefault, Scope::nvidia, {0});
+    CHECK(to_string(moved.gpus[0].pci) == "0000:5e:00.0");
+    CHECK(to_string(moved.gpus[3].pci) == "0000:ff:00.0");
+    CHECK(moved.gpus[3].minor == 2);
 }
 
 TEST_CASE("discovery: only libraries of the kernel module's version, for the capabilities asked") {
