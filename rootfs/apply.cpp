@@ -252,13 +252,15 @@ public:
         if (dir < 0) return false;
         const std::string name = base_name("/" + rel);
         if (link) return ::symlinkat(link->c_str(), dir, name.c_str()) == 0;
-        if (kind == Kind::dir) return ::mkdirat(dir, name.c_str(), mode) == 0 || errno == EEXIST;
+        if (kind == Kind::dir) return dirs_.make(dir, name, mode);
         if (!file) return ::mknodat(dir, name.c_str(), S_IFREG | 0644, 0) == 0 || errno == EEXIST;
         UniqueFd f(::openat(dir, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, file->mode));
         if (!f.valid()) return false;
         sys::write_all(f.get(), file->content, file->target);
         return true;
     }
+
+    void seal() { dirs_.seal(); }
 
 private:
     int parent(const std::string& rel) {
@@ -299,6 +301,7 @@ void apply_tmpfs(const MountPlan& plan, std::size_t i, Ctx& c, std::vector<bool>
     FreshFs fs(mnt.get());
     for (std::size_t j : contents_of(plan, i))
         if (!done[j]) done[j] = fill_one(fs, target_of(plan.ops[j]).substr(t.target.size() + 1), plan.ops[j]);
+    fs.seal();
     if (t.read_only) sys::mount_setattr(mnt.get(), t.target, MOUNT_ATTR_RDONLY, 0, false);
     attach(c, mnt, "tmpfs", t.target, Kind::dir, true);
 }
@@ -405,8 +408,7 @@ int OwnDirs::open(const std::vector<std::string>& parts, std::size_t n, const st
         key += "/" + parts[i];
         auto it = dirs_.find(key);
         if (it == dirs_.end()) {
-            const mode_t mode = i < modes.size() && modes[i] ? modes[i] : 0755;
-            if (::mkdirat(dir, parts[i].c_str(), mode) < 0 && errno != EEXIST) return -errno;
+            if (!make(dir, parts[i], i < modes.size() && modes[i] ? modes[i] : 0755)) return -errno;
             UniqueFd next(::openat(dir, parts[i].c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
             if (!next.valid()) return -errno;
             it = dirs_.emplace(key, std::move(next)).first;
@@ -414,6 +416,19 @@ int OwnDirs::open(const std::vector<std::string>& parts, std::size_t n, const st
         dir = it->second.get();
     }
     return dir;
+}
+
+bool OwnDirs::make(int dir, const std::string& name, mode_t mode) {
+    if (::mkdirat(dir, name.c_str(), mode | 0700) < 0) return errno == EEXIST;
+    if ((mode & 0700) != 0700) pending_.push_back({dir, name, mode});
+    return true;
+}
+
+void OwnDirs::seal() {
+    for (auto it = pending_.rbegin(); it != pending_.rend(); ++it)
+        if (::fchmodat(it->dir, it->name.c_str(), it->mode, 0) < 0)
+            sys::fail(cat("fchmodat(", quote(it->name), ", ", octal(it->mode), ")"), errno);
+    pending_.clear();
 }
 
 int bind_source_is_dir(const Bind& b, bool& dir) {

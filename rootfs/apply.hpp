@@ -58,16 +58,30 @@ int bind_source_is_dir(const Bind& b, bool& dir);
 // Directories made below the root of a filesystem gpubox owns and nothing else can reach (its
 // layer, a tmpfs not yet attached), held open by their path below it: a run of entries in one
 // directory makes and opens it once, and no lookup there can meet a link gpubox did not make.
+// Each is made writable by its owner (mode | 0700) and gets its exact mode from seal(): the
+// monitor fills the late layer as the user, whom a 0555 directory (an image's /usr/lib64 or
+// /usr/bin on RHEL) would shut out, where init, root in its namespace, is let by.
 class OwnDirs {
 public:
     explicit OwnDirs(int top) : top_(top) {}
     // The directory parts[0..n) below the top, each made where missing with modes[i] (0, or no
     // modes: 0755). An fd valid while this lives, or -errno.
     int open(const std::vector<std::string>& parts, std::size_t n, const std::vector<mode_t>& modes = {});
+    // mkdir `name` in `dir` (the top or one of these), to have `mode` once sealed. False, with
+    // errno set, on a failure other than EEXIST (an existing one is kept as it is).
+    bool make(int dir, const std::string& name, mode_t mode);
+    // Every directory made here gets its exact mode: call once nothing more goes in.
+    void seal();
 
 private:
+    struct Pending {
+        int dir;
+        std::string name;
+        mode_t mode;
+    };
     int top_;
     std::map<std::string, UniqueFd> dirs_;
+    std::vector<Pending> pending_;
 };
 
 // pivot_root into `root` and detach the old root.

@@ -156,7 +156,7 @@ public:
         // The layer may hold the entry already (two plan entries for one path): made once.
         switch (kind) {
             case Entry::dir:
-                sys::mkdir_at(dir, name, mode);
+                if (!dirs_.make(dir, name, mode)) sys::fail(cat("mkdirat(", quote(name), ")"), errno);
                 break;
             case Entry::file:
                 sys::mknod_file_at(dir, name, 0644);
@@ -176,6 +176,9 @@ public:
         }
         return true;
     }
+
+    // The directories made get their exact modes (OwnDirs::seal): once every entry is in.
+    void seal() { dirs_.seal(); }
 
 private:
     const Canonical& parent(const std::string& target) {
@@ -266,6 +269,7 @@ NewRoot overlay_root(const MountPlan& plan, int rootfs, const RootLayer& layer, 
     NewRoot out{{}, true, std::vector<bool>(plan.ops.size())};
     Layer entries(rootfs, layer.upper.get(), plan);
     prepare_entries(entries, plan, 0, plan.ops.size(), out.prepared);
+    entries.seal();
     if (late) {  // inserted at user_from; the monitor made their entries in layer.late
         const LatePlan& lp = late();
         std::vector<bool> done = lp.prepared;
@@ -371,6 +375,7 @@ std::vector<bool> prepare_late_entries(const MountPlan& full, std::size_t at, st
     Layer entries(rootfs, dir, full);
     std::vector<bool> prepared(full.ops.size());
     prepare_entries(entries, full, at, at + n, prepared);
+    entries.seal();
     return {prepared.begin() + static_cast<std::ptrdiff_t>(at), prepared.begin() + static_cast<std::ptrdiff_t>(at + n)};
 }
 

@@ -161,15 +161,19 @@ expect_eq "the image that ships a driver is unchanged" "$(tree_hash "$I")" "$bef
 box run "$I" gpuprobe
 expect_match "(control: without --gpu the image's own old libcuda is what loads)" "$out" $'^cuda_driver_version=12020$'
 
-# RHEL-like layout: glibc in /usr/lib64, found through the image's cache.
+# RHEL-like layout: glibc in /usr/lib64, found through the image's cache, and /usr/lib64 and
+# /usr/bin mode 0555 as RHEL and Fedora ship them: the monitor, making the GPU's entries as the
+# user, must not be shut out of the directories it makes in gpubox's layer.
 L=$WORK/rhel
 "$GPUBOX" rootfs create "$L" >/dev/null
 mkdir -p "$L/usr/lib64"
 mv "$L"/usr/lib/x86_64-linux-gnu/* "$L/usr/lib64/" && rmdir "$L/usr/lib/x86_64-linux-gnu"
 install -m 0755 "$GPUPROBE" "$L/usr/bin/gpuprobe"
 "$FAKE_GPU_HOST" --write-ldcache "$L/etc/ld.so.cache" libc.so.6=/usr/lib64/libc.so.6
-box run --driver-root "$H" --gpu 0 "$L" sh -c 'gpuprobe && ls /usr/lib64/libcuda.so.1'
-expect_match "RHEL lib64 layout: libraries land in /usr/lib64 and load" "$rc:$out" $'^0:cuda_driver_version=12040\n.*libcuda_path=/usr/lib64/libcuda.so.550.54.14.*\n/usr/lib64/libcuda.so.1$'
+chmod 0555 "$L/usr/lib64" "$L/usr/bin"
+box run --driver-root "$H" --gpu 0 "$L" sh -c 'gpuprobe && ls /usr/lib64/libcuda.so.1 && stat -c "%a %n" /usr/lib64 /usr/bin && nvidia-smi -L'
+expect_match "RHEL lib64 layout: libraries land in /usr/lib64 and load" "$rc:$out" $'^0:cuda_driver_version=12040\n.*libcuda_path=/usr/lib64/libcuda.so.550.54.14.*\n/usr/lib64/libcuda.so.1\n'
+expect_match "RHEL's 0555 /usr/lib64 and /usr/bin keep their modes, and take the driver's files" "$out" $'\n555 /usr/lib64\n555 /usr/bin\nGPU 0: Tesla T4'
 # Minimal layout: static busybox only.
 M=$WORK/minimal
 "$GPUBOX" rootfs create "$M" >/dev/null
