@@ -239,13 +239,13 @@ std::vector<std::size_t> contents_of(const MountPlan& plan, std::size_t i) {
     return out;
 }
 
-// A fresh tmpfs, still detached, filled with the mount points and entries the plan puts in it,
-// by fd and without following any link: cheaper than making them through the new root later,
-// and the tmpfs appears complete. Returns false where that is not possible (the op is then
-// applied the usual way).
+// A fresh tmpfs, still detached (or a layer directory that stands in for one), filled with the
+// mount points and entries the plan puts in it, by fd and without following any link: cheaper
+// than making them through the new root later, and the tmpfs appears complete. make() returns
+// false where that is not possible (the op is then applied the usual way).
 class FreshFs {
 public:
-    explicit FreshFs(int mnt) : dirs_(mnt) {}
+    explicit FreshFs(int top) : dirs_(top) {}
 
     bool make(const std::string& rel, Kind kind, const std::string* link, const WriteFile* file, mode_t mode) {
         const int dir = parent(rel);
@@ -298,10 +298,7 @@ void apply_tmpfs(const MountPlan& plan, std::size_t i, Ctx& c, std::vector<bool>
     unsigned attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (t.noexec ? MOUNT_ATTR_NOEXEC : 0) |
                      (t.read_only ? MOUNT_ATTR_RDONLY : 0);
     UniqueFd mnt = new_fs("tmpfs", opts, attrs & ~MOUNT_ATTR_RDONLY);
-    FreshFs fs(mnt.get());
-    for (std::size_t j : contents_of(plan, i))
-        if (!done[j]) done[j] = fill_one(fs, target_of(plan.ops[j]).substr(t.target.size() + 1), plan.ops[j]);
-    fs.seal();
+    fill_fresh_fs(plan, i, mnt.get(), done);
     if (t.read_only) sys::mount_setattr(mnt.get(), t.target, MOUNT_ATTR_RDONLY, 0, false);
     attach(c, mnt, "tmpfs", t.target, Kind::dir, true);
 }
@@ -418,6 +415,14 @@ int OwnDirs::open(const std::vector<std::string>& parts, std::size_t n, const st
     return dir;
 }
 
+void fill_fresh_fs(const MountPlan& plan, std::size_t i, int top, std::vector<bool>& done) {
+    const std::size_t skip = target_of(plan.ops[i]).size() + 1;
+    FreshFs fs(top);
+    for (std::size_t j : contents_of(plan, i))
+        if (!done[j]) done[j] = fill_one(fs, target_of(plan.ops[j]).substr(skip), plan.ops[j]);
+    fs.seal();
+}
+
 bool OwnDirs::make(int dir, const std::string& name, mode_t mode) {
     if (::mkdirat(dir, name.c_str(), mode | 0700) < 0) return errno == EEXIST;
     if ((mode & 0700) != 0700) pending_.push_back({dir, name, mode});
@@ -445,16 +450,20 @@ void apply_mount_plan(const MountPlan& plan, const NewRoot& root) {
     std::vector<bool> done = root.prepared;  // entries already made, in the layer or a fresh tmpfs
     done.resize(plan.ops.size());
     for (std::size_t i = 0; i < plan.ops.size(); ++i) {
-        if (done[i]) continue;
+        const auto tree = root.trees.find(i);
+        if (done[i] && tree == root.trees.end()) continue;
         try {
             if (log::level() >= log::Level::debug)
                 log::debug(cat("mount step ", i + 1, "/", plan.ops.size(), ": ", to_string(plan.ops[i])));
-            std::visit(
-                [&](const auto& op) {
-                    if constexpr (std::is_same_v<std::decay_t<decltype(op)>, Tmpfs>) apply_tmpfs(plan, i, c, done);
-                    else apply_one(op, c);
-                },
-                plan.ops[i]);
+            if (tree != root.trees.end())  // its contents, made in gpubox's layer
+                attach(c, tree->second, "gpubox's layer", target_of(plan.ops[i]), Kind::dir, false);
+            else
+                std::visit(
+                    [&](const auto& op) {
+                        if constexpr (std::is_same_v<std::decay_t<decltype(op)>, Tmpfs>) apply_tmpfs(plan, i, c, done);
+                        else apply_one(op, c);
+                    },
+                    plan.ops[i]);
         } catch (...) {
             std::throw_with_nested(SetupError(cat("mount step ", i + 1, "/", plan.ops.size(), " (",
                                                   to_string(plan.ops[i]), ")")));

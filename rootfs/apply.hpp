@@ -15,6 +15,10 @@ struct NewRoot {
     UniqueFd mnt;         // the new root's mount
     bool writable_layer;  // the root is gpubox's overlay (mount points may be made in it)
     std::vector<bool> prepared;  // by op index: entries already made in the overlay's layers
+    // By op index: a read-only tmpfs whose contents were made in a layer at its own path (see
+    // prepare_late_entries), cloned from the overlay before anything covered that path; it is
+    // attached at its step in place of the tmpfs.
+    std::map<std::size_t, UniqueFd> trees;
 };
 
 // Child side, first thing after the id maps: gpubox's layer, when the root will be its overlay.
@@ -51,6 +55,11 @@ std::vector<bool> prepare_late_entries(const MountPlan& full, std::size_t at, st
 // Apply every op under the new root, in plan order; failures are wrapped as "mount step i/n (op)".
 void apply_mount_plan(const MountPlan& plan, const NewRoot& root);
 
+// Fill `top`, the root of the fresh filesystem op i mounts (or a directory standing in for one),
+// with the entries and mount points of the later ops that lie in it, by fd and following no
+// link; done[j] is set for each entry made (a mount is still to do at its own step).
+void fill_fresh_fs(const MountPlan& plan, std::size_t i, int top, std::vector<bool>& done);
+
 // Whether a bind's mount point must be a directory: the plan's SourceKind where it says, else a
 // stat() of the source. Returns 0, or stat's errno (the source is missing or unreadable).
 int bind_source_is_dir(const Bind& b, bool& dir);
@@ -60,7 +69,8 @@ int bind_source_is_dir(const Bind& b, bool& dir);
 // directory makes and opens it once, and no lookup there can meet a link gpubox did not make.
 // Each is made writable by its owner (mode | 0700) and gets its exact mode from seal(): the
 // monitor fills the late layer as the user, whom a 0555 directory (an image's /usr/lib64 or
-// /usr/bin on RHEL) would shut out, where init, root in its namespace, is let by.
+// /usr/bin on RHEL, /proc/driver/nvidia) would shut out, where init, root in its namespace,
+// is let by.
 class OwnDirs {
 public:
     explicit OwnDirs(int top) : top_(top) {}

@@ -238,6 +238,62 @@ bool in_image(const MountOp& op) {
         op);
 }
 
+// A read-only tmpfs that the plan puts in a kernel filesystem (/proc/driver), made instead as
+// a directory at its own path in `dir` (the late layer), with every entry and mount point the
+// plan puts in it. Init then clones that directory from the overlay before /proc covers it
+// (clone_prepared_dirs) and attaches it read-only at the tmpfs's step: one bind instead of a
+// superblock made and filled on its critical path. The overlay shows exactly these entries
+// there, and the directories on the way as directories, unless the image has a directory of
+// its own at that path, which would merge in: then this returns false and init mounts the
+// tmpfs as planned.
+bool prepare_tmpfs_dir(const MountPlan& full, std::size_t i, int image, int dir, std::vector<bool>& prepared) {
+    const Tmpfs& t = std::get<Tmpfs>(full.ops[i]);
+    const auto parts = split_path(t.target);
+    constexpr std::uint64_t kPlain = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+    std::vector<mode_t> modes;  // the image's own, for the directories on the way that it has
+    std::string rel;
+    for (const std::string& part : parts) {
+        rel += (rel.empty() ? "" : "/") + part;
+        const int fd = sys::try_openat2(image, rel, O_PATH | O_DIRECTORY, kPlain);
+        if (fd >= 0) {
+            UniqueFd held(fd);
+            modes.push_back(sys::fstat(fd, rel).st_mode & 07777);
+            continue;
+        }
+        // Missing, or a link or a file that the layer's directory hides: nothing of the image's
+        // shows through below. Anything else (no openat2) is no proof of that.
+        if (fd != -ENOENT && fd != -ENOTDIR && fd != -ELOOP) return false;
+        break;
+    }
+    if (modes.size() == parts.size()) return false;  // the image's directory would merge in
+    modes.resize(parts.size());
+    modes.back() = t.mode;
+    OwnDirs dirs(dir);
+    const int top = dirs.open(parts, parts.size(), modes);
+    if (top < 0) sys::fail(cat("mkdir -p ", quote(t.target), " in gpubox's layer"), -top);
+    fill_fresh_fs(full, i, top, prepared);
+    dirs.seal();
+    return true;
+}
+
+// Init's side of prepare_tmpfs_dir: the prepared directories, cloned read-only from the
+// overlay (attached, so any kernel may clone it) before any mount covers them.
+void clone_prepared_dirs(const MountPlan& plan, NewRoot& root) {
+    for (std::size_t i = 0; i < plan.ops.size(); ++i) {
+        const auto* t = std::get_if<Tmpfs>(&plan.ops[i]);
+        if (!t || !root.prepared[i]) continue;
+        const int fd = sys::try_openat2(root.mnt.get(), t->target.substr(1), O_PATH | O_DIRECTORY | O_NOFOLLOW,
+                                        RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV);
+        if (fd < 0) sys::fail(cat("openat2(overlay, ", quote(t->target), ", RESOLVE_NO_SYMLINKS)"), -fd);
+        UniqueFd at(fd);
+        UniqueFd tree = sys::open_tree_clone(fd, t->target, false);
+        sys::mount_setattr(tree.get(), t->target,
+                           MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (t->noexec ? MOUNT_ATTR_NOEXEC : 0),
+                           0, false);
+        root.trees.emplace(i, std::move(tree));
+    }
+}
+
 UniqueFd mount_layer_tmpfs(const RootSpec& root) {
     UniqueFd fs = sys::fsopen("tmpfs");
     if (root.layer_size) sys::fsconfig_string(fs.get(), "tmpfs", "size", std::to_string(root.layer_size));
@@ -270,8 +326,10 @@ NewRoot overlay_root(const MountPlan& plan, int rootfs, const RootLayer& layer, 
     Layer entries(rootfs, layer.upper.get(), plan);
     prepare_entries(entries, plan, 0, plan.ops.size(), out.prepared);
     entries.seal();
+    const MountPlan* full = &plan;
     if (late) {  // inserted at user_from; the monitor made their entries in layer.late
         const LatePlan& lp = late();
+        full = &lp.full;
         std::vector<bool> done = lp.prepared;
         done.resize(lp.full.ops.size() - plan.ops.size());
         out.prepared.insert(out.prepared.begin() + static_cast<std::ptrdiff_t>(plan.user_from), done.begin(), done.end());
@@ -294,6 +352,7 @@ NewRoot overlay_root(const MountPlan& plan, int rootfs, const RootLayer& layer, 
                                 MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (ro ? MOUNT_ATTR_RDONLY : 0));
     sys::move_mount(mnt.get(), "overlay", rootfs, plan.root.rootfs);
     out.mnt = std::move(mnt);
+    clone_prepared_dirs(*full, out);
     return out;
 }
 
@@ -376,6 +435,15 @@ std::vector<bool> prepare_late_entries(const MountPlan& full, std::size_t at, st
     std::vector<bool> prepared(full.ops.size());
     prepare_entries(entries, full, at, at + n, prepared);
     entries.seal();
+    for (std::size_t i = at; i < at + n; ++i)
+        if (const auto* t = std::get_if<Tmpfs>(&full.ops[i]); t && t->place == Place::kernel && t->read_only) {
+            try {
+                prepared[i] = prepare_tmpfs_dir(full, i, rootfs, dir, prepared);
+            } catch (...) {
+                std::throw_with_nested(SetupError(cat("mount step ", i + 1, "/", full.ops.size(), " (",
+                                                      to_string(full.ops[i]), "): its contents in gpubox's layer")));
+            }
+        }
     return {prepared.begin() + static_cast<std::ptrdiff_t>(at), prepared.begin() + static_cast<std::ptrdiff_t>(at + n)};
 }
 

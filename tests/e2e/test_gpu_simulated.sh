@@ -48,6 +48,16 @@ registry
 version
 ModifyDeviceFiles: 0
 1"
+gbox --gpu 0 "$R" sh -c 'stat -c "%a %n" /proc/driver/nvidia /proc/driver/nvidia/params; echo 1 >/proc/driver/nvidia/params'
+expect_eq "--gpu 0: /proc/driver keeps its modes" "$out" $'555 /proc/driver/nvidia\n444 /proc/driver/nvidia/params'
+expect_match "--gpu 0: /proc/driver is read-only" "$err" 'params: Read-only file system$'
+# An image with a /proc/driver directory of its own: it must not show through beside the GPU's.
+P=$WORK/image-with-proc-driver
+cp -a "$R" "$P"
+mkdir -p "$P/proc/driver/nvidia/gpus/0000:99:00.0" && echo "the image's" >"$P/proc/driver/image-file"
+box run --driver-root "$H" --gpu 0 "$P" sh -c 'ls /proc/driver /proc/driver/nvidia/gpus; nvidia-smi -L; touch /proc/driver/x'
+expect_match "an image's own /proc/driver stays hidden" "$out" $'^/proc/driver:\nnvidia\n\n/proc/driver/nvidia/gpus:\n0000:3b:00.0\nGPU 0: Tesla T4 [^\n]*$'
+expect_match "... and that /proc/driver is read-only too" "$err" 'x: Read-only file system$'
 gbox --gpu 0 "$R" gpuprobe
 expect_eq "--gpu 0: the probe exits 0" "$rc" 0
 expect_match "dlopen(libcuda.so.1) reaches the host driver" "$out" '^cuda_driver_version=12040$'

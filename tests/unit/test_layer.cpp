@@ -65,8 +65,10 @@ TEST_CASE("the monitor makes the GPU's entries in the late directory as init wou
     const std::string lib = "/usr/lib/x86_64-linux-gnu/";
     std::vector<MountOp> ops = place_device_ops(
         base, {BindDev{"/dev/null", "/dev/nvidia0", Need::required, makedev(1, 3)},
-               Tmpfs{"/proc/driver", 1 << 20, 0555, true, false, Place::kernel},
+               Tmpfs{"/proc/driver", 1 << 20, 0555, true, true, Place::kernel},
                MakeDir{"/proc/driver/nvidia", 0555},
+               WriteFile{"/proc/driver/nvidia/params", "ModifyDeviceFiles: 0\n", 0444},
+               Bind{d.dir.string(), "/proc/driver/nvidia/gpus/0000:3b:00.0", true, Need::required, Place::image, SourceKind::dir},
                Bind{(d.dir / "driver.so").string(), lib + "libcuda.so.550", true, Need::required, Place::image, SourceKind::file},
                Symlink{"libcuda.so.550", lib + "libcuda.so.1"},
                WriteFile{"/etc/ld.so.cache", "gpubox's", 0644},
@@ -81,12 +83,20 @@ TEST_CASE("the monitor makes the GPU's entries in the late directory as init wou
     const std::vector<bool> prepared = prepare_late_entries(full, base.user_from, ops.size(), image.get(), late.get());
     CHECK(::umask(old) == 077);  // and the monitor's own is back
 
-    // Mount points, links and files only for image-place ops; /dev and /proc/driver are gpubox's
-    // and the kernel's. The firmware directory lands where the image's /lib link leads, with
-    // the image's modes on the way; a missing optional source gets no mount point.
+    // Mount points, links and files only for image-place ops; /dev is gpubox's. The read-only
+    // /proc/driver tmpfs becomes a directory at its own path, filled (its bind's mount point
+    // included), for init to bind from the overlay. The firmware directory lands where the
+    // image's /lib link leads, with the image's modes on the way; a missing optional source
+    // gets no mount point.
     CHECK(list(d.dir / "late") ==
           "etc d755\n"
           "etc/ld.so.cache f644\n"
+          "proc d755\n"
+          "proc/driver d555\n"
+          "proc/driver/nvidia d555\n"
+          "proc/driver/nvidia/gpus d755\n"
+          "proc/driver/nvidia/gpus/0000:3b:00.0 d755\n"
+          "proc/driver/nvidia/params f444\n"
           "usr d755\n"
           "usr/lib d750\n"
           "usr/lib/firmware d755\n"
@@ -98,7 +108,41 @@ TEST_CASE("the monitor makes the GPU's entries in the late directory as init wou
     CHECK(fs::read_symlink(d.dir / "late/usr/lib/x86_64-linux-gnu/libcuda.so.1") == "libcuda.so.550");
     std::ifstream cache(d.dir / "late/etc/ld.so.cache");
     CHECK(std::string(std::istreambuf_iterator<char>(cache), {}) == "gpubox's");
-    // Done here, so init skips them: the link and the file. Binds still mount at apply time.
-    CHECK(prepared == std::vector<bool>{false, false, false, false, true, true, false, false});
+    // Done here, so init skips them: the link and the files, and the tmpfs (bound from there).
+    // Binds still mount at apply time.
+    CHECK(prepared == std::vector<bool>{false, true, true, true, false, false, true, true, false, false});
     CHECK(list(d.dir / "image") == image_before);
+}
+
+TEST_CASE("a kernel-place tmpfs is left to init where the image's own directory would merge in") {
+    Dirs d;
+    PlanInputs in;
+    in.root = {(d.dir / "image").string(), RootMode::overlay, 0};
+    const MountPlan base = build_mount_plan(in);
+    const std::vector<MountOp> ops = place_device_ops(base, {Tmpfs{"/proc/driver", 1 << 20, 0555, true, true, Place::kernel},
+                                                             MakeDir{"/proc/driver/nvidia", 0555}});
+    const MountPlan full = with_device_ops(base, ops);
+    UniqueFd late = sys::open_at(AT_FDCWD, (d.dir / "late").string(), O_PATH | O_DIRECTORY);
+    auto prepare = [&] {
+        UniqueFd image = sys::open_at(AT_FDCWD, (d.dir / "image").string(), O_PATH | O_DIRECTORY);
+        return prepare_late_entries(full, base.user_from, ops.size(), image.get(), late.get());
+    };
+    // A link (even to a directory), a file, or no /proc at all: the layer's directory hides it.
+    fs::create_directories(d.dir / "elsewhere");
+    fs::create_symlink("/elsewhere", d.dir / "image/proc");
+    CHECK(prepare() == std::vector<bool>{true, true});
+    fs::remove_all(d.dir / "late/proc");
+    fs::remove(d.dir / "image/proc");
+    fs::create_directories(d.dir / "image/proc");
+    fs::permissions(d.dir / "image/proc", fs::perms(0555));
+    std::ofstream(d.dir / "image/proc/driver") << "a file";
+    CHECK(prepare() == std::vector<bool>{true, true});
+    CHECK(mode_of(d.dir / "late/proc") == "d555");  // the image's mode on the way
+    fs::remove_all(d.dir / "late/proc");
+    // A directory would show through the overlay beside the layer's entries: init mounts a tmpfs.
+    fs::permissions(d.dir / "image/proc", fs::perms(0755));
+    fs::remove(d.dir / "image/proc/driver");
+    fs::create_directories(d.dir / "image/proc/driver/nvidia/gpus/0000:99:00.0");
+    CHECK(prepare() == std::vector<bool>{false, false});
+    CHECK(list(d.dir / "late").empty());
 }
