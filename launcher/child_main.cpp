@@ -65,8 +65,7 @@ rootfs::LatePlan read_device_ops(const ChildSpec& spec) {
     if (CPU_COUNT(&spec.cpus) > 0) ::sched_setaffinity(0, sizeof spec.cpus, &spec.cpus);
     if (bytes.empty()) ::_exit(kExitSetupFailed);  // the monitor could not plan them, and reports why
     rootfs::LatePlan late;
-    const std::vector<rootfs::MountOp> ops = rootfs::decode_ops(bytes, &late.prepared);
-    late.full = rootfs::with_device_ops(spec.plan, ops);
+    late.full = rootfs::with_device_ops(spec.plan, rootfs::decode_ops(bytes, &late.prepared));
     return late;
 }
 

@@ -454,7 +454,7 @@ void apply_mount_plan(const MountPlan& plan, const NewRoot& root) {
         if (done[i] && tree == root.trees.end()) continue;
         try {
             if (log::level() >= log::Level::debug)
-                log::debug(cat("mount step ", i + 1, "/", plan.ops.size(), ": ", to_string(plan.ops[i])));
+                log::debug(step_name(plan, i));
             if (tree != root.trees.end())  // its contents, made in gpubox's layer
                 attach(c, tree->second, "gpubox's layer", target_of(plan.ops[i]), Kind::dir, false);
             else
@@ -465,8 +465,7 @@ void apply_mount_plan(const MountPlan& plan, const NewRoot& root) {
                     },
                     plan.ops[i]);
         } catch (...) {
-            std::throw_with_nested(SetupError(cat("mount step ", i + 1, "/", plan.ops.size(), " (",
-                                                  to_string(plan.ops[i]), ")")));
+            std::throw_with_nested(SetupError(step_name(plan, i)));
         }
     }
 }

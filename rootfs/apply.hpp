@@ -49,7 +49,8 @@ NewRoot assemble_root(const MountPlan& plan, int rootfs, RootLayer layer, const 
 
 // Monitor side: the entries of ops full.ops[at, at + n) made in `dir` (a RootLayer's late
 // directory, passed over from the child) as the child would make them in its layer, ROOTFS
-// (`rootfs`) resolved the same way. Which of the n are done, in NewRoot::prepared's sense.
+// (`rootfs`) resolved the same way. Which of the n are done, in NewRoot::prepared's sense; for
+// a read-only tmpfs in /proc, that its contents are made there (see NewRoot::trees).
 std::vector<bool> prepare_late_entries(const MountPlan& full, std::size_t at, std::size_t n, int rootfs, int dir);
 
 // Apply every op under the new root, in plan order; failures are wrapped as "mount step i/n (op)".

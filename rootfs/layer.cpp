@@ -312,8 +312,7 @@ void prepare_entries(Layer& layer, const MountPlan& plan, std::size_t from, std:
         try {
             prepared[i] = prepare_entry(layer, plan.ops[i]) && creates_entry(plan.ops[i]);
         } catch (...) {
-            std::throw_with_nested(SetupError(cat("mount step ", i + 1, "/", plan.ops.size(), " (",
-                                                  to_string(plan.ops[i]), "): mount point")));
+            std::throw_with_nested(SetupError(step_name(plan, i) + ": mount point"));
         }
     }
 }
@@ -440,8 +439,7 @@ std::vector<bool> prepare_late_entries(const MountPlan& full, std::size_t at, st
             try {
                 prepared[i] = prepare_tmpfs_dir(full, i, rootfs, dir, prepared);
             } catch (...) {
-                std::throw_with_nested(SetupError(cat("mount step ", i + 1, "/", full.ops.size(), " (",
-                                                      to_string(full.ops[i]), "): its contents in gpubox's layer")));
+                std::throw_with_nested(SetupError(step_name(full, i) + ": its contents in gpubox's layer"));
             }
         }
     return {prepared.begin() + static_cast<std::ptrdiff_t>(at), prepared.begin() + static_cast<std::ptrdiff_t>(at + n)};

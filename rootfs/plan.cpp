@@ -2,6 +2,9 @@
 
 #include <sys/sysmacros.h>
 
+#include <iterator>
+#include <span>
+
 #include "common/error.hpp"
 #include "common/text.hpp"
 #include "rootfs/paths.hpp"
@@ -44,20 +47,22 @@ void add_base_ops(const PlanInputs& in, std::vector<MountOp>& ops) {
     ops.push_back(Tmpfs{"/run", in.tmpfs_size, 0755, false, false, Place::image});
 }
 
-// Which filesystem a target falls in, given the ops before it: the innermost earlier mount wins.
-Place place_for(const std::string& target, const std::vector<MountOp>& before) {
+// Which filesystem a target falls in, given the ops before it (`before`, then `then`): the
+// innermost earlier mount wins.
+Place place_for(const std::string& target, std::span<const MountOp> before, std::span<const MountOp> then = {}) {
     Place place = Place::image;
     std::size_t best = 0;
-    for (const MountOp& op : before) {
-        std::string t;
-        Place p;
-        if (auto* x = std::get_if<Tmpfs>(&op)) t = x->target, p = Place::gpubox;
-        else if (auto* y = std::get_if<Proc>(&op)) t = y->target, p = Place::kernel;
-        else if (auto* z = std::get_if<Sysfs>(&op)) t = z->target, p = Place::kernel;
-        else if (auto* d = std::get_if<Devpts>(&op)) t = d->target, p = Place::kernel;
-        else continue;
-        if (t != target && is_within(target, t) && t.size() >= best) best = t.size(), place = p;
-    }
+    for (std::span<const MountOp> ops : {before, then})
+        for (const MountOp& op : ops) {
+            Place p;
+            if (std::holds_alternative<Tmpfs>(op)) p = Place::gpubox;
+            else if (std::holds_alternative<Proc>(op) || std::holds_alternative<Sysfs>(op) ||
+                     std::holds_alternative<Devpts>(op))
+                p = Place::kernel;
+            else continue;
+            const std::string& t = target_of(op);
+            if (t != target && is_within(target, t) && t.size() >= best) best = t.size(), place = p;
+        }
     return place;
 }
 
@@ -97,31 +102,35 @@ MountPlan build_mount_plan(const PlanInputs& in) {
     if (in.root.rootfs.empty()) throw PlanError("no ROOTFS given");
     add_base_ops(in, plan.ops);
     plan.user_from = plan.ops.size();
-    const std::vector<MountOp> placed = place_device_ops(plan, in.device_ops);
-    plan = with_device_ops(std::move(plan), placed);
+    std::vector<MountOp> placed = place_device_ops(plan, in.device_ops);
+    plan = with_device_ops(std::move(plan), std::move(placed));
     add_user_mounts(in, plan.ops);
     return plan;
 }
 
 std::vector<MountOp> place_device_ops(const MountPlan& plan, std::vector<MountOp> ops) {
-    std::vector<MountOp> before(plan.ops.begin(), plan.ops.begin() + static_cast<std::ptrdiff_t>(plan.user_from));
-    for (MountOp& op : ops) {
-        const std::string& t = target_of(op);
-        const Place place = place_for(t, before);
-        set_place(op, place);
-        if (plan.root.mode == RootMode::writable && place == Place::image && creates_entry(op))
+    const std::span<const MountOp> base(plan.ops.data(), plan.user_from);
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+        const std::string& t = target_of(ops[i]);
+        const Place place = place_for(t, base, std::span<const MountOp>(ops.data(), i));
+        set_place(ops[i], place);
+        if (plan.root.mode == RootMode::writable && place == Place::image && creates_entry(ops[i]))
             throw PlanError(cat("cannot create ", quote(t),
                                 " with --writable: gpubox never writes into ROOTFS"),
                             "drop --writable; the overlay root takes injected files in tmpfs");
-        before.push_back(op);
     }
     return ops;
 }
 
-MountPlan with_device_ops(MountPlan plan, const std::vector<MountOp>& placed) {
-    plan.ops.insert(plan.ops.begin() + static_cast<std::ptrdiff_t>(plan.user_from), placed.begin(), placed.end());
+MountPlan with_device_ops(MountPlan plan, std::vector<MountOp> placed) {
+    plan.ops.insert(plan.ops.begin() + static_cast<std::ptrdiff_t>(plan.user_from),
+                    std::make_move_iterator(placed.begin()), std::make_move_iterator(placed.end()));
     plan.user_from += placed.size();
     return plan;
+}
+
+std::string step_name(const MountPlan& plan, std::size_t i) {
+    return cat("mount step ", i + 1, "/", plan.ops.size(), " (", to_string(plan.ops[i]), ")");
 }
 
 const std::string& target_of(const MountOp& op) {

@@ -30,11 +30,13 @@ MountPlan build_mount_plan(const PlanInputs& in);
 // build_mount_plan would have built with them.
 std::vector<MountOp> place_device_ops(const MountPlan& plan, std::vector<MountOp> ops);
 // Pure: `plan` grown by such placed ops, inserted at user_from.
-MountPlan with_device_ops(MountPlan plan, const std::vector<MountOp>& placed);
+MountPlan with_device_ops(MountPlan plan, std::vector<MountOp> placed);
 
-// The target of an op ("" for none), and the op's one-line rendering for logs and --print-plan.
+// The target of an op (every op has one), and the op's one-line rendering for logs and
+// --print-plan; "mount step i/n (op)", as errors and logs name op i.
 const std::string& target_of(const MountOp& op);
 std::string to_string(const MountOp& op);
+std::string step_name(const MountPlan& plan, std::size_t i);
 std::string to_string(const RootSpec& root);
 
 }  // namespace gpubox::rootfs
