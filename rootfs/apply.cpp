@@ -45,8 +45,28 @@ struct Ctx {
     // goes into them (a driver's libraries share one). Any other mount may cover one of them:
     // move_onto() empties the cache.
     std::map<std::string, UniqueFd> dirs;
+    // Directories of file sources (a driver's libraries, its tools, /dev), likewise: each bind
+    // then looks up one name instead of walking the host path. Emptied with `dirs`, as a mount
+    // over a directory could cover one of them (a source inside ROOTFS).
+    std::map<std::string, UniqueFd> sources;
     void own_mount(int mnt) { own.push_back(sys::fstat(mnt, "new mount").st_dev); }
 };
+
+// A clone of host file `source`, opened from its held directory; where the directory cannot be
+// opened, from the path, which then fails with the error to report (or ENOENT for an optional
+// source whose directory is missing).
+int clone_file_source(Ctx& c, const std::string& source, std::uint64_t attrs) {
+    const std::string dir = parent_of(source), name = base_name(source);
+    if (source.empty() || source.front() != '/' || name.empty() || name == "." || name == "..")
+        return sys::try_open_tree_attr(AT_FDCWD, source, false, attrs);
+    auto it = c.sources.find(dir);
+    if (it == c.sources.end()) {
+        const int fd = ::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0) return sys::try_open_tree_attr(AT_FDCWD, source, false, attrs);
+        it = c.sources.emplace(dir, UniqueFd(fd)).first;
+    }
+    return sys::try_open_tree_attr(it->second.get(), name, false, attrs);
+}
 
 void require_owned(const Ctx& c, int dir, const std::string& path) {
     const dev_t dev = sys::fstat(dir, path).st_dev;
@@ -147,6 +167,7 @@ bool attach_in_dir(Ctx& c, int mnt, const std::string& target) {
 // Every mount onto a resolved target goes through here: it may cover a held directory.
 void move_onto(Ctx& c, int mnt, const std::string& what, int at, const std::string& target) {
     c.dirs.clear();
+    c.sources.clear();
     sys::move_mount(mnt, what, at, target);
 }
 
@@ -177,8 +198,9 @@ void apply_one(const Bind& b, Ctx& c) {
     // Cloned straight from the host path: the tree's root is what the path named. Nothing can be
     // mounted below a file, so a file the planner knows of is cloned alone (no walk of its
     // mount's submounts).
-    int fd = sys::try_open_tree_attr(AT_FDCWD, b.source, b.kind != SourceKind::file,
-                                     MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (b.read_only ? MOUNT_ATTR_RDONLY : 0));
+    const std::uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (b.read_only ? MOUNT_ATTR_RDONLY : 0);
+    int fd = b.kind == SourceKind::file ? clone_file_source(c, b.source, attrs)
+                                        : sys::try_open_tree_attr(AT_FDCWD, b.source, true, attrs);
     if (fd == -ENOENT && b.need == Need::optional) {
         log::debug(cat("skipping optional ", quote(b.source), ": not found"));
         return;
@@ -194,7 +216,7 @@ void apply_one(const Bind& b, Ctx& c) {
 
 void apply_one(const BindDev& d, Ctx& c) {
     // Checked on the cloned tree itself: what is checked is what gets mounted.
-    int fd = sys::try_open_tree_attr(AT_FDCWD, d.source, false, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+    int fd = clone_file_source(c, d.source, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
     if (fd == -ENOENT && d.need == Need::optional) return;
     if (fd < 0) sys::fail(cat("open_tree(", quote(d.source), ", OPEN_TREE_CLONE)"), -fd);
     UniqueFd tree(fd);
