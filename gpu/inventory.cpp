@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -82,14 +83,21 @@ public:
 
     explicit HostFiles(int root) : root_(root) {}
 
-    Found find(const std::string& path) {
+    // `link`: the file is most likely a symlink (a library's soname): its target is read first,
+    // which saves the fstatat() that would only say so.
+    Found find(const std::string& path, bool link = false) {
         const Dir& d = dir(rootfs::parent_of(path));
         const std::string name = rootfs::base_name(path);
         Found f;
-        if (!d.fd.valid() || ::fstatat(d.fd.get(), name.c_str(), &f.st, AT_SYMLINK_NOFOLLOW) < 0) return {};
-        if (!S_ISLNK(f.st.st_mode)) return f.exists = true, f.host = d.host + "/" + name, f;
+        if (!d.fd.valid()) return {};
         char buf[256];
-        const ssize_t n = ::readlinkat(d.fd.get(), name.c_str(), buf, sizeof buf);
+        ssize_t n = -1;
+        if (link && (n = ::readlinkat(d.fd.get(), name.c_str(), buf, sizeof buf)) < 0 && errno != EINVAL) return {};
+        if (n < 0) {
+            if (::fstatat(d.fd.get(), name.c_str(), &f.st, AT_SYMLINK_NOFOLLOW) < 0) return {};
+            if (!S_ISLNK(f.st.st_mode)) return f.exists = true, f.host = d.host + "/" + name, f;
+            n = ::readlinkat(d.fd.get(), name.c_str(), buf, sizeof buf);
+        }
         const std::string target(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
         if (n > 0 && static_cast<std::size_t>(n) < sizeof buf && target.find('/') == std::string::npos &&
             target != "." && target != ".." && ::fstatat(d.fd.get(), target.c_str(), &f.st, AT_SYMLINK_NOFOLLOW) == 0 &&
@@ -104,13 +112,34 @@ private:
         std::string host;
     };
 
+    // A directory reached without a symlink is at the driver root's host path plus its own (one
+    // readlink for the root, not one per directory); any other is asked for its real path.
     const Dir& dir(const std::string& path) {
         auto it = dirs_.find(path);
         if (it != dirs_.end()) return it->second;
         Dir d;
-        if (int fd = rootfs::try_open_in_root(root_, path, O_PATH | O_DIRECTORY); fd >= 0)
-            d.fd.reset(fd), d.host = sys::read_fd_link(fd);
+        if (plain(path)) {
+            constexpr std::uint64_t kPlain = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+            const int fd = sys::try_openat2(root_, path.substr(1), O_PATH | O_DIRECTORY, kPlain);
+            if (fd >= 0) {
+                if (!root_host_) root_host_ = sys::read_fd_link(root_);
+                d.fd.reset(fd), d.host = (*root_host_ == "/" ? "" : *root_host_) + path;
+            }
+            // Missing without a symlink on the way: missing however it is resolved.
+            if (fd == -ENOENT || fd == -ENOTDIR) return dirs_.emplace(path, std::move(d)).first->second;
+        }
+        if (!d.fd.valid())
+            if (int fd = rootfs::try_open_in_root(root_, path, O_PATH | O_DIRECTORY); fd >= 0)
+                d.fd.reset(fd), d.host = sys::read_fd_link(fd);
         return dirs_.emplace(path, std::move(d)).first->second;
+    }
+
+    // "/a/b": absolute, and no empty, "." or ".." component.
+    static bool plain(const std::string& path) {
+        if (path.size() < 2 || path.front() != '/' || path.back() == '/') return false;
+        for (const std::string& c : rootfs::split_path(path))
+            if (c.empty() || c == "." || c == "..") return false;
+        return path.find("//") == std::string::npos;
     }
 
     Found resolved(const std::string& path) {
@@ -123,6 +152,7 @@ private:
     }
 
     int root_;
+    std::optional<std::string> root_host_;
     std::map<std::string, Dir> dirs_;
 };
 
@@ -214,7 +244,7 @@ void add_libraries(int root, HostFiles& files, GpuInventory& inv, unsigned caps)
     for (const LdCacheEntry& e : entries) {
         if ((e.flags & 0xff00) != (kLdFlagsNative & 0xff00) || !(e.flags & 1) || (e.hwcap & kLdHwcapExtension))
             continue;
-        const HostFiles::Found found = files.find(e.value);
+        const HostFiles::Found found = files.find(e.value, true);
         if (!found.exists) continue;
         const std::string& host = found.host;
         const std::string file = rootfs::base_name(host);

@@ -200,6 +200,25 @@ TEST_CASE("discovery: absolute, chained and escaping soname links resolve inside
     for (const DriverLib& l : inv.libs) CHECK(l.host_path.rfind(h.dir.string() + "/", 0) == 0);
 }
 
+TEST_CASE("discovery: host paths are real paths, through a linked library directory and a linked driver root") {
+    Host h;
+    const fs::path real = fs::canonical(h.dir);
+    // The cache still names /usr/lib/x86_64-linux-gnu, which is now a link to a directory.
+    fs::rename(h.dir / "usr/lib/x86_64-linux-gnu", h.dir / "libs");
+    fs::create_symlink("../../libs", h.dir / "usr/lib/x86_64-linux-gnu");
+    const fs::path link = h.dir.string() + "-link";
+    fs::create_directory_symlink(h.dir, link);
+    GpuInventory inv = discover_gpus(link.string(), kCapDefault);
+    fs::remove(link);
+    REQUIRE_FALSE(inv.libs.empty());
+    for (const DriverLib& l : inv.libs) CHECK(l.host_path == (real / "libs" / l.file).string());
+    auto smi = std::find_if(inv.binaries.begin(), inv.binaries.end(), [](auto& b) { return b.first == "nvidia-smi"; });
+    REQUIRE(smi != inv.binaries.end());
+    CHECK(smi->second == (real / "usr/bin/nvidia-smi").string());
+    REQUIRE(inv.shared_nodes.count("nvidiactl"));
+    CHECK(inv.shared_nodes.at("nvidiactl").host == (real / "dev/nvidiactl").string());
+}
+
 TEST_CASE("discovery: a tool must be a regular file; a directory of that name is passed over") {
     Host h;
     fs::create_directories(h.dir / "usr/local/bin");
