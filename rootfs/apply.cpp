@@ -195,9 +195,9 @@ void bind_fd(Ctx& c, int src, const std::string& source, const std::string& targ
 }
 
 void apply_one(const Bind& b, Ctx& c) {
-    // Cloned straight from the host path: the tree's root is what the path named. Nothing can be
-    // mounted below a file, so a file the planner knows of is cloned alone (no walk of its
-    // mount's submounts).
+    // Cloned from the host path, a file by its name in its held directory: the tree's root is
+    // what the path named. Nothing can be mounted below a file, so a file the planner knows of
+    // is cloned alone (no walk of its mount's submounts).
     const std::uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (b.read_only ? MOUNT_ATTR_RDONLY : 0);
     int fd = b.kind == SourceKind::file ? clone_file_source(c, b.source, attrs)
                                         : sys::try_open_tree_attr(AT_FDCWD, b.source, true, attrs);
