@@ -304,16 +304,34 @@ void socketpair(UniqueFd& a, UniqueFd& b) {
     b.reset(fds[1]);
 }
 
-void send_fd(int sock, int fd, const std::string& what) {
-    char byte = fd >= 0 ? 'f' : 'n';
+namespace {
+
+// What send_fd and recv_fd exchange: one byte, with room for one fd beside it.
+struct FdMessage {
+    char byte = 0;
     iovec iov{&byte, 1};
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
     msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    if (fd >= 0) {
+    FdMessage() {
+        msg.msg_iov = &iov;
+        msg.msg_iovlen = 1;
         msg.msg_control = control;
         msg.msg_controllen = sizeof control;
+    }
+    FdMessage(const FdMessage&) = delete;  // points into itself
+    FdMessage& operator=(const FdMessage&) = delete;
+};
+
+}  // namespace
+
+void send_fd(int sock, int fd, const std::string& what) {
+    FdMessage m;
+    msghdr& msg = m.msg;
+    m.byte = fd >= 0 ? 'f' : 'n';
+    if (fd < 0) {
+        msg.msg_control = nullptr;
+        msg.msg_controllen = 0;
+    } else {
         cmsghdr* c = CMSG_FIRSTHDR(&msg);
         c->cmsg_level = SOL_SOCKET;
         c->cmsg_type = SCM_RIGHTS;
@@ -327,14 +345,8 @@ void send_fd(int sock, int fd, const std::string& what) {
 }
 
 bool recv_fd(int sock, UniqueFd& out, const std::string& what) {
-    char byte = 0;
-    iovec iov{&byte, 1};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
+    FdMessage m;
+    msghdr& msg = m.msg;
     ssize_t n;
     do n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
     while (n < 0 && errno == EINTR);
@@ -346,7 +358,7 @@ bool recv_fd(int sock, UniqueFd& out, const std::string& what) {
             std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
             out.reset(fd);
         }
-    if (n > 0 && (byte == 'f') != out.valid()) fail(cat("recvmsg(", what, "): the fd sent with it is missing"), EPROTO);
+    if (n > 0 && (m.byte == 'f') != out.valid()) fail(cat("recvmsg(", what, "): the fd sent with it is missing"), EPROTO);
     return n > 0;
 }
 

@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -119,8 +118,7 @@ private:
         if (it != dirs_.end()) return it->second;
         Dir d;
         if (plain(path)) {
-            constexpr std::uint64_t kPlain = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-            const int fd = sys::try_openat2(root_, path.substr(1), O_PATH | O_DIRECTORY, kPlain);
+            const int fd = rootfs::try_open_beneath(root_, path.substr(1), O_PATH | O_DIRECTORY);
             if (fd >= 0) {
                 if (!root_host_) root_host_ = sys::read_fd_link(root_);
                 d.fd.reset(fd), d.host = (*root_host_ == "/" ? "" : *root_host_) + path;

@@ -163,14 +163,20 @@ namespace {
 // nothing in its way that could block; at EOF it failed first, and reports why.
 void send_device_ops(const Options& o, RunPlan& plan, int sock, int image) {
     const rootfs::MountPlan& base = plan.spec.plan;
-    const std::vector<rootfs::MountOp> ops = rootfs::place_device_ops(base, plan_gpus(o, plan.gpu_summary));
+    std::vector<rootfs::MountOp> ops = rootfs::place_device_ops(base, plan_gpus(o, plan.gpu_summary));
     UniqueFd late;
     if (!sys::recv_fd(sock, late, "device plan socket")) return;
+    std::span<const rootfs::MountOp> placed(ops);
+    rootfs::MountPlan full;  // with the layer: the plan grown by them, as init will grow it
     std::vector<bool> prepared;
-    if (late.valid())
-        prepared = rootfs::prepare_late_entries(rootfs::with_device_ops(base, ops), base.user_from, ops.size(), image, late.get());
+    if (late.valid()) {
+        const std::size_t n = ops.size();
+        full = rootfs::with_device_ops(base, std::move(ops));
+        placed = {full.ops.data() + base.user_from, n};
+        prepared = rootfs::prepare_late_entries(full, base.user_from, n, image, late.get());
+    }
     try {
-        sys::write_all(sock, rootfs::encode_ops(ops, prepared), "device plan socket");
+        sys::write_all(sock, rootfs::encode_ops(placed, prepared), "device plan socket");
     } catch (const SysError& e) {
         if (e.err() != EPIPE) throw;  // else the sandbox failed first, and reports why
     }

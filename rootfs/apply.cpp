@@ -52,20 +52,26 @@ struct Ctx {
     void own_mount(int mnt) { own.push_back(sys::fstat(mnt, "new mount").st_dev); }
 };
 
+// Directory `dir` from `held`, opened by `open` (an fd or -errno) the first time: fd or -errno.
+template <typename Open>
+int held_dir(std::map<std::string, UniqueFd>& held, const std::string& dir, Open open) {
+    if (auto it = held.find(dir); it != held.end()) return it->second.get();
+    const int fd = open();
+    return fd < 0 ? fd : held.emplace(dir, UniqueFd(fd)).first->second.get();
+}
+
 // A clone of host file `source`, opened from its held directory; where the directory cannot be
 // opened, from the path, which then fails with the error to report (or ENOENT for an optional
 // source whose directory is missing).
 int clone_file_source(Ctx& c, const std::string& source, std::uint64_t attrs) {
-    const std::string dir = parent_of(source), name = base_name(source);
+    const std::string name = base_name(source);
     if (source.empty() || source.front() != '/' || name.empty() || name == "." || name == "..")
         return sys::try_open_tree_attr(AT_FDCWD, source, false, attrs);
-    auto it = c.sources.find(dir);
-    if (it == c.sources.end()) {
-        const int fd = ::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0) return sys::try_open_tree_attr(AT_FDCWD, source, false, attrs);
-        it = c.sources.emplace(dir, UniqueFd(fd)).first;
-    }
-    return sys::try_open_tree_attr(it->second.get(), name, false, attrs);
+    const int dir = held_dir(c.sources, parent_of(source), [&] {
+        const int fd = ::open(parent_of(source).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+        return fd < 0 ? -errno : fd;
+    });
+    return sys::try_open_tree_attr(dir < 0 ? AT_FDCWD : dir, dir < 0 ? source : name, false, attrs);
 }
 
 void require_owned(const Ctx& c, int dir, const std::string& path) {
@@ -151,17 +157,13 @@ void explain_kinds(int mnt, const std::string& what, int at, const std::string& 
 bool attach_in_dir(Ctx& c, int mnt, const std::string& target) {
     const std::string name = base_name(target);
     if (name.empty() || name == "." || name == "..") return false;
-    auto it = c.dirs.find(parent_of(target));
-    if (it == c.dirs.end()) {
-        const int fd = try_open_in_root(c.root, parent_of(target), O_PATH | O_DIRECTORY);
-        if (fd < 0) return false;
-        it = c.dirs.emplace(parent_of(target), UniqueFd(fd)).first;
-    }
+    const int dir = held_dir(c.dirs, parent_of(target),
+                             [&] { return try_open_in_root(c.root, parent_of(target), O_PATH | O_DIRECTORY); });
     struct stat st {};
-    if (::fstatat(it->second.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISLNK(st.st_mode) ||
+    if (dir < 0 || ::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISLNK(st.st_mode) ||
         S_ISDIR(st.st_mode))
         return false;
-    return sys::try_move_mount_at(mnt, it->second.get(), name) == 0;
+    return sys::try_move_mount_at(mnt, dir, name) == 0;
 }
 
 // Every mount onto a resolved target goes through here: it may cover a held directory.

@@ -26,6 +26,7 @@
 #include "rootfs/apply.hpp"
 #include "rootfs/paths.hpp"
 #include "rootfs/plan.hpp"
+#include "rootfs/resolve.hpp"
 
 namespace gpubox::rootfs {
 namespace {
@@ -60,8 +61,7 @@ std::optional<Canonical> plain_parent(int image, const std::string& target, cons
         if (is_covered(covered, out.dirs)) return std::nullopt;
     }
     const std::string rel = out.dirs.empty() ? "." : join(out.dirs, "/");
-    const int fd = sys::try_openat2(image, rel, O_PATH | O_DIRECTORY,
-                                    RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS, 0);
+    const int fd = try_open_beneath(image, rel, O_PATH | O_DIRECTORY);
     if (fd < 0) return std::nullopt;  // a link on the way, a missing or odd component, no openat2
     out.lower = UniqueFd(fd);
     std::string prefix;
@@ -249,12 +249,11 @@ bool in_image(const MountOp& op) {
 bool prepare_tmpfs_dir(const MountPlan& full, std::size_t i, int image, int dir, std::vector<bool>& prepared) {
     const Tmpfs& t = std::get<Tmpfs>(full.ops[i]);
     const auto parts = split_path(t.target);
-    constexpr std::uint64_t kPlain = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
     std::vector<mode_t> modes;  // the image's own, for the directories on the way that it has
     std::string rel;
     for (const std::string& part : parts) {
         rel += (rel.empty() ? "" : "/") + part;
-        const int fd = sys::try_openat2(image, rel, O_PATH | O_DIRECTORY, kPlain);
+        const int fd = try_open_beneath(image, rel, O_PATH | O_DIRECTORY);
         if (fd >= 0) {
             UniqueFd held(fd);
             modes.push_back(sys::fstat(fd, rel).st_mode & 07777);
@@ -282,8 +281,8 @@ void clone_prepared_dirs(const MountPlan& plan, NewRoot& root) {
     for (std::size_t i = 0; i < plan.ops.size(); ++i) {
         const auto* t = std::get_if<Tmpfs>(&plan.ops[i]);
         if (!t || !root.prepared[i]) continue;
-        const int fd = sys::try_openat2(root.mnt.get(), t->target.substr(1), O_PATH | O_DIRECTORY | O_NOFOLLOW,
-                                        RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV);
+        const int fd = try_open_beneath(root.mnt.get(), t->target.substr(1), O_PATH | O_DIRECTORY | O_NOFOLLOW,
+                                        RESOLVE_NO_XDEV);
         if (fd < 0) sys::fail(cat("openat2(overlay, ", quote(t->target), ", RESOLVE_NO_SYMLINKS)"), -fd);
         UniqueFd at(fd);
         UniqueFd tree = sys::open_tree_clone(fd, t->target, false);

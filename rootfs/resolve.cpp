@@ -101,6 +101,11 @@ MappedFile::~MappedFile() {
     if (size_) ::munmap(const_cast<char*>(data_), size_);
 }
 
+int try_open_beneath(int dir, const std::string& rel, int flags, std::uint64_t resolve) {
+    return sys::try_openat2(dir, rel, static_cast<std::uint64_t>(flags),
+                            RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | resolve);
+}
+
 std::optional<MappedFile> map_regular_in_root(int root, const std::string& path, std::size_t limit) {
     int fd = try_open_in_root(root, path, O_RDONLY | O_NONBLOCK);  // a FIFO must not block the open
     if (fd < 0) return std::nullopt;

@@ -1,5 +1,6 @@
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,6 +18,11 @@ UniqueFd open_in_root(int root, const std::string& path, int flags);
 
 // Like open_in_root but returns -errno instead of throwing (for "does it exist" probes).
 int try_open_in_root(int root, const std::string& path, int flags);
+
+// `rel` below `dir` as spelled: no symlink and no magic link anywhere on the way, never above
+// `dir` (openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS, plus `resolve`).
+// The fd, or -errno: ELOOP for a link on the way, ENOSYS/EPERM/EINVAL where openat2 is refused.
+int try_open_beneath(int dir, const std::string& rel, int flags, std::uint64_t resolve = 0);
 
 // A regular file mapped read-only. Its pages are read where they are looked at: a binary search
 // of a host's ld.so.cache (hundreds of KiB) touches a few, where reading it whole cost ~0.4 ms

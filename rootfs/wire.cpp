@@ -94,7 +94,7 @@ MountOp make_op(std::size_t index) {
 
 }  // namespace
 
-std::string encode_ops(const std::vector<MountOp>& ops, const std::vector<bool>& prepared) {
+std::string encode_ops(std::span<const MountOp> ops, const std::vector<bool>& prepared) {
     Writer w;
     w.u64(ops.size());
     for (std::size_t i = 0; i < ops.size(); ++i) {

@@ -1,4 +1,5 @@
 #pragma once
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,7 +13,7 @@ namespace gpubox::rootfs {
 // op goes its `prepared` flag (missing: false): its entry is already made in the layer's late
 // directory (NewRoot::prepared's sense). Every op type round-trips; decoding checks every
 // length and tag and throws SetupError on bad input.
-std::string encode_ops(const std::vector<MountOp>& ops, const std::vector<bool>& prepared = {});
+std::string encode_ops(std::span<const MountOp> ops, const std::vector<bool>& prepared = {});
 std::vector<MountOp> decode_ops(std::string_view bytes, std::vector<bool>* prepared = nullptr);
 
 }  // namespace gpubox::rootfs
