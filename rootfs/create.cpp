@@ -1,6 +1,7 @@
 #include "rootfs/create.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -46,7 +47,14 @@ std::vector<std::string> busybox_applets(const std::string& busybox) {
         ::_exit(127);
     }
     wr.reset();
-    const std::string out = sys::read_all(rd.get(), busybox + " --list");
+    std::string out;
+    try {
+        out = sys::read_all(rd.get(), busybox + " --list");
+    } catch (...) {
+        ::kill(pid, SIGKILL);  // no zombie left behind by a failed read
+        ::waitpid(pid, nullptr, 0);
+        throw;
+    }
     int status = 0;
     ::waitpid(pid, &status, 0);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
