@@ -232,10 +232,15 @@ void add_libraries(int root, HostFiles& files, GpuInventory& inv, unsigned caps)
     }
     const auto prefixes = library_prefixes(caps);
     std::vector<LdCacheEntry> entries;
+    std::string problem;
     try {
         entries = find_ldcache(cache->bytes(), prefixes);  // the driver's entries only, by binary search
     } catch (const LdCacheError& e) {
-        inv.ldcache_problem = cat("/etc/ld.so.cache: ", e.what());
+        problem = e.what();
+    }
+    if (cache->truncated()) problem = "it shrank while gpubox read it (rewritten in place?)";
+    if (!problem.empty()) {
+        inv.ldcache_problem = "/etc/ld.so.cache: " + problem;
         return;
     }
     const std::string suffix = inv.nvidia_version ? ".so." + *inv.nvidia_version : "";

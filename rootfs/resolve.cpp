@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,6 +20,53 @@ namespace gpubox::rootfs {
 namespace {
 
 constexpr int kMaxHops = 40;
+
+// The live mappings, for the SIGBUS handler: a handful at most are alive at once.
+struct LiveMapping {
+    const char* data;
+    std::size_t size;
+    volatile sig_atomic_t shrunk;
+};
+LiveMapping g_live[8];
+struct sigaction g_previous_sigbus;
+std::uintptr_t g_page_mask;
+
+void on_sigbus(int, siginfo_t* si, void*) {
+    const char* at = static_cast<const char*>(si->si_addr);
+    for (LiveMapping& m : g_live) {
+        if (!m.data || at < m.data || at >= m.data + m.size) continue;
+        void* page = reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(at) & g_page_mask);
+        if (::mmap(page, ~g_page_mask + 1, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED) break;
+        m.shrunk = 1;
+        return;  // the read is retried, on zeros
+    }
+    ::sigaction(SIGBUS, &g_previous_sigbus, nullptr);  // not ours: the fault repeats, as if never caught
+}
+
+LiveMapping* track(const char* data, std::size_t size) {
+    static const bool installed = [] {
+        g_page_mask = ~(static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE)) - 1);
+        struct sigaction sa {};
+        sa.sa_sigaction = on_sigbus;
+        sa.sa_flags = SA_SIGINFO;
+        sigemptyset(&sa.sa_mask);
+        return ::sigaction(SIGBUS, &sa, &g_previous_sigbus) == 0;
+    }();
+    for (LiveMapping& m : g_live) {
+        if (!installed || m.data) continue;
+        m.size = size;
+        m.shrunk = 0;
+        m.data = data;
+        return &m;
+    }
+    return nullptr;
+}
+
+LiveMapping* tracked(const char* data) {
+    for (LiveMapping& m : g_live)
+        if (data && m.data == data) return &m;
+    return nullptr;
+}
 
 std::string relative(const std::string& path) {
     std::string rel = path;
@@ -98,7 +146,13 @@ MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
 }
 
 MappedFile::~MappedFile() {
+    if (LiveMapping* m = tracked(data_)) m->data = nullptr;
     if (size_) ::munmap(const_cast<char*>(data_), size_);
+}
+
+bool MappedFile::truncated() const {
+    const LiveMapping* m = tracked(data_);
+    return m && m->shrunk;
 }
 
 int try_open_beneath(int dir, const std::string& rel, int flags, std::uint64_t resolve) {
@@ -116,7 +170,9 @@ std::optional<MappedFile> map_regular_in_root(int root, const std::string& path,
     if (size == 0) return MappedFile();
     void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) return std::nullopt;
-    return MappedFile(static_cast<const char*>(p), size);
+    MappedFile out(static_cast<const char*>(p), size);
+    if (!track(out.bytes().data(), size)) return std::nullopt;  // unguarded: as good as unreadable
+    return out;
 }
 
 UniqueFd open_in_root(int root, const std::string& path, int flags) {

@@ -26,9 +26,12 @@ int try_open_beneath(int dir, const std::string& rel, int flags, std::uint64_t r
 
 // A regular file mapped read-only. Its pages are read where they are looked at: a binary search
 // of a host's ld.so.cache (hundreds of KiB) touches a few, where reading it whole cost ~0.4 ms
-// with 5000 libraries listed. The file must not shrink while mapped (a read past its new end is
-// SIGBUS): ldconfig renames a new cache into place and never rewrites one, which glibc's loader,
-// which maps it too, relies on as well.
+// with 5000 libraries listed. ldconfig renames a new cache into place and never rewrites one,
+// but a file can still shrink while mapped (a driver root being rewritten, an image's owner
+// truncating it), and a read past its new end faults (SIGBUS). While a MappedFile lives, such
+// a fault maps a page of zeros there instead and the read goes on: the parsers bound-check
+// every offset, and truncated() tells the caller to discard what it read. A SIGBUS anywhere
+// else keeps its usual effect. Single-threaded use: the monitor and `gpubox list`.
 class MappedFile {
 public:
     MappedFile() = default;
@@ -37,6 +40,8 @@ public:
     MappedFile& operator=(MappedFile&& o) noexcept;
     ~MappedFile();
     std::string_view bytes() const { return {data_, size_}; }
+    // The file shrank under a read of the mapping, which then saw zeros.
+    bool truncated() const;
 
 private:
     const char* data_ = nullptr;

@@ -4,11 +4,13 @@
 
 #include <fcntl.h>
 #include <seccomp.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -90,6 +92,41 @@ TEST_CASE("map_regular_in_root maps regular files only, resolved inside the root
     b = std::move(a);
     CHECK(a.bytes().empty());
     CHECK(b.bytes() == "in");
+}
+
+TEST_CASE("a mapped file that shrinks reads as zeros past its new end, and says so") {
+    TempTree t;
+    const long page = ::sysconf(_SC_PAGESIZE);
+    std::ofstream(t.dir / "root/cache") << std::string(3 * static_cast<std::size_t>(page), 'x');
+    UniqueFd root = sys::open_at(AT_FDCWD, (t.dir / "root").string(), O_PATH | O_DIRECTORY);
+    auto whole = rootfs::map_regular_in_root(root.get(), "/file", 100);
+    auto m = rootfs::map_regular_in_root(root.get(), "/cache", 1 << 20);
+    REQUIRE(m);
+    REQUIRE(::truncate((t.dir / "root/cache").c_str(), page) == 0);  // as a rewrite in place would
+    const std::string_view bytes = m->bytes();  // read whole: no SIGBUS ends the test
+    CHECK(std::count(bytes.begin(), bytes.end(), 'x') == page);
+    CHECK(std::count(bytes.begin(), bytes.end(), '\0') == 2 * page);
+    CHECK(m->truncated());
+    CHECK_FALSE(whole->truncated());
+
+    // Elsewhere, SIGBUS keeps its effect: a mapping gpubox does not guard still kills.
+    pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        std::ofstream(t.dir / "other") << std::string(2 * static_cast<std::size_t>(page), 'y');
+        UniqueFd fd = sys::open_at(AT_FDCWD, (t.dir / "other").string(), O_RDONLY);
+        auto* p = static_cast<volatile const char*>(::mmap(nullptr, 2 * page, PROT_READ, MAP_PRIVATE, fd.get(), 0));
+        if (::ftruncate(sys::open_at(AT_FDCWD, (t.dir / "other").string(), O_WRONLY).get(), 0) != 0) ::_exit(2);
+        ::_exit(p[page] == 'y' ? 3 : 4);  // faults: the file has no page there any more
+    }
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+#if defined(__SANITIZE_ADDRESS__)
+    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 1));  // the disposition before: ASan's report
+#else
+    CHECK(WIFSIGNALED(status));
+    CHECK(WTERMSIG(status) == SIGBUS);
+#endif
 }
 
 TEST_CASE("open_in_root falls back when an outer seccomp filter answers ENOSYS for openat2") {
