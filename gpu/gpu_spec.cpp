@@ -99,6 +99,7 @@ std::string describe_gpus(const GpuInventory& inv) {
         if (!g.model.empty()) out << " " << g.model;
         if (!g.uuid.empty()) out << " " << g.uuid;
         for (const Node& n : g.nodes) out << " " << n.path;
+        if (!g.problem.empty()) out << " (" << g.problem << ")";
         out << "\n";
     }
     return out.str();

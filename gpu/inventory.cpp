@@ -161,8 +161,9 @@ Node find_node(HostFiles& files, const std::string& path) {
     return n;
 }
 
-// The driver's GPUs, indexed in PCI bus order (one whose information file cannot be read is
-// left out, and not counted). With `only` (indices), the others get their place in that order
+// The driver's GPUs, indexed in PCI bus order, as nvidia-smi numbers them. One whose
+// information file cannot be read keeps its place, with the reason as its problem: leaving it
+// out would give every later index to the next GPU. With `only` (indices), the others get their place in that order
 // from their directory's name alone, with no read of their information file or their node: a
 // `run --gpu 0` on an 8-GPU host reads one GPU's files, not eight.
 void add_nvidia_gpus(int root, HostFiles& files, GpuInventory& inv, const std::vector<Gpu>& sysfs_nvidia,
@@ -192,7 +193,13 @@ void add_nvidia_gpus(int root, HostFiles& files, GpuInventory& inv, const std::v
         }
         const std::string path = "/proc/driver/nvidia/gpus/" + e.dir + "/information";
         auto text = read_in(root, path);
-        if (!text) continue;
+        if (!text) {
+            if (!e.pci) continue;  // nothing to place it by
+            g.pci = *e.pci;
+            g.problem = cat(quote(path), " cannot be read");
+            found.push_back(std::move(g));
+            continue;
+        }
         GpuInformation info = parse_gpu_information(*text, path);
         auto pci = parse_pci_address(info.bus_location);
         if (!pci) pci = e.pci;

@@ -31,6 +31,7 @@ struct Gpu {
     int minor = -1;           // NVIDIA Device Minor: /dev/nvidia<minor>
     std::string proc_dir;     // NVIDIA: directory name under /proc/driver/nvidia/gpus
     std::vector<Node> nodes;  // this GPU's own nodes
+    std::string problem;      // why it cannot be given to a sandbox ("": it can)
 };
 
 struct DriverLib {

@@ -32,6 +32,7 @@ nlohmann::json to_json(const gpu::GpuInventory& inv) {
         n["index"] = g.index >= 0 ? nlohmann::json(g.index) : nlohmann::json();
         n["minor"] = g.minor >= 0 ? nlohmann::json(g.minor) : nlohmann::json();
         for (const gpu::Node& d : g.nodes) n["nodes"].push_back(d.path);
+        n["problem"] = g.problem.empty() ? nlohmann::json() : nlohmann::json(g.problem);
         j["gpus"].push_back(n);
     }
     return j;
@@ -89,6 +90,9 @@ void check_gpus(Doctor& d, const Options& o) {
         return;
     }
     for (const gpu::Gpu& g : inv.gpus) {
+        if (!g.problem.empty())
+            d.problem(cat("GPU ", g.index, " (", gpu::to_string(g.pci), "): ", g.problem),
+                      "check the GPU's health: nvidia-smi, and Xid errors in the kernel log");
         for (const gpu::Node& n : g.nodes)
             if (!n.exists || !n.is_char)
                 d.problem(cat("GPU ", gpu::to_string(g.pci), ": node ", n.path, n.exists ? " is not the driver's device" : " is missing"),

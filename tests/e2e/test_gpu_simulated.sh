@@ -129,6 +129,16 @@ expect_eq "host without /dev/nvidia-uvm: a clear error and a hint" "$err" 'gpubo
 gpubox: hint: run '"'"'nvidia-modprobe -u -c=0'"'"' (or any CUDA program) once on the host to create it'
 box run --driver-root "$E2E_HOST_NOUVM" --gpu 0 --gpu-caps utility "$R" nvidia-smi -L
 expect_eq "without UVM, utility-only still works" "$rc" 0
+# A GPU the driver lists but does not describe (its information file unreadable, as when it has
+# fallen off the bus) keeps its index, as in nvidia-smi: --gpu 1 is still the second GPU.
+box list --driver-root "$E2E_HOST_NOINFO"
+expect_match "list: a GPU without its information keeps index 0, and says why" "$out" \
+    $'\n0 0000:3b:00.0 nvidia \\("/proc/driver/nvidia/gpus/0000:3b:00.0/information" cannot be read\\)\n1 0000:5e:00.0 nvidia '
+box run --driver-root "$E2E_HOST_NOINFO" --gpu 1 "$R" nvidia-smi -L
+expect_match "... --gpu 1 is still the GPU at 0000:5e:00.0" "$rc:$out" '^0:GPU 0: [^\n]*UUID: GPU-000000a1-'
+box run --driver-root "$E2E_HOST_NOINFO" --gpu 0 "$R" true
+expect_match "... --gpu 0 -> 125, naming the file" "$rc:$err" \
+    '^125:gpubox: GPU 0 \(0000:3b:00.0\): "/proc/driver/nvidia/gpus/0000:3b:00.0/information" cannot be read'
 box run --driver-root "$WORK/nohost" --gpu 0 "$R" true
 expect_match "a missing --driver-root is named" "$rc:$err" '^125:gpubox: --driver-root ".*nohost" is not a directory'
 # ROOTFS=/ has mounts below it: bound, not an overlay, so no layer takes the driver's files.

@@ -18,6 +18,7 @@
 #include "gpu/mount_list.hpp"
 #include "rootfs/plan.hpp"
 #include "rootfs/wire.hpp"
+#include "common/text.hpp"
 #include "tests/fixtures/fake_host.hpp"
 #include "tests/unit/temp_dir.hpp"
 
@@ -144,6 +145,38 @@ TEST_CASE("discovery by index reads only the GPUs asked for, and numbers them as
     CHECK(to_string(moved.gpus[0].pci) == "0000:5e:00.0");
     CHECK(to_string(moved.gpus[3].pci) == "0000:ff:00.0");
     CHECK(moved.gpus[3].minor == 2);
+}
+
+TEST_CASE("discovery: a GPU the driver lists but does not describe keeps its index, and cannot be selected") {
+    Host h;
+    const GpuInventory before = discover_gpus(h.dir.string(), kCapDefault);
+    h.fake.remove("/proc/driver/nvidia/gpus/0000:3b:00.0/information");  // GPU 0 (unreadable, fallen off the bus)
+    for (const auto& [scope, only] : {std::pair{Scope::all, std::vector<int>{}}, {Scope::nvidia, {}}, {Scope::nvidia, {0}},
+                                      {Scope::nvidia, {1}}}) {
+        const auto asked = [&](int i) { return only.empty() || std::find(only.begin(), only.end(), i) != only.end(); };
+        INFO("scope " << (scope == Scope::all ? "all" : "nvidia") << (only.empty() ? "" : cat(", index ", only[0])));
+        GpuInventory inv = as_real(discover_gpus(h.dir.string(), kCapDefault, scope, only));
+        REQUIRE(inv.gpus.size() >= 4);
+        for (std::size_t i = 0; i < 4; ++i) {  // the same numbering as before, as nvidia-smi's
+            CHECK(inv.gpus[i].index == before.gpus[i].index);
+            CHECK(inv.gpus[i].pci == before.gpus[i].pci);
+        }
+        CHECK(inv.gpus[0].nodes.empty());
+        CHECK(inv.gpus[1].problem.empty());
+        if (!asked(0)) {  // listed by its directory's name alone
+            CHECK(inv.gpus[0].problem.empty());
+        } else try {
+            CHECK(inv.gpus[0].problem == "\"/proc/driver/nvidia/gpus/0000:3b:00.0/information\" cannot be read");
+            plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("0")), kCapDefault, {"/usr/lib/x86_64-linux-gnu", {}});
+            FAIL("GPU 0 was planned");
+        } catch (const PlanError& e) {
+            CHECK(std::string(e.what()) == "GPU 0 (0000:3b:00.0): \"/proc/driver/nvidia/gpus/0000:3b:00.0/information\" cannot be read");
+        }
+        if (!asked(1)) continue;
+        const GpuPlan p = plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("1")), kCapDefault, {"/usr/lib/x86_64-linux-gnu", {}});
+        CHECK(has(texts(p), "-> /dev/nvidia" + std::to_string(before.gpus[1].minor) + " "));  // index 1 is still GPU 1
+    }
+    CHECK(describe_gpus(discover_gpus(h.dir.string(), kCapDefault)).find("0 0000:3b:00.0 nvidia (\"/proc/driver") == 0);
 }
 
 TEST_CASE("discovery: only libraries of the kernel module's version, for the capabilities asked") {
