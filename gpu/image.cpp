@@ -48,7 +48,10 @@ ImageInfo inspect_image(const std::string& rootfs) {
     } catch (const LdCacheError& e) {
         problem = e.what();
     }
-    if (cache->truncated()) problem = "it shrank while gpubox read it", info.ldcache = {};
+    if (cache->truncated()) {
+        problem = "it shrank while gpubox read it";
+        info.ldcache.clear();
+    }
     if (!problem.empty()) log::warn(cat("ROOTFS's /etc/ld.so.cache is unusable (", problem, "); gpubox writes a new one"));
     return info;
 }

@@ -163,9 +163,9 @@ Node find_node(HostFiles& files, const std::string& path) {
 
 // The driver's GPUs, indexed in PCI bus order, as nvidia-smi numbers them. One whose
 // information file cannot be read keeps its place, with the reason as its problem: leaving it
-// out would give every later index to the next GPU. With `only` (indices), the others get their place in that order
-// from their directory's name alone, with no read of their information file or their node: a
-// `run --gpu 0` on an 8-GPU host reads one GPU's files, not eight.
+// out would give every later index to the next GPU. With `only` (indices), the others get their
+// place in that order from their directory's name alone, with no read of their information file
+// or their node: a `run --gpu 0` on an 8-GPU host reads one GPU's files, not eight.
 void add_nvidia_gpus(int root, HostFiles& files, GpuInventory& inv, const std::vector<Gpu>& sysfs_nvidia,
                      const std::vector<int>& only) {
     struct Entry {

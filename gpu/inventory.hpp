@@ -34,6 +34,10 @@ struct Gpu {
     std::string problem;      // why it cannot be given to a sandbox ("": it can)
 };
 
+// The hint for a Gpu::problem.
+inline constexpr const char* kGpuProblemHint =
+    "the driver lists it but does not describe it; is it healthy? see nvidia-smi and Xid errors in the kernel log";
+
 struct DriverLib {
     std::string file;                 // real file name, e.g. libcuda.so.550.54.14
     std::string host_path;            // where it is on the host (driver root included)

@@ -45,8 +45,7 @@ void add_nvidia(const GpuInventory& inv, const std::vector<Gpu>& sel, unsigned c
     p.ops.push_back(device(inv.shared_nodes.at("nvidiactl"), "is the NVIDIA driver loaded? run nvidia-modprobe"));
     for (const Gpu& g : sel) {
         if (!g.problem.empty())
-            throw PlanError(cat("GPU ", g.index, " (", to_string(g.pci), "): ", g.problem),
-                            "the driver lists it but does not describe it; is it healthy? see nvidia-smi and the kernel log (Xid)");
+            throw PlanError(cat("GPU ", g.index, " (", to_string(g.pci), "): ", g.problem), kGpuProblemHint);
         p.ops.push_back(device(g.nodes.at(0), "run nvidia-modprobe -c=<minor> on the host"));
         p.summary.push_back(cat("index ", g.index, " -> ", to_string(g.pci), " -> /dev/nvidia", g.minor, " -> ",
                                 g.uuid, " (", g.model, ")"));

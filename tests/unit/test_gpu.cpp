@@ -11,6 +11,7 @@
 #include <map>
 
 #include "common/error.hpp"
+#include "common/text.hpp"
 #include "gpu/driver_files.hpp"
 #include "gpu/gpu_spec.hpp"
 #include "gpu/image.hpp"
@@ -18,7 +19,6 @@
 #include "gpu/mount_list.hpp"
 #include "rootfs/plan.hpp"
 #include "rootfs/wire.hpp"
-#include "common/text.hpp"
 #include "tests/fixtures/fake_host.hpp"
 #include "tests/unit/temp_dir.hpp"
 
