@@ -201,4 +201,23 @@ rm -rf "$M/usr/lib/x86_64-linux-gnu" "$M/lib64"
 box run --driver-root "$H" --gpu 0 "$M" sh -c 'nvidia-smi -L && ls /usr/lib64 | grep -c "^libcuda"'
 expect_eq "minimal layout: tools work, libraries are placed" "$rc:$out" "0:GPU 0: Tesla T4 (UUID: $uuid0)
 3"
+
+# A hostile image: symlinks planted at the GPU's mount targets and on their way, pointing out
+# of the image. The host's files must land inside the new root, and nothing outside it change.
+X=$WORK/hostile
+cp -a "$R" "$X"
+mkdir -p "$WORK/victim" && echo untouched >"$WORK/victim/file"
+lib=$X/usr/lib/x86_64-linux-gnu
+ln -s "$WORK/victim/libcuda" "$lib/libcuda.so.550.54.14"          # a bind target
+ln -s /etc/passwd "$lib/libcuda.so.1"                              # a soname link's place
+ln -s "$WORK/victim/smi" "$X/usr/bin/nvidia-smi"                   # a tool's target
+ln -s "$WORK/victim/ld.so.cache" "$X/etc/ld.so.cache"              # the cache gpubox writes
+ln -s "../../../../../../../../$WORK/victim" "$X/usr/lib/firmware" # a parent, escaping upwards
+before_x=$(tree_hash "$X")
+before_v=$(tree_hash "$WORK/victim")
+box run --driver-root "$H" --gpu 0 "$X" sh -c 'gpuprobe; nvidia-smi -L; readlink /usr/lib/x86_64-linux-gnu/libcuda.so.1; ls /lib/firmware/nvidia/550.54.14'
+expect_match "hostile links at the GPU's targets: the driver still loads, in the root" "$rc:$out" \
+    $'^0:cuda_driver_version=12040\n(.*\n)*GPU 0: Tesla T4 [^\n]*\nlibcuda.so.550.54.14\ngsp_tu10x.bin$'
+expect_eq "... nothing outside the image changed" "$(tree_hash "$WORK/victim")" "$before_v"
+expect_eq "... and the image is unchanged" "$(tree_hash "$X")" "$before_x"
 finish
