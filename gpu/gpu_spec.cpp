@@ -16,15 +16,17 @@ bool is_index(const std::string& s) {
 
 bool is_uuid(const std::string& s) { return s.size() > 4 && (s.compare(0, 4, "GPU-") == 0 || s.compare(0, 4, "gpu-") == 0); }
 
-bool iequals(const std::string& a, const std::string& b) {
-    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+// A UUID may be abbreviated to its first characters, as CUDA_VISIBLE_DEVICES allows, where
+// that names one GPU (select_gpus refuses a prefix that names more).
+bool uuid_starts_with(const std::string& uuid, const std::string& prefix) {
+    return uuid.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), uuid.begin(), [](char x, char y) {
                return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
            });
 }
 
 bool matches(const Gpu& g, const std::string& item) {
     if (is_index(item)) return g.vendor == Vendor::nvidia && g.index == std::stoi(item);
-    if (is_uuid(item)) return iequals(g.uuid, item);
+    if (is_uuid(item)) return uuid_starts_with(g.uuid, item);
     auto pci = parse_pci_address(item);
     return pci && *pci == g.pci;
 }
@@ -73,10 +75,12 @@ std::vector<Gpu> select_gpus(const GpuInventory& inv, const GpuSpec& spec) {
     }
     std::vector<bool> chosen(inv.gpus.size(), false);
     for (const std::string& item : spec.items) {
-        bool hit = false;
+        std::vector<std::string> hits;
         for (std::size_t i = 0; i < inv.gpus.size(); ++i)
-            if (matches(inv.gpus[i], item)) chosen[i] = hit = true;
-        if (!hit) {
+            if (matches(inv.gpus[i], item)) chosen[i] = true, hits.push_back(std::to_string(inv.gpus[i].index));
+        if (hits.size() > 1)
+            throw PlanError(cat("--gpu ", item, ": names GPUs ", join(hits, ", "), "; give more of the UUID"));
+        if (hits.empty()) {
             std::string have = describe_gpus(inv);
             if (have.empty()) have = "none\n";
             std::replace(have.begin(), have.end(), '\n', ';');

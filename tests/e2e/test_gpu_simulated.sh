@@ -92,6 +92,10 @@ expect_eq "--gpu 1,3: two GPUs, minors 0 and 1" "$out" "2
 nvidia0 nvidia1 "
 gbox --gpu gpu-000000A2-1111-2222-3333-444400000012 "$R" sh -c 'ls /dev | grep "^nvidia[0-9]"'
 expect_eq "--gpu by UUID (any case)" "$out" "nvidia3"
+gbox --gpu GPU-000000a3 "$R" sh -c 'ls /dev | grep "^nvidia[0-9]"'
+expect_eq "--gpu by a unique UUID prefix" "$out" "nvidia1"
+gbox --gpu GPU-000000a "$R" true
+expect_match "--gpu by a prefix of several UUIDs -> 125, naming them" "$rc:$err" '^125:gpubox: --gpu GPU-000000a: names GPUs 0, 1, 2, 3; give more of the UUID$'
 gbox --gpu 00000000:5E:00.0 "$R" sh -c 'ls /dev | grep "^nvidia[0-9]"; ls /proc/driver/nvidia/gpus'
 expect_eq "--gpu by PCI address (8-digit domain)" "$out" "nvidia0
 0000:5e:00.0"

@@ -290,6 +290,11 @@ TEST_CASE("selection by index, list, UUID, PCI address, all and none") {
     CHECK(minors("0") == std::vector<int>{2});
     CHECK(minors("3,1") == std::vector<int>{0, 1});
     CHECK(minors("gpu-000000a2-1111-2222-3333-444400000012") == std::vector<int>{3});
+    CHECK(minors("GPU-000000A2") == std::vector<int>{3});  // a unique prefix, as CUDA takes one
+    CHECK_THROWS_WITH(select_gpus(inv, parse_gpu_spec("GPU-000000a")),
+                      "--gpu GPU-000000a: names GPUs 0, 1, 2, 3; give more of the UUID");
+    CHECK_THROWS_WITH(select_gpus(inv, parse_gpu_spec("GPU-000000a2-1111-2222-3333-4444000000120")),
+                      Catch::Matchers::Contains("no such GPU"));
     CHECK(minors("af:00.0") == std::vector<int>{1});
     CHECK(minors("00000000:5E:00.0") == std::vector<int>{0});
     CHECK(minors("all").size() == 6);
