@@ -180,6 +180,12 @@ void add_nvidia_gpus(int root, HostFiles& files, GpuInventory& inv, const std::v
         dirs.push_back({std::move(dir), pci});
     }
     const bool lazy = named && !only.empty();
+    // The driver lists its GPUs only (an NVSwitch has its own directory); the PCI class comes
+    // from the sysfs scan, when the scope had one.
+    const auto sysfs_class = [&](const PciAddress& pci) {
+        auto it = std::find_if(sysfs_nvidia.begin(), sysfs_nvidia.end(), [&](const Gpu& x) { return x.pci == pci; });
+        return it != sysfs_nvidia.end() ? it->pci_class : 0;
+    };
     if (lazy) std::sort(dirs.begin(), dirs.end(), [](const Entry& a, const Entry& b) { return *a.pci < *b.pci; });
     std::vector<Gpu> found;
     for (const Entry& e : dirs) {
@@ -196,6 +202,7 @@ void add_nvidia_gpus(int root, HostFiles& files, GpuInventory& inv, const std::v
         if (!text) {
             if (!e.pci) continue;  // nothing to place it by
             g.pci = *e.pci;
+            g.pci_class = sysfs_class(g.pci);
             g.problem = cat(quote(path), " cannot be read");
             found.push_back(std::move(g));
             continue;
@@ -206,12 +213,8 @@ void add_nvidia_gpus(int root, HostFiles& files, GpuInventory& inv, const std::v
         if (!pci) throw PlanError(cat(quote(path), ": invalid Bus Location ", quote(info.bus_location)));
         // Only the full read can order GPUs whose files disagree with their directories' names.
         if (lazy && pci != e.pci) return add_nvidia_gpus(root, files, inv, sysfs_nvidia, {});
-        // The driver lists its GPUs only (an NVSwitch has its own directory); the PCI class
-        // comes from the sysfs scan, when the scope had one.
-        auto in_sysfs = std::find_if(sysfs_nvidia.begin(), sysfs_nvidia.end(),
-                                     [&](const Gpu& x) { return x.pci == *pci; });
         g.pci = *pci;
-        g.pci_class = in_sysfs != sysfs_nvidia.end() ? in_sysfs->pci_class : 0;
+        g.pci_class = sysfs_class(g.pci);
         g.model = info.model;
         g.uuid = info.uuid;
         g.minor = info.device_minor;

@@ -162,6 +162,7 @@ TEST_CASE("discovery: a GPU the driver lists but does not describe keeps its ind
             CHECK(inv.gpus[i].pci == before.gpus[i].pci);
         }
         CHECK(inv.gpus[0].nodes.empty());
+        CHECK(inv.gpus[0].pci_class == (scope == Scope::all ? 0x030200u : 0u));
         CHECK(inv.gpus[1].problem.empty());
         if (!asked(0)) {  // listed by its directory's name alone
             CHECK(inv.gpus[0].problem.empty());
