@@ -161,11 +161,11 @@ Node find_node(HostFiles& files, const std::string& path) {
     return n;
 }
 
-// The driver's GPUs, indexed in PCI bus order, as nvidia-smi numbers them. One whose
-// information file cannot be read keeps its place, with the reason as its problem: leaving it
-// out would give every later index to the next GPU. With `only` (indices), the others get their
-// place in that order from their directory's name alone, with no read of their information file
-// or their node: a `run --gpu 0` on an 8-GPU host reads one GPU's files, not eight.
+// The driver's GPUs, indexed in PCI bus order, as nvidia-smi numbers them (one whose
+// information file cannot be read or parsed is kept, unusable). With `only` (indices), the
+// others get their place in that order from their directory's name alone, with no read of their
+// information file or their node: a `run --gpu 0` on an 8-GPU host reads one GPU's files, not
+// eight.
 void add_nvidia_gpus(int root, HostFiles& files, GpuInventory& inv, const std::vector<Gpu>& sysfs_nvidia,
                      const std::vector<int>& only) {
     struct Entry {
@@ -198,16 +198,26 @@ void add_nvidia_gpus(int root, HostFiles& files, GpuInventory& inv, const std::v
             continue;
         }
         const std::string path = "/proc/driver/nvidia/gpus/" + e.dir + "/information";
+        // A GPU the driver lists but does not describe keeps its place, by its directory's
+        // name, with the reason: left out, every later index would name the next GPU; failing
+        // the whole read would hide the healthy ones.
+        const auto keep_unusable = [&](std::string why) {
+            if (!e.pci) return;  // nothing to place it by
+            g.pci = *e.pci, g.pci_class = sysfs_class(g.pci), g.problem = std::move(why);
+            found.push_back(std::move(g));
+        };
         auto text = read_in(root, path);
         if (!text) {
-            if (!e.pci) continue;  // nothing to place it by
-            g.pci = *e.pci;
-            g.pci_class = sysfs_class(g.pci);
-            g.problem = cat(quote(path), " cannot be read");
-            found.push_back(std::move(g));
+            keep_unusable(cat(quote(path), " cannot be read"));
             continue;
         }
-        GpuInformation info = parse_gpu_information(*text, path);
+        GpuInformation info;
+        try {
+            info = parse_gpu_information(*text, path);
+        } catch (const PlanError& x) {
+            keep_unusable(x.what());
+            continue;
+        }
         auto pci = parse_pci_address(info.bus_location);
         if (!pci) pci = e.pci;
         if (!pci) throw PlanError(cat(quote(path), ": invalid Bus Location ", quote(info.bus_location)));
