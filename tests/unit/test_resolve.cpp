@@ -113,12 +113,16 @@ TEST_CASE("a mapped file that shrinks reads as zeros past its new end, and says 
     pid_t pid = ::fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
-        std::ofstream(t.dir / "other") << std::string(2 * static_cast<std::size_t>(page), 'y');
-        UniqueFd fd = sys::open_at(AT_FDCWD, (t.dir / "other").string(), O_RDONLY);
-        auto* p = static_cast<volatile const char*>(::mmap(nullptr, 2 * page, PROT_READ, MAP_PRIVATE, fd.get(), 0));
-        if (::ftruncate(sys::open_at(AT_FDCWD, (t.dir / "other").string(), O_WRONLY).get(), 0) != 0) ::_exit(2);
-        ::dup2(sys::open_at(AT_FDCWD, "/dev/null", O_WRONLY).get(), STDERR_FILENO);  // ASan's report, if any
-        ::_exit(p[page] == 'y' ? 3 : 4);  // faults: the file has no page there any more
+        try {
+            std::ofstream(t.dir / "other") << std::string(2 * static_cast<std::size_t>(page), 'y');
+            UniqueFd fd = sys::open_at(AT_FDCWD, (t.dir / "other").string(), O_RDONLY);
+            auto* p = static_cast<volatile const char*>(::mmap(nullptr, 2 * page, PROT_READ, MAP_PRIVATE, fd.get(), 0));
+            if (::ftruncate(sys::open_at(AT_FDCWD, (t.dir / "other").string(), O_WRONLY).get(), 0) != 0) ::_exit(2);
+            ::dup2(sys::open_at(AT_FDCWD, "/dev/null", O_WRONLY).get(), STDERR_FILENO);  // ASan's report, if any
+            ::_exit(p[page] == 'y' ? 3 : 4);  // faults: the file has no page there any more
+        } catch (...) {
+            ::_exit(5);  // never back into the test runner
+        }
     }
     int status = 0;
     REQUIRE(::waitpid(pid, &status, 0) == pid);
