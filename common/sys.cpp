@@ -82,8 +82,14 @@ int try_openat2(int dirfd, const std::string& path, std::uint64_t flags, std::ui
     how.flags = flags | O_CLOEXEC;
     how.mode = mode;
     how.resolve = resolve;
-    long fd = ::syscall(SYS_openat2, dirfd, path.c_str(), &how, sizeof how);
-    return fd < 0 ? -errno : static_cast<int>(fd);
+    // A ".." under RESOLVE_IN_ROOT or RESOLVE_BENEATH that races a mount or a rename anywhere
+    // on the host fails with EAGAIN (the kernel cannot prove it stayed inside), and openat2(2)
+    // says to retry: a node starting sandboxes side by side mounts all the time.
+    for (int tries = 0;; ++tries) {
+        const long fd = ::syscall(SYS_openat2, dirfd, path.c_str(), &how, sizeof how);
+        if (fd >= 0) return static_cast<int>(fd);
+        if (errno != EAGAIN || tries == 1000) return -errno;
+    }
 }
 
 struct stat fstat(int fd, const std::string& what) {

@@ -17,7 +17,8 @@ namespace gpubox::sys {
 [[noreturn]] void fail(const std::string& op_text, int err);
 
 UniqueFd open_at(int dirfd, const std::string& path, int flags, mode_t mode = 0);
-// openat2(2); returns the fd or -errno, so resolve.cpp can choose a fallback.
+// openat2(2), retried while it answers EAGAIN; returns the fd or -errno, so resolve.cpp can
+// choose a fallback.
 int try_openat2(int dirfd, const std::string& path, std::uint64_t flags, std::uint64_t resolve,
                 std::uint64_t mode = 0);
 struct stat fstat(int fd, const std::string& what);

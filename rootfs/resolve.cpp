@@ -132,7 +132,9 @@ int try_open_in_root(int root, const std::string& path, int flags) {
     int fd = sys::try_openat2(root, relative(path), static_cast<std::uint64_t>(flags),
                               RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
                               (flags & O_CREAT) ? 0644 : 0);
-    if (fd == -ENOSYS || fd == -EPERM || fd == -EINVAL) return walk(root, relative(path), flags);
+    // Refused (an old kernel, an outer seccomp filter), or still racing mounts after the
+    // retries: the walk has the same semantics, one component at a time.
+    if (fd == -ENOSYS || fd == -EPERM || fd == -EINVAL || fd == -EAGAIN) return walk(root, relative(path), flags);
     return fd;
 }
 
