@@ -224,4 +224,20 @@ expect_match "hostile links at the GPU's targets: the driver still loads, in the
     $'^0:cuda_driver_version=12040\n(.*\n)*GPU 0: Tesla T4 [^\n]*\nlibcuda.so.550.54.14\ngsp_tu10x.bin$'
 expect_eq "... nothing outside the image changed" "$(tree_hash "$WORK/victim")" "$before_v"
 expect_eq "... and the image is unchanged" "$(tree_hash "$X")" "$before_x"
+
+# Sandboxes started side by side: each one's mounts race the others' lookups. A ".." on the way
+# to a mount target (here the image's library directory, a relative link) must still resolve:
+# openat2 answers EAGAIN where a mount anywhere on the host raced a "..".
+D=$WORK/dotdot
+cp -a "$R" "$D"
+mv "$D/usr/lib/x86_64-linux-gnu" "$D/usr/libreal"
+ln -s ../../usr/libreal "$D/usr/lib/x86_64-linux-gnu"
+for j in 1 2 3 4; do
+    for i in $(seq 40); do
+        "$GPUBOX" run --driver-root "$H" --gpu 0 "$D" true 2>>"$WORK/side-by-side.err" || echo "$?" >>"$WORK/side-by-side.rc"
+    done &
+done
+wait
+expect_eq "160 GPU sandboxes, 4 at a time, through a relative link with '..': none fails" \
+    "$(cat "$WORK/side-by-side.rc" "$WORK/side-by-side.err" 2>/dev/null | sort | uniq -c | head -3)" ""
 finish
