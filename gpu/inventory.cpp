@@ -228,6 +228,9 @@ void add_nvidia_gpus(int root, HostFiles& files, GpuInventory& inv, const std::v
         g.model = info.model;
         g.uuid = info.uuid;
         g.minor = info.device_minor;
+        // Its directory is bound into the sandbox: from where it is inside the driver root.
+        if (const HostFiles::Found d = files.find("/proc/driver/nvidia/gpus/" + e.dir); d.exists && S_ISDIR(d.st.st_mode))
+            g.proc_host = d.host;
         g.nodes.push_back(find_node(files, cat("/dev/nvidia", info.device_minor)));
         found.push_back(std::move(g));
     }

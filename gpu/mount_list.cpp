@@ -65,10 +65,13 @@ void add_nvidia(const GpuInventory& inv, const std::vector<Gpu>& sel, unsigned c
     if (!inv.proc_version.empty()) p.ops.push_back(WriteFile{"/proc/driver/nvidia/version", inv.proc_version, 0444});
     p.ops.push_back(WriteFile{"/proc/driver/nvidia/params", rewrite_params(inv.proc_params), 0444});
     if (!inv.proc_registry.empty()) p.ops.push_back(WriteFile{"/proc/driver/nvidia/registry", inv.proc_registry, 0444});
-    for (const Gpu& g : sel)
-        p.ops.push_back(Bind{cat(inv.driver_root == "/" ? "" : inv.driver_root, "/proc/driver/nvidia/gpus/", g.proc_dir),
-                             "/proc/driver/nvidia/gpus/" + g.proc_dir, true, Need::required, Place::image,
+    for (const Gpu& g : sel) {
+        if (g.proc_host.empty())
+            throw PlanError(cat("GPU ", g.index, " (", to_string(g.pci), "): /proc/driver/nvidia/gpus/", g.proc_dir,
+                                " is not a directory inside the driver root"), kGpuProblemHint);
+        p.ops.push_back(Bind{g.proc_host, "/proc/driver/nvidia/gpus/" + g.proc_dir, true, Need::required, Place::image,
                              SourceKind::dir});
+    }
 
     // Libraries at the image's default library path, with their soname links, plus an
     // ld.so.cache that sends every driver soname there: the host's libraries win over any

@@ -210,6 +210,18 @@ TEST_CASE("discovery: an absolute symlink under the driver root stays inside it"
     CHECK(discover_gpus(h.dir.string(), kCapDefault).nvidia_version == "550.54.14");
 }
 
+TEST_CASE("discovery: a GPU's /proc directory named through a link is bound from inside the driver root") {
+    Host h;
+    const fs::path gpus = h.dir / "proc/driver/nvidia/gpus";
+    fs::rename(gpus / "0000:3b:00.0", h.dir / "gpu-3b");
+    fs::create_symlink("/gpu-3b", gpus / "0000:3b:00.0");  // absolute: inside the driver root, not on the host
+    for (const std::vector<int>& only : {std::vector<int>{}, {0}}) {
+        GpuInventory inv = as_real(discover_gpus(h.dir.string(), kCapDefault, Scope::nvidia, only));
+        const auto t = texts(plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("0")), kCapDefault, {"/usr/lib/x86_64-linux-gnu", {}}));
+        CHECK(has(t, "ro-bind " + fs::canonical(h.dir).string() + "/gpu-3b -> /proc/driver/nvidia/gpus/0000:3b:00.0"));
+    }
+}
+
 TEST_CASE("discovery: absolute, chained and escaping soname links resolve inside the driver root") {
     Host h;
     const fs::path lib = h.dir / "usr/lib/x86_64-linux-gnu";
