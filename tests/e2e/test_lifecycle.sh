@@ -21,12 +21,15 @@ check "background, setsid'd and TERM-ignoring children die with the workload" wa
 
 set -m  # job control: background jobs must not start with SIGINT ignored
 for sig in TERM INT HUP USR1; do
-    "$GPUBOX" run "$R" sh -c "trap 'echo got $sig; exit 3' $sig; echo ready; sleep 30 & wait" >"$WORK/sig.out" &
+    # A file per signal: the background job truncates its output file only once it has forked,
+    # and a shared one could still say "ready" from the signal before.
+    out_file=$WORK/sig-$sig.out
+    "$GPUBOX" run "$R" sh -c "trap 'echo got $sig; exit 3' $sig; echo ready; sleep 30 & wait" >"$out_file" &
     gp=$!
-    for _ in $(seq 50); do grep -q ready "$WORK/sig.out" 2>/dev/null && break; sleep 0.1; done
+    for _ in $(seq 50); do grep -q ready "$out_file" 2>/dev/null && break; sleep 0.1; done
     kill -"$sig" "$gp"
     wait "$gp"; rc=$?
-    expect_eq "SIG$sig sent to gpubox reaches the workload" "$rc:$(tail -1 "$WORK/sig.out")" "3:got $sig"
+    expect_eq "SIG$sig sent to gpubox reaches the workload" "$rc:$(tail -1 "$out_file")" "3:got $sig"
 done
 set +m
 check "no sleep left behind by the signal tests" wait_gone 'sleep 30'
