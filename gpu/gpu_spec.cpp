@@ -95,6 +95,8 @@ std::vector<Gpu> select_gpus(const GpuInventory& inv, const GpuSpec& spec) {
     return out;
 }
 
+std::string describe_problem(const Gpu& g) { return cat("GPU ", g.index, " (", to_string(g.pci), "): ", g.problem); }
+
 std::string describe_gpus(const GpuInventory& inv) {
     std::ostringstream out;
     for (const Gpu& g : inv.gpus) {

@@ -28,5 +28,7 @@ std::vector<int> indices_only(const GpuSpec& spec);
 
 // "0 0000:3b:00.0 nvidia Tesla T4 GPU-... /dev/nvidia2" lines, for errors and `gpubox list`.
 std::string describe_gpus(const GpuInventory& inv);
+// "GPU 0 (0000:3b:00.0): <its problem>", for the planner's error and `gpubox doctor`.
+std::string describe_problem(const Gpu& g);
 
 }  // namespace gpubox::gpu

@@ -43,15 +43,7 @@ ImageInfo inspect_image(const std::string& rootfs) {
     const auto cache = rootfs::map_regular_in_root(root.get(), "/etc/ld.so.cache", 64 << 20);
     if (!cache) return info;
     std::string problem;
-    try {
-        info.ldcache = parse_ldcache(cache->bytes());
-    } catch (const LdCacheError& e) {
-        problem = e.what();
-    }
-    if (cache->truncated()) {
-        problem = "it shrank while gpubox read it";
-        info.ldcache.clear();
-    }
+    info.ldcache = parse_mapped_ldcache(*cache, parse_ldcache, problem);
     if (!problem.empty()) log::warn(cat("ROOTFS's /etc/ld.so.cache is unusable (", problem, "); gpubox writes a new one"));
     return info;
 }

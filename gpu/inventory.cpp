@@ -231,6 +231,8 @@ void add_nvidia_gpus(int root, HostFiles& files, GpuInventory& inv, const std::v
         // Its directory is bound into the sandbox: from where it is inside the driver root.
         if (const HostFiles::Found d = files.find("/proc/driver/nvidia/gpus/" + e.dir); d.exists && S_ISDIR(d.st.st_mode))
             g.proc_host = d.host;
+        else
+            g.problem = cat("/proc/driver/nvidia/gpus/", e.dir, " is not a directory inside the driver root");
         g.nodes.push_back(find_node(files, cat("/dev/nvidia", info.device_minor)));
         found.push_back(std::move(g));
     }
@@ -254,14 +256,10 @@ void add_libraries(int root, HostFiles& files, GpuInventory& inv, unsigned caps)
         return;
     }
     const auto prefixes = library_prefixes(caps);
-    std::vector<LdCacheEntry> entries;
     std::string problem;
-    try {
-        entries = find_ldcache(cache->bytes(), prefixes);  // the driver's entries only, by binary search
-    } catch (const LdCacheError& e) {
-        problem = e.what();
-    }
-    if (cache->truncated()) problem = "it shrank while gpubox read it (rewritten in place?)";
+    // The driver's entries only, by binary search.
+    const std::vector<LdCacheEntry> entries = parse_mapped_ldcache(
+        *cache, [&](std::string_view bytes) { return find_ldcache(bytes, prefixes); }, problem);
     if (!problem.empty()) {
         inv.ldcache_problem = "/etc/ld.so.cache: " + problem;
         return;

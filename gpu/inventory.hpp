@@ -30,7 +30,7 @@ struct Gpu {
     std::string model, uuid;
     int minor = -1;           // NVIDIA Device Minor: /dev/nvidia<minor>
     std::string proc_dir;     // NVIDIA: directory name under /proc/driver/nvidia/gpus
-    std::string proc_host;    // NVIDIA: that directory's real host path ("" if not resolved)
+    std::string proc_host;    // NVIDIA: that directory's real host path (else a problem says why)
     std::vector<Node> nodes;  // this GPU's own nodes
     std::string problem;      // why it cannot be given to a sandbox ("": it can)
 };

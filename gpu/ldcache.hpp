@@ -43,6 +43,20 @@ std::vector<LdCacheEntry> parse_ldcache(std::string_view bytes);
 // LdCacheError for a malformed header or a malformed entry it reads.
 std::vector<LdCacheEntry> find_ldcache(std::string_view bytes, const std::vector<std::string>& prefixes);
 
+// `parse` (one of the two above) over a mapped cache (a rootfs::MappedFile): its entries, or
+// none and why in `problem`: the parser's error, or the file shrank under the read.
+template <typename Mapped, typename Parse>
+std::vector<LdCacheEntry> parse_mapped_ldcache(const Mapped& file, Parse parse, std::string& problem) {
+    std::vector<LdCacheEntry> out;
+    try {
+        out = parse(file.bytes());
+    } catch (const LdCacheError& e) {
+        problem = e.what();
+    }
+    if (file.truncated()) out.clear(), problem = "it shrank while gpubox read it (rewritten in place?)";
+    return out;
+}
+
 // Entries with this hwcap bit point into glibc-hwcaps subdirectories through an extension
 // section the writer does not produce; callers drop them before rendering.
 constexpr std::uint64_t kLdHwcapExtension = 1ULL << 62;

@@ -7,6 +7,7 @@
 #include "common/error.hpp"
 #include "common/text.hpp"
 #include "gpu/driver_files.hpp"
+#include "gpu/gpu_spec.hpp"
 #include "gpu/proc_driver.hpp"
 
 namespace gpubox::gpu {
@@ -44,8 +45,7 @@ void add_nvidia(const GpuInventory& inv, const std::vector<Gpu>& sel, unsigned c
     const char* uvm_hint = "run 'nvidia-modprobe -u -c=0' (or any CUDA program) once on the host to create it";
     p.ops.push_back(device(inv.shared_nodes.at("nvidiactl"), "is the NVIDIA driver loaded? run nvidia-modprobe"));
     for (const Gpu& g : sel) {
-        if (!g.problem.empty())
-            throw PlanError(cat("GPU ", g.index, " (", to_string(g.pci), "): ", g.problem), kGpuProblemHint);
+        if (!g.problem.empty()) throw PlanError(describe_problem(g), kGpuProblemHint);
         p.ops.push_back(device(g.nodes.at(0), "run nvidia-modprobe -c=<minor> on the host"));
         p.summary.push_back(cat("index ", g.index, " -> ", to_string(g.pci), " -> /dev/nvidia", g.minor, " -> ",
                                 g.uuid, " (", g.model, ")"));
@@ -65,13 +65,9 @@ void add_nvidia(const GpuInventory& inv, const std::vector<Gpu>& sel, unsigned c
     if (!inv.proc_version.empty()) p.ops.push_back(WriteFile{"/proc/driver/nvidia/version", inv.proc_version, 0444});
     p.ops.push_back(WriteFile{"/proc/driver/nvidia/params", rewrite_params(inv.proc_params), 0444});
     if (!inv.proc_registry.empty()) p.ops.push_back(WriteFile{"/proc/driver/nvidia/registry", inv.proc_registry, 0444});
-    for (const Gpu& g : sel) {
-        if (g.proc_host.empty())
-            throw PlanError(cat("GPU ", g.index, " (", to_string(g.pci), "): /proc/driver/nvidia/gpus/", g.proc_dir,
-                                " is not a directory inside the driver root"), kGpuProblemHint);
+    for (const Gpu& g : sel)
         p.ops.push_back(Bind{g.proc_host, "/proc/driver/nvidia/gpus/" + g.proc_dir, true, Need::required, Place::image,
                              SourceKind::dir});
-    }
 
     // Libraries at the image's default library path, with their soname links, plus an
     // ld.so.cache that sends every driver soname there: the host's libraries win over any

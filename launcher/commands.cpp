@@ -91,7 +91,7 @@ void check_gpus(Doctor& d, const Options& o) {
     }
     for (const gpu::Gpu& g : inv.gpus) {
         if (!g.problem.empty())
-            d.problem(cat("GPU ", g.index, " (", gpu::to_string(g.pci), "): ", g.problem), gpu::kGpuProblemHint);
+            d.problem(gpu::describe_problem(g), gpu::kGpuProblemHint);
         for (const gpu::Node& n : g.nodes)
             if (!n.exists || !n.is_char)
                 d.problem(cat("GPU ", gpu::to_string(g.pci), ": node ", n.path, n.exists ? " is not the driver's device" : " is missing"),

@@ -21,7 +21,8 @@ int try_open_in_root(int root, const std::string& path, int flags);
 
 // `rel` below `dir` as spelled: no symlink and no magic link anywhere on the way, never above
 // `dir` (openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS, plus `resolve`).
-// The fd, or -errno: ELOOP for a link on the way, ENOSYS/EPERM/EINVAL where openat2 is refused.
+// The fd, or -errno: ELOOP for a link on the way, ENOSYS/EPERM/EINVAL where openat2 is refused,
+// EAGAIN where a ".." still raced mounts after sys::try_openat2's retries.
 int try_open_beneath(int dir, const std::string& rel, int flags, std::uint64_t resolve = 0);
 
 // A regular file mapped read-only. Its pages are read where they are looked at: a binary search
