@@ -31,6 +31,14 @@ bool matches(const Gpu& g, const std::string& item) {
     return pci && *pci == g.pci;
 }
 
+// Indices count GPUs in PCI order, and `all` means every one: neither holds while the driver
+// lists a GPU that cannot be placed in that order. A UUID or a PCI address still names one.
+void require_placed(const GpuInventory& inv, const std::string& item) {
+    if (inv.unplaced.empty()) return;
+    throw PlanError(cat("--gpu ", item, ": the driver lists a GPU that cannot be placed in PCI order: ", inv.unplaced.front()),
+                    kUnplacedHint);
+}
+
 }  // namespace
 
 GpuSpec parse_gpu_spec(const std::string& text) {
@@ -70,11 +78,13 @@ std::vector<int> indices_only(const GpuSpec& spec) {
 std::vector<Gpu> select_gpus(const GpuInventory& inv, const GpuSpec& spec) {
     if (spec.kind == GpuSpec::Kind::none) return {};
     if (spec.kind == GpuSpec::Kind::all) {
+        require_placed(inv, "all");
         if (inv.gpus.empty()) throw PlanError("--gpu all: this host has no GPU", "see 'gpubox list' and 'gpubox doctor'");
         return inv.gpus;
     }
     std::vector<bool> chosen(inv.gpus.size(), false);
     for (const std::string& item : spec.items) {
+        if (is_index(item)) require_placed(inv, item);
         std::vector<std::string> hits;
         for (std::size_t i = 0; i < inv.gpus.size(); ++i)
             if (matches(inv.gpus[i], item)) chosen[i] = true, hits.push_back(std::to_string(inv.gpus[i].index));
@@ -108,6 +118,7 @@ std::string describe_gpus(const GpuInventory& inv) {
         if (!g.problem.empty()) out << " (" << g.problem << ")";
         out << "\n";
     }
+    for (const std::string& why : inv.unplaced) out << "? ? nvidia (" << why << ")\n";
     return out.str();
 }
 

@@ -188,6 +188,7 @@ void add_nvidia_gpus(int root, HostFiles& files, GpuInventory& inv, const std::v
     };
     if (lazy) std::sort(dirs.begin(), dirs.end(), [](const Entry& a, const Entry& b) { return *a.pci < *b.pci; });
     std::vector<Gpu> found;
+    std::vector<std::string> unplaced;
     for (const Entry& e : dirs) {
         Gpu g{Vendor::nvidia};
         g.pci_name = g.proc_dir = e.dir;
@@ -200,9 +201,11 @@ void add_nvidia_gpus(int root, HostFiles& files, GpuInventory& inv, const std::v
         const std::string path = "/proc/driver/nvidia/gpus/" + e.dir + "/information";
         // A GPU the driver lists but does not describe keeps its place, by its directory's
         // name, with the reason: left out, every later index would name the next GPU; failing
-        // the whole read would hide the healthy ones.
+        // the whole read would hide the healthy ones. Without a name to place it by, it is
+        // recorded as unplaced, which makes every index uncertain.
         const auto keep_unusable = [&](std::string why) {
-            if (!e.pci) return;  // nothing to place it by
+            if (!e.pci)
+                return unplaced.push_back(cat(quote("/proc/driver/nvidia/gpus/" + e.dir), " is not named by a PCI address, and ", why));
             g.pci = *e.pci, g.pci_class = sysfs_class(g.pci), g.problem = std::move(why);
             found.push_back(std::move(g));
         };
@@ -220,7 +223,10 @@ void add_nvidia_gpus(int root, HostFiles& files, GpuInventory& inv, const std::v
         }
         auto pci = parse_pci_address(info.bus_location);
         if (!pci) pci = e.pci;
-        if (!pci) throw PlanError(cat(quote(path), ": invalid Bus Location ", quote(info.bus_location)));
+        if (!pci) {
+            keep_unusable(cat("its Bus Location ", quote(info.bus_location), " is not one"));
+            continue;
+        }
         // Only the full read can order GPUs whose files disagree with their directories' names.
         if (lazy && pci != e.pci) return add_nvidia_gpus(root, files, inv, sysfs_nvidia, {});
         g.pci = *pci;
@@ -239,6 +245,7 @@ void add_nvidia_gpus(int root, HostFiles& files, GpuInventory& inv, const std::v
     std::stable_sort(found.begin(), found.end(), [](const Gpu& a, const Gpu& b) { return a.pci < b.pci; });
     for (std::size_t i = 0; i < found.size(); ++i) found[i].index = static_cast<int>(i);
     inv.gpus.insert(inv.gpus.end(), found.begin(), found.end());
+    inv.unplaced = std::move(unplaced);
 }
 
 void add_drm_gpu(int root, HostFiles& files, GpuInventory& inv, Gpu g, const std::string& sysdir) {

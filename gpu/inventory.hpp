@@ -38,6 +38,9 @@ struct Gpu {
 // The hint for a Gpu::problem.
 inline constexpr const char* kGpuProblemHint =
     "the driver lists it but does not describe it; is it healthy? see nvidia-smi and Xid errors in the kernel log";
+// The hint for an entry of GpuInventory::unplaced.
+inline constexpr const char* kUnplacedHint =
+    "GPU indices are uncertain until it is fixed: select GPUs by UUID or PCI address (see 'gpubox list')";
 
 struct DriverLib {
     std::string file;                 // real file name, e.g. libcuda.so.550.54.14
@@ -49,6 +52,9 @@ struct GpuInventory {
     std::string driver_root = "/";
     std::optional<std::string> nvidia_version;  // kernel module version
     std::vector<Gpu> gpus;                      // NVIDIA in index order, then AMD and Intel
+    // Entries of the driver's GPU listing with no PCI address to order them by: why, for each.
+    // They cannot be numbered, so while there is one, no index is certain (see select_gpus).
+    std::vector<std::string> unplaced;
     std::vector<DriverLib> libs;                // version-matched, for the capabilities asked
     std::vector<std::string> stale_versions;    // driver versions of libraries left out
     std::string ldcache_problem;                // why the host's ld.so.cache could not be used

@@ -35,6 +35,7 @@ nlohmann::json to_json(const gpu::GpuInventory& inv) {
         n["problem"] = g.problem.empty() ? nlohmann::json() : nlohmann::json(g.problem);
         j["gpus"].push_back(n);
     }
+    j["unplaced"] = inv.unplaced;
     return j;
 }
 
@@ -85,8 +86,9 @@ void check_host(Doctor& d) {
 
 void check_gpus(Doctor& d, const Options& o) {
     gpu::GpuInventory inv = gpu::discover_gpus(o.driver_root, gpu::kCapAll);
+    for (const std::string& why : inv.unplaced) d.problem(why, gpu::kUnplacedHint);
     if (inv.gpus.empty()) {
-        std::cout << "info     no GPU found under " << quote(o.driver_root) << "\n";
+        if (inv.unplaced.empty()) std::cout << "info     no GPU found under " << quote(o.driver_root) << "\n";
         return;
     }
     for (const gpu::Gpu& g : inv.gpus) {

@@ -143,6 +143,17 @@ expect_match "... --gpu 1 is still the GPU at 0000:5e:00.0" "$rc:$out" '^0:GPU 0
 box run --driver-root "$E2E_HOST_NOINFO" --gpu 0 "$R" true
 expect_match "... --gpu 0 -> 125, naming the file" "$rc:$err" \
     '^125:gpubox: GPU 0 \(0000:3b:00.0\): "/proc/driver/nvidia/gpus/0000:3b:00.0/information" cannot be read'
+# An entry of the driver's listing with no PCI address (not a name the driver gives, and no
+# information to place it by): indices are uncertain, so they are refused; a PCI address works.
+odd='"/proc/driver/nvidia/gpus/odd" is not named by a PCI address, and "/proc/driver/nvidia/gpus/odd/information" cannot be read'
+box list --driver-root "$E2E_HOST_ODD"
+expect_match "list: an unplaceable GPU entry is shown, and why; the others keep their indices" "$rc:$out" \
+    $'^0:.*\n1 0000:5e:00.0 nvidia .*\n\\? \\? nvidia \\('"$odd"'\)$'
+box run --driver-root "$E2E_HOST_ODD" --gpu 0 "$R" true
+expect_eq "... --gpu 0 -> 125: indices are uncertain" "$rc:$err" "125:gpubox: --gpu 0: the driver lists a GPU that cannot be placed in PCI order: $odd
+gpubox: hint: GPU indices are uncertain until it is fixed: select GPUs by UUID or PCI address (see 'gpubox list')"
+box run --driver-root "$E2E_HOST_ODD" --gpu 0000:5e:00.0 "$R" nvidia-smi -L
+expect_match "... a PCI address still selects its GPU" "$rc:$out" '^0:GPU 0: [^\n]*UUID: GPU-000000a1-'
 box run --driver-root "$WORK/nohost" --gpu 0 "$R" true
 expect_match "a missing --driver-root is named" "$rc:$err" '^125:gpubox: --driver-root ".*nohost" is not a directory'
 # ROOTFS=/ has mounts below it: bound, not an overlay, so no layer takes the driver's files.

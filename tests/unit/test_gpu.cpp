@@ -183,6 +183,38 @@ TEST_CASE("discovery: a GPU the driver lists but does not describe keeps its ind
     CHECK(describe_gpus(discover_gpus(h.dir.string(), kCapDefault)).find("0 0000:3b:00.0 nvidia (\"/proc/driver") == 0);
 }
 
+TEST_CASE("discovery: a driver entry with no PCI address makes indices uncertain, and fails nothing else") {
+    Host h;
+    const GpuInventory before = discover_gpus(h.dir.string(), kCapDefault);
+    const fs::path odd = h.dir / "proc/driver/nvidia/gpus/odd";
+    fs::create_directories(odd);
+    std::string why = "\"/proc/driver/nvidia/gpus/odd\" is not named by a PCI address, and ";
+    SECTION("its information cannot be read") { why += "\"/proc/driver/nvidia/gpus/odd/information\" cannot be read"; }
+    SECTION("its Bus Location is not a PCI address either") {
+        std::ifstream in(h.dir / "proc/driver/nvidia/gpus/0000:3b:00.0/information");
+        std::string text(std::istreambuf_iterator<char>(in), {});
+        const std::string was = "Bus Location: \t 0000:3b:00.0";
+        text.replace(text.find(was), was.size(), "Bus Location: \t zz:00");
+        std::ofstream(odd / "information") << text;
+        why += "its Bus Location \"zz:00\" is not one";
+    }
+    for (const auto& [scope, only] : {std::pair{Scope::all, std::vector<int>{}}, {Scope::nvidia, {}}, {Scope::nvidia, {0}}}) {
+        INFO("scope " << (scope == Scope::all ? "all" : "nvidia") << (only.empty() ? "" : ", index 0"));
+        const GpuInventory inv = discover_gpus(h.dir.string(), kCapDefault, scope, only);
+        CHECK(inv.unplaced == std::vector<std::string>{why});
+        REQUIRE(inv.gpus.size() >= 4);
+        for (std::size_t i = 0; i < 4; ++i) CHECK(inv.gpus[i].pci == before.gpus[i].pci);
+        for (const char* spec : {"0", "2,GPU-000000a1", "all"})
+            CHECK_THROWS_WITH(select_gpus(inv, parse_gpu_spec(spec)),
+                              Catch::Matchers::EndsWith("the driver lists a GPU that cannot be placed in PCI order: " + why));
+        const std::vector<Gpu> by_uuid = select_gpus(inv, parse_gpu_spec(before.gpus[1].uuid));
+        REQUIRE(by_uuid.size() == 1);
+        CHECK(by_uuid[0].pci == before.gpus[1].pci);
+        CHECK(select_gpus(inv, parse_gpu_spec("0000:86:00.0")).size() == 1);
+        CHECK(describe_gpus(inv).find("\n? ? nvidia (" + why + ")\n") != std::string::npos);
+    }
+}
+
 TEST_CASE("discovery: only libraries of the kernel module's version, for the capabilities asked") {
     Host h;
     GpuInventory inv = discover_gpus(h.dir.string(), kCapDefault);
