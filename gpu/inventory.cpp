@@ -117,7 +117,7 @@ private:
         auto it = dirs_.find(path);
         if (it != dirs_.end()) return it->second;
         Dir d;
-        if (plain(path)) {
+        if (rootfs::is_plain_path(path)) {
             const int fd = rootfs::try_open_beneath(root_, path.substr(1), O_PATH | O_DIRECTORY);
             if (fd >= 0) {
                 if (!root_host_) root_host_ = sys::read_fd_link(root_);
@@ -130,14 +130,6 @@ private:
             if (int fd = rootfs::try_open_in_root(root_, path, O_PATH | O_DIRECTORY); fd >= 0)
                 d.fd.reset(fd), d.host = sys::read_fd_link(fd);
         return dirs_.emplace(path, std::move(d)).first->second;
-    }
-
-    // "/a/b": absolute, and no empty, "." or ".." component.
-    static bool plain(const std::string& path) {
-        if (path.size() < 2 || path.front() != '/' || path.back() == '/') return false;
-        for (const std::string& c : rootfs::split_path(path))
-            if (c.empty() || c == "." || c == "..") return false;
-        return path.find("//") == std::string::npos;
     }
 
     Found resolved(const std::string& path) {
@@ -198,14 +190,14 @@ void add_nvidia_gpus(int root, HostFiles& files, GpuInventory& inv, const std::v
             found.push_back(std::move(g));
             continue;
         }
-        const std::string path = "/proc/driver/nvidia/gpus/" + e.dir + "/information";
+        const std::string dir = "/proc/driver/nvidia/gpus/" + e.dir, path = dir + "/information";
         // A GPU the driver lists but does not describe keeps its place, by its directory's
         // name, with the reason: left out, every later index would name the next GPU; failing
         // the whole read would hide the healthy ones. Without a name to place it by, it is
         // recorded as unplaced, which makes every index uncertain.
         const auto keep_unusable = [&](std::string why) {
             if (!e.pci)
-                return unplaced.push_back(cat(quote("/proc/driver/nvidia/gpus/" + e.dir), " is not named by a PCI address, and ", why));
+                return unplaced.push_back(cat(quote(dir), " is not named by a PCI address, and ", why));
             g.pci = *e.pci, g.pci_class = sysfs_class(g.pci), g.problem = std::move(why);
             found.push_back(std::move(g));
         };
@@ -235,10 +227,10 @@ void add_nvidia_gpus(int root, HostFiles& files, GpuInventory& inv, const std::v
         g.uuid = info.uuid;
         g.minor = info.device_minor;
         // Its directory is bound into the sandbox: from where it is inside the driver root.
-        if (const HostFiles::Found d = files.find("/proc/driver/nvidia/gpus/" + e.dir); d.exists && S_ISDIR(d.st.st_mode))
+        if (const HostFiles::Found d = files.find(dir); d.exists && S_ISDIR(d.st.st_mode))
             g.proc_host = d.host;
         else
-            g.problem = cat("/proc/driver/nvidia/gpus/", e.dir, " is not a directory inside the driver root");
+            g.problem = dir + " is not a directory inside the driver root";
         g.nodes.push_back(find_node(files, cat("/dev/nvidia", info.device_minor)));
         found.push_back(std::move(g));
     }

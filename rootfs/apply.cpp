@@ -65,7 +65,7 @@ int held_dir(std::map<std::string, UniqueFd>& held, const std::string& dir, Open
 // source whose directory is missing).
 int clone_file_source(Ctx& c, const std::string& source, std::uint64_t attrs) {
     const std::string name = base_name(source);
-    if (source.empty() || source.front() != '/' || name.empty() || name == "." || name == "..")
+    if (source.empty() || source.front() != '/' || !is_plain_name(name))
         return sys::try_open_tree_attr(AT_FDCWD, source, false, attrs);
     const int dir = held_dir(c.sources, parent_of(source), [&] {
         const int fd = ::open(parent_of(source).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -156,7 +156,7 @@ void explain_kinds(int mnt, const std::string& what, int at, const std::string& 
 // is left to the full resolution, which creates, follows and explains.
 bool attach_in_dir(Ctx& c, int mnt, const std::string& target) {
     const std::string name = base_name(target);
-    if (name.empty() || name == "." || name == "..") return false;
+    if (!is_plain_name(name)) return false;
     const int dir = held_dir(c.dirs, parent_of(target),
                              [&] { return try_open_in_root(c.root, parent_of(target), O_PATH | O_DIRECTORY); });
     struct stat st {};

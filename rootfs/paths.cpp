@@ -1,5 +1,7 @@
 #include "rootfs/paths.hpp"
 
+#include <algorithm>
+
 #include "common/error.hpp"
 #include "common/text.hpp"
 
@@ -34,6 +36,20 @@ std::vector<std::string> split_path(const std::string& p) {
 bool is_within(const std::string& path, const std::string& dir) {
     if (dir == "/") return true;
     return path == dir || (starts_with(path, dir) && path.size() > dir.size() && path[dir.size()] == '/');
+}
+
+bool is_plain_name(const std::string& name) {
+    return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos;
+}
+
+bool is_plain_path(const std::string& path) {
+    if (path.size() < 2 || path.front() != '/') return false;
+    for (std::size_t i = 1; i <= path.size();) {
+        const std::size_t j = std::min(path.find('/', i), path.size());
+        if (!is_plain_name(path.substr(i, j - i))) return false;
+        i = j + 1;
+    }
+    return true;
 }
 
 std::string parent_of(const std::string& p) {

@@ -27,3 +27,12 @@ TEST_CASE("is_within, parent_of, base_name") {
     CHECK(base_name("/a/b") == "b");
     CHECK(split_path("/a//b/") == std::vector<std::string>{"a", "b"});
 }
+
+TEST_CASE("is_plain_name, is_plain_path: one entry, and a path spelled only with such entries") {
+    CHECK(is_plain_name("libcuda.so.1"));
+    for (const char* bad : {"", ".", "..", "a/b"}) CHECK_FALSE(is_plain_name(bad));
+    CHECK(is_plain_path("/usr/lib/x86_64-linux-gnu"));
+    CHECK(is_plain_path("/a"));
+    for (const char* bad : {"/", "", "a/b", "/a/", "//a", "/a//b", "/a/./b", "/a/../b", "/a/.."})
+        CHECK_FALSE(is_plain_path(bad));
+}
