@@ -230,7 +230,7 @@ void add_nvidia_gpus(int root, HostFiles& files, GpuInventory& inv, const std::v
         if (const HostFiles::Found d = files.find(dir); d.exists && S_ISDIR(d.st.st_mode))
             g.proc_host = d.host;
         else
-            g.problem = dir + " is not a directory inside the driver root";
+            g.problem = cat(quote(dir), " is not a directory inside the driver root");
         g.nodes.push_back(find_node(files, cat("/dev/nvidia", info.device_minor)));
         found.push_back(std::move(g));
     }
