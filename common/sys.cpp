@@ -312,15 +312,17 @@ void socketpair(UniqueFd& a, UniqueFd& b) {
 
 namespace {
 
-// What send_fd and recv_fd exchange: one byte, with room for one fd beside it.
+// What send_fd and recv_fd exchange: one byte, and room for one fd beside it where there is one
+// (always, to receive).
 struct FdMessage {
     char byte = 0;
     iovec iov{&byte, 1};
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
     msghdr msg{};
-    FdMessage() {
+    explicit FdMessage(bool with_fd) {
         msg.msg_iov = &iov;
         msg.msg_iovlen = 1;
+        if (!with_fd) return;
         msg.msg_control = control;
         msg.msg_controllen = sizeof control;
     }
@@ -331,13 +333,10 @@ struct FdMessage {
 }  // namespace
 
 void send_fd(int sock, int fd, const std::string& what) {
-    FdMessage m;
+    FdMessage m(fd >= 0);
     msghdr& msg = m.msg;
     m.byte = fd >= 0 ? 'f' : 'n';
-    if (fd < 0) {
-        msg.msg_control = nullptr;
-        msg.msg_controllen = 0;
-    } else {
+    if (fd >= 0) {
         cmsghdr* c = CMSG_FIRSTHDR(&msg);
         c->cmsg_level = SOL_SOCKET;
         c->cmsg_type = SCM_RIGHTS;
@@ -351,7 +350,7 @@ void send_fd(int sock, int fd, const std::string& what) {
 }
 
 bool recv_fd(int sock, UniqueFd& out, const std::string& what) {
-    FdMessage m;
+    FdMessage m(true);
     msghdr& msg = m.msg;
     ssize_t n;
     do n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);

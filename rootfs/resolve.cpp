@@ -17,23 +17,26 @@
 #include "rootfs/paths.hpp"
 
 namespace gpubox::rootfs {
-namespace {
 
-constexpr int kMaxHops = 40;
-
-// The live mappings, for the SIGBUS handler: a handful at most are alive at once.
-struct LiveMapping {
+// A live mapping, as the SIGBUS handler sees it; its MappedFile holds its slot.
+struct MappingGuard {
     const char* data;
     std::size_t size;
     volatile sig_atomic_t shrunk;
 };
-LiveMapping g_live[8];
+
+namespace {
+
+constexpr int kMaxHops = 40;
+
+// The slots of the live mappings: a handful at most are alive at once.
+MappingGuard g_live[8];
 struct sigaction g_previous_sigbus;
 std::uintptr_t g_page_mask;
 
 void on_sigbus(int, siginfo_t* si, void*) {
     const char* at = static_cast<const char*>(si->si_addr);
-    for (LiveMapping& m : g_live) {
+    for (MappingGuard& m : g_live) {
         if (!m.data || at < m.data || at >= m.data + m.size) continue;
         void* page = reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(at) & g_page_mask);
         if (::mmap(page, ~g_page_mask + 1, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED) break;
@@ -43,7 +46,7 @@ void on_sigbus(int, siginfo_t* si, void*) {
     ::sigaction(SIGBUS, &g_previous_sigbus, nullptr);  // not ours: the fault repeats, as if never caught
 }
 
-LiveMapping* track(const char* data, std::size_t size) {
+MappingGuard* track(const char* data, std::size_t size) {
     static const bool installed = [] {
         g_page_mask = ~(static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE)) - 1);
         struct sigaction sa {};
@@ -52,19 +55,13 @@ LiveMapping* track(const char* data, std::size_t size) {
         sigemptyset(&sa.sa_mask);
         return ::sigaction(SIGBUS, &sa, &g_previous_sigbus) == 0;
     }();
-    for (LiveMapping& m : g_live) {
+    for (MappingGuard& m : g_live) {
         if (!installed || m.data) continue;
         m.size = size;
         m.shrunk = 0;
         m.data = data;
         return &m;
     }
-    return nullptr;
-}
-
-LiveMapping* tracked(const char* data) {
-    for (LiveMapping& m : g_live)
-        if (data && m.data == data) return &m;
     return nullptr;
 }
 
@@ -141,21 +138,18 @@ int try_open_in_root(int root, const std::string& path, int flags) {
 MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
     if (this != &o) {
         this->~MappedFile();
-        data_ = o.data_, size_ = o.size_;
-        o.data_ = nullptr, o.size_ = 0;
+        data_ = o.data_, size_ = o.size_, guard_ = o.guard_;
+        o.data_ = nullptr, o.size_ = 0, o.guard_ = nullptr;
     }
     return *this;
 }
 
 MappedFile::~MappedFile() {
-    if (LiveMapping* m = tracked(data_)) m->data = nullptr;
+    if (guard_) guard_->data = nullptr;
     if (size_) ::munmap(const_cast<char*>(data_), size_);
 }
 
-bool MappedFile::truncated() const {
-    const LiveMapping* m = tracked(data_);
-    return m && m->shrunk;
-}
+bool MappedFile::truncated() const { return guard_ && guard_->shrunk; }
 
 int try_open_beneath(int dir, const std::string& rel, int flags, std::uint64_t resolve) {
     return sys::try_openat2(dir, rel, static_cast<std::uint64_t>(flags),
@@ -172,8 +166,9 @@ std::optional<MappedFile> map_regular_in_root(int root, const std::string& path,
     if (size == 0) return MappedFile();
     void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) return std::nullopt;
-    MappedFile out(static_cast<const char*>(p), size);
-    if (!track(out.bytes().data(), size)) return std::nullopt;  // unguarded: as good as unreadable
+    MappingGuard* guard = track(static_cast<const char*>(p), size);
+    MappedFile out(static_cast<const char*>(p), size, guard);
+    if (!guard) return std::nullopt;  // unguarded: as good as unreadable
     return out;
 }
 

@@ -33,11 +33,14 @@ int try_open_beneath(int dir, const std::string& rel, int flags, std::uint64_t r
 // a fault maps a page of zeros there instead and the read goes on: the parsers bound-check
 // every offset, and truncated() tells the caller to discard what it read. A SIGBUS anywhere
 // else keeps its usual effect. Single-threaded use: the monitor and `gpubox list`.
+struct MappingGuard;  // the SIGBUS handler's slot for one live mapping (resolve.cpp)
 class MappedFile {
 public:
     MappedFile() = default;
-    MappedFile(const char* data, std::size_t size) : data_(data), size_(size) {}
-    MappedFile(MappedFile&& o) noexcept : data_(o.data_), size_(o.size_) { o.data_ = nullptr, o.size_ = 0; }
+    MappedFile(const char* data, std::size_t size, MappingGuard* guard) : data_(data), size_(size), guard_(guard) {}
+    MappedFile(MappedFile&& o) noexcept : data_(o.data_), size_(o.size_), guard_(o.guard_) {
+        o.data_ = nullptr, o.size_ = 0, o.guard_ = nullptr;
+    }
     MappedFile& operator=(MappedFile&& o) noexcept;
     ~MappedFile();
     std::string_view bytes() const { return {data_, size_}; }
@@ -47,6 +50,7 @@ public:
 private:
     const char* data_ = nullptr;
     std::size_t size_ = 0;
+    MappingGuard* guard_ = nullptr;
 };
 
 // A regular file under `root`, mapped. nullopt where it is missing, not a regular file (a FIFO
