@@ -39,6 +39,20 @@ void require_placed(const GpuInventory& inv, const std::string& item) {
                     kUnplacedHint);
 }
 
+// The host's GPUs on one line, for the error of a --gpu item that names none: each NVIDIA GPU
+// by index with what the item could have been compared with (its UUID for a UUID, else its PCI
+// address and model), the others by PCI address. The full table is `gpubox list`'s.
+std::string brief_gpus(const GpuInventory& inv, bool by_uuid) {
+    std::vector<std::string> out;
+    for (const Gpu& g : inv.gpus) {
+        if (g.vendor != Vendor::nvidia) out.push_back(cat(to_string(g.pci), " (", to_string(g.vendor), ")"));
+        else if (by_uuid && !g.uuid.empty()) out.push_back(cat(g.index, " (", g.uuid, ")"));
+        else out.push_back(cat(g.index, " (", to_string(g.pci), g.model.empty() ? "" : " ", g.model, ")"));
+    }
+    for (const std::string& why : inv.unplaced) out.push_back(cat("? (", why, ")"));
+    return out.empty() ? "none" : join(out, ", ");
+}
+
 }  // namespace
 
 GpuSpec parse_gpu_spec(const std::string& text) {
@@ -90,14 +104,9 @@ std::vector<Gpu> select_gpus(const GpuInventory& inv, const GpuSpec& spec) {
             if (matches(inv.gpus[i], item)) chosen[i] = true, hits.push_back(std::to_string(inv.gpus[i].index));
         if (hits.size() > 1)
             throw PlanError(cat("--gpu ", item, ": names GPUs ", join(hits, ", "), "; give more of the UUID"));
-        if (hits.empty()) {
-            std::string have = describe_gpus(inv);
-            if (have.empty()) have = "none\n";
-            std::replace(have.begin(), have.end(), '\n', ';');
-            have.pop_back();
-            throw PlanError(cat("--gpu ", item, ": no such GPU; GPUs on this host: ", have),
-                            "indices count NVIDIA GPUs in PCI bus order, as nvidia-smi does");
-        }
+        if (hits.empty())
+            throw PlanError(cat("--gpu ", item, ": no such GPU; GPUs on this host: ", brief_gpus(inv, is_uuid(item))),
+                            "indices count NVIDIA GPUs in PCI bus order, as nvidia-smi does; 'gpubox list' shows every detail");
     }
     std::vector<Gpu> out;
     for (std::size_t i = 0; i < inv.gpus.size(); ++i)
@@ -108,17 +117,25 @@ std::vector<Gpu> select_gpus(const GpuInventory& inv, const GpuSpec& spec) {
 std::string describe_problem(const Gpu& g) { return cat("GPU ", g.index, " (", to_string(g.pci), "): ", g.problem); }
 
 std::string describe_gpus(const GpuInventory& inv) {
-    std::ostringstream out;
+    std::vector<std::vector<std::string>> rows = {{"INDEX", "PCI", "VENDOR", "MODEL", "UUID", "NODES"}};
+    auto or_dash = [](const std::string& s) { return s.empty() ? std::string("-") : s; };
     for (const Gpu& g : inv.gpus) {
-        out << (g.index >= 0 ? std::to_string(g.index) : "-") << " " << to_string(g.pci) << " "
-            << to_string(g.vendor);
-        if (!g.model.empty()) out << " " << g.model;
-        if (!g.uuid.empty()) out << " " << g.uuid;
-        for (const Node& n : g.nodes) out << " " << n.path;
-        if (!g.problem.empty()) out << " (" << g.problem << ")";
-        out << "\n";
+        std::vector<std::string> nodes;
+        for (const Node& n : g.nodes) nodes.push_back(n.path);
+        std::string last = or_dash(join(nodes, " "));
+        if (!g.problem.empty()) last += " (" + g.problem + ")";
+        rows.push_back({g.index >= 0 ? std::to_string(g.index) : "-", to_string(g.pci), to_string(g.vendor),
+                        or_dash(g.model), or_dash(g.uuid), last});
     }
-    for (const std::string& why : inv.unplaced) out << "? ? nvidia (" << why << ")\n";
+    for (const std::string& why : inv.unplaced) rows.push_back({"?", "?", "nvidia", "-", "-", "- (" + why + ")"});
+    std::vector<std::size_t> width(rows[0].size(), 0);
+    for (const auto& r : rows)
+        for (std::size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
+    std::ostringstream out;
+    for (const auto& r : rows) {
+        for (std::size_t i = 0; i + 1 < r.size(); ++i) out << r[i] << std::string(width[i] - r[i].size() + 2, ' ');
+        out << r.back() << "\n";
+    }
     return out.str();
 }
 

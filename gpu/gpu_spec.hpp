@@ -17,7 +17,7 @@ struct GpuSpec {
 GpuSpec parse_gpu_spec(const std::string& text);
 
 // Pure: the GPUs of `inv` the spec names, in inventory order, without duplicates. Throws
-// PlanError listing the host's GPUs when an item matches none.
+// PlanError listing the host's GPUs, on one line, when an item matches none.
 std::vector<Gpu> select_gpus(const GpuInventory& inv, const GpuSpec& spec);
 
 // Pure: the discovery scope that can satisfy the spec (indices and UUIDs name NVIDIA GPUs only).
@@ -26,7 +26,8 @@ Scope scope_for(const GpuSpec& spec);
 // that discovery need inspect (discover_gpus's `only`).
 std::vector<int> indices_only(const GpuSpec& spec);
 
-// "0 0000:3b:00.0 nvidia Tesla T4 GPU-... /dev/nvidia2" lines, for errors and `gpubox list`.
+// `gpubox list`'s table: a header, then one row per GPU ("0  0000:3b:00.0  nvidia  Tesla T4
+// GPU-...  /dev/nvidia2"), columns aligned, "-" for what a GPU lacks, a problem after its nodes.
 std::string describe_gpus(const GpuInventory& inv);
 // "GPU 0 (0000:3b:00.0): <its problem>", for the planner's error and `gpubox doctor`.
 std::string describe_problem(const Gpu& g);

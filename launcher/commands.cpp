@@ -132,7 +132,7 @@ int list_command(const Options& o) {
         return 0;
     }
     std::cout << "driver: " << (inv.nvidia_version ? *inv.nvidia_version : "none") << "\n";
-    std::cout << "INDEX PCI          VENDOR MODEL UUID NODES\n" << gpu::describe_gpus(inv);
+    std::cout << gpu::describe_gpus(inv);
     return 0;
 }
 

@@ -18,9 +18,10 @@ uuid0=GPU-000000a0-1111-2222-3333-444400000010
 
 box list --driver-root "$H"
 expect_match "list: driver version" "$out" '^driver: 550.54.14$'
-expect_match "list: index 0 is the lowest bus, minor 2" "$out" "^0 0000:3b:00.0 nvidia Tesla T4 $uuid0 /dev/nvidia2$"
-expect_match "list: index 3 has minor 1" "$out" '^3 0000:af:00.0 nvidia .* /dev/nvidia1$'
-expect_match "list: the AMD GPU" "$out" '^- 0000:c1:00.0 amd /dev/dri/card1 /dev/dri/renderD129$'
+expect_match "list: a header" "$out" '^INDEX +PCI +VENDOR +MODEL +UUID +NODES$'
+expect_match "list: index 0 is the lowest bus, minor 2" "$out" "^0 +0000:3b:00.0  nvidia  Tesla T4 +$uuid0  /dev/nvidia2$"
+expect_match "list: index 3 has minor 1" "$out" '^3 +0000:af:00.0  nvidia .*  /dev/nvidia1$'
+expect_match "list: the AMD GPU" "$out" '^- +0000:c1:00.0  amd +- +- +/dev/dri/card1 /dev/dri/renderD129$'
 expect_eq "list: no audio function, NVSwitch or bridge" "$(printf '%s\n' "$out" | grep -c '^[0-9-] ')" 6
 box list --json --driver-root "$H"
 expect_match "list --json" "$out" '"driver_version": "550.54.14"'
@@ -126,7 +127,10 @@ GPU 0: Tesla T4 (UUID: $uuid0)"
 
 gbox --gpu 7 "$R" true
 expect_eq "unknown GPU -> 125" "$rc" 125
-expect_match "unknown GPU: the message lists the host's GPUs" "$err" '^gpubox: --gpu 7: no such GPU; GPUs on this host: 0 0000:3b:00.0 nvidia Tesla T4'
+expect_eq "unknown GPU: one line lists the host's GPUs; 'gpubox list' has the rest" "$err" "gpubox: --gpu 7: no such GPU; GPUs on this host: \
+0 (0000:3b:00.0 Tesla T4), 1 (0000:5e:00.0 NVIDIA RTX A6000), 2 (0000:86:00.0 Tesla T4), 3 (0000:af:00.0 NVIDIA RTX A6000), \
+0000:00:02.0 (intel), 0000:c1:00.0 (amd)
+gpubox: hint: indices count NVIDIA GPUs in PCI bus order, as nvidia-smi does; 'gpubox list' shows every detail"
 box run --driver-root "$E2E_HOST_NOUVM" --gpu 0 "$R" true
 expect_eq "host without /dev/nvidia-uvm -> 125" "$rc" 125
 expect_eq "host without /dev/nvidia-uvm: a clear error and a hint" "$err" 'gpubox: host device node "/dev/nvidia-uvm" is missing
@@ -137,7 +141,7 @@ expect_eq "without UVM, utility-only still works" "$rc" 0
 # fallen off the bus) keeps its index, as in nvidia-smi: --gpu 1 is still the second GPU.
 box list --driver-root "$E2E_HOST_NOINFO"
 expect_match "list: a GPU without its information keeps index 0, and says why" "$out" \
-    $'\n0 0000:3b:00.0 nvidia \\("/proc/driver/nvidia/gpus/0000:3b:00.0/information" cannot be read\\)\n1 0000:5e:00.0 nvidia '
+    $'\n0 +0000:3b:00.0  nvidia  - +- +- \\("/proc/driver/nvidia/gpus/0000:3b:00.0/information" cannot be read\\)\n1 +0000:5e:00.0  nvidia '
 box run --driver-root "$E2E_HOST_NOINFO" --gpu 1 "$R" nvidia-smi -L
 expect_match "... --gpu 1 is still the GPU at 0000:5e:00.0" "$rc:$out" '^0:GPU 0: [^\n]*UUID: GPU-000000a1-'
 box run --driver-root "$E2E_HOST_NOINFO" --gpu 0 "$R" true
@@ -148,7 +152,7 @@ expect_match "... --gpu 0 -> 125, naming the file" "$rc:$err" \
 odd='"/proc/driver/nvidia/gpus/odd" is not named by a PCI address, and "/proc/driver/nvidia/gpus/odd/information" cannot be read'
 box list --driver-root "$E2E_HOST_ODD"
 expect_match "list: an unplaceable GPU entry is shown, and why; the others keep their indices" "$rc:$out" \
-    $'^0:.*\n1 0000:5e:00.0 nvidia .*\n\\? \\? nvidia \\('"$odd"'\)$'
+    $'^0:.*\n1 +0000:5e:00.0  nvidia .*\n\\? +\\? +nvidia  - +- +- \\('"$odd"'\)$'
 box run --driver-root "$E2E_HOST_ODD" --gpu 0 "$R" true
 expect_eq "... --gpu 0 -> 125: indices are uncertain" "$rc:$err" "125:gpubox: --gpu 0: the driver lists a GPU that cannot be placed in PCI order: $odd
 gpubox: hint: GPU indices are uncertain until it is fixed: select GPUs by UUID or PCI address (see 'gpubox list')"

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 
 #include "common/error.hpp"
 #include "common/text.hpp"
@@ -55,6 +56,23 @@ std::vector<std::string> texts(const GpuPlan& p) {
     std::vector<std::string> out;
     for (const auto& op : p.ops) out.push_back(rootfs::to_string(op));
     return out;
+}
+
+// `gpubox list`'s table as cells: its columns are set apart by two spaces or more.
+std::vector<std::vector<std::string>> table(const std::string& text) {
+    std::vector<std::vector<std::string>> rows;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+        std::vector<std::string> cells;
+        for (std::size_t at = 0; at < line.size();) {
+            std::size_t gap = line.find("  ", at);
+            cells.push_back(line.substr(at, gap == std::string::npos ? std::string::npos : gap - at));
+            if (gap == std::string::npos) break;
+            at = line.find_first_not_of(' ', gap);
+        }
+        rows.push_back(cells);
+    }
+    return rows;
 }
 
 bool has(const std::vector<std::string>& v, const std::string& needle) {
@@ -180,7 +198,9 @@ TEST_CASE("discovery: a GPU the driver lists but does not describe keeps its ind
         const GpuPlan p = plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("1")), kCapDefault, {"/usr/lib/x86_64-linux-gnu", {}});
         CHECK(has(texts(p), "-> /dev/nvidia" + std::to_string(before.gpus[1].minor) + " "));  // index 1 is still GPU 1
     }
-    CHECK(describe_gpus(discover_gpus(h.dir.string(), kCapDefault)).find("0 0000:3b:00.0 nvidia (\"/proc/driver") == 0);
+    CHECK(table(describe_gpus(discover_gpus(h.dir.string(), kCapDefault)))[1] ==
+          std::vector<std::string>{"0", "0000:3b:00.0", "nvidia", "-", "-",
+                                   "- (\"/proc/driver/nvidia/gpus/0000:3b:00.0/information\" cannot be read)"});
 }
 
 TEST_CASE("discovery: a driver entry with no PCI address makes indices uncertain, and fails nothing else") {
@@ -211,7 +231,7 @@ TEST_CASE("discovery: a driver entry with no PCI address makes indices uncertain
         REQUIRE(by_uuid.size() == 1);
         CHECK(by_uuid[0].pci == before.gpus[1].pci);
         CHECK(select_gpus(inv, parse_gpu_spec("0000:86:00.0")).size() == 1);
-        CHECK(describe_gpus(inv).find("\n? ? nvidia (" + why + ")\n") != std::string::npos);
+        CHECK(table(describe_gpus(inv)).back() == std::vector<std::string>{"?", "?", "nvidia", "-", "-", "- (" + why + ")"});
     }
 }
 
@@ -348,8 +368,13 @@ TEST_CASE("selection by index, list, UUID, PCI address, all and none") {
     CHECK(minors("all").size() == 6);
     CHECK(minors("none").empty());
     CHECK(select_gpus(inv, parse_gpu_spec("0000:c1:00.0"))[0].vendor == Vendor::amd);
+    // Each GPU by what the item could have been: index, PCI address and model, or UUID.
     CHECK_THROWS_WITH(select_gpus(inv, parse_gpu_spec("7")),
-                      Catch::Matchers::Contains("no such GPU") && Catch::Matchers::Contains("0 0000:3b:00.0 nvidia Tesla T4"));
+                      Catch::Matchers::StartsWith("--gpu 7: no such GPU; GPUs on this host: 0 (0000:3b:00.0 Tesla T4), 1 (0000:5e:00.0 ") &&
+                          Catch::Matchers::EndsWith(", 3 (0000:af:00.0 NVIDIA RTX A6000), 0000:00:02.0 (intel), 0000:c1:00.0 (amd)"));
+    CHECK_THROWS_WITH(select_gpus(inv, parse_gpu_spec("GPU-ffff")),
+                      Catch::Matchers::StartsWith("--gpu GPU-ffff: no such GPU; GPUs on this host: 0 (GPU-000000a0-1111-2222-3333-444400000010), 1 (GPU-000000a1-"));
+    CHECK_THROWS_WITH(select_gpus(GpuInventory{}, parse_gpu_spec("0")), "--gpu 0: no such GPU; GPUs on this host: none");
     CHECK_THROWS_AS(parse_gpu_spec("first"), UsageError);
     CHECK_THROWS_AS(parse_gpu_spec("0,"), UsageError);
 }
@@ -489,4 +514,28 @@ TEST_CASE("GPU ops fit the mount planner: /dev nodes in gpubox's tmpfs, librarie
     }
     in.root.mode = rootfs::RootMode::writable;
     CHECK_THROWS_WITH(rootfs::build_mount_plan(in), Catch::Matchers::Contains("never writes into ROOTFS"));
+}
+
+TEST_CASE("gpubox list: a header and one row per GPU, columns aligned whatever their widths") {
+    Host h;
+    const std::string text = describe_gpus(discover_gpus(h.dir.string(), kCapDefault));
+    const auto rows = table(text);
+    REQUIRE(rows.size() == 7);  // the header, 4 NVIDIA GPUs, the AMD and the Intel one
+    CHECK(rows[0] == std::vector<std::string>{"INDEX", "PCI", "VENDOR", "MODEL", "UUID", "NODES"});
+    CHECK(rows[1] == std::vector<std::string>{"0", "0000:3b:00.0", "nvidia", "Tesla T4", "GPU-000000a0-1111-2222-3333-444400000010", "/dev/nvidia2"});
+    CHECK(rows[6] == std::vector<std::string>{"-", "0000:c1:00.0", "amd", "-", "-", "/dev/dri/card1 /dev/dri/renderD129"});
+    // Every cell starts where its column's name does.
+    std::istringstream in(text);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    for (std::size_t r = 1; r < rows.size(); ++r) {
+        std::size_t at = 0;
+        for (std::size_t c = 0; c < rows[r].size(); ++c) {
+            const std::size_t col = lines[0].find(rows[0][c]);
+            INFO("row " << r << " column " << rows[0][c]);
+            CHECK(lines[r].compare(col, rows[r][c].size(), rows[r][c]) == 0);
+            CHECK(lines[r].find(rows[r][c], at) == col);
+            at = col + rows[r][c].size();
+        }
+    }
 }
