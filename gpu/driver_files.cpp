@@ -13,6 +13,7 @@ struct Table {
     const char* name;
     std::vector<std::string> libs;
     std::vector<std::string> bins;
+    std::vector<std::string> configs;
 };
 
 const std::vector<Table>& tables() {
@@ -34,7 +35,14 @@ const std::vector<Table>& tables() {
           "libnvidia-fbc.so", "libnvidia-ifr.so", "libnvidia-rtcore.so", "libnvoptix.so",
           "libGLX_nvidia.so", "libEGL_nvidia.so", "libGLESv2_nvidia.so", "libGLESv1_CM_nvidia.so",
           "libnvidia-glvkspirv.so", "libnvidia-cbl.so"},
-         {}},
+         {},
+         // How the vendor-neutral loaders (Vulkan, GLVND's EGL, EGL platforms, OptiX) find the
+         // driver: without them an image's Vulkan or EGL sees no NVIDIA device (the toolkit's
+         // graphics discoverer, internal/discover/graphics.go).
+         {"/etc/vulkan/icd.d/nvidia_icd.json", "/usr/share/vulkan/icd.d/nvidia_icd.json",
+          "/etc/vulkan/implicit_layer.d/nvidia_layers.json", "/usr/share/vulkan/implicit_layer.d/nvidia_layers.json",
+          "/usr/share/glvnd/egl_vendor.d/10_nvidia.json", "/usr/share/egl/egl_external_platform.d/15_nvidia_gbm.json",
+          "/usr/share/egl/egl_external_platform.d/10_nvidia_wayland.json", "/usr/share/nvidia/nvoptix.bin"}},
         {kCapDisplay, "display", {}, {}},
         {kCapNgx, "ngx", {"libnvidia-ngx.so"}, {}},
     };
@@ -73,6 +81,13 @@ std::vector<std::string> library_prefixes(unsigned caps) {
     std::vector<std::string> out;
     for (const Table& t : tables())
         if (expand(caps) & t.cap) out.insert(out.end(), t.libs.begin(), t.libs.end());
+    return out;
+}
+
+std::vector<std::string> config_files(unsigned caps) {
+    std::vector<std::string> out;
+    for (const Table& t : tables())
+        if (expand(caps) & t.cap) out.insert(out.end(), t.configs.begin(), t.configs.end());
     return out;
 }
 

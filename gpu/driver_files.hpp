@@ -18,6 +18,9 @@ unsigned parse_capabilities(const std::string& text);
 // ld.so.cache keys (sonames) are matched against these prefixes.
 std::vector<std::string> library_prefixes(unsigned caps);
 std::vector<std::string> binary_names(unsigned caps);
+// The host's files that tell vendor-neutral loaders where the driver is (Vulkan ICD, EGL
+// vendor, ...): bound where the host has them.
+std::vector<std::string> config_files(unsigned caps);
 
 bool needs_uvm(unsigned caps);      // compute or video
 bool needs_modeset(unsigned caps);  // display

@@ -364,7 +364,10 @@ GpuInventory discover_gpus(const std::string& driver_root, unsigned caps, Scope 
     if (std::any_of(inv.gpus.begin(), inv.gpus.end(), [](auto& g) { return g.vendor == Vendor::nvidia; })) {
         add_libraries(r, files, inv, caps);
         add_binaries(files, inv, caps);
-        std::vector<std::string> extras = {"/run/nvidia-persistenced/socket", "/tmp/nvidia-mps"};
+        for (const char* p : {"/run/nvidia-persistenced/socket", "/tmp/nvidia-mps"})
+            if (const HostFiles::Found f = files.find(p); f.exists)
+                inv.optional_paths.push_back({p, f.host, S_ISDIR(f.st.st_mode), false});
+        std::vector<std::string> extras = config_files(caps);
         if (inv.nvidia_version) extras.push_back("/lib/firmware/nvidia/" + *inv.nvidia_version);
         for (const std::string& p : extras)
             if (const HostFiles::Found f = files.find(p); f.exists)

@@ -61,10 +61,12 @@ struct GpuInventory {
     std::vector<std::pair<std::string, std::string>> binaries;  // name, host path
     std::map<std::string, Node> shared_nodes;   // nvidiactl, nvidia-uvm, ..., kfd
     std::string proc_version, proc_params, proc_registry;
-    // Sockets, the MPS pipe directory, GSP firmware: where they go, where they are, and what.
+    // Sockets, the MPS pipe directory, GSP firmware, loader configs: where they go, where they
+    // are, what, and whether the sandbox may write to them (a socket must be connectable).
     struct Extra {
         std::string path, host;
         bool is_dir = false;
+        bool read_only = true;
     };
     std::vector<Extra> optional_paths;
 };

@@ -98,11 +98,20 @@ void add_nvidia(const GpuInventory& inv, const std::vector<Gpu>& sel, unsigned c
         if (!(e.hwcap & kLdHwcapExtension) && std::find(ours.begin(), ours.end(), e.key) == ours.end())
             cache.push_back(e);
     p.ops.push_back(WriteFile{"/etc/ld.so.cache", render_ldcache(cache), 0644, Place::image});
+    // OpenCL's ICD loader finds platforms through /etc/OpenCL/vendors; NVIDIA's own OpenCL
+    // images write this file themselves, and without it libnvidia-opencl is never loaded.
+    for (const DriverLib& lib : inv.libs) {
+        if (!starts_with(lib.file, "libnvidia-opencl.so.")) continue;
+        const auto so = std::find_if(lib.sonames.begin(), lib.sonames.end(),
+                                     [](const std::string& n) { return n.find(".so.") != std::string::npos; });
+        p.ops.push_back(WriteFile{"/etc/OpenCL/vendors/nvidia.icd", (so == lib.sonames.end() ? lib.file : *so) + "\n",
+                                  0644, Place::image});
+    }
 
     for (const auto& [name, host] : inv.binaries)
         p.ops.push_back(Bind{host, "/usr/bin/" + name, true, Need::required, Place::image, SourceKind::file});
     for (const auto& x : inv.optional_paths)
-        p.ops.push_back(Bind{x.host, x.path, starts_with(x.path, "/lib/firmware"), Need::optional, Place::image,
+        p.ops.push_back(Bind{x.host, x.path, x.read_only, Need::optional, Place::image,
                              x.is_dir ? SourceKind::dir : SourceKind::file});
 }
 

@@ -84,6 +84,22 @@ gbox --gpu 0 --ro-bind "$WORK/users-libcuda:/usr/lib/x86_64-linux-gnu/libcuda.so
     'cd /usr/lib/x86_64-linux-gnu; cat libcuda.so.1; readlink libcuda.so.1; head -c 4 libcuda.so.550.54.14 | od -An -c'
 expect_eq "a user's mount onto a driver link wins, and the driver stays whole" "$rc:$out" "0:the user's
  177   E   L   F"
+# The ICD loaders find the driver through vendor files: OpenCL's comes with compute, made for
+# the driver's soname; Vulkan's and EGL's are the host's, with graphics (not by default).
+gbox --gpu 0 "$R" sh -c 'cat /etc/OpenCL/vendors/nvidia.icd; gpuprobe "$(cat /etc/OpenCL/vendors/nvidia.icd)"
+    test -e /usr/share/vulkan || echo no Vulkan files; test -e /usr/share/glvnd || echo no EGL files'
+expect_eq "compute: OpenCL's vendor file names the driver's library, and it loads" "$rc:$out" "0:libnvidia-opencl.so.1
+libnvidia-opencl.so.1=ok
+no Vulkan files
+no EGL files"
+gbox --gpu 0 --gpu-caps graphics "$R" sh -c 'cd /usr/share; cat vulkan/icd.d/nvidia_icd.json glvnd/egl_vendor.d/10_nvidia.json
+    gpuprobe libGLX_nvidia.so.0; test -e /etc/OpenCL || echo no OpenCL file
+    awk "\$5 ~ /nvidia_icd.json\$/ { print \$6 }" /proc/self/mountinfo | cut -d, -f1-3'
+expect_eq "graphics: the host's Vulkan ICD and EGL vendor files, and the library they name loads" "$out" \
+    "$(cat "$H/usr/share/vulkan/icd.d/nvidia_icd.json" "$H/usr/share/glvnd/egl_vendor.d/10_nvidia.json")
+libGLX_nvidia.so.0=ok
+no OpenCL file
+ro,nosuid,nodev"
 gbox --gpu 0 "$R" sh -c 'find / -name "*535.104.05*" 2>/dev/null; grep -c 535.104 /etc/ld.so.cache; true'
 expect_eq "the older driver's libraries are nowhere in the sandbox" "$out" "0"
 expect_eq "ROOTFS unchanged after GPU runs" "$(tree_hash "$R")" "$before"
@@ -169,7 +185,7 @@ expect_eq "doctor fails on a broken host" "$rc" 1
 expect_match "doctor names the missing node and the fix" "$out" $'^PROBLEM  /dev/nvidia-uvm is missing$'
 expect_match "doctor says how to fix it" "$out" "fix: run 'nvidia-modprobe -u -c=0' as root"
 box doctor --driver-root "$H"
-expect_match "doctor reports the ignored older libraries" "$out" 'ok       5 driver libraries at version 550.54.14 \(ignored: 535.104.05\)'
+expect_match "doctor reports the ignored older libraries" "$out" 'ok       6 driver libraries at version 550.54.14 \(ignored: 535.104.05\)'
 
 # A FIFO where the image's ld.so.cache should be: read as no cache, never waited on.
 F=$WORK/image-with-fifo

@@ -1,11 +1,20 @@
 #define _GNU_SOURCE
 /* gpuprobe: a dynamically linked program inside the test rootfs that uses the driver the way
- * CUDA programs do, by dlopen()ing the sonames, and prints what it got. */
+ * CUDA programs do, by dlopen()ing the sonames, and prints what it got. With arguments, it
+ * dlopen()s each, as an ICD loader (OpenCL, Vulkan) does the name its vendor file gives. */
 #include <dlfcn.h>
 #include <stdio.h>
 
-int main(void) {
+int main(int argc, char** argv) {
     int rc = 0;
+    if (argc > 1) {
+        for (int i = 1; i < argc; ++i) {
+            void* h = dlopen(argv[i], RTLD_NOW);
+            printf("%s=%s\n", argv[i], h ? "ok" : dlerror());
+            if (!h) rc = 1;
+        }
+        return rc;
+    }
     void* cuda = dlopen("libcuda.so.1", RTLD_NOW);
     if (!cuda) {
         printf("libcuda=%s\n", dlerror());

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "common/error.hpp"
@@ -241,7 +242,7 @@ TEST_CASE("discovery: only libraries of the kernel module's version, for the cap
     std::vector<std::string> files;
     for (const DriverLib& l : inv.libs) files.push_back(l.file);
     CHECK(files == std::vector<std::string>{"libcuda.so.550.54.14", "libnvidia-ml.so.550.54.14",
-                                            "libnvidia-ptxjitcompiler.so.550.54.14"});
+                                            "libnvidia-opencl.so.550.54.14", "libnvidia-ptxjitcompiler.so.550.54.14"});
     CHECK(inv.stale_versions == std::vector<std::string>{"535.104.05"});
     auto cuda = std::find_if(inv.libs.begin(), inv.libs.end(), [](auto& l) { return l.file == "libcuda.so.550.54.14"; });
     CHECK(cuda->host_path == (h.dir / "usr/lib/x86_64-linux-gnu/libcuda.so.550.54.14").string());
@@ -428,6 +429,38 @@ TEST_CASE("GPU plan: capabilities choose the nodes; RHEL layout gets lib64") {
     CHECK(has(t, "-> /dev/nvidia-modeset [195:254]"));
     CHECK(has(t, "-> /usr/lib64/libnvidia-ml.so.550.54.14"));
     CHECK_FALSE(has(t, "libcuda"));
+}
+
+TEST_CASE("GPU plan: the loaders' config files come with their capabilities") {
+    Host h;
+    const std::string host = fs::canonical(h.dir).string();
+    auto plan = [&](unsigned caps) {
+        GpuInventory inv = as_real(discover_gpus(h.dir.string(), caps));
+        return plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("0")), caps, {"/usr/lib/x86_64-linux-gnu", {}});
+    };
+    auto icd = [](const GpuPlan& p) -> std::optional<std::string> {
+        for (const auto& op : p.ops)
+            if (auto* w = std::get_if<rootfs::WriteFile>(&op); w && w->target == "/etc/OpenCL/vendors/nvidia.icd") return w->content;
+        return std::nullopt;
+    };
+    // compute: OpenCL's ICD loader is told the soname the plan links and ld.so.cache lists.
+    const GpuPlan compute = plan(kCapDefault);
+    CHECK(icd(compute) == "libnvidia-opencl.so.1\n");
+    CHECK(has(texts(compute), "symlink /usr/lib/x86_64-linux-gnu/libnvidia-opencl.so.1 -> libnvidia-opencl.so.550.54.14"));
+    CHECK_FALSE(has(texts(compute), "vulkan"));
+    CHECK_FALSE(has(texts(compute), "glvnd"));
+    // graphics (and display, which implies it): the host's Vulkan ICD and EGL vendor files,
+    // read-only at the same paths; the ones this host lacks are not planned at all.
+    for (unsigned caps : {unsigned{kCapGraphics}, kCapUtility | kCapDisplay}) {
+        const auto t = texts(plan(caps));
+        CHECK(has(t, "ro-bind " + host + "/usr/share/vulkan/icd.d/nvidia_icd.json -> /usr/share/vulkan/icd.d/nvidia_icd.json (optional)"));
+        CHECK(has(t, "ro-bind " + host + "/usr/share/glvnd/egl_vendor.d/10_nvidia.json -> /usr/share/glvnd/egl_vendor.d/10_nvidia.json (optional)"));
+        CHECK_FALSE(has(t, "/etc/vulkan"));
+        CHECK_FALSE(has(t, "OpenCL"));  // no compute, no libnvidia-opencl
+    }
+    // A host without libnvidia-opencl: no ICD file that would name a library that is not there.
+    h.fake.remove("/usr/lib/x86_64-linux-gnu/libnvidia-opencl.so.1").remove("/usr/lib/x86_64-linux-gnu/libnvidia-opencl.so.550.54.14");
+    CHECK_FALSE(icd(plan(kCapDefault)));
 }
 
 TEST_CASE("GPU plan: AMD and Intel GPUs get their DRM nodes and by-path links") {
