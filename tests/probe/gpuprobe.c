@@ -40,8 +40,11 @@ int main(int argc, char** argv) {
         rc = 1;
     } else {
         char buf[96] = "";
+        int (*init)(void) = (int (*)(void))dlsym(nvml, "nvmlInit_v2");
         int (*drv)(char*, unsigned) = (int (*)(char*, unsigned))dlsym(nvml, "nvmlSystemGetDriverVersion");
-        drv(buf, sizeof buf);
+        const int ir = init ? init() : -1;
+        if (ir != 0) printf("nvmlInit=%d\n", ir);
+        else drv(buf, sizeof buf);
         printf("nvml_driver_version=%s\n", buf);
     }
     return rc;
