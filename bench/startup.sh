@@ -13,7 +13,7 @@ bwrap_base=(bwrap --unshare-all --die-with-parent --new-session --ro-bind "$R" /
 # The GPU binds gpubox makes, by hand: every step --gpu 0 adds to gpubox's own plan, as bwrap
 # options. bwrap cannot create mount points in a read-only root, so what gpubox puts in the
 # image's directories goes to a side directory; gpubox's generated files (the procfs copies, its
-# ld.so.cache) become binds of the host's.
+# ld.so.cache) become binds of the host's (of an empty stand-in where the host has none).
 side() { case $1 in /dev/* | /proc/driver/* | /run/*) echo "$1" ;; *) echo "/run/nvidia/${1##*/}" ;; esac; }
 steps() { "$GPUBOX" run --print-plan "$@" "$R" true | sed -n 's/^mount [0-9]*\/[0-9]*: //p'; }
 gpu_steps=$({ diff <(steps) <(steps --driver-root "$H" --gpu 0) || true; } | sed -n 's/^> //p')
@@ -26,7 +26,10 @@ while read -r kind a _ b _; do
         symlink) bwrap_gpu+=(--symlink "$b" "$(side "$a")") ;;
         tmpfs) bwrap_gpu+=(--tmpfs "$a") ;;
         mkdir) bwrap_gpu+=(--dir "$a") ;;
-        file) bwrap_gpu+=(--ro-bind "$H$a" "$(side "$a")") ;;
+        file) src=$H$a
+              # a file gpubox writes with no host original (OpenCL's vendor file): a stand-in
+              [ -e "$src" ] || { src=$OUTDIR/standin-${a##*/} && : >"$src"; }
+              bwrap_gpu+=(--ro-bind "$src" "$(side "$a")") ;;
         *) echo "bench: no bwrap equivalent for GPU step: $kind $a" >&2; exit 1 ;;
     esac
 done <<<"$gpu_steps"
