@@ -448,6 +448,11 @@ TEST_CASE("GPU plan: the loaders' config files come with their capabilities") {
     CHECK(icd(compute) == "libnvidia-opencl.so.1\n");
     CHECK(has(texts(compute), "symlink /usr/lib/x86_64-linux-gnu/libnvidia-opencl.so.1 -> libnvidia-opencl.so.550.54.14"));
     CHECK_FALSE(has(texts(compute), "vulkan"));
+    // The persistenced socket stays connectable; the firmware is read-only.
+    const auto steps = texts(compute);
+    auto step = [&](const std::string& s) { return std::count(steps.begin(), steps.end(), s); };
+    CHECK(step("bind " + host + "/run/nvidia-persistenced/socket -> /run/nvidia-persistenced/socket (optional)") == 1);
+    CHECK(step("ro-bind " + host + "/lib/firmware/nvidia/550.54.14 -> /lib/firmware/nvidia/550.54.14 (optional)") == 1);
     CHECK_FALSE(has(texts(compute), "glvnd"));
     // graphics (and display, which implies it): the host's Vulkan ICD and EGL vendor files,
     // read-only at the same paths; the ones this host lacks are not planned at all.
