@@ -123,6 +123,7 @@ std::string describe_gpus(const GpuInventory& inv) {
         std::vector<std::string> nodes;
         for (const Node& n : g.nodes) nodes.push_back(n.path);
         std::string last = or_dash(join(nodes, " "));
+        if (g.mig_instances > 0) last += cat(" (MIG mode: ", g.mig_instances, " GPU instances)");
         if (!g.problem.empty()) last += " (" + g.problem + ")";
         rows.push_back({g.index >= 0 ? std::to_string(g.index) : "-", to_string(g.pci), to_string(g.vendor),
                         or_dash(g.model), or_dash(g.uuid), last});

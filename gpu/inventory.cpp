@@ -232,6 +232,8 @@ void add_nvidia_gpus(int root, HostFiles& files, GpuInventory& inv, const std::v
         else
             g.problem = cat(quote(dir), " is not a directory inside the driver root");
         g.nodes.push_back(find_node(files, cat("/dev/nvidia", info.device_minor)));
+        for (const std::string& name : list_dir(root, cat("/proc/driver/nvidia/capabilities/gpu", g.minor, "/mig")))
+            if (starts_with(name, "gi")) ++g.mig_instances;
         found.push_back(std::move(g));
     }
     std::stable_sort(found.begin(), found.end(), [](const Gpu& a, const Gpu& b) { return a.pci < b.pci; });

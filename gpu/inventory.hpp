@@ -33,6 +33,9 @@ struct Gpu {
     std::string proc_host;    // NVIDIA: that directory's real host path (else a problem says why)
     std::vector<Node> nodes;  // this GPU's own nodes
     std::string problem;      // why it cannot be given to a sandbox ("": it can)
+    // NVIDIA: its MIG GPU instances (capabilities/gpu<minor>/mig/gi<N>). With any, the GPU is
+    // in MIG mode, and CUDA runs only on MIG devices, which gpubox does not give (yet).
+    int mig_instances = 0;
 };
 
 // The hint for a Gpu::problem.

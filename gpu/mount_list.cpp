@@ -49,6 +49,11 @@ void add_nvidia(const GpuInventory& inv, const std::vector<Gpu>& sel, unsigned c
         p.ops.push_back(device(g.nodes.at(0), "run nvidia-modprobe -c=<minor> on the host"));
         p.summary.push_back(cat("index ", g.index, " -> ", to_string(g.pci), " -> /dev/nvidia", g.minor, " -> ",
                                 g.uuid, " (", g.model, ")"));
+        // The whole GPU is still what nvidia-smi and NVML monitor, so this is no error.
+        if (g.mig_instances > 0)
+            p.warnings.push_back(cat("GPU ", g.index, " (", to_string(g.pci), ") is in MIG mode (", g.mig_instances,
+                                     " GPU instances): gpubox gives whole GPUs, not MIG devices, so CUDA inside will "
+                                     "find no device; nvidia-smi still works"));
     }
     if (needs_uvm(caps)) {
         p.ops.push_back(device(inv.shared_nodes.at("nvidia-uvm"), uvm_hint));

@@ -33,6 +33,7 @@ nlohmann::json to_json(const gpu::GpuInventory& inv) {
         n["minor"] = g.minor >= 0 ? nlohmann::json(g.minor) : nlohmann::json();
         for (const gpu::Node& d : g.nodes) n["nodes"].push_back(d.path);
         n["problem"] = g.problem.empty() ? nlohmann::json() : nlohmann::json(g.problem);
+        if (g.vendor == gpu::Vendor::nvidia) n["mig_instances"] = g.mig_instances;
         j["gpus"].push_back(n);
     }
     j["unplaced"] = inv.unplaced;

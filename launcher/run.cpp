@@ -108,6 +108,7 @@ std::vector<rootfs::MountOp> plan_gpus(const Options& o, std::vector<std::string
     gpu::GpuPlan gp = gpu::plan_gpu_mounts(inv, selected, o.gpu_caps, gpu::inspect_image(o.rootfs));
     summary = std::move(gp.summary);
     for (const std::string& line : summary) log::info("gpu: " + line);
+    for (const std::string& line : gp.warnings) log::warn(line);
     return std::move(gp.ops);
 }
 

@@ -174,6 +174,16 @@ expect_eq "... --gpu 0 -> 125: indices are uncertain" "$rc:$err" "125:gpubox: --
 gpubox: hint: GPU indices are uncertain until it is fixed: select GPUs by UUID or PCI address (see 'gpubox list')"
 box run --driver-root "$E2E_HOST_ODD" --gpu 0000:5e:00.0 "$R" nvidia-smi -L
 expect_match "... a PCI address still selects its GPU" "$rc:$out" '^0:GPU 0: [^\n]*UUID: GPU-000000a1-'
+# A GPU in MIG mode: CUDA runs only on MIG devices, which gpubox does not give; it says so, and
+# gives the whole GPU, which nvidia-smi still reports.
+box list --driver-root "$E2E_HOST_MIG"
+expect_match "list: MIG mode is shown" "$out" '^1 +0000:5e:00.0  nvidia .*  /dev/nvidia0 \(MIG mode: 2 GPU instances\)$'
+box run --driver-root "$E2E_HOST_MIG" --gpu 1 "$R" nvidia-smi -L
+expect_eq "--gpu 1 in MIG mode: a warning that CUDA will find no device" "$rc:$err" "0:gpubox: warning: GPU 1 (0000:5e:00.0) \
+is in MIG mode (2 GPU instances): gpubox gives whole GPUs, not MIG devices, so CUDA inside will find no device; nvidia-smi still works"
+expect_match "... and nvidia-smi inside lists it" "$out" '^GPU 0: NVIDIA RTX A6000 '
+box run --driver-root "$E2E_HOST_MIG" --gpu 0 "$R" true
+expect_eq "the host's other GPU: no warning" "$rc:$err" "0:"
 box run --driver-root "$WORK/nohost" --gpu 0 "$R" true
 expect_match "a missing --driver-root is named" "$rc:$err" '^125:gpubox: --driver-root ".*nohost" is not a directory'
 # ROOTFS=/ has mounts below it: bound, not an overlay, so no layer takes the driver's files.

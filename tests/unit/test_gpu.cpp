@@ -468,6 +468,26 @@ TEST_CASE("GPU plan: the loaders' config files come with their capabilities") {
     CHECK_FALSE(icd(plan(kCapDefault)));
 }
 
+TEST_CASE("discovery and plan: a GPU in MIG mode is planned whole, with a warning that CUDA will not see it") {
+    Host h;
+    h.fake.mig(0, 2);  // GPU 1 (minor 0)
+    for (const std::vector<int>& only : {std::vector<int>{}, {1}}) {
+        GpuInventory inv = as_real(discover_gpus(h.dir.string(), kCapDefault, Scope::nvidia, only));
+        CHECK(inv.gpus[1].mig_instances == 2);
+        const GpuPlan mig = plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("1")), kCapDefault, {"/usr/lib/x86_64-linux-gnu", {}});
+        CHECK(has(texts(mig), "-> /dev/nvidia0 [195:0]"));
+        CHECK(mig.warnings == std::vector<std::string>{
+                                  "GPU 1 (0000:5e:00.0) is in MIG mode (2 GPU instances): gpubox gives whole GPUs, not MIG "
+                                  "devices, so CUDA inside will find no device; nvidia-smi still works"});
+        if (only.empty()) {
+            CHECK(inv.gpus[0].mig_instances == 0);
+            CHECK(plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("0")), kCapDefault, {"/usr/lib/x86_64-linux-gnu", {}})
+                      .warnings.empty());
+            CHECK(table(describe_gpus(inv))[2].back() == "/dev/nvidia0 (MIG mode: 2 GPU instances)");
+        }
+    }
+}
+
 TEST_CASE("GPU plan: AMD and Intel GPUs get their DRM nodes and by-path links") {
     Host h;
     GpuInventory inv = as_real(discover_gpus(h.dir.string(), kCapDefault));
