@@ -366,14 +366,14 @@ GpuInventory discover_gpus(const std::string& driver_root, unsigned caps, Scope 
     if (std::any_of(inv.gpus.begin(), inv.gpus.end(), [](auto& g) { return g.vendor == Vendor::nvidia; })) {
         add_libraries(r, files, inv, caps);
         add_binaries(files, inv, caps);
-        for (const char* p : {"/run/nvidia-persistenced/socket", "/tmp/nvidia-mps"})
+        // Path, and whether it is read-only inside: the socket and the pipes must stay usable.
+        std::vector<std::pair<std::string, bool>> extras = {{"/run/nvidia-persistenced/socket", false},
+                                                            {"/tmp/nvidia-mps", false}};
+        for (std::string& p : config_files(caps)) extras.emplace_back(std::move(p), true);
+        if (inv.nvidia_version) extras.emplace_back("/lib/firmware/nvidia/" + *inv.nvidia_version, true);
+        for (const auto& [p, read_only] : extras)
             if (const HostFiles::Found f = files.find(p); f.exists)
-                inv.optional_paths.push_back({p, f.host, S_ISDIR(f.st.st_mode), false});
-        std::vector<std::string> extras = config_files(caps);
-        if (inv.nvidia_version) extras.push_back("/lib/firmware/nvidia/" + *inv.nvidia_version);
-        for (const std::string& p : extras)
-            if (const HostFiles::Found f = files.find(p); f.exists)
-                inv.optional_paths.push_back({p, f.host, S_ISDIR(f.st.st_mode)});
+                inv.optional_paths.push_back({p, f.host, S_ISDIR(f.st.st_mode), read_only});
     }
     return inv;
 }
