@@ -114,7 +114,9 @@ std::vector<Gpu> select_gpus(const GpuInventory& inv, const GpuSpec& spec) {
     return out;
 }
 
-std::string describe_problem(const Gpu& g) { return cat("GPU ", g.index, " (", to_string(g.pci), "): ", g.problem); }
+std::string gpu_label(const Gpu& g) { return cat("GPU ", g.index, " (", to_string(g.pci), ")"); }
+
+std::string describe_problem(const Gpu& g) { return cat(gpu_label(g), ": ", g.problem); }
 
 std::string describe_gpus(const GpuInventory& inv) {
     std::vector<std::vector<std::string>> rows = {{"INDEX", "PCI", "VENDOR", "MODEL", "UUID", "NODES"}};

@@ -29,6 +29,8 @@ std::vector<int> indices_only(const GpuSpec& spec);
 // `gpubox list`'s table: a header, then one row per GPU ("0  0000:3b:00.0  nvidia  Tesla T4
 // GPU-...  /dev/nvidia2"), columns aligned, "-" for what a GPU lacks, a problem after its nodes.
 std::string describe_gpus(const GpuInventory& inv);
+// "GPU 0 (0000:3b:00.0)": how messages about one NVIDIA GPU name it.
+std::string gpu_label(const Gpu& g);
 // "GPU 0 (0000:3b:00.0): <its problem>", for the planner's error and `gpubox doctor`.
 std::string describe_problem(const Gpu& g);
 

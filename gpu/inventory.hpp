@@ -69,7 +69,7 @@ struct GpuInventory {
     struct Extra {
         std::string path, host;
         bool is_dir = false;
-        bool read_only;
+        bool read_only = true;
     };
     std::vector<Extra> optional_paths;
 };

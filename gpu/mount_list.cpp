@@ -51,7 +51,7 @@ void add_nvidia(const GpuInventory& inv, const std::vector<Gpu>& sel, unsigned c
                                 g.uuid, " (", g.model, ")"));
         // The whole GPU is still what nvidia-smi and NVML monitor, so this is no error.
         if (g.mig_instances > 0)
-            p.warnings.push_back(cat("GPU ", g.index, " (", to_string(g.pci), ") is in MIG mode (", g.mig_instances,
+            p.warnings.push_back(cat(gpu_label(g), " is in MIG mode (", g.mig_instances,
                                      " GPU instances): gpubox gives whole GPUs, not MIG devices, so CUDA inside will "
                                      "find no device; nvidia-smi still works"));
     }
