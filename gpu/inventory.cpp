@@ -250,11 +250,14 @@ void add_drm_gpu(int root, HostFiles& files, GpuInventory& inv, Gpu g, const std
     inv.gpus.push_back(std::move(g));
 }
 
-void add_libraries(int root, HostFiles& files, GpuInventory& inv, unsigned caps) {
+// The driver's libraries of the kernel module's version; returns the directories the cache
+// names them in (inside the driver root), where the driver's own tools may live beside them.
+std::vector<std::string> add_libraries(int root, HostFiles& files, GpuInventory& inv, unsigned caps) {
+    std::vector<std::string> dirs;
     const auto cache = rootfs::map_regular_in_root(root, "/etc/ld.so.cache", 64 << 20);
     if (!cache) {
         inv.ldcache_problem = "no /etc/ld.so.cache under the driver root";
-        return;
+        return dirs;
     }
     const auto prefixes = library_prefixes(caps);
     std::string problem;
@@ -263,7 +266,7 @@ void add_libraries(int root, HostFiles& files, GpuInventory& inv, unsigned caps)
         *cache, [&](std::string_view bytes) { return find_ldcache(bytes, prefixes); }, problem);
     if (!problem.empty()) {
         inv.ldcache_problem = "/etc/ld.so.cache: " + problem;
-        return;
+        return dirs;
     }
     const std::string suffix = inv.nvidia_version ? ".so." + *inv.nvidia_version : "";
     for (const LdCacheEntry& e : entries) {
@@ -278,6 +281,8 @@ void add_libraries(int root, HostFiles& files, GpuInventory& inv, unsigned caps)
             if (so != std::string::npos) inv.stale_versions.push_back(file.substr(so + 4));
             continue;
         }
+        if (std::find(dirs.begin(), dirs.end(), rootfs::parent_of(e.value)) == dirs.end())
+            dirs.push_back(rootfs::parent_of(e.value));
         auto it = std::find_if(inv.libs.begin(), inv.libs.end(), [&](auto& l) { return l.host_path == host; });
         if (it == inv.libs.end()) inv.libs.push_back({file, host, {}}), it = inv.libs.end() - 1;
         if (e.key != file && std::find(it->sonames.begin(), it->sonames.end(), e.key) == it->sonames.end())
@@ -286,14 +291,35 @@ void add_libraries(int root, HostFiles& files, GpuInventory& inv, unsigned caps)
     std::sort(inv.libs.begin(), inv.libs.end(), [](auto& a, auto& b) { return a.file < b.file; });
     std::sort(inv.stale_versions.begin(), inv.stale_versions.end());
     inv.stale_versions.erase(std::unique(inv.stale_versions.begin(), inv.stale_versions.end()), inv.stale_versions.end());
+    return dirs;
 }
 
-void add_binaries(HostFiles& files, GpuInventory& inv, unsigned caps) {
-    static const char* const dirs[] = {"/usr/bin", "/usr/sbin", "/bin", "/sbin", "/usr/local/bin"};
+bool is_elf(int root, const std::string& path) {
+    const int fd = rootfs::try_open_in_root(root, path, O_RDONLY | O_NONBLOCK);
+    if (fd < 0) return false;
+    UniqueFd f(fd);
+    char magic[4];
+    return ::pread(fd, magic, sizeof magic, 0) == 4 && std::string_view(magic, 4) == "\x7f" "ELF";
+}
+
+// The tools: first from the driver's own bin directory beside its libraries (a driver installed
+// under a prefix, /usr/local/nvidia/{lib64,bin}, keeps the ones matching its libraries there),
+// then from the standard directories. Only an ELF file will do: hosts with such a prefix often
+// put a shell script of the same name on the PATH that sets LD_LIBRARY_PATH and execs the real
+// one, which inside an image that lacks the prefix (or /bin/sh) finds nothing.
+void add_binaries(int root, HostFiles& files, GpuInventory& inv, unsigned caps, const std::vector<std::string>& lib_dirs) {
+    std::vector<std::string> dirs;
+    const auto add = [&](std::string d) {
+        if (std::find(dirs.begin(), dirs.end(), d) == dirs.end()) dirs.push_back(std::move(d));
+    };
+    for (const std::string& d : lib_dirs)
+        if (d != "/") add(rootfs::parent_of(d) == "/" ? "/bin" : rootfs::parent_of(d) + "/bin");
+    for (const char* d : {"/usr/bin", "/usr/sbin", "/bin", "/sbin", "/usr/local/bin"}) add(d);
     for (const std::string& name : binary_names(caps))
-        for (const char* d : dirs) {
-            const HostFiles::Found f = files.find(cat(d, "/", name));
-            if (!f.exists || !S_ISREG(f.st.st_mode)) continue;
+        for (const std::string& d : dirs) {
+            const std::string path = d + "/" + name;
+            const HostFiles::Found f = files.find(path);
+            if (!f.exists || !S_ISREG(f.st.st_mode) || !is_elf(root, path)) continue;
             inv.binaries.emplace_back(name, f.host);
             break;
         }
@@ -364,8 +390,7 @@ GpuInventory discover_gpus(const std::string& driver_root, unsigned caps, Scope 
         inv.shared_nodes["nvidia-uvm-tools"].is_char &= inv.shared_nodes["nvidia-uvm-tools"].rdev == makedev(uvm, 1);
     }
     if (std::any_of(inv.gpus.begin(), inv.gpus.end(), [](auto& g) { return g.vendor == Vendor::nvidia; })) {
-        add_libraries(r, files, inv, caps);
-        add_binaries(files, inv, caps);
+        add_binaries(r, files, inv, caps, add_libraries(r, files, inv, caps));
         // Path, and whether it is read-only inside: the socket and the pipes must stay usable.
         std::vector<std::pair<std::string, bool>> extras = {{"/run/nvidia-persistenced/socket", false},
                                                             {"/tmp/nvidia-mps", false}};

@@ -22,10 +22,11 @@ if [ "$(id -u)" = 0 ] && [ -z "${GPUBOX_E2E_UNPRIVILEGED:-}" ] && [ "${E2E_AS_RO
                 "$FAKE_GPU_HOST" "$top/host-noinfo" --gpus 2 &&
                 rm "$top/host-noinfo/proc/driver/nvidia/gpus/0000:3b:00.0/information" &&
                 "$FAKE_GPU_HOST" "$top/host-odd" --gpus 2 && mkdir "$top/host-odd/proc/driver/nvidia/gpus/odd" &&
-                "$FAKE_GPU_HOST" "$top/host-mig" --gpus 2 --mig ||
+                "$FAKE_GPU_HOST" "$top/host-mig" --gpus 2 --mig &&
+                "$FAKE_GPU_HOST" "$top/host-prefix" --gpus 2 --prefix /usr/local/nvidia ||
                 { echo "Bail out! fake-gpu-host failed"; exit 1; }
             extra+=(E2E_HOST="$top/host" E2E_HOST_NOUVM="$top/host-nouvm" E2E_HOST_NOINFO="$top/host-noinfo"
-                    E2E_HOST_ODD="$top/host-odd" E2E_HOST_MIG="$top/host-mig")
+                    E2E_HOST_ODD="$top/host-odd" E2E_HOST_MIG="$top/host-mig" E2E_HOST_PREFIX="$top/host-prefix")
         fi
     fi
     for f in "$E2E_DIR"/*.sh "$E2E_DIR"/*.c; do [ -e "$f" ] && install -m 0644 "$f" "$top/"; done

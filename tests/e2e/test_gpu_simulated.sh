@@ -190,6 +190,12 @@ expect_match "a missing --driver-root is named" "$rc:$err" '^125:gpubox: --drive
 box run --driver-root "$H" --gpu 0 / true
 expect_match "--gpu with ROOTFS=/: 125 and the step that cannot be done, no hang" "$rc:$err" \
     '^125:gpubox: mount step [0-9]+/[0-9]+ \(ro-bind .*/libcuda.so.550.54.14\): create .*its directory is not on a filesystem gpubox mounted'
+# A driver installed under a prefix (/usr/local/nvidia/{lib64,bin}), with shell scripts of the
+# tools' names in /usr/bin that exec them, as some GPU clouds lay it out.
+box run --driver-root "$E2E_HOST_PREFIX" --gpu 0 "$R" sh -c 'nvidia-smi -L && gpuprobe && head -c 4 /usr/bin/nvidia-smi | tail -c 3'
+expect_match "a driver under a prefix: nvidia-smi works inside, and CUDA loads" "$rc:$out" \
+    $'^0:GPU 0: Tesla T4 [^\n]*\ncuda_driver_version=12040\n'
+expect_match "... nvidia-smi is the driver's ELF tool, not the host's wrapper script" "$out" '^ELF$'
 box doctor --driver-root "$E2E_HOST_NOUVM"
 expect_eq "doctor fails on a broken host" "$rc" 1
 expect_match "doctor names the missing node and the fix" "$out" $'^PROBLEM  /dev/nvidia-uvm is missing$'

@@ -332,6 +332,26 @@ TEST_CASE("discovery: a tool must be a regular file; a directory of that name is
     CHECK(smi->second == (h.dir / "usr/local/bin/nvidia-smi").string());
 }
 
+TEST_CASE("discovery: a driver under a prefix: its tools from beside its libraries, never a wrapper script") {
+    test::TempDir t("prefixhost");
+    test::FakeHost::Artifacts a{"", "", "", "", "", "", "", "", "/bin/true"};
+    a.prefix = "/usr/local/nvidia";
+    test::FakeHost(t.dir.string(), false).standard(2, "550.54.14", "535.104.05", a);
+    REQUIRE(fs::exists(t.dir / "usr/bin/nvidia-smi"));  // the host's script of that name
+    GpuInventory inv = discover_gpus(t.dir.string(), kCapDefault);
+    REQUIRE_FALSE(inv.libs.empty());
+    for (const DriverLib& l : inv.libs) CHECK(l.host_path == (t.dir / "usr/local/nvidia/lib64" / l.file).string());
+    std::vector<std::string> names;
+    for (const auto& [name, host] : inv.binaries) {
+        names.push_back(name);
+        CHECK(host == (t.dir / "usr/local/nvidia/bin" / name).string());
+    }
+    CHECK(names == std::vector<std::string>{"nvidia-smi", "nvidia-debugdump", "nvidia-cuda-mps-control"});
+    // Without the real tools, the scripts on the PATH are still no tools.
+    fs::remove_all(t.dir / "usr/local/nvidia/bin");
+    CHECK(discover_gpus(t.dir.string(), kCapDefault).binaries.empty());
+}
+
 TEST_CASE("discovery and image inspection never block on a FIFO where a file should be") {
     Host h;
     fs::remove(h.dir / "etc/ld.so.cache");
