@@ -120,6 +120,11 @@ void symlink_at(const std::string& text, int dirfd, const std::string& name) {
         fail(cat("symlinkat(", quote(text), " -> ", quote(name), ")"), errno);
 }
 
+void rename_at(int dirfd, const std::string& from, const std::string& to) {
+    if (::renameat(dirfd, from.c_str(), dirfd, to.c_str()) < 0)
+        fail(cat("renameat(", quote(from), " -> ", quote(to), ")"), errno);
+}
+
 void fchmod(int fd, mode_t mode, const std::string& what) {
     check(::fchmod(fd, mode), [&] { return cat("fchmod(", quote(what), ")"); });
 }

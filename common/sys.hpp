@@ -27,6 +27,7 @@ bool lstat_at(int dirfd, const std::string& name, struct stat& st);
 void mkdir_at(int dirfd, const std::string& name, mode_t mode);
 void mknod_file_at(int dirfd, const std::string& name, mode_t mode);  // an empty file; both keep an existing one
 void symlink_at(const std::string& text, int dirfd, const std::string& name);
+void rename_at(int dirfd, const std::string& from, const std::string& to);  // within one directory
 void fchmod(int fd, mode_t mode, const std::string& what);
 std::string read_link_at(int dirfd, const std::string& name);
 std::string read_fd_link(int fd);  // readlink("/proc/self/fd/N")

@@ -41,6 +41,10 @@ struct Ctx {
     int root;
     std::vector<dev_t> own;
     int stashed = 0;
+    // A bound ROOTFS: the overlays of its directories that take gpubox's entries (see
+    // overlay_missing_dirs), their upper layers in one detached tmpfs.
+    UniqueFd uppers;
+    std::vector<UniqueFd> overlays;
     // Directories of file mount points, by the path the plan spells, held while a run of binds
     // goes into them (a driver's libraries share one). Any other mount may cover one of them:
     // move_onto() empties the cache.
@@ -357,14 +361,23 @@ std::optional<UniqueFd> parent_if_owned(Ctx& c, const std::string& path) {
 }
 
 void apply_one(const Symlink& s, Ctx& c) {
-    if (auto parent = parent_if_owned(c, s.path)) return sys::symlink_at(s.link_text, parent->get(), base_name(s.path));
+    const std::string name = base_name(s.path);
+    std::string have;  // the link already there, if any
+    struct stat st {};
+    if (auto parent = parent_if_owned(c, s.path)) {
+        if (!sys::lstat_at(parent->get(), name, st)) return sys::symlink_at(s.link_text, parent->get(), name);
+        if (S_ISLNK(st.st_mode) && sys::read_link_at(parent->get(), name) == s.link_text) return;
+        // The image's own entry, in an overlay of a bound ROOTFS's directory (an overlay root's
+        // layer shadows it instead): replaced by a rename, which copies nothing up.
+        const std::string fresh = ".gpubox-" + name;
+        sys::symlink_at(s.link_text, parent->get(), fresh);
+        return sys::rename_at(parent->get(), fresh, name);
+    }
     // A read-only ROOTFS: an identical link may already be there; a missing one is not
     // essential, since sonames also resolve through the generated ld.so.cache.
-    std::string have;
     if (int fd = try_open_in_root(c.root, parent_of(s.path), O_PATH | O_DIRECTORY); fd >= 0) {
         UniqueFd dir(fd);
-        struct stat st {};
-        if (sys::lstat_at(fd, base_name(s.path), st) && S_ISLNK(st.st_mode)) have = sys::read_link_at(fd, base_name(s.path));
+        if (sys::lstat_at(fd, name, st) && S_ISLNK(st.st_mode)) have = sys::read_link_at(fd, name);
     }
     if (have != s.link_text) log::warn(cat("cannot create ", quote(s.path), " in a read-only ROOTFS; skipped"));
 }
@@ -376,8 +389,18 @@ void write_into(int dir, const std::string& path, const WriteFile& w) {
 }
 
 void apply_one(const WriteFile& w, Ctx& c) {
-    if (auto parent = parent_if_owned(c, w.target)) return write_into(parent->get(), w.target, w);
-    // A read-only ROOTFS: write the file in gpubox's /run tmpfs and bind it over the image's.
+    const int fd = try_open_in_root(c.root, w.target, O_PATH);
+    if (fd == -ENOENT) {
+        if (auto parent = parent_if_owned(c, w.target)) return write_into(parent->get(), w.target, w);
+        // A read-only ROOTFS where no overlay could take it: go without, as for a link. The
+        // generated files help the image's loaders find the driver, which still loads from the
+        // image's library directory.
+        return log::warn(cat("cannot create ", quote(w.target), " in a read-only ROOTFS; skipped"));
+    }
+    if (fd < 0) sys::fail(cat("openat2(root, ", quote(w.target), ", RESOLVE_IN_ROOT)"), -fd);
+    ::close(fd);
+    // The image has one (where the layer did not shadow it): written in gpubox's /run tmpfs and
+    // bound over it, so that nothing of the image is copied up or written.
     const std::string stash = cat("/run/.gpubox/", c.stashed++, "-", base_name(w.target));
     write_into(owned_parent(c, stash).get(), stash, w);
     UniqueFd src = open_in_root(c.root, stash, O_PATH);
@@ -418,6 +441,74 @@ void apply_one(const RemountRo& r, Ctx& c) {
     sys::mount_setattr(tree.get(), r.target,
                        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, 0, true);
     move_onto(c, tree.get(), r.target, at.get(), r.target);
+}
+
+// A tmpfs-upper overlay of directory `dir` of the bound root, mounted over it. Its root is the
+// upper directory, gpubox's own (with the image directory's mode), so entries are made in it
+// without a copy-up of the image's directory, which a root-owned image would refuse.
+void overlay_dir(Ctx& c, const std::string& dir, std::uint64_t size) {
+    UniqueFd lower = open_in_root(c.root, dir, O_PATH | O_DIRECTORY);
+    if (!c.uppers.valid()) {
+        std::vector<std::pair<std::string, std::string>> opts{{"mode", "0700"}};
+        if (size) opts.emplace_back("size", std::to_string(size));
+        c.uppers = new_fs("tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);  // detached: see mount_layer_tmpfs
+    }
+    const std::string n = std::to_string(c.overlays.size());
+    sys::mkdir_at(c.uppers.get(), "upper" + n, 0755);
+    sys::mkdir_at(c.uppers.get(), "work" + n, 0700);
+    UniqueFd upper = sys::open_at(c.uppers.get(), "upper" + n, O_RDONLY | O_DIRECTORY);
+    UniqueFd work = sys::open_at(c.uppers.get(), "work" + n, O_PATH | O_DIRECTORY);
+    sys::fchmod(upper.get(), sys::fstat(lower.get(), dir).st_mode & 07777, dir);
+    UniqueFd mnt = new_fs("overlay",
+                          {{"source", "gpubox"},
+                           {"lowerdir", cat("/proc/self/fd/", lower.get())},
+                           {"upperdir", cat("/proc/self/fd/", upper.get())},
+                           {"workdir", cat("/proc/self/fd/", work.get())},
+                           {"userxattr", ""}},
+                          MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+    move_onto(c, mnt.get(), "overlay", lower.get(), dir);
+    c.own_mount(mnt.get());
+    c.overlays.push_back(std::move(mnt));
+}
+
+// A bound ROOTFS (one with mounts below it, such as the host's "/": no overlay of the whole can
+// be had in a user namespace) gets gpubox's entries in overlays of just the
+// directories that lack one: the nearest existing directory above each missing target of an
+// image-place op. They are mounted before any op, since an overlay would hide whatever the plan
+// had already mounted below its lower directory. One that cannot be had (mounts below that
+// directory, or it is ROOTFS's top) is left out, and the op fails or is skipped as it would have.
+void overlay_missing_dirs(const MountPlan& plan, Ctx& c) {
+    std::vector<std::string> dirs;
+    // Ops that make their target (/proc, /sys and the masks need theirs to exist).
+    const auto makes_target = [](const MountOp& op) {
+        return std::visit(
+            [](const auto& o) {
+                if constexpr (requires { o.place; }) return o.place == Place::image;
+                else return false;
+            },
+            op);
+    };
+    for (const MountOp& op : plan.ops) {
+        if (!makes_target(op)) continue;
+        int fd = try_open_in_root(c.root, target_of(op), O_PATH | O_NOFOLLOW);
+        if (fd != -ENOENT) {
+            if (fd >= 0) ::close(fd);
+            continue;
+        }
+        std::string dir = parent_of(target_of(op));
+        while (dir != "/" && (fd = try_open_in_root(c.root, dir, O_PATH | O_DIRECTORY)) == -ENOENT) dir = parent_of(dir);
+        if (fd >= 0) ::close(fd);
+        if (dir != "/" && fd >= 0 && std::find(dirs.begin(), dirs.end(), dir) == dirs.end()) dirs.push_back(dir);
+    }
+    std::sort(dirs.begin(), dirs.end());  // each before the directories below it
+    for (const std::string& d : dirs) {
+        try {
+            overlay_dir(c, d, plan.root.layer_size);
+            log::info(cat("ROOTFS is bound: ", quote(d), " gets an overlay of its own for gpubox's entries"));
+        } catch (const SysError& e) {
+            log::info(cat("ROOTFS is bound, and ", quote(d), " cannot be overlaid: ", e.what()));
+        }
+    }
 }
 
 }  // namespace
@@ -471,6 +562,7 @@ int bind_source_is_dir(const Bind& b, bool& dir) {
 void apply_mount_plan(const MountPlan& plan, const NewRoot& root) {
     Ctx c{root.mnt.get(), {}};
     if (root.writable_layer) c.own_mount(c.root);  // the overlay (tmpfs-backed)
+    else if (plan.root.mode != RootMode::writable) overlay_missing_dirs(plan, c);
     std::vector<bool> done = root.prepared;  // entries already made, in the layer or a fresh tmpfs
     done.resize(plan.ops.size());
     for (std::size_t i = 0; i < plan.ops.size(); ++i) {
@@ -492,6 +584,8 @@ void apply_mount_plan(const MountPlan& plan, const NewRoot& root) {
             std::throw_with_nested(SetupError(step_name(plan, i)));
         }
     }
+    for (const UniqueFd& o : c.overlays)  // as read-only as the bound root around them
+        sys::mount_setattr(o.get(), "overlay", MOUNT_ATTR_RDONLY, 0, false);
 }
 
 void enter_root(int root) {

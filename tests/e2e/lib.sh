@@ -27,6 +27,12 @@ if [ "$(id -u)" = 0 ] && [ -z "${GPUBOX_E2E_UNPRIVILEGED:-}" ] && [ "${E2E_AS_RO
                 { echo "Bail out! fake-gpu-host failed"; exit 1; }
             extra+=(E2E_HOST="$top/host" E2E_HOST_NOUVM="$top/host-nouvm" E2E_HOST_NOINFO="$top/host-noinfo"
                     E2E_HOST_ODD="$top/host-odd" E2E_HOST_MIG="$top/host-mig" E2E_HOST_PREFIX="$top/host-prefix")
+            # A ROOTFS with a mount below it, as the host's "/" has: gpubox binds such a root
+            # instead of overlaying it. The user's, so that the test can fill it.
+            "$GPUBOX" rootfs create "$top/bound" >/dev/null && mkdir "$top/bound/mnt" &&
+                mount -t tmpfs -o size=64k gpubox-e2e "$top/bound/mnt" && chown -R 65534:65534 "$top/bound" ||
+                { echo "Bail out! cannot make a ROOTFS with a mount below it"; exit 1; }
+            extra+=(E2E_BOUND_ROOTFS="$top/bound")
         fi
     fi
     for f in "$E2E_DIR"/*.sh "$E2E_DIR"/*.c; do [ -e "$f" ] && install -m 0644 "$f" "$top/"; done
@@ -36,6 +42,7 @@ if [ "$(id -u)" = 0 ] && [ -z "${GPUBOX_E2E_UNPRIVILEGED:-}" ] && [ "${E2E_AS_RO
         env GPUBOX_E2E_UNPRIVILEGED=1 GPUBOX="$top/gpubox" PROBE="$top/probe" E2E_DIR="$top" \
         TMPDIR="$top/work" "${extra[@]}" bash "$top/$(basename "$0")"
     rc=$?
+    if [ -d "$top/bound/mnt" ]; then umount "$top/bound/mnt"; fi
     rm -rf "$top"
     exit $rc
 fi

@@ -186,10 +186,29 @@ box run --driver-root "$E2E_HOST_MIG" --gpu 0 "$R" true
 expect_eq "the host's other GPU: no warning" "$rc:$err" "0:"
 box run --driver-root "$WORK/nohost" --gpu 0 "$R" true
 expect_match "a missing --driver-root is named" "$rc:$err" '^125:gpubox: --driver-root ".*nohost" is not a directory'
-# ROOTFS=/ has mounts below it: bound, not an overlay, so no layer takes the driver's files.
-box run --driver-root "$H" --gpu 0 / true
-expect_match "--gpu with ROOTFS=/: 125 and the step that cannot be done, no hang" "$rc:$err" \
-    '^125:gpubox: mount step [0-9]+/[0-9]+ \(ro-bind .*/libcuda.so.550.54.14\): create .*its directory is not on a filesystem gpubox mounted'
+# ROOTFS=/, the host's own stack: it has mounts below it, so it is bound, not an overlay. The
+# directories that lack the driver's files get overlays of their own; the host's stay unchanged.
+host_files() { ls /usr/bin/nvidia-smi /usr/lib/x86_64-linux-gnu/libcuda* /etc/OpenCL/vendors/nvidia.icd 2>/dev/null; sha256sum /etc/ld.so.cache; }
+before_host=$(host_files)
+box run --driver-root "$H" --gpu 0 --ro-bind "$GPUPROBE:/tmp/gpuprobe" / sh -c \
+    'nvidia-smi -L && /tmp/gpuprobe && cat /etc/OpenCL/vendors/nvidia.icd; touch /usr/lib/x86_64-linux-gnu/new 2>&1'
+expect_match "--gpu with ROOTFS=/: nvidia-smi lists host GPU 0, and the driver loads" "$rc:$out" \
+    $'^1:GPU 0: Tesla T4 [^\n]*\ncuda_driver_version=12040\n'
+expect_match "... from the host's own library directory" "$out" '^libcuda_path=/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.14$'
+expect_match "... with OpenCL's vendor file" "$out" '^libnvidia-opencl.so.1$'
+expect_match "... and that directory is as read-only as the rest of the bound root" "$out" 'Read-only file system$'
+expect_eq "... the host's directories are unchanged" "$(host_files)" "$before_host"
+# Another bound ROOTFS, which ships its own older driver: the overlays of its directories take
+# the host's, the image's soname link is replaced there, and the image stays unchanged.
+B=$E2E_BOUND_ROOTFS
+install -m 0755 "$GPUPROBE" "$B/usr/bin/gpuprobe"
+cp "$H/usr/lib/x86_64-linux-gnu/nvidia-old/libcuda.so.535.104.05" "$B/usr/lib/x86_64-linux-gnu/"
+ln -s libcuda.so.535.104.05 "$B/usr/lib/x86_64-linux-gnu/libcuda.so.1"
+before_b=$(tree_hash "$B")
+box run --driver-root "$H" --gpu 0 "$B" sh -c 'gpuprobe; readlink /usr/lib/x86_64-linux-gnu/libcuda.so.1; nvidia-smi -L'
+expect_match "a bound ROOTFS that ships an older driver: the host's loads, and its soname link is the host's" \
+    "$rc:$out" $'^0:cuda_driver_version=12040\n(.*\n)*libcuda.so.550.54.14\nGPU 0: Tesla T4 '
+expect_eq "... and the image is unchanged" "$(tree_hash "$B")" "$before_b"
 # A driver installed under a prefix (/usr/local/nvidia/{lib64,bin}), with shell scripts of the
 # tools' names in /usr/bin that exec them, as some GPU clouds lay it out.
 box run --driver-root "$E2E_HOST_PREFIX" --gpu 0 "$R" sh -c 'nvidia-smi -L && gpuprobe && head -c 4 /usr/bin/nvidia-smi | tail -c 3'
