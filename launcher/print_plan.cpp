@@ -3,6 +3,7 @@
 #include "common/text.hpp"
 #include "isolate/namespaces.hpp"
 #include "launcher/run.hpp"
+#include "rootfs/apply.hpp"
 #include "rootfs/plan.hpp"
 
 namespace gpubox::launcher {
@@ -23,7 +24,11 @@ std::string render_plan(const RunPlan& plan) {
     out << "hostname: " << s.hostname << "\n";
     out << "network: " << (s.new_net ? "new namespace, lo up" : "host (--share-net)") << "\n";
     for (const std::string& g : plan.gpu_summary) out << "gpu: " << g << "\n";
-    out << rootfs::to_string(s.plan.root) << "\n";
+    if (s.plan.root.mode != rootfs::RootMode::writable && rootfs::has_submounts(s.plan.root.rootfs))
+        out << "root rbind " << s.plan.root.rootfs << " read-only (it has mounts below it, which a user namespace "
+            << "cannot overlay; a directory that lacks an entry gpubox adds gets an overlay of its own)\n";
+    else
+        out << rootfs::to_string(s.plan.root) << "\n";
     for (std::size_t i = 0; i < s.plan.ops.size(); ++i)
         out << "mount " << i + 1 << "/" << s.plan.ops.size() << ": " << rootfs::to_string(s.plan.ops[i]) << "\n";
     out << "pivot_root: new root, old root detached\n";

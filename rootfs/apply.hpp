@@ -33,6 +33,10 @@ struct RootLayer {
 };
 RootLayer open_root_layer(const MountPlan& plan, bool late_ops);
 
+// Does ROOTFS have mounts below it (so that, unless --writable, it is bound read-only, and the
+// directories that lack an entry gpubox adds get overlays of their own)?
+bool has_submounts(const std::string& rootfs);
+
 // The late ops as the child receives them: the plan grown by them (inserted at plan.user_from),
 // and prepared[i] for late op i: its entry is made in RootLayer::late already.
 struct LatePlan {

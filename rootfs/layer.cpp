@@ -362,6 +362,8 @@ UniqueFd bind_root(const MountPlan& plan, int rootfs, bool read_only) {
     return mnt;
 }
 
+}  // namespace
+
 // Overlayfs refuses a lower layer with locked mounts below it ("failed to clone lowerpath"):
 // cloning it alone would reveal what those mounts hide.
 bool has_submounts(const std::string& rootfs) {
@@ -384,8 +386,6 @@ bool has_submounts(const std::string& rootfs) {
     }
     return false;
 }
-
-}  // namespace
 
 RootLayer open_root_layer(const MountPlan& plan, bool late_ops) {
     RootLayer l;

@@ -198,6 +198,8 @@ expect_match "... from the host's own library directory" "$out" '^libcuda_path=/
 expect_match "... with OpenCL's vendor file" "$out" '^libnvidia-opencl.so.1$'
 expect_match "... and that directory is as read-only as the rest of the bound root" "$out" 'Read-only file system$'
 expect_eq "... the host's directories are unchanged" "$(host_files)" "$before_host"
+box run --print-plan --driver-root "$H" --gpu 0 / true
+expect_match "... and --print-plan says the root is bound, not overlaid" "$out" '^root rbind / read-only \(it has mounts below it'
 # Another bound ROOTFS, which ships its own older driver: the overlays of its directories take
 # the host's, the image's soname link is replaced there, and the image stays unchanged.
 B=$E2E_BOUND_ROOTFS
