@@ -44,6 +44,7 @@ struct Ctx {
     // A bound ROOTFS: the overlays of its directories that take gpubox's entries (see
     // overlay_missing_dirs), their upper layers in one detached tmpfs.
     UniqueFd uppers;
+    int upper_dirs = 0;  // made in `uppers`, also for an overlay that then failed
     std::vector<UniqueFd> overlays;
     // Directories of file mount points, by the path the plan spells, held while a run of binds
     // goes into them (a driver's libraries share one). Any other mount may cover one of them:
@@ -453,7 +454,7 @@ void overlay_dir(Ctx& c, const std::string& dir, std::uint64_t size) {
         if (size) opts.emplace_back("size", std::to_string(size));
         c.uppers = new_fs("tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);  // detached: see mount_layer_tmpfs
     }
-    const std::string n = std::to_string(c.overlays.size());
+    const std::string n = std::to_string(c.upper_dirs++);
     sys::mkdir_at(c.uppers.get(), "upper" + n, 0755);
     sys::mkdir_at(c.uppers.get(), "work" + n, 0700);
     UniqueFd upper = sys::open_at(c.uppers.get(), "upper" + n, O_RDONLY | O_DIRECTORY);
@@ -472,9 +473,8 @@ void overlay_dir(Ctx& c, const std::string& dir, std::uint64_t size) {
 }
 
 // A bound ROOTFS (one with mounts below it, such as the host's "/": no overlay of the whole can
-// be had in a user namespace) gets gpubox's entries in overlays of just the
-// directories that lack one: the nearest existing directory above each missing target of an
-// image-place op. They are mounted before any op, since an overlay would hide whatever the plan
+// be had in a user namespace) gets gpubox's entries in overlays of just the directories that
+// lack one: the nearest existing directory above each missing target of an image-place op. They are mounted before any op, since an overlay would hide whatever the plan
 // had already mounted below its lower directory. One that cannot be had (mounts below that
 // directory, or it is ROOTFS's top) is left out, and the op fails or is skipped as it would have.
 void overlay_missing_dirs(const MountPlan& plan, Ctx& c) {
