@@ -479,17 +479,9 @@ void overlay_dir(Ctx& c, const std::string& dir, std::uint64_t size) {
 // directory, or it is ROOTFS's top) is left out, and the op fails or is skipped as it would have.
 void overlay_missing_dirs(const MountPlan& plan, Ctx& c) {
     std::vector<std::string> dirs;
-    // Ops that make their target (/proc, /sys and the masks need theirs to exist).
-    const auto makes_target = [](const MountOp& op) {
-        return std::visit(
-            [](const auto& o) {
-                if constexpr (requires { o.place; }) return o.place == Place::image;
-                else return false;
-            },
-            op);
-    };
     for (const MountOp& op : plan.ops) {
-        if (!makes_target(op)) continue;
+        // Ops with a Place make their target; /proc, /sys and the masks need theirs to exist.
+        if (place_of(op) != Place::image) continue;
         int fd = try_open_in_root(c.root, target_of(op), O_PATH | O_NOFOLLOW);
         if (fd != -ENOENT) {
             if (fd >= 0) ::close(fd);

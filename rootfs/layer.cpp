@@ -229,13 +229,8 @@ bool prepare_entry(Layer& layer, const MountOp& op) {
 }
 
 bool in_image(const MountOp& op) {
-    return std::visit(
-        [](const auto& o) {
-            using T = std::decay_t<decltype(o)>;
-            if constexpr (requires { o.place; }) return o.place == Place::image;
-            else return !std::is_same_v<T, Devpts>;  // /proc and /sys are image mount points
-        },
-        op);
+    const std::optional<Place> p = place_of(op);
+    return p ? *p == Place::image : !std::holds_alternative<Devpts>(op);  // /proc and /sys are image mount points
 }
 
 // A read-only tmpfs that the plan puts in a kernel filesystem (/proc/driver), made instead as

@@ -86,6 +86,16 @@ inline bool creates_entry(const MountOp& op) {
            std::holds_alternative<MakeDir>(op);
 }
 
+// The op's Place; nullopt for the ops that have none (/proc, /sys, devpts, masks, remounts).
+inline std::optional<Place> place_of(const MountOp& op) {
+    return std::visit(
+        [](const auto& o) -> std::optional<Place> {
+            if constexpr (requires { o.place; }) return o.place;
+            else return std::nullopt;
+        },
+        op);
+}
+
 struct MountPlan {
     RootSpec root;
     std::vector<MountOp> ops;
