@@ -35,6 +35,22 @@ if [ "$(id -u)" = 0 ] && [ -z "${GPUBOX_E2E_UNPRIVILEGED:-}" ] && [ "${E2E_AS_RO
             extra+=(E2E_BOUND_ROOTFS="$top/bound")
         fi
     fi
+    # E2E_METER=1: an independent meter of what the test's processes really use, gpubox's
+    # sandboxes included: cgroup v1 cpuacct and memory groups (the CI machine has them), made
+    # here as root, which the unprivileged test reads and resets. They limit nothing, and gpubox
+    # never looks at cgroup v1, so it runs as on any host without a delegated cgroup.
+    meters=()
+    if [ "${E2E_METER:-0}" = 1 ]; then
+        for ctl in cpuacct memory; do
+            base=/sys/fs/cgroup/$ctl$(sed -n "s/^[0-9]*:\([^:]*,\)*$ctl\(,[^:]*\)*://p" /proc/self/cgroup)
+            [ -d "$base" ] || continue
+            mkdir -p "$base/gpubox-e2e-$$" && echo $$ >"$base/gpubox-e2e-$$/cgroup.procs" || continue
+            meters+=("$base")
+            [ "$ctl" = memory ] && chown 65534 "$base/gpubox-e2e-$$/memory.max_usage_in_bytes" &&
+                extra+=(E2E_MEMCG="$base/gpubox-e2e-$$")
+            [ "$ctl" = cpuacct ] && extra+=(E2E_CPUACCT="$base/gpubox-e2e-$$")
+        done
+    fi
     for f in "$E2E_DIR"/*.sh "$E2E_DIR"/*.c; do [ -e "$f" ] && install -m 0644 "$f" "$top/"; done
     [ -d "$E2E_DIR/../../examples" ] && cp -r "$E2E_DIR/../../examples" "$top/examples"
     mkdir "$top/work" && chown 65534:65534 "$top/work"
@@ -42,6 +58,9 @@ if [ "$(id -u)" = 0 ] && [ -z "${GPUBOX_E2E_UNPRIVILEGED:-}" ] && [ "${E2E_AS_RO
         env GPUBOX_E2E_UNPRIVILEGED=1 GPUBOX="$top/gpubox" PROBE="$top/probe" E2E_DIR="$top" \
         TMPDIR="$top/work" "${extra[@]}" bash "$top/$(basename "$0")"
     rc=$?
+    for base in "${meters[@]}"; do
+        echo $$ >"$base/cgroup.procs" && rmdir "$base/gpubox-e2e-$$"
+    done
     if [ -d "$top/bound/mnt" ]; then umount "$top/bound/mnt"; fi
     rm -rf "$top"
     exit $rc
@@ -85,6 +104,22 @@ box() {
     rc=$?
     out=$(cat "$WORK/.out")
     err=$(cat "$WORK/.err")
+}
+
+# meter_start / meter_stop: what the commands in between really used, by the root harness's
+# cgroup v1 meters (E2E_METER=1): $used_cpu (seconds) and $used_mem_mib (peak above the start).
+# have_meter says whether there are meters (always in CI, where the suite runs as root).
+have_meter() { [ -n "${E2E_CPUACCT:-}" ] && [ -n "${E2E_MEMCG:-}" ]; }
+meter_start() {
+    have_meter || return 0
+    echo 0 >"$E2E_MEMCG/memory.max_usage_in_bytes"
+    meter_mem0=$(cat "$E2E_MEMCG/memory.usage_in_bytes")
+    meter_cpu0=$(cat "$E2E_CPUACCT/cpuacct.usage")
+}
+meter_stop() {
+    have_meter || return 0
+    used_cpu=$(awk -v a="$meter_cpu0" -v b="$(cat "$E2E_CPUACCT/cpuacct.usage")" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
+    used_mem_mib=$(( ($(cat "$E2E_MEMCG/memory.max_usage_in_bytes") - meter_mem0) >> 20 ))
 }
 
 # field NAME / mechanism LIMIT: a value from the JSON verdict in $M (gpubox's own 2-space layout).

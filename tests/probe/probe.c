@@ -14,7 +14,12 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stddef.h>
+#include <pthread.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <sys/shm.h>
 #include <sys/un.h>
 #include <sys/mount.h>
@@ -118,6 +123,109 @@ static int membomb(void) {
     }
 }
 
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static double cpu_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* Take MIB MiB of memory the way KIND says, RATE MiB/s (0: as fast as possible), then hold it
+ * for HOLD seconds. Prints how far it got: "hog=<MiB>" and why it stopped.
+ *   anon     malloc'd 1 MiB chunks, touched
+ *   malloc1  one malloc(MIB), then touched
+ *   shared   one MAP_SHARED|MAP_ANONYMOUS mapping, touched
+ *   memfd    written into a memfd that is never mapped
+ *   sysv     a SysV segment, attached, touched, then detached (held by the kernel alone)
+ *   file:P   written into file P (a tmpfs file: /tmp/x, /dev/shm/x, /dev/x) */
+static int hog(const char* kind, long mib, long rate, long hold) {
+    const size_t M = 1 << 20;
+    char* region = NULL;
+    int fd = -1, shmid = -1;
+    if (!strcmp(kind, "malloc1") && !(region = malloc((size_t)mib * M)))
+        return printf("hog=0 malloc=ENOMEM\n"), 3;
+    if (!strcmp(kind, "shared") &&
+        (region = mmap(NULL, (size_t)mib * M, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0)) == MAP_FAILED)
+        return printf("hog=0 mmap=%s\n", strerrorname_np(errno)), 3;
+    if (!strcmp(kind, "memfd") && (fd = memfd_create("hog", 0)) < 0)
+        return printf("hog=0 memfd_create=%s\n", strerrorname_np(errno)), 3;
+    if (!strcmp(kind, "sysv")) {
+        if ((shmid = shmget(IPC_PRIVATE, (size_t)mib * M, IPC_CREAT | 0600)) < 0)
+            return printf("hog=0 shmget=%s\n", strerrorname_np(errno)), 3;
+        if ((region = shmat(shmid, NULL, 0)) == (void*)-1) return printf("hog=0 shmat=%s\n", strerrorname_np(errno)), 3;
+    }
+    if (!strncmp(kind, "file:", 5) && (fd = open(kind + 5, O_WRONLY | O_CREAT | O_TRUNC, 0600)) < 0)
+        return printf("hog=0 open=%s\n", strerrorname_np(errno)), 3;
+    static char chunk[1 << 20];
+    memset(chunk, 7, sizeof chunk);
+    const double t0 = now();
+    for (long i = 0; i < mib; ++i) {
+        if (rate > 0)
+            while (now() - t0 < (double)i / (double)rate) {
+            }
+        if (!strcmp(kind, "anon")) {
+            char* p = malloc(M);
+            if (!p) return printf("hog=%ld malloc=ENOMEM\n", i), 3;
+            memset(p, 1, M);
+        } else if (fd >= 0) {
+            if (write(fd, chunk, M) != (ssize_t)M) return printf("hog=%ld write=%s\n", i, strerrorname_np(errno)), 3;
+        } else {
+            memset(region + (size_t)i * M, 1, M);
+        }
+    }
+    if (shmid >= 0) shmdt(region);
+    printf("hog=%ld\n", mib);
+    sleep((unsigned)hold);
+    return 0;
+}
+
+static void spin_for(double seconds) {
+    const double t0 = cpu_now();
+    while (cpu_now() - t0 < seconds) {
+    }
+}
+
+static void* spin_thread(void* arg) {
+    spin_for(*(double*)arg);
+    return NULL;
+}
+
+/* THREADS threads each burning SECONDS of CPU. */
+static int spin(int threads, double seconds) {
+    pthread_t t[64];
+    if (threads > 64) threads = 64;
+    for (int i = 0; i < threads; ++i) pthread_create(&t[i], NULL, spin_thread, &seconds);
+    for (int i = 0; i < threads; ++i) pthread_join(t[i], NULL);
+    printf("spun=%d\n", threads);
+    return 0;
+}
+
+/* N children in turn, each burning MS ms of CPU, whose parent has the kernel reap them
+ * (SIGCHLD ignored, or SA_NOCLDWAIT with MODE "nocldwait"): their CPU time reaches nobody's
+ * cutime. The parent only waits for each to vanish. */
+static int reaped_chain(int n, int ms, const char* mode) {
+    struct sigaction sa = {0};
+    sa.sa_handler = strcmp(mode, "nocldwait") ? SIG_IGN : SIG_DFL;
+    sa.sa_flags = strcmp(mode, "nocldwait") ? 0 : SA_NOCLDWAIT;
+    sigaction(SIGCHLD, &sa, NULL);
+    for (int i = 0; i < n; ++i) {
+        pid_t p = fork();
+        if (p == 0) {
+            spin_for(ms / 1000.0);
+            _exit(0);
+        }
+        if (p < 0) return printf("chain=%d fork=%s\n", i, strerrorname_np(errno)), 3;
+        while (kill(p, 0) == 0) usleep(500);
+    }
+    printf("chain=%d\n", n);
+    return 0;
+}
+
 /* Fork until fork fails; children sleep. Prints how many forks succeeded. */
 static int forkbomb(void) {
     int ok = 0;
@@ -181,6 +289,9 @@ int main(int argc, char** argv) {
     if (!strcmp(cmd, "ls") && argc > 2) return list_dir(argv[2], 0);
     if (!strcmp(cmd, "membomb")) return membomb();
     if (!strcmp(cmd, "forkbomb")) return forkbomb();
+    if (!strcmp(cmd, "hog") && argc > 5) return hog(argv[2], atol(argv[3]), atol(argv[4]), atol(argv[5]));
+    if (!strcmp(cmd, "spin") && argc > 3) return spin(atoi(argv[2]), atof(argv[3]));
+    if (!strcmp(cmd, "reaped-chain") && argc > 3) return reaped_chain(atoi(argv[2]), atoi(argv[3]), argc > 4 ? argv[4] : "ign");
     if (!strcmp(cmd, "connect") && argc > 3) return connect_tcp(argv[2], atoi(argv[3]));
     if (!strcmp(cmd, "abstract") && argc > 3) return abstract(argv[2], argv[3], argc > 4 ? atoi(argv[4]) : 0);
     if (!strcmp(cmd, "shm") && argc > 3) return shm(argv[2], atoi(argv[3]), argc > 4 ? atoi(argv[4]) : 0);
