@@ -108,6 +108,7 @@ rootfs::LatePlan read_device_ops(const ChildSpec& spec) {
         sigemptyset(&none);
         ::sigprocmask(SIG_SETMASK, &none, nullptr);
         ::signal(SIGPIPE, SIG_DFL);  // the monitor ignores it while relaying output
+        if (spec.stdin_fd >= 0 && ::dup2(spec.stdin_fd, STDIN_FILENO) < 0) sys::fail("dup2(stdin relay)", errno);
         if (spec.stdout_fd >= 0 && ::dup2(spec.stdout_fd, STDOUT_FILENO) < 0) sys::fail("dup2(stdout relay)", errno);
         if (spec.stderr_fd >= 0 && ::dup2(spec.stderr_fd, STDERR_FILENO) < 0) sys::fail("dup2(stderr relay)", errno);
         if (::setsid() < 0) sys::fail("setsid()", errno);  // no controlling tty: no TIOCSTI
@@ -132,7 +133,8 @@ rootfs::LatePlan read_device_ops(const ChildSpec& spec) {
     sigemptyset(&set);
     sigaddset(&set, SIGCHLD);
     for (int s : forwarded_signals()) sigaddset(&set, s);
-    if (spec.stdout_fd >= 0) ::close(spec.stdout_fd);  // only the workload writes there
+    if (spec.stdin_fd >= 0) ::close(spec.stdin_fd);    // only the workload uses the relays
+    if (spec.stdout_fd >= 0) ::close(spec.stdout_fd);
     if (spec.stderr_fd >= 0) ::close(spec.stderr_fd);
     const timespec every{spec.sample_ms / 1000, (spec.sample_ms % 1000) * 1000000L};
     for (;;) {

@@ -25,7 +25,8 @@ struct ChildSpec {
     std::string workdir;
     std::vector<isolate::RlimitOp> rlimits;
     int sample_ms = 0;       // > 0: init reports the sandbox's CPU and memory use this often
-    int stdout_fd = -1;      // write ends of the monitor's output relays, when output is capped
+    int stdin_fd = -1;       // read end of the monitor's stdin relay (see launcher/stdio.hpp)
+    int stdout_fd = -1;      // write ends of the monitor's output relays (may be one pipe)
     int stderr_fd = -1;
     int rootfs_fd = -1;      // O_PATH of ROOTFS, opened by the monitor
     int parent_pidfd = -1;   // the monitor, for die-with-parent

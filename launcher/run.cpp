@@ -31,6 +31,7 @@
 #include "gpu/mount_list.hpp"
 #include "launcher/environment.hpp"
 #include "launcher/exit_codes.hpp"
+#include "launcher/stdio.hpp"
 #include "launcher/supervise.hpp"
 #include "launcher/verdict.hpp"
 #include "isolate/cgroup.hpp"
@@ -187,7 +188,7 @@ void send_device_ops(const Options& o, RunPlan& plan, int sock, int image) {
 RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup& cgroup) {
     ChildSpec& spec = plan.spec;
     UniqueFd rootfs = open_rootfs(o.rootfs);
-    UniqueFd go_r, go_w, rep_r, rep_w, out_r, out_w, err_r, err_w, bpf_r, bpf_w, dev_r, dev_w;
+    UniqueFd go_r, go_w, rep_r, rep_w, in_r, in_w, out_r, out_w, err_r, err_w, bpf_r, bpf_w, dev_r, dev_w;
     sys::pipe(go_r, go_w);
     sys::pipe(rep_r, rep_w);
     sys::pipe(bpf_r, bpf_w);
@@ -196,9 +197,17 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup&
         if (::sched_getaffinity(0, sizeof spec.cpus, &spec.cpus) != 0) CPU_ZERO(&spec.cpus);  // > 1024 CPUs
         ::signal(SIGPIPE, SIG_IGN);  // a sandbox that failed early has closed its end
     }
-    if (o.limits.stdout_bytes) sys::pipe(out_r, out_w), spec.stdout_fd = out_w.get();
-    if (o.limits.stderr_bytes) sys::pipe(err_r, err_w), spec.stderr_fd = err_w.get();
-    if (out_w.valid() || err_w.valid()) ::signal(SIGPIPE, SIG_IGN);  // a closed reader must not kill us
+    const StdioPlan stdio = plan_stdio(inspect_stdio(), {false, o.limits.stdout_bytes.has_value(),
+                                                         o.limits.stderr_bytes.has_value()});
+    if (stdio.relay[0]) {
+        sys::pipe(in_r, in_w), spec.stdin_fd = in_r.get();
+        // The monitor never blocks on it: a workload that does not read its stdin stalls nothing.
+        if (::fcntl(in_w.get(), F_SETFL, O_NONBLOCK) < 0) sys::fail("fcntl(stdin relay, O_NONBLOCK)", errno);
+    }
+    if (stdio.relay[1]) sys::pipe(out_r, out_w), spec.stdout_fd = out_w.get();
+    if (stdio.err_into_out) spec.stderr_fd = out_w.get();
+    else if (stdio.relay[2]) sys::pipe(err_r, err_w), spec.stderr_fd = err_w.get();
+    if (in_w.valid() || out_w.valid() || err_w.valid()) ::signal(SIGPIPE, SIG_IGN);  // a closed reader must not kill us
     UniqueFd self = sys::pidfd_open(::getpid());
     spec.rootfs_fd = rootfs.get();
     spec.parent_pidfd = self.get();
@@ -207,6 +216,7 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup&
     spec.seccomp_fd = bpf_r.get();
     spec.monitor_fds = {go_w.get(), rep_r.get(), bpf_w.get()};
     if (dev_w.valid()) spec.monitor_fds.push_back(dev_w.get());
+    if (in_w.valid()) spec.monitor_fds.push_back(in_w.get());
     if (out_r.valid()) spec.monitor_fds.push_back(out_r.get());
     if (err_r.valid()) spec.monitor_fds.push_back(err_r.get());
 
@@ -219,7 +229,7 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup&
     const int clone_flags = plan.spec.new_net ? plan.ns_flags & ~CLONE_NEWNET : plan.ns_flags;
     isolate::Spawned child = isolate::spawn_sandbox(clone_flags, cgroup.caps.usable ? cgroup.dir.get() : -1,
                                                     child_entry, &spec);
-    go_r.reset(), rep_w.reset(), out_w.reset(), err_w.reset(), bpf_r.reset(), dev_r.reset();
+    go_r.reset(), rep_w.reset(), in_r.reset(), out_w.reset(), err_w.reset(), bpf_r.reset(), dev_r.reset();
     if (!dev_w.valid()) rootfs.reset();  // else the GPU's entries are resolved in it
     try {
         isolate::write_outer_id_maps(child.pid, spec.ids);
@@ -243,7 +253,7 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup&
         }
         dev_w.reset(), rootfs.reset();
     }
-    RunOutcome out = supervise({child, rep_r.get(), o.limits, cgroup, out_r.get(), err_r.get()});
+    RunOutcome out = supervise({child, rep_r.get(), o.limits, cgroup, in_w.get(), out_r.get(), err_r.get()});
     ::sigprocmask(SIG_SETMASK, &old, nullptr);
     return out;
 }

@@ -27,6 +27,34 @@ struct Relay {
     const char* name;
 };
 
+// The caller's stdin, fed into the workload's pipe (see launcher/stdio.hpp). The pipe's end is
+// non-blocking: what the workload has not read yet waits here, at most 64 KiB, and the monitor
+// reads the source again only once that is gone.
+struct StdinPump {
+    int src = STDIN_FILENO;
+    int dst = -1;
+    char buf[65536];
+    std::size_t off = 0, len = 0;
+
+    short wants() const { return len > off ? POLLOUT : POLLIN; }
+    int fd() const { return dst < 0 ? -1 : len > off ? dst : src; }
+    void step() {
+        if (len == off) {
+            ssize_t n = ::read(src, buf, sizeof buf);
+            if (n < 0 && errno == EINTR) return;
+            if (n <= 0) return stop();  // EOF (or an unreadable stdin): the workload sees EOF
+            off = 0, len = static_cast<std::size_t>(n);
+        }
+        ssize_t w = ::write(dst, buf + off, len - off);
+        if (w > 0) off += static_cast<std::size_t>(w);
+        else if (w < 0 && errno != EAGAIN && errno != EINTR) stop();  // EPIPE: it closed its stdin
+    }
+    void stop() {
+        if (dst >= 0) ::close(dst);
+        dst = -1;
+    }
+};
+
 class Monitor {
 public:
     explicit Monitor(const Supervised& s) : s_(s), start_(Clock::now()) {
@@ -36,6 +64,7 @@ public:
         sigaddset(&set, SIGCHLD);
         sigfd_.reset(::signalfd(-1, &set, SFD_CLOEXEC));
         if (!sigfd_.valid()) sys::fail("signalfd()", errno);
+        stdin_.dst = s.stdin_relay;
         relays_[0] = {s.stdout_relay, STDOUT_FILENO, s.limits.stdout_bytes, 0, "stdout"};
         relays_[1] = {s.stderr_relay, STDERR_FILENO, s.limits.stderr_bytes, 0, "stderr"};
         if (s.limits.wall_seconds)
@@ -45,6 +74,7 @@ public:
     RunOutcome run() {
         report_fd_ = s_.report_fd;
         while (!exited_) step();
+        stdin_.stop();
         rusage ru{};
         while (::wait4(s_.child.pid, &out_.init_status, 0, &ru) < 0 && errno == EINTR) {
         }
@@ -71,14 +101,15 @@ private:
     }
 
     void step() {
-        pollfd fds[5] = {{sigfd_.get(), POLLIN, 0}, {s_.child.pidfd.get(), POLLIN, 0}, {report_fd_, POLLIN, 0},
-                         {relays_[0].in, POLLIN, 0}, {relays_[1].in, POLLIN, 0}};
-        int n = ::poll(fds, 5, timeout_ms());
+        pollfd fds[6] = {{sigfd_.get(), POLLIN, 0}, {s_.child.pidfd.get(), POLLIN, 0}, {report_fd_, POLLIN, 0},
+                         {relays_[0].in, POLLIN, 0}, {relays_[1].in, POLLIN, 0}, {stdin_.fd(), stdin_.wants(), 0}};
+        int n = ::poll(fds, 6, timeout_ms());
         if (n < 0 && errno != EINTR) sys::fail("poll()", errno);
         if (fds[0].revents & POLLIN) forward_signal();
         if (fds[2].revents & (POLLIN | POLLHUP)) read_report();
         for (int i = 0; i < 2; ++i)
             if (fds[3 + i].revents & (POLLIN | POLLHUP)) relay(relays_[i]);
+        if (fds[5].revents) stdin_.step();
         if (deadline_ && Clock::now() >= *deadline_) kill_for("wall_time");
         if (s_.limits.cpu_seconds && s_.cgroup.caps.usable)
             if (auto us = isolate::cgroup_cpu_usec(s_.cgroup); us && *us > *s_.limits.cpu_seconds * 1e6) kill_for("cpu_time");
@@ -161,6 +192,7 @@ private:
     UniqueFd sigfd_;
     int report_fd_ = -1;
     Relay relays_[2];
+    StdinPump stdin_;
     bool exited_ = false;
     std::uint64_t sampled_peak_ = 0;
     std::uint64_t sampled_cpu_ns_ = 0;

@@ -11,7 +11,8 @@ struct Supervised {
     int report_fd;                  // framed messages from init and the workload
     const isolate::Limits& limits;
     isolate::Cgroup& cgroup;        // may be unusable
-    int stdout_relay = -1;          // read ends of the output pipes, when capped
+    int stdin_relay = -1;           // write end of the stdin pipe (non-blocking), fed from fd 0
+    int stdout_relay = -1;          // read ends of the output pipes (see launcher/stdio.hpp)
     int stderr_relay = -1;
 };
 

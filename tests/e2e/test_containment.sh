@@ -30,7 +30,7 @@ in_hash=$(stat -c '%a %s' "$WORK/in.txt")$(sha256sum <"$WORK/in.txt")
 box run --memory-limit 64M "$R" sh -c 'chmod 644 /proc/self/fd/0; echo PWNED > /proc/self/fd/0; cat' <"$WORK/in.txt"
 expect_eq "a stdin file cannot be chmod-ed or rewritten through /proc/self/fd/0" \
     "$(stat -c '%a %s' "$WORK/in.txt")$(sha256sum <"$WORK/in.txt")" "$in_hash"
-box run "$R" sh -c 'exec 3<>/proc/self/fd/0 && echo PWNED >&3; : > /proc/self/fd/0; cat' <"$WORK/in.txt"
+box run --wall-time-limit 10 "$R" sh -c 'exec 3<>/proc/self/fd/0 && echo PWNED >&3; exec 3>&-; : > /proc/self/fd/0; cat' <"$WORK/in.txt"
 expect_eq "  nor opened read-write or truncated, with no limit given either" \
     "$(stat -c '%a %s' "$WORK/in.txt")$(sha256sum <"$WORK/in.txt")" "$in_hash"
 box run "$R" cat <"$WORK/in.txt"

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 
+#include "launcher/stdio.hpp"
 #include "common/error.hpp"
 #include "common/text.hpp"
 #include "isolate/id_map.hpp"
@@ -67,4 +68,32 @@ TEST_CASE("cat prints every piece as a stream would") {
     CHECK(cat(static_cast<unsigned char>('x'), true) == "x1");  // through the stream, as before
     CHECK(cat("0x", std::hex, 255) == "0xff");
     CHECK(cat() == "");
+}
+
+TEST_CASE("plan_stdio: the workload never holds an fd of a host file") {
+    using gpubox::launcher::plan_stdio;
+    using gpubox::launcher::StdioFd;
+    auto of = [](mode_t mode, ino_t ino = 1, bool tty = false) {
+        struct stat st {};
+        st.st_mode = mode, st.st_dev = 7, st.st_ino = ino;
+        return StdioFd{st, tty};
+    };
+    const StdioFd closed{};
+    SECTION("pipes, sockets and terminals pass; files and other devices are relayed") {
+        auto p = plan_stdio({of(S_IFREG | 0444), of(S_IFIFO), of(S_IFSOCK)}, {});
+        CHECK(p.relay == std::array<bool, 3>{true, false, false});
+        p = plan_stdio({of(S_IFCHR, 1, true), of(S_IFCHR), of(S_IFDIR)}, {});  // a tty, /dev/null, a directory
+        CHECK(p.relay == std::array<bool, 3>{false, true, true});
+        CHECK(plan_stdio({closed, closed, closed}, {}).relay == std::array<bool, 3>{});
+    }
+    SECTION("a capped output is relayed whatever it is") {
+        CHECK(plan_stdio({of(S_IFIFO), of(S_IFIFO), of(S_IFCHR, 1, true)}, {false, true, true}).relay ==
+              std::array<bool, 3>{false, true, true});
+    }
+    SECTION(">file 2>&1 takes one relay, unless a cap counts them apart") {
+        CHECK(plan_stdio({closed, of(S_IFREG, 5), of(S_IFREG, 5)}, {}).err_into_out);
+        CHECK_FALSE(plan_stdio({closed, of(S_IFREG, 5), of(S_IFREG, 6)}, {}).err_into_out);
+        CHECK_FALSE(plan_stdio({closed, of(S_IFREG, 5), of(S_IFREG, 5)}, {false, true, false}).err_into_out);
+        CHECK_FALSE(plan_stdio({closed, of(S_IFIFO, 5), of(S_IFIFO, 5)}, {false, true, true}).err_into_out);
+    }
 }
