@@ -64,7 +64,7 @@ void add_nvidia(const GpuInventory& inv, const std::vector<Gpu>& sel, unsigned c
     // /proc/driver/nvidia: copies of the driver's files, and only the selected GPUs' entries. The
     // tmpfs covers /proc/driver, so nvidia-caps and other drivers' entries are hidden too. It is
     // read-only, as the driver's own files are.
-    p.ops.push_back(Tmpfs{"/proc/driver", 1 << 20, 0555, true, true, Place::kernel});
+    p.ops.push_back(Tmpfs{"/proc/driver", 0555, true, true, Place::kernel});
     p.ops.push_back(MakeDir{"/proc/driver/nvidia", 0555});
     p.ops.push_back(MakeDir{"/proc/driver/nvidia/gpus", 0555});
     if (!inv.proc_version.empty()) p.ops.push_back(WriteFile{"/proc/driver/nvidia/version", inv.proc_version, 0444});

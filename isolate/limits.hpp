@@ -12,10 +12,11 @@ namespace gpubox::isolate {
 
 struct Limits {
     std::optional<double> wall_seconds, cpu_seconds;
-    std::optional<std::uint64_t> memory_bytes, pids, fsize_bytes, nofile, stack_bytes, as_bytes;
+    std::optional<std::uint64_t> memory_bytes, fsize_bytes, nofile, stack_bytes, as_bytes;
+    std::optional<std::uint64_t> pids;  // unset: kDefaultPids; 0: unlimited
     std::optional<std::uint64_t> stdout_bytes, stderr_bytes;
     bool any() const {
-        return wall_seconds || cpu_seconds || memory_bytes || pids || fsize_bytes || nofile ||
+        return wall_seconds || cpu_seconds || memory_bytes || (pids && *pids) || fsize_bytes || nofile ||
                stack_bytes || as_bytes || stdout_bytes || stderr_bytes;
     }
 };
@@ -33,19 +34,43 @@ struct RlimitOp {
     std::string name;
 };
 
+// The sandbox's IPC namespace's limits (kernel.shm*), written by init, which owns it.
+struct IpcLimits {
+    std::uint64_t shm_bytes = 0;  // kernel.shmmax and, in pages, kernel.shmall; 0: as they are
+    bool rmid_forced = false;     // kernel.shm_rmid_forced: a segment dies with its last attach
+};
+
+// With no --pids-limit, a sandbox still cannot take the host's pids (--pids-limit unlimited lifts it).
+constexpr std::uint64_t kDefaultPids = 4096;
+
 struct LimitPlan {
     std::vector<RlimitOp> rlimits;
     std::vector<std::pair<std::string, std::string>> mechanisms;  // limit name -> how
     bool sample_usage = false;  // init reports the sandbox's CPU and memory use
-    int sample_ms = 100;
+    int sample_ms = 100;        // at least this often (more slowly where a pass costs > 10 %)
+    IpcLimits ipc;
 };
+
+// Pure. The size of gpubox's one tmpfs (every writable in-memory place of the sandbox, see
+// rootfs::RootSpec::tmpfs_size): --tmpfs-size, else the memory limit, else a quarter of the
+// memory available at start, so that no sandbox can fill the host's memory through files.
+std::uint64_t plan_tmpfs_size(std::uint64_t tmpfs_size, const std::optional<std::uint64_t>& memory_limit,
+                              std::uint64_t mem_available);
+// Pure. MemAvailable from /proc/meminfo's text, in bytes.
+std::optional<std::uint64_t> parse_mem_available(const std::string& meminfo);
 
 // Pure. `kernel_nproc_per_userns`: Linux >= 5.14 counts RLIMIT_NPROC per user namespace.
 // `caller_root`: the kernel never applies RLIMIT_NPROC to the host's uid 0.
+// `tmpfs_size`: plan_tmpfs_size()'s, which also bounds SysV shared memory, unless a memory
+// limit does: then SysV gets `host_share` (plan_tmpfs_size() with no limit), so that a segment
+// larger than the limit is made, and killed as ML when touched, not refused at shmget() and
+// graded as the program's failure.
 LimitPlan plan_limits(const Limits& l, const CgroupCaps& cg, bool kernel_nproc_per_userns, bool root_inside,
-                      bool caller_root);
+                      bool caller_root, std::uint64_t tmpfs_size = 0, std::uint64_t host_share = 0);
 
 // Child side: setrlimit() for each op; a hard limit can only go down.
 void apply_rlimits(const std::vector<RlimitOp>& ops);
+// Child side, in init (which owns the sandbox's IPC namespace): write kernel.shm*.
+void apply_ipc_limits(const IpcLimits& ipc);
 
 }  // namespace gpubox::isolate

@@ -1,25 +1,106 @@
 #pragma once
-// The sandbox's resource use, summed over its processes from a procfs that shows only them
-// (the sandbox's own /proc, read by its init). Parsers are pure.
+// The sandbox's resource use without a cgroup, read by its init from the sandbox's own /proc
+// (which lists exactly its processes). The parsers and the CPU ledger are pure.
+//
+// Memory: the sum of what the workload can hold, each counted where the kernel shows it:
+//  - private anonymous memory, per process (RssAnon);
+//  - shared memory mapped by processes (MAP_SHARED|MAP_ANONYMOUS, SysV, memfd, tmpfs files),
+//    by proportional share (Pss_Shmem), so a segment mapped by many counts once;
+//  - gpubox's tmpfs (every writable tmpfs place is one filesystem), from statfs;
+//  - SysV segments no process has attached, from /proc/sysvipc/shm;
+//  - memfds that a process holds open but does not map, from their size.
+// A tmpfs file that is also mapped counts twice: conservative, never less than the truth.
+//
+// CPU: per process, its own time (dead threads included) and its waited-for children's
+// (cutime). A child the kernel reaps by itself (its parent ignores SIGCHLD or set
+// SA_NOCLDWAIT) adds its time to nobody's: see CpuLedger.
+#include <sys/types.h>
+
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace gpubox::isolate {
 
 struct Usage {
-    std::uint64_t cpu_ns = 0;     // user + system, including reaped children
-    std::uint64_t rss_bytes = 0;  // resident anonymous memory
+    std::uint64_t cpu_ns = 0;        // every process of the sandbox but init; dead ones included
+    std::uint64_t memory_bytes = 0;  // as above
     std::uint32_t processes = 0;
 };
 
-// /proc/<pid>/stat -> utime+stime+cutime+cstime in clock ticks (the comm field may hold spaces
-// and parentheses: parse after the last ')').
-std::optional<std::uint64_t> parse_stat_ticks(const std::string& stat);
-// /proc/<pid>/statm -> resident minus file-backed pages.
-std::optional<std::uint64_t> parse_statm_anon_pages(const std::string& statm);
+// One process, from /proc/<pid>/stat and /proc/<pid>/status.
+struct ProcSample {
+    pid_t pid = 0, ppid = 0;
+    std::uint64_t start = 0;        // start time, in ticks: tells a reused pid from the old one
+    std::uint64_t self_ns = 0;      // utime + stime, in whole clock ticks (10 ms)
+    std::uint64_t exact_ns = 0;     // its main thread's run time to the ns (/proc/<pid>/schedstat)
+    std::uint64_t children_ns = 0;  // cutime + cstime: summed in ns by the kernel, shown in ticks
+    std::uint32_t threads = 1;
+    bool ignores_sigchld = false;   // SIG_IGN: the kernel reaps its children
+    std::uint64_t anon_bytes = 0, shmem_bytes = 0;  // RssAnon, RssShmem
+};
 
-// Sum over every process in `proc_dir` (the caller's own procfs).
-Usage sample_usage(const char* proc_dir = "/proc");
+// Pure parsers. `stat` may have spaces and parentheses in its comm field (parsed after the
+// last ')'). Both false/nullopt on text that does not parse.
+bool parse_proc_stat(const std::string& stat, std::uint64_t ns_per_tick, ProcSample& out);
+bool parse_proc_status(const std::string& status, ProcSample& out);
+// /proc/<pid>/smaps_rollup -> Pss_Shmem in bytes.
+std::optional<std::uint64_t> parse_pss_shmem(const std::string& smaps_rollup);
+// /proc/sysvipc/shm -> resident bytes of the segments that no process has attached.
+std::uint64_t parse_unattached_sysv(const std::string& sysvipc_shm);
+// The last pid allocated in the reader's pid namespace (the 5th field of /proc/loadavg).
+std::optional<std::uint64_t> parse_last_pid(const std::string& loadavg);
+
+// CPU time across samples. Live processes are summed (own + waited children). A child the
+// kernel reaps by itself adds its time to nobody's, so:
+//  - a parent that ignores SIGCHLD (SigIgn) reaps every child that way: each of its children
+//    that vanished is charged what it had used when last seen, plus the sampling interval, the
+//    most it can have run unseen since;
+//  - any other parent's cutime must grow, over the run, by at least what its vanished children
+//    had used when last seen (to the ns); where it grew by more than a clock tick less, the
+//    parent reaps by SA_NOCLDWAIT (invisible in /proc): the difference is charged, and from then
+//    on its children are charged as above;
+//  - once the kernel is known to reap in the sandbox, each pid allocated and never seen (a
+//    process that lived between two samples) is charged the interval, at most the capacity
+//    the CPUs had left in it.
+// Each charge is an upper bound: nothing runs for longer than the wall time it existed for.
+class CpuLedger {
+public:
+    explicit CpuLedger(unsigned cpus) : cpus_(cpus ? cpus : 1) {}
+    // `now`: every process but init; `pids_made`: pids allocated since the last update;
+    // `interval_ns`: wall time since the last update. Returns the total so far.
+    std::uint64_t update(const std::vector<ProcSample>& now, std::uint64_t pids_made, std::uint64_t interval_ns);
+    std::uint64_t charged_ns() const { return charged_; }  // the bounds' share of the total
+    bool reaping_seen() const { return reaping_; }
+
+private:
+    struct Parent {
+        std::uint64_t start = 0, children_first = 0;  // its cutime when first seen
+        std::uint64_t owed = 0;     // what its vanished children had used when last seen
+        std::uint64_t charged = 0;  // what was charged for it by the balance
+        bool reaps = false;         // the kernel reaps its children
+    };
+    unsigned cpus_;
+    std::map<pid_t, ProcSample> last_;
+    std::map<pid_t, Parent> parents_;
+    std::uint64_t charged_ = 0;
+    std::uint64_t total_ = 0;
+    bool reaping_ = false;
+};
+
+// Reads the sandbox's /proc (an fd of it) and gpubox's tmpfs (an fd of it, or -1).
+class Sampler {
+public:
+    Sampler(int proc_fd, int tmpfs_fd, unsigned cpus) : proc_(proc_fd), tmpfs_(tmpfs_fd), ledger_(cpus) {}
+    Usage sample();
+
+private:
+    int proc_, tmpfs_;
+    CpuLedger ledger_;
+    std::optional<std::uint64_t> last_pid_;
+    std::uint64_t last_ns_ = 0;
+};
 
 }  // namespace gpubox::isolate

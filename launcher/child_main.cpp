@@ -11,7 +11,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <time.h>
+
+#include <algorithm>
 #include <cerrno>
+#include <optional>
 #include <cstring>
 
 #include "common/error.hpp"
@@ -126,9 +130,56 @@ rootfs::LatePlan read_device_ops(const ChildSpec& spec) {
     }
 }
 
+std::uint64_t monotonic_ns() {
+    timespec t{};
+    ::clock_gettime(CLOCK_MONOTONIC, &t);
+    return static_cast<std::uint64_t>(t.tv_sec) * 1000000000ULL + static_cast<std::uint64_t>(t.tv_nsec);
+}
+
+// Without a cgroup, init measures the sandbox (isolate/usage.hpp) and the monitor decides. A pass
+// is due every sample_ms, or ten times as long as the last pass took (a sandbox of many
+// processes), so that measuring never takes more than a tenth of a CPU. Signals do not put it
+// off: it is due by the clock.
+class Reporter {
+public:
+    Reporter(const ChildSpec& spec, int tmpfs) : spec_(spec) {
+        if (spec.sample_ms <= 0) return;
+        cpu_set_t cpus;
+        const unsigned n = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? static_cast<unsigned>(CPU_COUNT(&cpus)) : 1;
+        proc_ = sys::open_at(AT_FDCWD, "/proc", O_PATH | O_DIRECTORY);  // the sandbox's own
+        sampler_.emplace(proc_.get(), tmpfs, n);
+        period_ = static_cast<std::uint64_t>(spec.sample_ms) * 1000000ULL;
+        due_ = monotonic_ns() + period_;
+    }
+    // How long init may wait for a signal: until the next pass, or for ever.
+    std::optional<timespec> wait() const {
+        if (!sampler_) return std::nullopt;
+        const std::uint64_t now = monotonic_ns(), left = due_ > now ? due_ - now : 0;
+        return timespec{static_cast<time_t>(left / 1000000000ULL), static_cast<long>(left % 1000000000ULL)};
+    }
+    void tick() {
+        if (sampler_ && monotonic_ns() >= due_) report();
+    }
+    void report() {
+        if (!sampler_) return;
+        const std::uint64_t t0 = monotonic_ns();
+        const isolate::Usage u = sampler_->sample();
+        const std::uint64_t t1 = monotonic_ns();
+        due_ = t1 + std::max(period_, 10 * (t1 - t0));
+        isolate::send_message(spec_.report_fd, {isolate::MsgType::usage, 0,
+                                                std::string(reinterpret_cast<const char*>(&u), sizeof u)});
+    }
+
+private:
+    const ChildSpec& spec_;
+    UniqueFd proc_;
+    std::optional<isolate::Sampler> sampler_;
+    std::uint64_t period_ = 0, due_ = 0;
+};
+
 // pid 1: reap everything, forward signals to the workload, report its status, exit (which
 // makes the kernel kill whatever else is left in the pid namespace).
-[[noreturn]] void init_loop(const ChildSpec& spec, pid_t workload) {
+[[noreturn]] void init_loop(const ChildSpec& spec, pid_t workload, int tmpfs) {
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGCHLD);
@@ -136,16 +187,12 @@ rootfs::LatePlan read_device_ops(const ChildSpec& spec) {
     if (spec.stdin_fd >= 0) ::close(spec.stdin_fd);    // only the workload uses the relays
     if (spec.stdout_fd >= 0) ::close(spec.stdout_fd);
     if (spec.stderr_fd >= 0) ::close(spec.stderr_fd);
-    const timespec every{spec.sample_ms / 1000, (spec.sample_ms % 1000) * 1000000L};
+    Reporter reporter(spec, tmpfs);
     for (;;) {
         siginfo_t info{};
-        const int sig = spec.sample_ms > 0 ? ::sigtimedwait(&set, &info, &every) : ::sigwaitinfo(&set, &info);
-        if (sig < 0 && errno == EAGAIN) {
-            // The sandbox's own /proc lists exactly its processes.
-            const isolate::Usage u = isolate::sample_usage("/proc");
-            isolate::send_message(spec.report_fd, {isolate::MsgType::usage, 0, cat(u.cpu_ns, " ", u.rss_bytes, " ", u.processes)});
-            continue;
-        }
+        const std::optional<timespec> wait = reporter.wait();
+        const int sig = wait ? ::sigtimedwait(&set, &info, &*wait) : ::sigwaitinfo(&set, &info);
+        reporter.tick();
         if (sig < 0) continue;
         if (info.si_signo != SIGCHLD) {
             // Its process group, as a shell would; before its setsid() the pid alone.
@@ -155,6 +202,7 @@ rootfs::LatePlan read_device_ops(const ChildSpec& spec) {
         int status = 0;
         for (pid_t p; (p = ::waitpid(-1, &status, WNOHANG)) > 0;) {
             if (p != workload) continue;
+            reporter.report();  // the last word: what its files in gpubox's tmpfs still hold, too
             isolate::send_message(spec.report_fd, {isolate::MsgType::status, status, {}});
             ::_exit(0);
         }
@@ -174,6 +222,7 @@ const std::vector<int>& forwarded_signals() {
         die_with_parent(spec.parent_pidfd);
         wait_for_go(spec.go_fd);                          // the monitor wrote our id maps
         sys::prctl(PR_SET_DUMPABLE, 0, "PR_SET_DUMPABLE, 0");  // /proc/1/exe stays closed
+        isolate::apply_ipc_limits(spec.ipc);              // our IPC namespace's, through the host's /proc
         ::umask(0);
         // The layer first, so that the monitor can make the GPU's entries in it while we go on.
         const bool late_ops = spec.device_fd >= 0;
@@ -193,7 +242,7 @@ const std::vector<int>& forwarded_signals() {
         pid_t pid = ::fork();
         if (pid < 0) sys::fail("fork()", errno);
         if (pid == 0) workload_main(spec);
-        init_loop(spec, pid);
+        init_loop(spec, pid, root.tmpfs.get());
     } catch (...) {
         report_and_exit(spec, std::current_exception());
     }

@@ -24,6 +24,7 @@ struct ChildSpec {
     std::vector<std::string> exec_candidates;  // argv[0] with a slash, else PATH entries + argv[0]
     std::string workdir;
     std::vector<isolate::RlimitOp> rlimits;
+    isolate::IpcLimits ipc;
     int sample_ms = 0;       // > 0: init reports the sandbox's CPU and memory use this often
     int stdin_fd = -1;       // read end of the monitor's stdin relay (see launcher/stdio.hpp)
     int stdout_fd = -1;      // write ends of the monitor's output relays (may be one pipe)

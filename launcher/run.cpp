@@ -121,12 +121,13 @@ RunPlan plan_run(const Options& o) {
     p.ns_flags = isolate::plan_namespaces(o.share_net).flags;
     s.ids = isolate::plan_id_maps(::getuid(), ::getgid(), o.root);
     rootfs::PlanInputs in;
-    in.root = {o.rootfs, o.root_mode, o.tmpfs_size};
+    // One tmpfs holds every writable in-memory place: unless told otherwise, it may not outgrow
+    // the memory limit, or without one, a quarter of the memory the host has available.
+    const auto avail = isolate::parse_mem_available(sys::read_file("/proc/meminfo", 1 << 16));
+    in.root = {o.rootfs, o.root_mode, isolate::plan_tmpfs_size(o.tmpfs_size, o.limits.memory_bytes, avail.value_or(0))};
+    p.host_share = isolate::plan_tmpfs_size(0, std::nullopt, avail.value_or(0));
     in.new_pid_ns = true;
     in.new_net_ns = !o.share_net;
-    // Unless told otherwise, the sandbox's tmpfs layers may not outgrow its memory limit.
-    in.tmpfs_size = o.tmpfs_size ? o.tmpfs_size : o.limits.memory_bytes.value_or(0);
-    in.root.layer_size = in.tmpfs_size;
     in.user_mounts = o.mounts;
     if (gpu::parse_gpu_spec(o.gpu).kind != gpu::GpuSpec::Kind::none) {
         // Discovery reads a hundred-odd host files: the monitor does it after clone(), while
@@ -282,8 +283,10 @@ int run_sandbox(const Options& o) {
         plan = plan_run(o);
         if (o.limits.any()) cgroup = isolate::setup_cgroup(o.limits, o.cgroup);
         if (!cgroup.reason.empty()) log::info("cgroup: " + cgroup.reason);
-        limits = isolate::plan_limits(o.limits, cgroup.caps, sys::kernel_at_least(5, 14), o.root, ::getuid() == 0);
+        limits = isolate::plan_limits(o.limits, cgroup.caps, sys::kernel_at_least(5, 14), o.root, ::getuid() == 0,
+                                      plan.spec.plan.root.tmpfs_size, plan.host_share);
         plan.spec.rlimits = limits.rlimits;
+        plan.spec.ipc = limits.ipc;
         plan.spec.sample_ms = limits.sample_usage ? limits.sample_ms : 0;
         if (o.print_plan) {
             std::cout << render_plan(plan);

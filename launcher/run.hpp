@@ -10,6 +10,7 @@ namespace gpubox::launcher {
 // Pure apart from reading files the options name (--seccomp-bpf) and GPU discovery: every plan
 // for one run.
 struct RunPlan {
+    std::uint64_t host_share = 0;  // a quarter of MemAvailable: bounds what no limit bounds
     int ns_flags = 0;
     ChildSpec spec;
     std::string seccomp_text;  // the policy as --print-plan shows it

@@ -9,9 +9,10 @@
 
 #include <cerrno>
 #include <chrono>
-#include <sstream>
+#include <cstring>
 
 #include "common/sys.hpp"
+#include "isolate/usage.hpp"
 #include "launcher/child_main.hpp"
 
 namespace gpubox::launcher {
@@ -134,14 +135,14 @@ private:
         if (m.type == isolate::MsgType::usage) on_usage(m.text);
     }
 
-    void on_usage(const std::string& text) {
-        std::istringstream in(text);
-        std::uint64_t cpu_ns = 0, rss = 0;
-        in >> cpu_ns >> rss;
-        sampled_peak_ = std::max(sampled_peak_, rss);
-        sampled_cpu_ns_ = std::max(sampled_cpu_ns_, cpu_ns);
-        if (s_.limits.cpu_seconds && cpu_ns > *s_.limits.cpu_seconds * 1e9) kill_for("cpu_time");
-        if (s_.limits.memory_bytes && !s_.cgroup.caps.memory && rss > *s_.limits.memory_bytes) kill_for("memory");
+    void on_usage(const std::string& bytes) {
+        isolate::Usage u;
+        if (bytes.size() != sizeof u) return;
+        std::memcpy(&u, bytes.data(), sizeof u);
+        sampled_peak_ = std::max(sampled_peak_, u.memory_bytes);
+        sampled_cpu_ns_ = std::max(sampled_cpu_ns_, u.cpu_ns);
+        if (s_.limits.cpu_seconds && !s_.cgroup.caps.usable && u.cpu_ns > *s_.limits.cpu_seconds * 1e9) kill_for("cpu_time");
+        if (s_.limits.memory_bytes && !s_.cgroup.caps.memory && u.memory_bytes > *s_.limits.memory_bytes) kill_for("memory");
     }
 
     // Stream at most 64 KiB at a time: the monitor's memory does not grow with the output.
@@ -171,7 +172,8 @@ private:
     void finish(const rusage& ru) {
         auto secs = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
         out_.cpu_seconds = std::max(secs(ru.ru_utime) + secs(ru.ru_stime), static_cast<double>(sampled_cpu_ns_) / 1e9);
-        out_.max_rss_kb = ru.ru_maxrss;
+        // init's rusage misses what the kernel killed with it: the sampled peak where it saw more.
+        out_.max_rss_kb = std::max<long>(ru.ru_maxrss, static_cast<long>(sampled_peak_ / 1024));
         out_.csw_voluntary = ru.ru_nvcsw;
         out_.csw_forced = ru.ru_nivcsw;
         if (s_.cgroup.caps.usable) {

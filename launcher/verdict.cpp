@@ -52,8 +52,10 @@ Verdict judge(const RunOutcome& o, const isolate::Limits& l) {
         v.gpubox_exit = 128 + SIGKILL;
         return v;
     }
-    const bool over_memory = l.memory_bytes && (o.oom_killed || (o.memory_peak_bytes && *o.memory_peak_bytes > *l.memory_bytes) ||
-                                                 static_cast<std::uint64_t>(o.max_rss_kb) * 1024 > *l.memory_bytes);
+    // A program that failed having reached its memory limit failed at it: a write into gpubox's
+    // tmpfs, whose budget is the limit, ends in ENOSPC exactly there.
+    const bool over_memory = l.memory_bytes && (o.oom_killed || (o.memory_peak_bytes && *o.memory_peak_bytes >= *l.memory_bytes) ||
+                                                 static_cast<std::uint64_t>(o.max_rss_kb) * 1024 >= *l.memory_bytes);
     if (v.signal && *v.signal == SIGXCPU && l.cpu_seconds) {
         v.status = "TO", v.killed = true, v.limit = "cpu_time";
         v.message = cat("killed: ", limit_text("cpu_time", l), " exceeded (RLIMIT_CPU)");

@@ -41,10 +41,14 @@ struct Ctx {
     int root;
     std::vector<dev_t> own;
     int stashed = 0;
+    // gpubox's one tmpfs (NewRoot::tmpfs). Kernels before 6.15 clone no part of a detached
+    // mount, so it is attached at the first writable tmpfs op's target, where that op's own
+    // directory of it then covers it: nothing reaches its root.
+    int tmpfs = -1;
+    bool tmpfs_attached = false;
     // A bound ROOTFS: the overlays of its directories that take gpubox's entries (see
-    // overlay_missing_dirs), their upper layers in one detached tmpfs.
-    UniqueFd uppers;
-    int upper_dirs = 0;  // made in `uppers`, also for an overlay that then failed
+    // overlay_missing_dirs), their upper layers in gpubox's tmpfs.
+    int upper_dirs = 0;  // made in `tmpfs`, also for an overlay that then failed
     std::vector<UniqueFd> overlays;
     // Directories of file mount points, by the path the plan spells, held while a run of binds
     // goes into them (a driver's libraries share one). Any other mount may cover one of them:
@@ -318,17 +322,39 @@ bool fill_one(FreshFs& fs, const std::string& rel, const MountOp& op) {
     return false;  // a mount: its mount point is ready, the mount is still to do
 }
 
-// Op i is a tmpfs: mount it, fill it while detached (marking the entries it made as done),
-// then attach it.
+// A directory of gpubox's tmpfs for writable tmpfs op i, filled, then bound at its target.
+void apply_tmpfs_dir(const MountPlan& plan, std::size_t i, Ctx& c, std::vector<bool>& done) {
+    const Tmpfs& t = std::get<Tmpfs>(plan.ops[i]);
+    const std::string name = cat("tmpfs", i);
+    sys::mkdir_at(c.tmpfs, name, 0700);
+    {
+        UniqueFd top = sys::open_at(c.tmpfs, name, O_PATH | O_DIRECTORY | O_NOFOLLOW);
+        fill_fresh_fs(plan, i, top.get(), done);
+    }
+    if (::fchmodat(c.tmpfs, name.c_str(), t.mode, 0) < 0)
+        sys::fail(cat("fchmodat(", quote(name), ", ", octal(t.mode), ")"), errno);
+    if (!c.tmpfs_attached) {
+        UniqueFd at = mount_point(c, t.target, Kind::dir);
+        move_onto(c, c.tmpfs, "gpubox's tmpfs", at.get(), t.target);
+        c.own_mount(c.tmpfs);
+        c.tmpfs_attached = true;
+    }
+    UniqueFd dir = sys::open_at(c.tmpfs, name, O_PATH | O_DIRECTORY | O_NOFOLLOW);
+    UniqueFd tree = sys::open_tree_clone(dir.get(), t.target, false);
+    sys::mount_setattr(tree.get(), t.target, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (t.noexec ? MOUNT_ATTR_NOEXEC : 0),
+                       0, false);
+    attach(c, tree, "gpubox's tmpfs", t.target, Kind::dir, true);
+}
+
+// Op i is a tmpfs. Writable: a directory of gpubox's tmpfs. Read-only: mounted, filled while
+// detached (marking the entries it made as done), sealed, then attached.
 void apply_tmpfs(const MountPlan& plan, std::size_t i, Ctx& c, std::vector<bool>& done) {
     const Tmpfs& t = std::get<Tmpfs>(plan.ops[i]);
-    std::vector<std::pair<std::string, std::string>> opts{{"mode", octal(t.mode)}};
-    if (t.size_bytes) opts.emplace_back("size", std::to_string(t.size_bytes));
-    unsigned attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (t.noexec ? MOUNT_ATTR_NOEXEC : 0) |
-                     (t.read_only ? MOUNT_ATTR_RDONLY : 0);
-    UniqueFd mnt = new_fs("tmpfs", opts, attrs & ~MOUNT_ATTR_RDONLY);
+    if (!t.read_only) return apply_tmpfs_dir(plan, i, c, done);
+    UniqueFd mnt = new_fs("tmpfs", {{"mode", octal(t.mode)}},
+                          MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (t.noexec ? MOUNT_ATTR_NOEXEC : 0));
     fill_fresh_fs(plan, i, mnt.get(), done);
-    if (t.read_only) sys::mount_setattr(mnt.get(), t.target, MOUNT_ATTR_RDONLY, 0, false);
+    sys::mount_setattr(mnt.get(), t.target, MOUNT_ATTR_RDONLY, 0, false);
     attach(c, mnt, "tmpfs", t.target, Kind::dir, true);
 }
 
@@ -447,18 +473,13 @@ void apply_one(const RemountRo& r, Ctx& c) {
 // A tmpfs-upper overlay of directory `dir` of the bound root, mounted over it. Its root is the
 // upper directory, gpubox's own (with the image directory's mode), so entries are made in it
 // without a copy-up of the image's directory, which a root-owned image would refuse.
-void overlay_dir(Ctx& c, const std::string& dir, std::uint64_t size) {
+void overlay_dir(Ctx& c, const std::string& dir) {
     UniqueFd lower = open_in_root(c.root, dir, O_PATH | O_DIRECTORY);
-    if (!c.uppers.valid()) {
-        std::vector<std::pair<std::string, std::string>> opts{{"mode", "0700"}};
-        if (size) opts.emplace_back("size", std::to_string(size));
-        c.uppers = new_fs("tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);  // detached: see mount_layer_tmpfs
-    }
     const std::string n = std::to_string(c.upper_dirs++);
-    sys::mkdir_at(c.uppers.get(), "upper" + n, 0755);
-    sys::mkdir_at(c.uppers.get(), "work" + n, 0700);
-    UniqueFd upper = sys::open_at(c.uppers.get(), "upper" + n, O_RDONLY | O_DIRECTORY);
-    UniqueFd work = sys::open_at(c.uppers.get(), "work" + n, O_PATH | O_DIRECTORY);
+    sys::mkdir_at(c.tmpfs, "upper" + n, 0755);
+    sys::mkdir_at(c.tmpfs, "work" + n, 0700);
+    UniqueFd upper = sys::open_at(c.tmpfs, "upper" + n, O_RDONLY | O_DIRECTORY);
+    UniqueFd work = sys::open_at(c.tmpfs, "work" + n, O_PATH | O_DIRECTORY);
     sys::fchmod(upper.get(), sys::fstat(lower.get(), dir).st_mode & 07777, dir);
     UniqueFd mnt = new_fs("overlay",
                           {{"source", "gpubox"},
@@ -495,7 +516,7 @@ void overlay_missing_dirs(const MountPlan& plan, Ctx& c) {
     std::sort(dirs.begin(), dirs.end());  // each before the directories below it
     for (const std::string& d : dirs) {
         try {
-            overlay_dir(c, d, plan.root.layer_size);
+            overlay_dir(c, d);
             log::info(cat("ROOTFS is bound: ", quote(d), " gets an overlay of its own for gpubox's entries"));
         } catch (const SysError& e) {
             log::info(cat("ROOTFS is bound, and ", quote(d), " cannot be overlaid: ", e.what()));
@@ -553,6 +574,7 @@ int bind_source_is_dir(const Bind& b, bool& dir) {
 
 void apply_mount_plan(const MountPlan& plan, const NewRoot& root) {
     Ctx c{root.mnt.get(), {}};
+    c.tmpfs = root.tmpfs.get();
     if (root.writable_layer) c.own_mount(c.root);  // the overlay (tmpfs-backed)
     else if (plan.root.mode != RootMode::writable) overlay_missing_dirs(plan, c);
     std::vector<bool> done = root.prepared;  // entries already made, in the layer or a fresh tmpfs

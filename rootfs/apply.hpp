@@ -19,13 +19,17 @@ struct NewRoot {
     // prepare_late_entries), cloned from the overlay before anything covered that path; it is
     // attached at its step in place of the tmpfs.
     std::map<std::size_t, UniqueFd> trees;
+    // gpubox's one tmpfs (see RootSpec::tmpfs_size), still detached: the writable tmpfs ops'
+    // directories, and a bound root's overlay layers, are made in it.
+    UniqueFd tmpfs;
 };
 
-// Child side, first thing after the id maps: gpubox's layer, when the root will be its overlay.
-// A detached tmpfs holding the overlay's upper directory (read-only root: its top lower one)
+// Child side, first thing after the id maps: gpubox's one tmpfs, detached, which becomes
+// NewRoot::tmpfs; when the root will be an overlay, it also holds the overlay's upper directory
+// (read-only root: its top lower one)
 // and, with `late_ops`, a `late` directory for the entries of the ops planned while the sandbox
 // sets up (the GPU's): the monitor fills it through an fd (prepare_late_entries) while the
-// child goes on, and it becomes the layer just below. All empty where the root is bound
+// child goes on, and it becomes the layer just below. All but `tmpfs` empty where the root is bound
 // instead: --writable, or a ROOTFS with mounts below it (the host's "/", say), which cannot be
 // an overlay's lower layer in a user namespace.
 struct RootLayer {

@@ -288,13 +288,15 @@ void clone_prepared_dirs(const MountPlan& plan, NewRoot& root) {
     }
 }
 
-UniqueFd mount_layer_tmpfs(const RootSpec& root) {
+UniqueFd mount_gpubox_tmpfs(const RootSpec& root) {
     UniqueFd fs = sys::fsopen("tmpfs");
-    if (root.layer_size) sys::fsconfig_string(fs.get(), "tmpfs", "size", std::to_string(root.layer_size));
+    if (root.tmpfs_size) sys::fsconfig_string(fs.get(), "tmpfs", "size", std::to_string(root.tmpfs_size));
+    sys::fsconfig_string(fs.get(), "tmpfs", "source", "gpubox");  // what df and mountinfo show
     sys::fsconfig_string(fs.get(), "tmpfs", "mode", "0755");
     sys::fsconfig_create(fs.get(), "tmpfs");
-    // Left detached: attached anywhere under ROOTFS (always, when ROOTFS is "/"), overlayfs would
-    // refuse the upper layer as overlapping the lower one.
+    // Left detached while the overlay takes its upper layer from it: attached anywhere under
+    // ROOTFS (always, when ROOTFS is "/"), overlayfs would refuse that layer as overlapping the
+    // lower one. apply_mount_plan attaches it later, where nothing reaches its root.
     return sys::fsmount(fs.get(), "tmpfs", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
 }
 
@@ -385,8 +387,8 @@ bool has_submounts(const std::string& rootfs) {
 RootLayer open_root_layer(const MountPlan& plan, bool late_ops) {
     RootLayer l;
     try {
+        l.tmpfs = mount_gpubox_tmpfs(plan.root);
         if (plan.root.mode == RootMode::writable || has_submounts(plan.root.rootfs)) return l;
-        l.tmpfs = mount_layer_tmpfs(plan.root);
         sys::mkdir_at(l.tmpfs.get(), "upper", 0755);
         sys::mkdir_at(l.tmpfs.get(), "work", 0700);
         l.upper = sys::open_at(l.tmpfs.get(), "upper", O_PATH | O_DIRECTORY);
@@ -397,19 +399,25 @@ RootLayer open_root_layer(const MountPlan& plan, bool late_ops) {
         }
         return l;
     } catch (...) {
-        std::throw_with_nested(SetupError(cat("root (", to_string(plan.root), "): gpubox's layer")));
+        std::throw_with_nested(SetupError(cat("root (", to_string(plan.root), "): gpubox's tmpfs")));
     }
 }
 
 NewRoot assemble_root(const MountPlan& plan, int rootfs, RootLayer layer, const LateOps& late) {
     try {
-        if (layer.tmpfs.valid()) return overlay_root(plan, rootfs, layer, late);
-        if (late) late();
-        const bool writable = plan.root.mode == RootMode::writable;
-        if (!writable)
-            log::info(cat("ROOTFS ", quote(plan.root.rootfs), " has mounts below it: bound read-only and "
-                          "recursively instead of an overlay (writes only in gpubox's tmpfs mounts)"));
-        return {bind_root(plan, rootfs, !writable), false, {}};
+        NewRoot root;
+        if (layer.upper.valid()) {
+            root = overlay_root(plan, rootfs, layer, late);
+        } else {
+            if (late) late();
+            const bool writable = plan.root.mode == RootMode::writable;
+            if (!writable)
+                log::info(cat("ROOTFS ", quote(plan.root.rootfs), " has mounts below it: bound read-only and "
+                              "recursively instead of an overlay (writes only in gpubox's tmpfs mounts)"));
+            root = {bind_root(plan, rootfs, !writable), false, {}};
+        }
+        root.tmpfs = std::move(layer.tmpfs);
+        return root;
     } catch (const SetupError&) {
         throw;
     } catch (...) {

@@ -42,9 +42,11 @@ struct BindDev {  // the only op without MS_NODEV; source must be a char device
 };
 struct Proc { std::string target = "/proc"; };
 struct Sysfs { std::string target = "/sys"; bool fresh = true; };  // !fresh: ro rbind of host /sys
+// Writable: a directory of gpubox's one tmpfs (RootSpec::tmpfs_size caps all of them together),
+// bound here. Read-only: a small tmpfs of its own, filled while detached, then sealed (/dev,
+// /proc/driver): the workload cannot write to it at all.
 struct Tmpfs {
     std::string target;
-    std::uint64_t size_bytes = 0;  // 0: kernel default (half of RAM)
     mode_t mode = 0755;
     bool noexec = false;
     bool read_only = false;
@@ -76,7 +78,9 @@ enum class RootMode { overlay, read_only, writable };
 struct RootSpec {
     std::string rootfs;  // host path, for messages; the child gets an fd
     RootMode mode = RootMode::overlay;
-    std::uint64_t layer_size = 0;  // size cap of the tmpfs holding the overlay's upper layer
+    // Size of gpubox's one tmpfs, the budget of everything the workload can write in memory:
+    // the overlay's upper layer, /tmp, /run, /dev/shm, --tmpfs mounts, a bound root's overlays.
+    std::uint64_t tmpfs_size = 0;
 };
 
 // Ops that create a file rather than mount one: in the image they are written into gpubox's

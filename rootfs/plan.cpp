@@ -32,7 +32,8 @@ void add_base_ops(const PlanInputs& in, std::vector<MountOp>& ops) {
     for (const char* p : kProcMasks) ops.push_back(MaskPath{p});
     for (const char* p : kProcReadOnly) ops.push_back(RemountRo{p});
     ops.push_back(Sysfs{"/sys", in.new_net_ns});
-    ops.push_back(Tmpfs{"/dev", 0, 0755, true, false, Place::image});
+    // Sealed once filled: it holds gpubox's nodes and links, and takes no file of the workload's.
+    ops.push_back(Tmpfs{.target = "/dev", .noexec = true, .read_only = true});
     for (std::size_t i = 0; i < std::size(kDevNodes); ++i)
         ops.push_back(BindDev{cat("/dev/", kDevNodes[i]), cat("/dev/", kDevNodes[i]),
                               Need::required, kDevRdev[i], Place::gpubox});
@@ -42,9 +43,9 @@ void add_base_ops(const PlanInputs& in, std::vector<MountOp>& ops) {
     ops.push_back(Symlink{"/proc/self/fd/0", "/dev/stdin"});
     ops.push_back(Symlink{"/proc/self/fd/1", "/dev/stdout"});
     ops.push_back(Symlink{"/proc/self/fd/2", "/dev/stderr"});
-    ops.push_back(Tmpfs{"/dev/shm", in.tmpfs_size, 01777, true, false, Place::gpubox});
-    ops.push_back(Tmpfs{"/tmp", in.tmpfs_size, 01777, false, false, Place::image});
-    ops.push_back(Tmpfs{"/run", in.tmpfs_size, 0755, false, false, Place::image});
+    ops.push_back(Tmpfs{.target = "/dev/shm", .mode = 01777, .noexec = true, .place = Place::gpubox});
+    ops.push_back(Tmpfs{.target = "/tmp", .mode = 01777});
+    ops.push_back(Tmpfs{.target = "/run"});
 }
 
 // Which filesystem a target falls in, given the ops before it (`before`, then `then`): the
@@ -81,7 +82,7 @@ void add_user_mounts(const PlanInputs& in, std::vector<MountOp>& ops) {
                             "pass the directory as ROOTFS instead");
         MountOp op;
         if (m.type == UserMount::Type::tmpfs)
-            op = Tmpfs{m.target, in.tmpfs_size, 0755, false, false, Place::image};
+            op = Tmpfs{.target = m.target};
         else
             op = Bind{m.source, m.target, m.type == UserMount::Type::ro_bind, Need::required,
                       Place::image};

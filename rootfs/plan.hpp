@@ -16,7 +16,6 @@ struct PlanInputs {
     RootSpec root;
     bool new_pid_ns = true;
     bool new_net_ns = true;
-    std::uint64_t tmpfs_size = 0;           // /tmp, /run, /dev/shm and --tmpfs
     std::vector<MountOp> device_ops;        // from the GPU planner, applied after the base set
     std::vector<UserMount> user_mounts;     // applied last, so users can override
 };

@@ -38,8 +38,8 @@ std::string render(const Sysfs& s) {
                    : cat("rbind-ro /sys -> ", s.target, " (host sysfs: no new net namespace)");
 }
 std::string render(const Tmpfs& t) {
-    return cat("tmpfs ", t.target, " (size=", size_text(t.size_bytes), ",mode=", mode_text(t.mode),
-               t.read_only ? ",ro" : "", ",nosuid,nodev", t.noexec ? ",noexec" : "", ")");
+    return cat("tmpfs ", t.target, " (", t.read_only ? "ro once filled" : "in gpubox's tmpfs",
+               ",mode=", mode_text(t.mode), ",nosuid,nodev", t.noexec ? ",noexec" : "", ")");
 }
 std::string render(const Devpts& d) {
     return cat("devpts ", d.target, " (newinstance,ptmxmode=0666,mode=0620)");
@@ -61,12 +61,15 @@ std::string to_string(const MountOp& op) {
 std::string to_string(const RootSpec& root) {
     switch (root.mode) {
         case RootMode::overlay:
-            return cat("root overlay lower=", root.rootfs, " upper=tmpfs(size=",
-                       size_text(root.layer_size), ") (ROOTFS read-only, writes discarded)");
+            return cat("root overlay lower=", root.rootfs,
+                       " upper=gpubox's tmpfs (ROOTFS read-only, writes discarded)\ngpubox's tmpfs: size=",
+                       size_text(root.tmpfs_size), " (one budget: the root's layer, /tmp, /run, /dev/shm, --tmpfs)");
         case RootMode::read_only:
-            return cat("root read-only overlay lower=", root.rootfs, " (no writes outside tmpfs)");
+            return cat("root read-only overlay lower=", root.rootfs, " (no writes outside tmpfs)\ngpubox's tmpfs: size=",
+                       size_text(root.tmpfs_size), " (one budget: /tmp, /run, /dev/shm, --tmpfs)");
         case RootMode::writable:
-            return cat("root rbind ", root.rootfs, " (writable: writes reach ROOTFS on disk)");
+            return cat("root rbind ", root.rootfs, " (writable: writes reach ROOTFS on disk)\ngpubox's tmpfs: size=",
+                       size_text(root.tmpfs_size), " (one budget: /tmp, /run, /dev/shm, --tmpfs)");
     }
     return {};
 }

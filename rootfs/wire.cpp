@@ -18,7 +18,7 @@ void fields(O& o, F&& f) {
     else if constexpr (std::is_same_v<T, BindDev>) f(o.source), f(o.target), f(o.need), f(o.rdev), f(o.place);
     else if constexpr (std::is_same_v<T, Sysfs>) f(o.target), f(o.fresh);
     else if constexpr (std::is_same_v<T, Tmpfs>)
-        f(o.target), f(o.size_bytes), f(o.mode), f(o.noexec), f(o.read_only), f(o.place);
+        f(o.target), f(o.mode), f(o.noexec), f(o.read_only), f(o.place);
     else if constexpr (std::is_same_v<T, Symlink>) f(o.link_text), f(o.path), f(o.place);
     else if constexpr (std::is_same_v<T, WriteFile>) f(o.target), f(o.content), f(o.mode), f(o.place);
     else if constexpr (std::is_same_v<T, MakeDir>) f(o.target), f(o.mode), f(o.place);

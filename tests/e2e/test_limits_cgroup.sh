@@ -35,7 +35,7 @@ expect_eq "  nothing survives" "$(pgrep -f 'sleep 4311' || true)" ""
 
 box run --memory-limit 64M --wall-time-limit 10 --meta "$M" "$R" probe membomb
 expect_eq "memory bomb: ML, by whichever mechanism this host offers" "$(field status)" ML
-expect_match "  the mechanism is named" "$(mechanism memory)" '^(cgroup memory.max|sum of resident memory)'
+expect_match "  the mechanism is named" "$(mechanism memory)" '^(cgroup memory.max|sum over the sandbox)'
 box run --pids-limit 10 --meta "$M" "$R" true
 expect_match "pids: the mechanism says whether it is enforced" "$(mechanism pids)" '^(cgroup pids.max|RLIMIT_NPROC)'
 finish

@@ -65,7 +65,7 @@ TEST_CASE("the monitor makes the GPU's entries in the late directory as init wou
     const std::string lib = "/usr/lib/x86_64-linux-gnu/";
     std::vector<MountOp> ops = place_device_ops(
         base, {BindDev{"/dev/null", "/dev/nvidia0", Need::required, makedev(1, 3)},
-               Tmpfs{"/proc/driver", 1 << 20, 0555, true, true, Place::kernel},
+               Tmpfs{"/proc/driver", 0555, true, true, Place::kernel},
                MakeDir{"/proc/driver/nvidia", 0555},
                WriteFile{"/proc/driver/nvidia/params", "ModifyDeviceFiles: 0\n", 0444},
                Bind{d.dir.string(), "/proc/driver/nvidia/gpus/0000:3b:00.0", true, Need::required, Place::image, SourceKind::dir},
@@ -119,7 +119,7 @@ TEST_CASE("a kernel-place tmpfs is left to init where the image's own directory 
     PlanInputs in;
     in.root = {(d.dir / "image").string(), RootMode::overlay, 0};
     const MountPlan base = build_mount_plan(in);
-    const std::vector<MountOp> ops = place_device_ops(base, {Tmpfs{"/proc/driver", 1 << 20, 0555, true, true, Place::kernel},
+    const std::vector<MountOp> ops = place_device_ops(base, {Tmpfs{"/proc/driver", 0555, true, true, Place::kernel},
                                                              MakeDir{"/proc/driver/nvidia", 0555}});
     const MountPlan full = with_device_ops(base, ops);
     UniqueFd late = sys::open_at(AT_FDCWD, (d.dir / "late").string(), O_PATH | O_DIRECTORY);

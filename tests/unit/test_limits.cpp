@@ -32,17 +32,37 @@ Limits autograder() {
 TEST_CASE("limits without a cgroup: rlimits, sampling, and mechanisms that say so") {
     LimitPlan p = plan_limits(autograder(), {}, true, false, false);
     CHECK(has_rlimit(p, RLIMIT_NPROC));
-    CHECK(has_rlimit(p, RLIMIT_DATA));
     CHECK(has_rlimit(p, RLIMIT_CPU));
     CHECK(has_rlimit(p, RLIMIT_CORE));
-    CHECK_FALSE(has_rlimit(p, RLIMIT_AS));  // never by default: it breaks JITs and CUDA
+    // Never by default: both refuse address space that is never touched (JITs, CUDA), and a
+    // refused allocation would be graded as the program's crash instead of ML.
+    CHECK_FALSE(has_rlimit(p, RLIMIT_AS));
+    CHECK_FALSE(has_rlimit(p, RLIMIT_DATA));
     CHECK(p.sample_usage);
-    CHECK(p.sample_ms == 20);
+    CHECK(p.sample_ms == 5);
+    CHECK(p.ipc.rmid_forced);
     CHECK(mech(p, "pids") == "RLIMIT_NPROC in the sandbox's user namespace");
-    CHECK(mech(p, "memory").find("sampled every 20 ms") != std::string::npos);
+    CHECK(mech(p, "memory").find("sampled every 5 ms") != std::string::npos);
     CHECK(mech(p, "kill") == "SIGKILL to the pid namespace's init");
-    auto data = std::find_if(p.rlimits.begin(), p.rlimits.end(), [](auto& op) { return op.resource == RLIMIT_DATA; });
-    CHECK(data->value == 512u << 20);
+}
+
+TEST_CASE("defaults that protect the host: a pids cap, one tmpfs budget, SysV within it") {
+    LimitPlan p = plan_limits({}, {}, true, false, false, 1ULL << 30);
+    auto nproc = std::find_if(p.rlimits.begin(), p.rlimits.end(), [](auto& op) { return op.resource == RLIMIT_NPROC; });
+    REQUIRE(nproc != p.rlimits.end());
+    CHECK(nproc->value == kDefaultPids);
+    CHECK(mech(p, "pids").find("the default, 4096") != std::string::npos);
+    CHECK(p.ipc.shm_bytes == 1ULL << 30);
+    CHECK_FALSE(p.sample_usage);  // no limit asked: nothing to measure
+    Limits unlimited;
+    unlimited.pids = 0;
+    CHECK_FALSE(has_rlimit(plan_limits(unlimited, {}, true, false, false), RLIMIT_NPROC));
+    CHECK_FALSE(unlimited.any());
+    CHECK(plan_tmpfs_size(32 << 20, 64 << 20, 8ULL << 30) == 32u << 20);  // --tmpfs-size wins
+    CHECK(plan_tmpfs_size(0, 64 << 20, 8ULL << 30) == 64u << 20);         // else the memory limit
+    CHECK(plan_tmpfs_size(0, std::nullopt, 8ULL << 30) == 2ULL << 30);    // else a quarter of MemAvailable
+    CHECK(parse_mem_available("MemTotal:       24000000 kB\nMemAvailable:    8000000 kB\n") == 8000000ULL * 1024);
+    CHECK_FALSE(parse_mem_available("MemTotal: 1 kB\n"));
 }
 
 TEST_CASE("limits with a delegated cgroup use its controllers") {
@@ -65,11 +85,98 @@ TEST_CASE("honest mechanisms on old kernels and for the host's root") {
     CHECK(std::find_if(nproc.begin(), nproc.end(), [](auto& op) { return op.resource == RLIMIT_NPROC; })->value == 11);
 }
 
-TEST_CASE("usage parsers: stat with a hostile comm, statm") {
-    CHECK(parse_stat_ticks("42 (a) b) c) R 1 42 42 0 -1 4194560 10 0 0 0 7 3 2 1 20 0 1 0") == 13u);
-    CHECK_FALSE(parse_stat_ticks("42 (no close"));
-    CHECK_FALSE(parse_stat_ticks("42 (x) R 1"));
-    CHECK(parse_statm_anon_pages("1000 300 100 10 0 200 0\n") == 200u);
+TEST_CASE("usage parsers: stat with a hostile comm, status, smaps_rollup, sysvipc, loadavg") {
+    ProcSample p;
+    REQUIRE(parse_proc_stat("42 (a) b) c) R 7 42 42 0 -1 4194560 10 0 0 0 7 3 2 1 20 0 1 0 12345 0", 10, p));
+    CHECK(p.ppid == 7);
+    CHECK(p.self_ns == 100);
+    CHECK(p.children_ns == 30);
+    CHECK(p.start == 12345);
+    CHECK_FALSE(parse_proc_stat("42 (no close", 10, p));
+    CHECK_FALSE(parse_proc_stat("42 (x) R 1", 10, p));
+    REQUIRE(parse_proc_status("Name:\tsh\nThreads:\t4\nSigIgn:\t0000000000010000\nRssAnon:\t  100 kB\nRssShmem:\t 7 kB\n", p));
+    CHECK(p.threads == 4);
+    CHECK(p.ignores_sigchld);  // bit 16: signal 17
+    CHECK(p.anon_bytes == 100 * 1024);
+    CHECK(p.shmem_bytes == 7 * 1024);
+    REQUIRE(parse_proc_status("Threads:\t1\nSigIgn:\t0000000000000004\n", p));  // a zombie: no Rss lines
+    CHECK_FALSE(p.ignores_sigchld);
+    CHECK(p.anon_bytes == 0);
+    CHECK_FALSE(parse_proc_status("Name: x\n", p));
+    CHECK(parse_pss_shmem("Rss: 10 kB\nPss_Anon: 3 kB\nPss_Shmem:  2048 kB\n") == 2048u * 1024);
+    const std::string shm =
+        "       key      shmid perms                  size  cpid  lpid nattch   uid   gid  cuid  cgid      atime      dtime      ctime                   rss                  swap\n"
+        "         0          1   600               1048576    10    10      0  1000  1000  1000  1000          0          0 1700000000               1048576                     0\n"
+        "         0          2   600               1048576    10    10      1  1000  1000  1000  1000          0          0 1700000000                524288                     0\n";
+    CHECK(parse_unattached_sysv(shm) == 1048576u);  // the attached one is in its attacher's Pss_Shmem
+    CHECK(parse_last_pid("0.00 0.01 0.05 1/120 4242\n") == 4242u);
+    CHECK_FALSE(parse_last_pid("0.00 0.01\n"));
+}
+
+namespace {
+ProcSample proc(pid_t pid, pid_t ppid, std::uint64_t self, std::uint64_t children = 0, bool ign = false,
+                std::uint64_t start = 1) {
+    ProcSample p;
+    p.pid = pid, p.ppid = ppid, p.self_ns = self, p.children_ns = children, p.ignores_sigchld = ign, p.start = start;
+    return p;
+}
+constexpr std::uint64_t ms = 1000000;
+}  // namespace
+
+TEST_CASE("CPU ledger: every process counts, waited for or reaped by the kernel") {
+    CpuLedger l(2);
+    CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms)}, 0, 0) == 100 * ms);
+    SECTION("a child its parent waits for moves into the parent's cutime: counted once") {
+        CHECK(l.update({proc(1, 0, 0), proc(2, 1, 110 * ms), proc(3, 2, 50 * ms)}, 1, 10 * ms) == 160 * ms);
+        CHECK(l.update({proc(1, 0, 0), proc(2, 1, 120 * ms, 60 * ms)}, 0, 10 * ms) == 180 * ms);
+        CHECK(l.charged_ns() == 0);
+        CHECK_FALSE(l.reaping_seen());
+    }
+    SECTION("a child the kernel reaped is kept, plus the interval it may have run unseen") {
+        CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms, 0, true), proc(3, 2, 50 * ms)}, 1, 10 * ms) == 150 * ms);
+        CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms, 0, true)}, 0, 10 * ms) == 160 * ms);
+        CHECK(l.charged_ns() == 60 * ms);
+        CHECK(l.reaping_seen());
+        // Then pids made and never seen are charged the interval each, at most the CPUs' capacity.
+        CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms, 0, true)}, 1, 10 * ms) == 170 * ms);
+        CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms, 0, true)}, 50, 10 * ms) == 190 * ms);
+    }
+    SECTION("SA_NOCLDWAIT, invisible in SigIgn, shows as a cutime that did not grow") {
+        CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms), proc(3, 2, 50 * ms)}, 1, 10 * ms) == 150 * ms);
+        CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms)}, 0, 10 * ms) == 150 * ms);
+        CHECK(l.reaping_seen());
+        // From then on its children are charged as a SIGCHLD-ignoring parent's.
+        CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms), proc(4, 2, 20 * ms)}, 1, 10 * ms) == 170 * ms);
+        CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms)}, 0, 10 * ms) == 180 * ms);
+    }
+    SECTION("a child shorter than a clock tick is weighed to the ns (schedstat)") {
+        ProcSample c = proc(3, 2, 0);
+        c.exact_ns = 4 * ms;
+        CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms), c}, 1, 10 * ms) == 100 * ms);
+        c.pid = 4, c.exact_ns = 9 * ms;
+        CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms), c}, 1, 10 * ms) == 100 * ms);  // 3 vanished: 4 ms owed
+        CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms)}, 0, 10 * ms) == 113 * ms);      // 13 ms > a tick
+    }
+    SECTION("a waited child's time within a tick of what it was seen using is no loss") {
+        ProcSample c = proc(3, 2, 0);
+        c.exact_ns = 9 * ms;
+        CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms), c}, 1, 10 * ms) == 100 * ms);
+        CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms, 0)}, 0, 10 * ms) == 100 * ms);  // cutime shows 0 ticks
+        CHECK_FALSE(l.reaping_seen());
+    }
+    SECTION("orphans go to init, whose cutime counts") {
+        CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms), proc(3, 2, 50 * ms)}, 1, 10 * ms) == 150 * ms);
+        CHECK(l.update({proc(1, 0, 0, 170 * ms)}, 0, 10 * ms) == 170 * ms);  // 2 and then 3 reaped by init
+        CHECK(l.charged_ns() == 0);
+    }
+    SECTION("a reused pid is a new process") {
+        CHECK(l.update({proc(1, 0, 0, 100 * ms), proc(2, 1, 5 * ms, 0, false, 99)}, 1, 10 * ms) == 105 * ms);
+        CHECK(l.charged_ns() == 0);
+    }
+    SECTION("without a sign of the kernel reaping, unseen pids cost nothing (a shell's waited children)") {
+        CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms, 30 * ms)}, 40, 10 * ms) == 130 * ms);
+        CHECK(l.charged_ns() == 0);
+    }
 }
 
 TEST_CASE("verdicts") {

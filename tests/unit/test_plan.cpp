@@ -38,8 +38,7 @@ TEST_CASE("default plan matches the golden file") {
 TEST_CASE("user mounts, tmpfs size and shared network match the golden file") {
     PlanInputs in = base();
     in.new_net_ns = false;
-    in.tmpfs_size = 64ULL << 20;
-    in.root.layer_size = in.tmpfs_size;
+    in.root.tmpfs_size = 64ULL << 20;
     in.user_mounts = {{UserMount::Type::ro_bind, "/data", "/data"},
                       {UserMount::Type::bind, "/scratch", "/tmp/out"},
                       {UserMount::Type::tmpfs, "", "/cache"}};
@@ -88,10 +87,10 @@ TEST_CASE("--writable refuses device ops that would write into ROOTFS") {
 
 TEST_CASE("mount ops survive the monitor-to-init wire format; damaged bytes are refused") {
     PlanInputs in = base();
-    in.tmpfs_size = 1 << 20;
+    in.root.tmpfs_size = 1 << 20;
     in.user_mounts = {{UserMount::Type::ro_bind, "/data", "/data"}};
     in.device_ops = {BindDev{"/dev/nvidia2", "/dev/nvidia2", Need::required, makedev(195, 2)},
-                     Tmpfs{"/proc/driver", 1 << 20, 0555, true, false, Place::kernel},
+                     Tmpfs{"/proc/driver", 0555, true, false, Place::kernel},
                      MakeDir{"/proc/driver/nvidia", 0555},
                      WriteFile{"/proc/driver/nvidia/params", std::string("a\0b\n", 4), 0444},
                      Bind{"/usr/lib/libcuda.so.550", "/usr/lib/libcuda.so.550", true, Need::optional,
