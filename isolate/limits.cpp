@@ -19,10 +19,7 @@ void plan_cpu(const Limits& l, const CgroupCaps& cg, LimitPlan& p) {
     // The whole sandbox's CPU, sampled; RLIMIT_CPU is a per-process backstop.
     const auto backstop = static_cast<rlim_t>(std::ceil(*l.cpu_seconds)) + 1;
     p.rlimits.push_back({RLIMIT_CPU, backstop, "RLIMIT_CPU"});
-    p.mechanisms.emplace_back("cpu_time", cg.usable ? "cgroup cpu.stat usage_usec, sampled every 50 ms"
-                                                    : "sum over the sandbox's processes (its own /proc), sampled every "
-                                                      "10 ms; children the kernel reaps unseen are charged an upper "
-                                                      "bound (their last sample + 10 ms, or 10 ms each if never seen)");
+    p.mechanisms.emplace_back("cpu_time", cg.usable ? "cgroup cpu.stat usage_usec, sampled every 50 ms" : "");
     p.sample_usage = !cg.usable;
     p.sample_ms = 10;
 }
@@ -97,6 +94,11 @@ LimitPlan plan_limits(const Limits& l, const CgroupCaps& cg, bool nproc_per_user
     // the last sample is the only record of their CPU time: sample whenever limits apply.
     if (!cg.usable && l.any()) p.sample_usage = true;
     if (p.sample_usage && !l.cpu_seconds && !l.memory_bytes) p.sample_ms = 50;
+    for (auto& [name, how] : p.mechanisms)
+        if (name == "cpu_time" && how.empty())
+            how = cat("sum over the sandbox's processes (its own /proc), sampled every ", p.sample_ms, " ms; a child "
+                      "the kernel reaps is charged an upper bound (its last sample + ", p.sample_ms, " ms, or ",
+                      p.sample_ms, " ms if never seen)");
     return p;
 }
 
