@@ -3,8 +3,10 @@
 #
 #   examples/autograder/grade.sh SUBMISSION.c [TESTDIR]
 #
-# 1. compiles the C submission inside a sandbox over the host's root (for its compiler), with
-#    limits, so a hostile #include or a compiler bomb cannot touch anything;
+# 1. compiles the C submission inside a sandbox with limits, in a minimal rootfs with only the
+#    host's /usr (for its compiler) added read-only, so that a hostile #include, .incbin or
+#    compiler bomb can neither touch nor read anything else: not the expected outputs, not this
+#    grader's work directory, not the user's files;
 # 2. runs the program on every TESTDIR/*.in in a minimal rootfs with time, memory, process and
 #    output limits and an isolate-style verdict file (--meta-format isolate);
 # 3. compares outputs and prints a verdict table: AC, WA, RE, TLE, MLE, OLE, CE, IE.
@@ -23,10 +25,28 @@ mkdir "$work/out"
 key() { sed -n "s/^$2://p" "$1"; }
 
 "$gpubox" rootfs create "$work/rootfs" >/dev/null || exit 2
+
+# Compile. Not over the host's "/": the compiler reads whatever file the submission names
+# (#include "/abs/path/tests/1.out", a relative "../../..", the assembler's .incbin), and could
+# print it into the program or into its error messages, so it must see only what it needs.
+# The tests may live anywhere (/home, /srv, /var/tmp, a checkout), so rather than mask their path,
+# the root is the minimal rootfs (its own /etc with passwd, group, hosts; empty /home, /root;
+# /bin, /sbin, /lib -> usr/*; /lib64 with a copy of the host's dynamic loader) with the host's
+# /usr bound read-only over its /usr. On a merged-/usr host (Debian 12) that is all of gcc,
+# cc1, as, ld, the headers and the libraries; gcc needs nothing from /etc (no ld.so.cache: the
+# loader searches the multiarch directories by default). /tmp is a fresh tmpfs for gcc's
+# temporaries; the only host paths besides /usr are the submission, read-only, and a fresh
+# output directory.
+usr_masks=()
+for dir in "$tests" "$work"; do
+    # Something kept below /usr itself would come in with it: hide it under an empty tmpfs.
+    case $dir/ in /usr/*) usr_masks+=(--tmpfs "$dir") ;; esac
+done
 "$gpubox" run --wall-time-limit 30 --time-limit 20 --memory-limit 1G --pids-limit 64 \
+    --ro-bind /usr:/usr "${usr_masks[@]}" \
     --ro-bind "$sub:/tmp/src/main.c" --bind "$work/out:/tmp/out" --workdir /tmp \
     --meta "$work/compile.meta" --meta-format isolate \
-    / gcc -O2 -std=c11 -o /tmp/out/main /tmp/src/main.c -lm 2>"$work/compile.err"
+    "$work/rootfs" gcc -O2 -std=c11 -o /tmp/out/main /tmp/src/main.c -lm 2>"$work/compile.err"
 compiled=$?
 
 printf '%-10s %-5s %8s %9s  %s\n' TEST VERDICT TIME "MEM(KiB)" DETAIL
