@@ -9,14 +9,13 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <unistd.h>
-
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <optional>
 #include <cstring>
+#include <optional>
 
 #include "common/error.hpp"
 #include "common/sys.hpp"
