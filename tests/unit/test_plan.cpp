@@ -47,10 +47,13 @@ TEST_CASE("user mounts, tmpfs size and shared network match the golden file") {
 
 TEST_CASE("planner orders /dev tmpfs before device binds and /proc before its masks") {
     MountPlan p = build_mount_plan(base());
+    // An op that went missing fails here, instead of comparing as -1 and passing.
     auto index = [&](const std::string& s) {
-        for (std::size_t i = 0; i < p.ops.size(); ++i)
-            if (to_string(p.ops[i]).find(s) != std::string::npos) return static_cast<long>(i);
-        return -1L;
+        std::size_t i = 0;
+        while (i < p.ops.size() && to_string(p.ops[i]).find(s) == std::string::npos) ++i;
+        INFO("op: " << s);
+        REQUIRE(i < p.ops.size());
+        return i;
     };
     CHECK(index("tmpfs /dev ") < index("bind-dev /dev/null"));
     CHECK(index("proc /proc") < index("mask /proc/kcore"));
