@@ -139,20 +139,26 @@ Cgroup setup_cgroup(const Limits& limits, const CgroupRequest& request) {
         best.reason = "--cgroup off";
         return best;
     }
-    std::vector<std::string> why;
+    std::vector<std::pair<CgroupRoute, std::string>> tried;
+    std::optional<CgroupRoute> best_route;
     for (CgroupRoute route : plan_cgroup_routes(request.mode)) {
         Cgroup cg;
         try {
             cg = try_route(route, limits, request);
         } catch (...) {
             if (request.mode != CgroupMode::auto_) std::throw_with_nested(SetupError("cgroup"));
-            why.push_back(describe(std::current_exception()));
+            tried.emplace_back(route, describe(std::current_exception()));
             continue;
         }
-        if (!cg.reason.empty()) why.push_back(cat(cg.how, ": ", cg.reason));
-        if (cgroup_score(cg.caps, limits) > cgroup_score(best.caps, limits)) std::swap(best, cg);
+        tried.emplace_back(route, cg.reason.empty() ? "" : cat(cg.how, ": ", cg.reason));
+        if (cgroup_score(cg.caps, limits) > cgroup_score(best.caps, limits)) std::swap(best, cg), best_route = route;
         remove_cgroup(cg);
         if (cgroup_covers(best.caps, limits)) break;
+    }
+    std::vector<std::string> why;
+    for (const auto& [route, text] : tried) {
+        if (!text.empty()) why.push_back(text);
+        if (route != best_route) best.passed_over.emplace_back(route, text);
     }
     best.reason = cgroup_covers(best.caps, limits) ? "" : join(why, "; ");
     if (!best.how.empty()) log::info(cat("cgroup: ", best.how));

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/unique_fd.hpp"
 #include "isolate/cgroup_plan.hpp"
@@ -22,6 +24,8 @@ struct Cgroup {
     // gpubox-1234-0a1b2c3d.scope", "--cgroup /sys/fs/cgroup/..."; empty without one.
     std::string how;
     std::string reason;  // why it is not usable, or which controllers are missing
+    // The routes tried and not taken, each with why (`gpubox doctor` shows them with a fix).
+    std::vector<std::pair<CgroupRoute, std::string>> passed_over;
 };
 
 // Make and configure the sandbox's cgroup for `limits`, the way `request` asks.

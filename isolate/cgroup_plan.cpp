@@ -63,6 +63,42 @@ bool cgroup_covers(const CgroupCaps& got, const Limits& wanted) {
     return got.usable && (!wanted.memory_bytes || got.memory) && (!wanted.pids || got.pids);
 }
 
+namespace {
+constexpr const char* kDelegateDropIn =
+    "as root: printf '[Service]\\nDelegate=cpu cpuset io memory pids\\n' > "
+    "/etc/systemd/system/user@.service.d/delegate.conf (mkdir -p the directory first), "
+    "systemctl daemon-reload, then log in again";
+}  // namespace
+
+std::string cgroup_fix(CgroupRoute route, const std::string& why, uid_t uid) {
+    const auto says = [&](std::string_view s) { return why.find(s) != std::string::npos; };
+    if (says("no cgroup v2 hierarchy") || says("no cgroup v2 entry"))
+        return "boot with cgroup v2 (systemd.unified_cgroup_hierarchy=1 on the kernel command line)";
+    if (says("cgroup/unified"))  // hybrid: the controllers are in cgroup v1's hierarchies
+        return "boot with cgroup v2 alone (systemd.unified_cgroup_hierarchy=1 on the kernel command line)";
+    if (says("controllers not delegated")) return kDelegateDropIn;
+    switch (route) {
+        case CgroupRoute::own:
+            return "run gpubox inside a cgroup delegated to you (a systemd unit or scope with Delegate=yes), "
+                   "or as root";
+        case CgroupRoute::given:
+            return "give a cgroup v2 directory you own whose cgroup.subtree_control you may write, and run "
+                   "gpubox from within the same delegated subtree";
+        case CgroupRoute::systemd_scope:
+            if (says("no bus socket") && uid == 0) return "start systemd's D-Bus system bus (dbus.service)";
+            if (says("no bus socket"))
+                return cat("loginctl enable-linger \"$(id -un)\" (or log in), so that user@", uid,
+                           ".service runs, and install dbus-user-session for its D-Bus");
+            if (says("dlopen")) return "install libsystemd0 (gpubox loads its sd-bus client when it needs one)";
+            if (says("StartTransientUnit"))
+                return "see 'systemctl --user status' and 'journalctl --user -e': the user manager refused the scope";
+            return "see 'systemctl --user status': is the user manager (user@UID.service) running?";
+    }
+    return "";
+}
+
+std::string cgroup_cpu_fix() { return kDelegateDropIn; }
+
 std::optional<std::string> parse_cgroup2_mount(std::string_view mountinfo) {
     std::istringstream info{std::string(mountinfo)};
     for (std::string line; std::getline(info, line);) {

@@ -42,6 +42,12 @@ int cgroup_score(const CgroupCaps& got, const Limits& wanted);
 // Whether `got` enforces everything asked, so that `auto` stops looking.
 bool cgroup_covers(const CgroupCaps& got, const Limits& wanted);
 
+// One line of advice for `gpubox doctor`: how to make `route` work, given why it did not (`why`,
+// as setup_cgroup() words it), for user `uid`.
+std::string cgroup_fix(CgroupRoute route, const std::string& why, uid_t uid);
+// The same for a scope without the cpu controller (cpu.stat works without it; cpu.max does not).
+std::string cgroup_cpu_fix();
+
 // The cgroup2 mount point from /proc/self/mountinfo text (octal escapes decoded).
 std::optional<std::string> parse_cgroup2_mount(std::string_view mountinfo);
 // The unified hierarchy's path ("0::/a/b") from /proc/PID/cgroup text.

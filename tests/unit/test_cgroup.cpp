@@ -91,3 +91,24 @@ TEST_CASE("subtree_control gets only the controllers the scope was given") {
     CHECK(plan_subtree_control("cpuset io memory\n", want) == std::vector<std::string>{"+memory"});
     CHECK(plan_subtree_control("", want).empty());
 }
+
+TEST_CASE("doctor's fix for each reason a route was passed over") {
+    using R = CgroupRoute;
+    const std::string no_bus = "systemd scope \"gpubox-1-00000001.scope\": connect to the user bus: no bus socket "
+                               "\"/run/user/1000/bus\" (no systemd user manager for uid 1000)";
+    CHECK(cgroup_fix(R::systemd_scope, no_bus, 1000) ==
+          "loginctl enable-linger \"$(id -un)\" (or log in), so that user@1000.service runs, and install "
+          "dbus-user-session for its D-Bus");
+    CHECK(cgroup_fix(R::systemd_scope, "connect to the system bus: no bus socket \"/run/dbus/system_bus_socket\"", 0) ==
+          "start systemd's D-Bus system bus (dbus.service)");
+    CHECK_THAT(cgroup_fix(R::systemd_scope, "dlopen(\"libsystemd.so.0\"): libsystemd.so.0: cannot open", 1000),
+               Catch::StartsWith("install libsystemd0"));
+    CHECK_THAT(cgroup_fix(R::systemd_scope, "systemd scope \"x\": controllers not delegated to \"/sys/fs/cgroup/a\": memory", 1000),
+               Catch::Contains("Delegate=cpu cpuset io memory pids"));
+    CHECK_THAT(cgroup_fix(R::own, "own cgroup /sys/fs/cgroup/unified: controllers not delegated (cgroup/unified)", 0),
+               Catch::Contains("systemd.unified_cgroup_hierarchy=1"));
+    CHECK_THAT(cgroup_fix(R::own, "no cgroup v2 hierarchy is mounted", 1000), Catch::Contains("cgroup v2"));
+    CHECK_THAT(cgroup_fix(R::own, "own cgroup \"/sys/fs/cgroup/x\" (not delegated to this user): mkdirat", 1000),
+               Catch::Contains("Delegate=yes"));
+    CHECK_THAT(cgroup_cpu_fix(), Catch::Contains("user@.service.d/delegate.conf"));
+}
