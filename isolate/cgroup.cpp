@@ -7,9 +7,15 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <sstream>
+#include <vector>
 
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "common/sys.hpp"
 #include "common/text.hpp"
+#include "isolate/systemd_scope.hpp"
 
 namespace gpubox::isolate {
 namespace {
@@ -29,23 +35,17 @@ bool write_text(const std::string& path, const std::string& value) {
     return ok;
 }
 
-// The cgroup2 mount point and our own cgroup path in it.
-std::optional<std::string> own_cgroup_dir() {
-    std::string mnt;
-    std::istringstream info(read_text("/proc/self/mountinfo"));
-    for (std::string line; std::getline(info, line);) {
-        auto dash = line.find(" - cgroup2 ");
-        if (dash == std::string::npos) continue;
-        std::istringstream f(line.substr(0, dash));
-        std::string a, b, c, d;
-        f >> a >> b >> c >> d >> mnt;
-        break;
-    }
-    if (mnt.empty()) return std::nullopt;
-    std::istringstream cg(read_text("/proc/self/cgroup"));
-    for (std::string line; std::getline(cg, line);)
-        if (starts_with(line, "0::")) return mnt + (line.substr(3) == "/" ? "" : line.substr(3));
-    return std::nullopt;
+// The cgroup2 mount point, and our own cgroup's directory in it.
+std::string cgroup2_mount() {
+    auto mnt = parse_cgroup2_mount(read_text("/proc/self/mountinfo"));
+    if (!mnt) throw SetupError("no cgroup v2 hierarchy is mounted");
+    return *mnt;
+}
+
+std::string own_cgroup_dir(const std::string& mnt) {
+    auto path = parse_proc_cgroup(read_text("/proc/self/cgroup"));
+    if (!path) throw SetupError("/proc/self/cgroup has no cgroup v2 entry");
+    return *path == "/" ? mnt : mnt + *path;
 }
 
 bool has_word(const std::string& list, const std::string& word) {
@@ -62,40 +62,107 @@ bool enable_controller(const std::string& parent, const std::string& ctrl) {
     return write_text(parent + "/cgroup.subtree_control", "+" + ctrl);
 }
 
-}  // namespace
-
-Cgroup setup_cgroup(const Limits& limits, const std::string& mode) {
-    Cgroup cg;
-    if (mode == "off") {
-        cg.reason = "--cgroup off";
-        return cg;
-    }
-    auto parent = own_cgroup_dir();
-    if (!parent) {
-        cg.reason = "no cgroup v2 hierarchy";
-        return cg;
-    }
+// The sandbox's cgroup `name` below `parent`, with the limits written. Throws if it cannot be
+// made; a missing controller is only a reason.
+Cgroup make_below(const std::string& parent, const std::string& name, const Limits& limits,
+                  bool enable_in_parent) {
     const bool want_mem = limits.memory_bytes.has_value(), want_pids = limits.pids.has_value();
-    const bool mem = want_mem && enable_controller(*parent, "memory");
-    const bool pids = want_pids && enable_controller(*parent, "pids");
-    cg.path = cat(*parent, "/gpubox-", ::getpid());
-    if (::mkdir(cg.path.c_str(), 0755) < 0) {
-        cg.reason = cat("no cgroup of our own: mkdir(", quote(cg.path), "): ", std::strerror(errno),
-                        " (not delegated to this user)");
-        cg.path.clear();
-        return cg;
+    if (enable_in_parent) {
+        if (want_mem) enable_controller(parent, "memory");
+        if (want_pids) enable_controller(parent, "pids");
     }
-    cg.dir.reset(::open(cg.path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    Cgroup cg;
+    cg.path = cat(parent, "/", name);
+    UniqueFd parent_fd = sys::open_at(AT_FDCWD, parent, O_PATH | O_DIRECTORY);
+    sys::mkdir_at(parent_fd.get(), name, 0755);
+    cg.dir = sys::open_at(AT_FDCWD, cg.path, O_RDONLY | O_DIRECTORY);
     cg.caps.usable = cg.dir.valid();
-    if (mem && write_text(cg.path + "/memory.max", std::to_string(*limits.memory_bytes))) {
+    if (want_mem && write_text(cg.path + "/memory.max", std::to_string(*limits.memory_bytes))) {
         write_text(cg.path + "/memory.swap.max", "0");
         cg.caps.memory = true;
     }
-    if (pids && write_text(cg.path + "/pids.max", std::to_string(*limits.pids))) cg.caps.pids = true;
+    if (want_pids && write_text(cg.path + "/pids.max", std::to_string(*limits.pids))) cg.caps.pids = true;
     if ((want_mem && !cg.caps.memory) || (want_pids && !cg.caps.pids))
-        cg.reason = cat("controllers not delegated to ", quote(*parent), ":", want_mem && !cg.caps.memory ? " memory" : "",
+        cg.reason = cat("controllers not delegated to ", quote(parent), ":", want_mem && !cg.caps.memory ? " memory" : "",
                         want_pids && !cg.caps.pids ? " pids" : "");
     return cg;
+}
+
+Cgroup own_route(const Limits& limits) {
+    const std::string parent = own_cgroup_dir(cgroup2_mount());
+    try {
+        Cgroup cg = make_below(parent, cat("gpubox-", ::getpid()), limits, true);
+        cg.how = cat("own cgroup ", parent);
+        return cg;
+    } catch (const SysError& e) {
+        if (e.err() != EACCES && e.err() != EPERM && e.err() != EROFS) throw;
+        std::throw_with_nested(SetupError(cat("own cgroup ", quote(parent), " (not delegated to this user)")));
+    }
+}
+
+Cgroup given_route(const Limits& limits, const std::string& parent) {
+    struct stat st {};
+    if (!sys::lstat_at(AT_FDCWD, parent + "/cgroup.procs", st))
+        throw SetupError(cat("--cgroup ", quote(parent), ": not a cgroup v2 directory (no cgroup.procs)"));
+    Cgroup cg = make_below(parent, cat("gpubox-", ::getpid()), limits, true);
+    cg.how = cat("--cgroup ", parent);
+    return cg;
+}
+
+Cgroup systemd_route(const Limits& limits) {
+    const std::string mnt = cgroup2_mount();
+    const std::string unit = scope_unit_name(::getpid(), std::random_device{}());
+    try {
+        const SystemdScope scope = enter_systemd_scope(mnt, unit);
+        Cgroup cg = make_below(scope.dir, "sandbox", limits, false);
+        cg.how = cat("systemd scope ", unit);
+        return cg;
+    } catch (...) {
+        std::throw_with_nested(SetupError(cat("systemd scope ", quote(unit))));
+    }
+}
+
+Cgroup try_route(CgroupRoute route, const Limits& limits, const CgroupRequest& request) {
+    switch (route) {
+        case CgroupRoute::own: return own_route(limits);
+        case CgroupRoute::systemd_scope: return systemd_route(limits);
+        case CgroupRoute::given: return given_route(limits, request.path);
+    }
+    throw SetupError("unknown cgroup route");
+}
+
+}  // namespace
+
+Cgroup setup_cgroup(const Limits& limits, const CgroupRequest& request) {
+    Cgroup best;
+    if (request.mode == CgroupMode::off) {
+        best.reason = "--cgroup off";
+        return best;
+    }
+    std::vector<std::pair<CgroupRoute, std::string>> tried;
+    std::optional<CgroupRoute> best_route;
+    for (CgroupRoute route : plan_cgroup_routes(request.mode)) {
+        Cgroup cg;
+        try {
+            cg = try_route(route, limits, request);
+        } catch (...) {
+            if (request.mode != CgroupMode::auto_) std::throw_with_nested(SetupError("cgroup"));
+            tried.emplace_back(route, describe(std::current_exception()));
+            continue;
+        }
+        tried.emplace_back(route, cg.reason.empty() ? "" : cat(cg.how, ": ", cg.reason));
+        if (cgroup_score(cg.caps, limits) > cgroup_score(best.caps, limits)) std::swap(best, cg), best_route = route;
+        remove_cgroup(cg);
+        if (cgroup_covers(best.caps, limits)) break;
+    }
+    std::vector<std::string> why;
+    for (const auto& [route, text] : tried) {
+        if (!text.empty()) why.push_back(text);
+        if (route != best_route) best.passed_over.emplace_back(route, text);
+    }
+    best.reason = cgroup_covers(best.caps, limits) ? "" : join(why, "; ");
+    if (!best.how.empty()) log::info(cat("cgroup: ", best.how));
+    return best;
 }
 
 std::optional<std::uint64_t> cgroup_cpu_usec(const Cgroup& cg) {

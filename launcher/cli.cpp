@@ -113,11 +113,10 @@ const std::vector<Flag>& run_flags() {
              if (v != "json" && v != "isolate") throw UsageError(cat("--meta-format: expected json or isolate, got ", quote(v)));
              o.meta_format = v;
          }},
-        {"--cgroup", true, "MODE  auto (default: a delegated cgroup v2 when there is one) or off",
-         [](Options& o, const std::string& v) {
-             if (v != "auto" && v != "off") throw UsageError(cat("--cgroup: expected auto or off, got ", quote(v)));
-             o.cgroup = v;
-         }},
+        {"--cgroup", true,
+         "MODE  auto (default: a cgroup v2 we may write, else a systemd scope), off, systemd, or a "
+         "delegated cgroup directory to make the sandbox's below",
+         [](Options& o, const std::string& v) { o.cgroup = isolate::parse_cgroup_request(v); }},
         {"--print-plan", false, "print namespaces, id maps, mounts and seccomp policy; run nothing",
          [](Options& o, const std::string&) { o.print_plan = true; }},
         {"-v", false, "more output (-v info, -vv debug: every mount step)",

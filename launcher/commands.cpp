@@ -9,12 +9,15 @@
 
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
+#include "common/error.hpp"
 #include "common/sys.hpp"
 #include "common/text.hpp"
 #include "gpu/driver_files.hpp"
 #include "gpu/gpu_spec.hpp"
 #include "gpu/inventory.hpp"
+#include "isolate/cgroup.hpp"
 #include "rootfs/create.hpp"
 
 namespace gpubox::launcher {
@@ -53,6 +56,10 @@ std::string read_sysctl(const char* path) {
 struct Doctor {
     int problems = 0;
     void ok(const std::string& what) { std::cout << "ok       " << what << "\n"; }
+    // Works, but less well than it could: not counted as a problem.
+    void note(const std::string& what, const std::string& fix) {
+        std::cout << "note     " << what << "\n         fix: " << fix << "\n";
+    }
     void problem(const std::string& what, const std::string& fix) {
         ++problems;
         std::cout << "PROBLEM  " << what << "\n         fix: " << fix << "\n";
@@ -83,6 +90,86 @@ void check_host(Doctor& d) {
     const std::string release = sys::kernel_release();
     if (sys::kernel_at_least(5, 12)) d.ok(cat("kernel ", release, " (overlayfs in a user namespace, mount_setattr)"));
     else d.problem(cat("kernel ", release, " is older than 5.12"), "gpubox needs Linux >= 5.12");
+}
+
+bool has_word(const std::string& list, const std::string& word) {
+    std::istringstream in(list);
+    for (std::string w; in >> w;)
+        if (w == word) return true;
+    return false;
+}
+
+// What a run with memory and process limits would get, tried for real in a child (a systemd
+// scope it starts ends with it), one field per line: "how\t...", "caps\tUMP", ...
+std::string try_cgroup_in_child() {
+    UniqueFd r, w;
+    sys::pipe(r, w);
+    std::cout.flush();
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        r.reset();
+        std::string out;
+        try {
+            isolate::Limits l;
+            l.memory_bytes = 64 << 20, l.pids = 64;
+            isolate::Cgroup cg = isolate::setup_cgroup(l, {});
+            out = cat("how\t", cg.how, "\ncaps\t", cg.caps.usable, cg.caps.memory, cg.caps.pids, "\nreason\t", cg.reason, "\n");
+            if (cg.caps.usable) out += cat("controllers\t", read_sysctl((cg.path + "/cgroup.controllers").c_str()), "\n");
+            for (const auto& [route, why] : cg.passed_over) out += cat("passed\t", static_cast<int>(route), "\t", why, "\n");
+            isolate::remove_cgroup(cg);
+        } catch (...) {
+            out = cat("reason\t", describe(std::current_exception()), "\n");
+        }
+        try {
+            sys::write_all(w.get(), out, "cgroup trial pipe");
+        } catch (...) {
+        }
+        ::_exit(0);
+    }
+    w.reset();
+    std::string text = pid > 0 ? sys::read_all(r.get(), "cgroup trial") : "";
+    if (pid > 0) ::waitpid(pid, nullptr, 0);
+    return text;
+}
+
+void check_cgroup(Doctor& d) {
+    std::string how, caps, reason, controllers;
+    std::vector<std::pair<isolate::CgroupRoute, std::string>> passed;
+    std::istringstream in(try_cgroup_in_child());
+    for (std::string line; std::getline(in, line);) {
+        const auto tab = line.find('\t');
+        const std::string key = line.substr(0, tab), value = tab == std::string::npos ? "" : line.substr(tab + 1);
+        if (key == "how") how = value;
+        else if (key == "caps") caps = value;
+        else if (key == "reason") reason = value;
+        else if (key == "controllers") controllers = value;
+        else if (key == "passed" && value.find('\t') != std::string::npos)
+            passed.emplace_back(static_cast<isolate::CgroupRoute>(std::stoi(value)), value.substr(value.find('\t') + 1));
+    }
+    const auto route_name = [](isolate::CgroupRoute r) {
+        return r == isolate::CgroupRoute::own ? "a delegated cgroup v2 of our own" : "a systemd scope";
+    };
+    const bool usable = caps.size() == 3 && caps[0] == '1';
+    const std::string missing = usable ? cat(caps[1] == '1' ? "" : " memory", caps[2] == '1' ? "" : " pids") : "";
+    if (usable)
+        d.ok(cat("limits use ", how, " (controllers: ", controllers.empty() ? "none" : controllers, ")"));
+    else
+        d.note("limits use no cgroup: memory is sampled, processes counted by RLIMIT_NPROC, the kill is by pid "
+               "namespace", "see the notes below");
+    if (!missing.empty()) {
+        const std::string why = cat("controllers not delegated to ", how, ":", missing);
+        d.note(cat(how, " lacks", missing, ": those limits are sampled or rlimits instead"),
+               isolate::cgroup_fix(isolate::CgroupRoute::own, how.find("/unified") != std::string::npos ? why + " (cgroup/unified)" : why, ::getuid()));
+    }
+    const bool scope = starts_with(how, "systemd scope");
+    for (const auto& [route, why] : passed)
+        d.note(cat("not ", route_name(route), why.empty() ? "" : cat(": ", why)),
+               scope && route == isolate::CgroupRoute::own ? "none needed: the systemd scope enforces the same limits"
+                                                         : isolate::cgroup_fix(route, why, ::getuid()));
+    if (usable && !has_word(controllers, "cpu"))
+        d.note("the sandbox's cgroup has no cpu controller: CPU time (cpu.stat) works, cpu.max would not",
+               how.find("/unified") != std::string::npos ? isolate::cgroup_fix(isolate::CgroupRoute::own, "cgroup/unified", ::getuid())
+                                                         : isolate::cgroup_cpu_fix());
 }
 
 void check_gpus(Doctor& d, const Options& o) {
@@ -140,6 +227,7 @@ int list_command(const Options& o) {
 int doctor_command(const Options& o) {
     Doctor d;
     check_host(d);
+    check_cgroup(d);
     check_gpus(d, o);
     std::cout << (d.problems ? cat(d.problems, " problem(s) found\n") : "no problems found\n");
     return d.problems ? 1 : 0;

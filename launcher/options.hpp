@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "isolate/cgroup_plan.hpp"
 #include "isolate/limits.hpp"
 #include "rootfs/mount_op.hpp"
 #include "rootfs/plan.hpp"
@@ -37,7 +38,7 @@ struct Options {
     isolate::Limits limits;
     std::string meta;                  // --meta FILE
     std::string meta_format = "json";  // or "isolate"
-    std::string cgroup = "auto";       // or "off"
+    isolate::CgroupRequest cgroup;     // --cgroup auto (default), off, systemd or PATH
 
     // GPUs (run, list, doctor)
     std::string gpu = "none";

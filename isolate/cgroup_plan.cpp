@@ -1,0 +1,144 @@
+#include "isolate/cgroup_plan.hpp"
+
+#include <cstdio>
+#include <sstream>
+
+#include "common/error.hpp"
+#include "common/text.hpp"
+
+namespace gpubox::isolate {
+namespace {
+
+// mountinfo escapes space, tab, newline and backslash as \ooo.
+std::string unescape_octal(std::string_view s) {
+    std::string out;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        if (s[i] == '\\' && i + 3 < s.size()) {
+            const auto d = [&](std::size_t k) { return s[i + k] >= '0' && s[i + k] <= '7'; };
+            if (d(1) && d(2) && d(3)) {
+                out += static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0'));
+                i += 3;
+                continue;
+            }
+        }
+        out += s[i];
+    }
+    return out;
+}
+
+bool has_word(std::string_view list, std::string_view word) {
+    std::istringstream in{std::string(list)};
+    for (std::string w; in >> w;)
+        if (w == word) return true;
+    return false;
+}
+
+}  // namespace
+
+CgroupRequest parse_cgroup_request(const std::string& text) {
+    if (text == "auto") return {CgroupMode::auto_, ""};
+    if (text == "off") return {CgroupMode::off, ""};
+    if (text == "systemd") return {CgroupMode::systemd, ""};
+    if (starts_with(text, "/") && text.find('\0') == std::string::npos) return {CgroupMode::path, text};
+    throw UsageError(cat("--cgroup: expected auto, off, systemd or an absolute cgroup directory, got ",
+                         quote(text)));
+}
+
+std::vector<CgroupRoute> plan_cgroup_routes(CgroupMode mode) {
+    switch (mode) {
+        case CgroupMode::auto_: return {CgroupRoute::own, CgroupRoute::systemd_scope};
+        case CgroupMode::off: return {};
+        case CgroupMode::systemd: return {CgroupRoute::systemd_scope};
+        case CgroupMode::path: return {CgroupRoute::given};
+    }
+    return {};
+}
+
+int cgroup_score(const CgroupCaps& got, const Limits& wanted) {
+    if (!got.usable) return 0;
+    return 1 + (wanted.memory_bytes && got.memory ? 2 : 0) + (wanted.pids && got.pids ? 2 : 0);
+}
+
+bool cgroup_covers(const CgroupCaps& got, const Limits& wanted) {
+    return got.usable && (!wanted.memory_bytes || got.memory) && (!wanted.pids || got.pids);
+}
+
+namespace {
+constexpr const char* kDelegateDropIn =
+    "as root: printf '[Service]\\nDelegate=cpu cpuset io memory pids\\n' > "
+    "/etc/systemd/system/user@.service.d/delegate.conf (mkdir -p the directory first), "
+    "systemctl daemon-reload, then log in again";
+}  // namespace
+
+std::string cgroup_fix(CgroupRoute route, const std::string& why, uid_t uid) {
+    const auto says = [&](std::string_view s) { return why.find(s) != std::string::npos; };
+    if (says("no cgroup v2 hierarchy") || says("no cgroup v2 entry"))
+        return "boot with cgroup v2 (systemd.unified_cgroup_hierarchy=1 on the kernel command line)";
+    if (says("cgroup/unified"))  // hybrid: the controllers are in cgroup v1's hierarchies
+        return "boot with cgroup v2 alone (systemd.unified_cgroup_hierarchy=1 on the kernel command line)";
+    if (says("controllers not delegated")) return kDelegateDropIn;
+    switch (route) {
+        case CgroupRoute::own:
+            return "run gpubox inside a cgroup delegated to you (a systemd unit or scope with Delegate=yes), "
+                   "or as root";
+        case CgroupRoute::given:
+            return "give a cgroup v2 directory you own whose cgroup.subtree_control you may write, and run "
+                   "gpubox from within the same delegated subtree";
+        case CgroupRoute::systemd_scope:
+            if (says("no bus socket") && uid == 0) return "start systemd's D-Bus system bus (dbus.service)";
+            if (says("no bus socket"))
+                return cat("loginctl enable-linger \"$(id -un)\" (or log in), so that user@", uid,
+                           ".service runs, and install dbus-user-session for its D-Bus");
+            if (says("dlopen")) return "install libsystemd0 (gpubox loads its sd-bus client when it needs one)";
+            if (says("StartTransientUnit"))
+                return "see 'systemctl --user status' and 'journalctl --user -e': the user manager refused the scope";
+            return "see 'systemctl --user status': is the user manager (user@UID.service) running?";
+    }
+    return "";
+}
+
+std::string cgroup_cpu_fix() { return kDelegateDropIn; }
+
+std::optional<std::string> parse_cgroup2_mount(std::string_view mountinfo) {
+    std::istringstream info{std::string(mountinfo)};
+    for (std::string line; std::getline(info, line);) {
+        const auto dash = line.find(" - ");
+        if (dash == std::string::npos) continue;
+        std::istringstream tail(line.substr(dash + 3));
+        std::string fstype;
+        tail >> fstype;
+        if (fstype != "cgroup2") continue;
+        std::istringstream head(line.substr(0, dash));
+        std::string id, parent, dev, root, mnt;
+        if (head >> id >> parent >> dev >> root >> mnt) return unescape_octal(mnt);
+    }
+    return std::nullopt;
+}
+
+std::optional<std::string> parse_proc_cgroup(std::string_view text) {
+    std::istringstream in{std::string(text)};
+    for (std::string line; std::getline(in, line);)
+        if (starts_with(line, "0::/")) return line.substr(3);
+    return std::nullopt;
+}
+
+std::string scope_unit_name(pid_t pid, std::uint32_t random) {
+    char hex[9];
+    std::snprintf(hex, sizeof hex, "%08x", random);
+    return cat("gpubox-", pid, "-", hex, ".scope");
+}
+
+bool cgroup_is_unit(std::string_view path, std::string_view unit) {
+    const auto slash = path.rfind('/');
+    return slash != std::string_view::npos && path.substr(slash + 1) == unit;
+}
+
+std::vector<std::string> plan_subtree_control(std::string_view controllers,
+                                              const std::vector<std::string>& wanted) {
+    std::vector<std::string> out;
+    for (const std::string& c : wanted)
+        if (has_word(controllers, c)) out.push_back("+" + c);
+    return out;
+}
+
+}  // namespace gpubox::isolate

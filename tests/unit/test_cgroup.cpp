@@ -1,0 +1,114 @@
+#include <catch2/catch.hpp>
+
+#include "common/error.hpp"
+#include "isolate/cgroup_plan.hpp"
+#include "launcher/cli.hpp"
+
+using namespace gpubox;
+using namespace gpubox::isolate;
+
+TEST_CASE("--cgroup takes auto, off, systemd or an absolute directory") {
+    auto run = [](const std::string& v) {
+        return launcher::parse_command_line({"run", "--cgroup", v, "rfs", "true"}).cgroup;
+    };
+    CHECK(launcher::parse_command_line({"run", "rfs", "true"}).cgroup.mode == CgroupMode::auto_);
+    CHECK(run("auto").mode == CgroupMode::auto_);
+    CHECK(run("off").mode == CgroupMode::off);
+    CHECK(run("systemd").mode == CgroupMode::systemd);
+    const CgroupRequest p = run("/sys/fs/cgroup/user.slice/box");
+    CHECK(p.mode == CgroupMode::path);
+    CHECK(p.path == "/sys/fs/cgroup/user.slice/box");
+    REQUIRE_THROWS_WITH(run("relative/dir"), "--cgroup: expected auto, off, systemd or an absolute cgroup "
+                                             "directory, got \"relative/dir\"");
+    REQUIRE_THROWS_AS(run(""), UsageError);
+}
+
+TEST_CASE("routes: auto tries our own cgroup, then a systemd scope") {
+    using R = CgroupRoute;
+    CHECK(plan_cgroup_routes(CgroupMode::auto_) == std::vector<R>{R::own, R::systemd_scope});
+    CHECK(plan_cgroup_routes(CgroupMode::off).empty());
+    CHECK(plan_cgroup_routes(CgroupMode::systemd) == std::vector<R>{R::systemd_scope});
+    CHECK(plan_cgroup_routes(CgroupMode::path) == std::vector<R>{R::given});
+}
+
+TEST_CASE("auto keeps the cgroup that enforces more of what was asked") {
+    Limits l;
+    l.memory_bytes = 64 << 20, l.pids = 10;
+    const CgroupCaps none, bare{true, false, false}, mem{true, true, false}, all{true, true, true};
+    CHECK(cgroup_score(none, l) == 0);
+    CHECK(cgroup_score(bare, l) == 1);
+    CHECK(cgroup_score(mem, l) == 3);
+    CHECK(cgroup_score(all, l) == 5);
+    CHECK_FALSE(cgroup_covers(mem, l));
+    CHECK(cgroup_covers(all, l));
+    // Root on a hybrid host: a usable own cgroup without controllers covers a CPU limit alone,
+    // so auto stops there and starts no scope.
+    Limits cpu_only;
+    cpu_only.cpu_seconds = 1;
+    CHECK(cgroup_covers(bare, cpu_only));
+    CHECK(cgroup_score(all, cpu_only) == cgroup_score(bare, cpu_only));
+    CHECK_FALSE(cgroup_covers(none, cpu_only));
+}
+
+TEST_CASE("the cgroup2 mount point from mountinfo") {
+    const std::string hybrid =
+        "25 30 0:22 / /sys rw,nosuid,nodev,noexec,relatime shared:7 - sysfs sysfs rw\n"
+        "28 25 0:25 / /sys/fs/cgroup ro,nosuid shared:9 - tmpfs tmpfs ro,mode=755\n"
+        "29 28 0:26 / /sys/fs/cgroup/unified rw,nosuid shared:10 - cgroup2 cgroup2 rw,nsdelegate\n"
+        "30 28 0:27 / /sys/fs/cgroup/memory rw shared:11 - cgroup cgroup rw,memory\n";
+    CHECK(parse_cgroup2_mount(hybrid) == "/sys/fs/cgroup/unified");
+    CHECK(parse_cgroup2_mount("35 24 0:30 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:9 - "
+                              "cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot\n") == "/sys/fs/cgroup");
+    CHECK(parse_cgroup2_mount("35 24 0:30 / /mnt/cg\\040two rw - cgroup2 none rw\n") == "/mnt/cg two");
+    // An optional field before the separator, and no cgroup2 at all.
+    CHECK(parse_cgroup2_mount("40 1 0:5 / /x rw shared:1 master:2 - cgroup2 x rw\n") == "/x");
+    CHECK(parse_cgroup2_mount("28 25 0:25 / /sys/fs/cgroup ro - tmpfs tmpfs ro\n") == std::nullopt);
+    CHECK(parse_cgroup2_mount("") == std::nullopt);
+}
+
+TEST_CASE("our cgroup v2 path from /proc/self/cgroup") {
+    CHECK(parse_proc_cgroup("0::/user.slice/user-1000.slice/user@1000.service/app.slice/gpubox-7-00c0ffee.scope\n") ==
+          "/user.slice/user-1000.slice/user@1000.service/app.slice/gpubox-7-00c0ffee.scope");
+    CHECK(parse_proc_cgroup("9:name=systemd:/\n4:memory:/x\n0::/\n") == "/");
+    CHECK(parse_proc_cgroup("4:memory:/x\n1:cpu:/\n") == std::nullopt);  // cgroup v1 only
+    CHECK(parse_proc_cgroup("0::relative\n") == std::nullopt);
+}
+
+TEST_CASE("scope unit names, and recognising the scope's cgroup") {
+    CHECK(scope_unit_name(1234, 0xc0ffee) == "gpubox-1234-00c0ffee.scope");
+    CHECK(scope_unit_name(1, 0xffffffffu) == "gpubox-1-ffffffff.scope");
+    const std::string unit = "gpubox-7-00c0ffee.scope";
+    CHECK(cgroup_is_unit("/user.slice/user-1000.slice/user@1000.service/app.slice/gpubox-7-00c0ffee.scope", unit));
+    CHECK_FALSE(cgroup_is_unit("/system.slice/gpubox-vmtest.service", unit));
+    CHECK_FALSE(cgroup_is_unit("/a/xgpubox-7-00c0ffee.scope", unit));
+    CHECK_FALSE(cgroup_is_unit("gpubox-7-00c0ffee.scope", unit));
+}
+
+TEST_CASE("subtree_control gets only the controllers the scope was given") {
+    const std::vector<std::string> want{"cpu", "memory", "pids"};
+    CHECK(plan_subtree_control("cpu memory pids\n", want) == std::vector<std::string>{"+cpu", "+memory", "+pids"});
+    CHECK(plan_subtree_control("memory pids\n", want) == std::vector<std::string>{"+memory", "+pids"});
+    CHECK(plan_subtree_control("cpuset io memory\n", want) == std::vector<std::string>{"+memory"});
+    CHECK(plan_subtree_control("", want).empty());
+}
+
+TEST_CASE("doctor's fix for each reason a route was passed over") {
+    using R = CgroupRoute;
+    const std::string no_bus = "systemd scope \"gpubox-1-00000001.scope\": connect to the user bus: no bus socket "
+                               "\"/run/user/1000/bus\" (no systemd user manager for uid 1000)";
+    CHECK(cgroup_fix(R::systemd_scope, no_bus, 1000) ==
+          "loginctl enable-linger \"$(id -un)\" (or log in), so that user@1000.service runs, and install "
+          "dbus-user-session for its D-Bus");
+    CHECK(cgroup_fix(R::systemd_scope, "connect to the system bus: no bus socket \"/run/dbus/system_bus_socket\"", 0) ==
+          "start systemd's D-Bus system bus (dbus.service)");
+    CHECK_THAT(cgroup_fix(R::systemd_scope, "dlopen(\"libsystemd.so.0\"): libsystemd.so.0: cannot open", 1000),
+               Catch::StartsWith("install libsystemd0"));
+    CHECK_THAT(cgroup_fix(R::systemd_scope, "systemd scope \"x\": controllers not delegated to \"/sys/fs/cgroup/a\": memory", 1000),
+               Catch::Contains("Delegate=cpu cpuset io memory pids"));
+    CHECK_THAT(cgroup_fix(R::own, "own cgroup /sys/fs/cgroup/unified: controllers not delegated (cgroup/unified)", 0),
+               Catch::Contains("systemd.unified_cgroup_hierarchy=1"));
+    CHECK_THAT(cgroup_fix(R::own, "no cgroup v2 hierarchy is mounted", 1000), Catch::Contains("cgroup v2"));
+    CHECK_THAT(cgroup_fix(R::own, "own cgroup \"/sys/fs/cgroup/x\" (not delegated to this user): mkdirat", 1000),
+               Catch::Contains("Delegate=yes"));
+    CHECK_THAT(cgroup_cpu_fix(), Catch::Contains("user@.service.d/delegate.conf"));
+}
