@@ -191,6 +191,7 @@ Usage Sampler::sample() {
     const auto last_pid = parse_last_pid(slurp(proc_, "loadavg", 256));
     std::vector<ProcSample> procs;
     std::map<ino_t, std::pair<std::uint64_t, pid_t>> memfds;  // held open: bytes, one holder
+    std::vector<std::pair<pid_t, std::uint64_t>> sharers;     // RssShmem, where there is some
     int dfd = ::openat(proc_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR* d = dfd < 0 ? nullptr : ::fdopendir(dfd);
     if (!d && dfd >= 0) ::close(dfd);
@@ -208,8 +209,8 @@ Usage Sampler::sample() {
             procs.push_back({p.pid, 0, p.start, 0, 0, p.children_ns, p.threads, false, 0, 0});
             continue;
         }
-        if (p.shmem_bytes) p.shmem_bytes = parse_pss_shmem(slurp(dir.get(), "smaps_rollup")).value_or(p.shmem_bytes);
         u.memory_bytes += p.anon_bytes + p.shmem_bytes;
+        if (p.shmem_bytes) sharers.emplace_back(p.pid, p.shmem_bytes);
         ++u.processes;
         procs.push_back(p);
         // memfds held open: their pages show in no Rss unless mapped.
@@ -249,6 +250,13 @@ Usage Sampler::sample() {
     if (tmpfs_ >= 0 && ::fstatfs(tmpfs_, &fs) == 0)
         u.memory_bytes += static_cast<std::uint64_t>(fs.f_blocks - fs.f_bfree) * static_cast<std::uint64_t>(fs.f_bsize);
     u.memory_bytes += parse_unattached_sysv(slurp(proc_, "sysvipc/shm", 1 << 20));
+    // Over the limit with memory that several processes may share: weigh each one's share.
+    if (limit_ && u.memory_bytes > limit_ && sharers.size() > 1)
+        for (const auto& [pid, rss_shmem] : sharers) {
+            UniqueFd dir(::openat(proc_, std::to_string(pid).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+            const auto pss = dir.valid() ? parse_pss_shmem(slurp(dir.get(), "smaps_rollup")) : std::nullopt;
+            if (pss && *pss < rss_shmem) u.memory_bytes -= rss_shmem - *pss;
+        }
     const std::uint64_t made = last_pid && last_pid_ && *last_pid >= *last_pid_ ? *last_pid - *last_pid_ : 0;
     u.cpu_ns = ledger_.update(procs, made, last_ns_ ? t - last_ns_ : 0);
     last_pid_ = last_pid;

@@ -4,8 +4,11 @@
 //
 // Memory: the sum of what the workload can hold, each counted where the kernel shows it:
 //  - private anonymous memory, per process (RssAnon);
-//  - shared memory mapped by processes (MAP_SHARED|MAP_ANONYMOUS, SysV, memfd, tmpfs files),
-//    by proportional share (Pss_Shmem), so a segment mapped by many counts once;
+//  - shared memory mapped by processes (MAP_SHARED|MAP_ANONYMOUS, SysV, memfd, tmpfs files):
+//    RssShmem, which counts a segment once per process that maps it. Where several processes
+//    map shared memory and that sum is over the limit, by proportional share instead (Pss_Shmem,
+//    from smaps_rollup: a page-table walk, milliseconds for a large mapping, so only then), so
+//    that a segment mapped by many counts once before anything is killed for it;
 //  - gpubox's tmpfs (every writable tmpfs place is one filesystem), from statfs;
 //  - SysV segments no process has attached, from /proc/sysvipc/shm;
 //  - memfds that a process holds open but does not map, from their size.
@@ -91,13 +94,17 @@ private:
 };
 
 // Reads the sandbox's /proc (an fd of it) and gpubox's tmpfs (an fd of it, or -1).
+// `memory_limit`: the limit the samples are held against (0: none), which decides when shared
+// memory is worth weighing exactly.
 class Sampler {
 public:
-    Sampler(int proc_fd, int tmpfs_fd, unsigned cpus) : proc_(proc_fd), tmpfs_(tmpfs_fd), ledger_(cpus) {}
+    Sampler(int proc_fd, int tmpfs_fd, unsigned cpus, std::uint64_t memory_limit = 0)
+        : proc_(proc_fd), tmpfs_(tmpfs_fd), limit_(memory_limit), ledger_(cpus) {}
     Usage sample();
 
 private:
     int proc_, tmpfs_;
+    std::uint64_t limit_;
     CpuLedger ledger_;
     std::optional<std::uint64_t> last_pid_;
     std::uint64_t last_ns_ = 0;

@@ -146,7 +146,7 @@ public:
         cpu_set_t cpus;
         const unsigned n = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? static_cast<unsigned>(CPU_COUNT(&cpus)) : 1;
         proc_ = sys::open_at(AT_FDCWD, "/proc", O_PATH | O_DIRECTORY);  // the sandbox's own
-        sampler_.emplace(proc_.get(), tmpfs, n);
+        sampler_.emplace(proc_.get(), tmpfs, n, spec.sampled_memory_limit);
         period_ = static_cast<std::uint64_t>(spec.sample_ms) * 1000000ULL;
         due_ = monotonic_ns() + period_;
     }

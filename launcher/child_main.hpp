@@ -26,6 +26,7 @@ struct ChildSpec {
     std::vector<isolate::RlimitOp> rlimits;
     isolate::IpcLimits ipc;
     int sample_ms = 0;       // > 0: init reports the sandbox's CPU and memory use this often
+    std::uint64_t sampled_memory_limit = 0;  // the memory limit init's samples enforce, if they do
     int stdin_fd = -1;       // read end of the monitor's stdin relay (see launcher/stdio.hpp)
     int stdout_fd = -1;      // write ends of the monitor's output relays (may be one pipe)
     int stderr_fd = -1;

@@ -288,6 +288,7 @@ int run_sandbox(const Options& o) {
         plan.spec.rlimits = limits.rlimits;
         plan.spec.ipc = limits.ipc;
         plan.spec.sample_ms = limits.sample_usage ? limits.sample_ms : 0;
+        if (!cgroup.caps.memory) plan.spec.sampled_memory_limit = o.limits.memory_bytes.value_or(0);
         if (o.print_plan) {
             std::cout << render_plan(plan);
             for (const auto& [name, how] : limits.mechanisms) std::cout << "limit " << name << ": " << how << "\n";

@@ -73,6 +73,8 @@ done
 mrun run --memory-limit ${limit}M --wall-time-limit 20 --meta "$M" "$R" probe hog anon 1024 0 2
 expect_eq "1 GiB as fast as it can be touched: ML" "$(field status)" "ML"
 metered "  really used at most 10 % + 32 MiB over the limit (the 5 ms sampling period at several GiB/s)" 30 $((limit * 11 / 10 + 32))
+box run --memory-limit 128M --wall-time-limit 20 --meta "$M" "$R" probe hog shared2 80 0 2
+expect_eq "80 MiB shared by two processes under --memory-limit 128M: counted once, OK" "$(field status):$out" "OK:hog=80"
 box run --memory-limit ${limit}M --wall-time-limit 20 --meta "$M" "$R" probe hog malloc1 512 0 1
 expect_eq "one malloc(512M) under --memory-limit 64M: ML, not SG or RE" "$(field status):$(field limit)" "ML:memory"
 check "  max_rss_kb is the true peak too, not init's rusage" test "$(field max_rss_kb)" -ge $((limit * 1024))

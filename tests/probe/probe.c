@@ -140,6 +140,7 @@ static double cpu_now(void) {
  *   anon     malloc'd 1 MiB chunks, touched
  *   malloc1  one malloc(MIB), then touched
  *   shared   one MAP_SHARED|MAP_ANONYMOUS mapping, touched
+ *   shared2  the same, then a child that touches every page too: two processes map it
  *   memfd    written into a memfd that is never mapped
  *   sysv     a SysV segment, attached, touched, then detached (held by the kernel alone)
  *   file:P   written into file P (a tmpfs file: /tmp/x, /dev/shm/x, /dev/x) */
@@ -149,7 +150,7 @@ static int hog(const char* kind, long mib, long rate, long hold) {
     int fd = -1, shmid = -1;
     if (!strcmp(kind, "malloc1") && !(region = malloc((size_t)mib * M)))
         return printf("hog=0 malloc=ENOMEM\n"), 3;
-    if (!strcmp(kind, "shared") &&
+    if ((!strcmp(kind, "shared") || !strcmp(kind, "shared2")) &&
         (region = mmap(NULL, (size_t)mib * M, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0)) == MAP_FAILED)
         return printf("hog=0 mmap=%s\n", strerrorname_np(errno)), 3;
     if (!strcmp(kind, "memfd") && (fd = memfd_create("hog", 0)) < 0)
@@ -179,6 +180,13 @@ static int hog(const char* kind, long mib, long rate, long hold) {
         }
     }
     if (shmid >= 0) shmdt(region);
+    if (!strcmp(kind, "shared2") && fork() == 0) {
+        volatile char sum = 0;
+        for (long i = 0; i < mib; ++i)
+            for (size_t off = 0; off < M; off += 4096) sum += region[(size_t)i * M + off];
+        sleep((unsigned)hold + 1);
+        _exit(0);
+    }
     printf("hog=%ld\n", mib);
     sleep((unsigned)hold);
     return 0;
