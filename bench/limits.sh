@@ -37,6 +37,7 @@ as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all env 
 # it), with this shell moved in, so that every gpubox started below, and all it starts, is counted.
 for ctl in cpuacct memory; do
     base=/sys/fs/cgroup/$ctl$(sed -n "s/^[0-9]*:\([^:]*,\)*$ctl\(,[^:]*\)*://p" /proc/self/cgroup)
+    [ -d "$base" ] || { echo "bench: no cgroup v1 $ctl controller to measure with" >&2; exit 1; }
     mkdir "${base%/}/gpubox-bench-$$" && meters+=("${base%/}/gpubox-bench-$$")
     echo $$ >"${base%/}/gpubox-bench-$$/cgroup.procs"
 done
