@@ -59,8 +59,8 @@ std::string sys_hint(const SysError& s) {
     if ((starts_with(op, "fsmount") || starts_with(op, "move_mount")) && err == ENOSPC)
         return "too many mounts: raise sysctl fs.mount-max";
     if (op.find("\"overlay\"") != std::string::npos)
-        return "overlayfs in a user namespace needs Linux >= 5.11; try --writable or "
-               "--read-only on older kernels";
+        return "overlayfs refused gpubox's layers (the kernel's log says why: dmesg | grep overlayfs; "
+               "it needs Linux >= 5.11 in a user namespace); --writable uses ROOTFS itself, read-write, instead";
     if (starts_with(op, "seccomp") && err == EINVAL)
         return "the kernel lacks seccomp filter support (CONFIG_SECCOMP_FILTER)";
     if (starts_with(op, "open") && op.find("/dev/nvidia-uvm") != std::string::npos &&

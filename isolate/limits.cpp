@@ -32,8 +32,8 @@ void plan_memory(const CgroupCaps& cg, LimitPlan& p) {
     // No RLIMIT_DATA or RLIMIT_AS: both refuse address space that is never touched (JITs,
     // CUDA, a malloc larger than what is used), and a refused allocation would be graded as the
     // program's crash. The sampler counts what is really held and kills within 5 ms of the limit.
-    p.mechanisms.emplace_back("memory", "sum over the sandbox of private and (proportionally) shared resident memory, "
-                                        "gpubox's tmpfs, unattached SysV segments and unmapped memfds, sampled every 5 ms");
+    p.mechanisms.emplace_back("memory", "sum over the sandbox of resident private and shared memory, gpubox's tmpfs, "
+                                        "unattached SysV segments and unmapped memfds, sampled every 5 ms");
     p.sample_usage = true;
     p.sample_ms = 5;
     p.ipc.rmid_forced = true;  // a SysV segment lives only while attached, where Pss_Shmem sees it

@@ -29,6 +29,7 @@ std::string render_plan(const RunPlan& plan) {
             << "cannot overlay; a directory that lacks an entry gpubox adds gets an overlay of its own)\n";
     else
         out << rootfs::to_string(s.plan.root) << "\n";
+    out << rootfs::tmpfs_text(s.plan.root) << "\n";
     for (std::size_t i = 0; i < s.plan.ops.size(); ++i)
         out << "mount " << i + 1 << "/" << s.plan.ops.size() << ": " << rootfs::to_string(s.plan.ops[i]) << "\n";
     out << "pivot_root: new root, old root detached\n";

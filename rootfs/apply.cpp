@@ -41,9 +41,9 @@ struct Ctx {
     int root;
     std::vector<dev_t> own;
     int stashed = 0;
-    // gpubox's one tmpfs (NewRoot::tmpfs). Kernels before 6.15 clone no part of a detached
-    // mount, so it is attached at the first writable tmpfs op's target, where that op's own
-    // directory of it then covers it: nothing reaches its root.
+    // gpubox's one tmpfs (NewRoot::tmpfs). Older kernels clone no part of a detached mount: it
+    // is attached before the plan (attach_gpubox_tmpfs), or where that found no place, at the
+    // first writable tmpfs op's target, where that op's own directory of it then covers it.
     int tmpfs = -1;
     bool tmpfs_attached = false;
     // A bound ROOTFS: the overlays of its directories that take gpubox's entries (see
@@ -575,6 +575,10 @@ int bind_source_is_dir(const Bind& b, bool& dir) {
 void apply_mount_plan(const MountPlan& plan, const NewRoot& root) {
     Ctx c{root.mnt.get(), {}};
     c.tmpfs = root.tmpfs.get();
+    c.tmpfs_attached = root.tmpfs_attached;
+    // A bound root: before its directories' overlays take their layers from the tmpfs.
+    if (!root.writable_layer && !c.tmpfs_attached) c.tmpfs_attached = attach_gpubox_tmpfs(c.tmpfs, c.root);
+    if (c.tmpfs_attached) c.own_mount(c.tmpfs);
     if (root.writable_layer) c.own_mount(c.root);  // the overlay (tmpfs-backed)
     else if (plan.root.mode != RootMode::writable) overlay_missing_dirs(plan, c);
     std::vector<bool> done = root.prepared;  // entries already made, in the layer or a fresh tmpfs

@@ -19,10 +19,20 @@ struct NewRoot {
     // prepare_late_entries), cloned from the overlay before anything covered that path; it is
     // attached at its step in place of the tmpfs.
     std::map<std::size_t, UniqueFd> trees;
-    // gpubox's one tmpfs (see RootSpec::tmpfs_size), still detached: the writable tmpfs ops'
-    // directories, and a bound root's overlay layers, are made in it.
+    // gpubox's one tmpfs (see RootSpec::tmpfs_size): the writable tmpfs ops' directories, and
+    // a bound root's overlay layers, are made in it. Attached already where the overlay root
+    // needed it so (see attach_gpubox_tmpfs).
     UniqueFd tmpfs;
+    bool tmpfs_attached = false;
 };
+
+// Kernels before about 6.5 (Debian 12's 6.1, RHEL 9's 5.14, Ubuntu 22.04's 5.15) take no
+// overlay layer from a detached mount ("failed to clone upperpath") and clone no directory of
+// one. So gpubox's tmpfs is attached before any overlay is made, over a directory of `root`
+// that nothing will reach: the image's /proc (else /dev, /sys, /tmp, /run), which the plan
+// covers with a mount of its own, or which the overlay root covers with all of ROOTFS. False
+// where `root` has none of them: it stays detached, which newer kernels accept.
+bool attach_gpubox_tmpfs(int tmpfs, int root);
 
 // Child side, first thing after the id maps: gpubox's one tmpfs, detached, which becomes
 // NewRoot::tmpfs; when the root will be an overlay, it also holds the overlay's upper directory

@@ -315,6 +315,8 @@ void prepare_entries(Layer& layer, const MountPlan& plan, std::size_t from, std:
 
 NewRoot overlay_root(const MountPlan& plan, int rootfs, const RootLayer& layer, const LateOps& late) {
     const bool ro = plan.root.mode == RootMode::read_only;
+    // The overlay will cover the whole of ROOTFS: any directory of the image hides the tmpfs.
+    const bool attached = attach_gpubox_tmpfs(layer.tmpfs.get(), rootfs);
     sys::fchmod(sys::open_at(layer.tmpfs.get(), "upper", O_RDONLY | O_DIRECTORY).get(),
                 sys::fstat(rootfs, plan.root.rootfs).st_mode & 07777, "upper");
     NewRoot out{{}, true, std::vector<bool>(plan.ops.size())};
@@ -347,6 +349,7 @@ NewRoot overlay_root(const MountPlan& plan, int rootfs, const RootLayer& layer, 
                                 MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (ro ? MOUNT_ATTR_RDONLY : 0));
     sys::move_mount(mnt.get(), "overlay", rootfs, plan.root.rootfs);
     out.mnt = std::move(mnt);
+    out.tmpfs_attached = attached;
     clone_prepared_dirs(*full, out);
     return out;
 }
@@ -360,6 +363,16 @@ UniqueFd bind_root(const MountPlan& plan, int rootfs, bool read_only) {
 }
 
 }  // namespace
+
+bool attach_gpubox_tmpfs(int tmpfs, int root) {
+    for (const char* name : {"proc", "dev", "sys", "tmp", "run"}) {
+        UniqueFd at(::openat(root, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (!at.valid()) continue;
+        sys::move_mount(tmpfs, "gpubox's tmpfs", at.get(), cat("/", name));
+        return true;
+    }
+    return false;
+}
 
 // Overlayfs refuses a lower layer with locked mounts below it ("failed to clone lowerpath"):
 // cloning it alone would reveal what those mounts hide.

@@ -37,5 +37,6 @@ const std::string& target_of(const MountOp& op);
 std::string to_string(const MountOp& op);
 std::string step_name(const MountPlan& plan, std::size_t i);
 std::string to_string(const RootSpec& root);
+std::string tmpfs_text(const RootSpec& root);  // "gpubox's tmpfs: size=… (one budget: …)"
 
 }  // namespace gpubox::rootfs

@@ -61,17 +61,18 @@ std::string to_string(const MountOp& op) {
 std::string to_string(const RootSpec& root) {
     switch (root.mode) {
         case RootMode::overlay:
-            return cat("root overlay lower=", root.rootfs,
-                       " upper=gpubox's tmpfs (ROOTFS read-only, writes discarded)\ngpubox's tmpfs: size=",
-                       size_text(root.tmpfs_size), " (one budget: the root's layer, /tmp, /run, /dev/shm, --tmpfs)");
+            return cat("root overlay lower=", root.rootfs, " upper=gpubox's tmpfs (ROOTFS read-only, writes discarded)");
         case RootMode::read_only:
-            return cat("root read-only overlay lower=", root.rootfs, " (no writes outside tmpfs)\ngpubox's tmpfs: size=",
-                       size_text(root.tmpfs_size), " (one budget: /tmp, /run, /dev/shm, --tmpfs)");
+            return cat("root read-only overlay lower=", root.rootfs, " (no writes outside tmpfs)");
         case RootMode::writable:
-            return cat("root rbind ", root.rootfs, " (writable: writes reach ROOTFS on disk)\ngpubox's tmpfs: size=",
-                       size_text(root.tmpfs_size), " (one budget: /tmp, /run, /dev/shm, --tmpfs)");
+            return cat("root rbind ", root.rootfs, " (writable: writes reach ROOTFS on disk)");
     }
     return {};
+}
+
+std::string tmpfs_text(const RootSpec& root) {
+    return cat("gpubox's tmpfs: size=", size_text(root.tmpfs_size), " (one budget: ",
+               root.mode == RootMode::overlay ? "the root's layer, " : "", "/tmp, /run, /dev/shm, --tmpfs)");
 }
 
 }  // namespace gpubox::rootfs

@@ -14,7 +14,7 @@ using namespace gpubox::rootfs;
 
 namespace {
 std::string render(const MountPlan& plan) {
-    std::string out = to_string(plan.root) + "\n";
+    std::string out = to_string(plan.root) + "\n" + tmpfs_text(plan.root) + "\n";
     for (const MountOp& op : plan.ops) out += to_string(op) + "\n";
     return out;
 }
