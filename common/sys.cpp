@@ -7,6 +7,7 @@
 #include <linux/filter.h>
 #include <net/if.h>
 #include <sched.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
@@ -300,6 +301,27 @@ void close_range_cloexec(unsigned first) {
     check(::syscall(SYS_close_range, first, ~0U, CLOSE_RANGE_CLOEXEC),
           [&] { return cat("close_range(", first, ", ~0, CLOSE_RANGE_CLOEXEC)"); });
 }
+
+bool flock_exclusive(int fd, bool wait, const std::string& what) {
+    int rc;
+    do rc = ::flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB));
+    while (rc < 0 && errno == EINTR);
+    if (rc == 0) return true;
+    if (errno == EWOULDBLOCK && !wait) return false;
+    fail(cat("flock(", quote(what), ", LOCK_EX)"), errno);
+}
+
+void ftruncate(int fd, off_t size, const std::string& what) {
+    check(::ftruncate(fd, size), cat("ftruncate(", quote(what), ", ", size, ")"));
+}
+
+UniqueFd dup_cloexec(int fd) {
+    const int n = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    if (n < 0) fail(cat("fcntl(", fd, ", F_DUPFD_CLOEXEC)"), errno);
+    return UniqueFd(n);
+}
+
+void dup2(int from, int to) { check(::dup2(from, to), cat("dup2(", from, ", ", to, ")")); }
 
 void pipe(UniqueFd& read_end, UniqueFd& write_end) {
     int fds[2];

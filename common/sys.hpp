@@ -61,6 +61,13 @@ void umount_detach(const std::string& path);
 void fchdir(int fd, const std::string& what);
 void chdir(const std::string& path);
 
+// Box locks and fds (isolate mode).
+// flock(LOCK_EX [| LOCK_NB]): false where another process holds it and `wait` is false.
+bool flock_exclusive(int fd, bool wait, const std::string& what);
+void ftruncate(int fd, off_t size, const std::string& what);
+UniqueFd dup_cloexec(int fd);           // fcntl(F_DUPFD_CLOEXEC)
+void dup2(int from, int to);            // onto `to`, which stays open across exec
+
 // Processes and namespaces.
 void unshare(int flags);
 void sethostname(const std::string& name);

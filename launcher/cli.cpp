@@ -284,6 +284,7 @@ std::string usage_text() {
            "  gpubox rootfs create [--busybox PATH] DIR\n"
            "  gpubox list [--json] [--driver-root DIR]\n"
            "  gpubox doctor [--driver-root DIR]\n"
+           "  gpubox isolate [ISOLATE OPTIONS] --init|--run|--cleanup  (isolate 2.x's CLI; or a symlink named isolate)\n"
            "  gpubox --help | --version\n\n"
            "run options:\n";
     for (const Flag& f : run_flags())

@@ -25,6 +25,18 @@ std::vector<std::string> build_environment(
     return out;
 }
 
+std::vector<std::string> render_environment(const std::vector<std::pair<std::string, std::string>>& assignments) {
+    std::vector<std::pair<std::string, std::string>> env;
+    for (const auto& [k, v] : assignments) {
+        auto it = std::find_if(env.begin(), env.end(), [&](auto& e) { return e.first == k; });
+        if (it != env.end()) it->second = v;
+        else env.emplace_back(k, v);
+    }
+    std::vector<std::string> out;
+    for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+    return out;
+}
+
 std::vector<std::string> plan_exec_candidates(const std::string& cmd,
                                               const std::vector<std::string>& env) {
     if (cmd.find('/') != std::string::npos) return {cmd};

@@ -8,12 +8,17 @@
 #include "launcher/cli.hpp"
 #include "launcher/commands.hpp"
 #include "launcher/exit_codes.hpp"
+#include "launcher/isolate_box.hpp"
 #include "launcher/run.hpp"
 
 int main(int argc, char** argv) {
     using namespace gpubox;
     using namespace gpubox::launcher;
     const std::vector<std::string> args(argv + 1, argv + argc);
+    // isolate mode: a symlink named isolate, or `gpubox isolate ...`; isolate's own exit codes.
+    const std::string self = argc > 0 ? argv[0] : "";
+    if (self.substr(self.rfind('/') + 1) == "isolate") return isolate_main(args);
+    if (!args.empty() && args[0] == "isolate") return isolate_main({args.begin() + 1, args.end()});
     try {
         Options o = parse_command_line(args);
         log::set_level(o.verbosity >= 2 ? log::Level::debug

@@ -30,6 +30,7 @@ struct Options {
     std::string workdir = "/";
     std::string hostname = "gpubox";
     std::vector<std::pair<std::string, std::string>> env;  // --env-file and --env, in order
+    bool bare_env = false;  // exactly `env`, without gpubox's PATH, HOME, LANG, TERM (isolate mode)
     bool seccomp = true;
     std::string seccomp_bpf;  // a raw BPF profile replacing the default
     std::uint64_t tmpfs_size = 0;

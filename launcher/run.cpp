@@ -77,7 +77,7 @@ sigset_t monitor_signals() {
 
 void write_meta(const Options& o, const Verdict& v, const RunOutcome& out, const Mechanisms& m) {
     if (o.meta.empty()) return;
-    const std::string text = o.meta_format == "isolate" ? render_meta_isolate(v, out) : render_meta_json(v, out, o.limits, m);
+    const std::string text = o.meta_format == "isolate" ? render_meta_isolate(v, out, o.limits) : render_meta_json(v, out, o.limits, m);
     try {
         UniqueFd fd = sys::open_at(AT_FDCWD, o.meta, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         sys::write_all(fd.get(), text, o.meta);
@@ -150,7 +150,7 @@ RunPlan plan_run(const Options& o) {
     s.hostname = o.hostname;
     s.new_net = !o.share_net;
     s.argv = o.argv;
-    s.env = build_environment(o.env, o.root, std::getenv("TERM"));
+    s.env = o.bare_env ? render_environment(o.env) : build_environment(o.env, o.root, std::getenv("TERM"));
     s.exec_candidates = plan_exec_candidates(o.argv[0], s.env);
     s.workdir = o.workdir;
     return p;
@@ -275,7 +275,7 @@ void write_usage_failure_meta(const std::string& path, const std::string& messag
     }
 }
 
-int run_sandbox(const Options& o) {
+int run_sandbox(const Options& o, RunReport* report) {
     RunPlan plan;
     isolate::Cgroup cgroup;
     isolate::LimitPlan limits;
@@ -301,6 +301,7 @@ int run_sandbox(const Options& o) {
         const Verdict v = judge(out, o.limits);
         if (out.setup_failed) report_setup_failure(out);
         write_meta(o, v, out, limits.mechanisms);
+        if (report) *report = {v, out};
         return v.gpubox_exit;
     } catch (...) {
         isolate::remove_cgroup(cgroup);

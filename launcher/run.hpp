@@ -3,6 +3,7 @@
 #include "isolate/seccomp.hpp"
 #include "launcher/child_main.hpp"
 #include "launcher/options.hpp"
+#include "launcher/verdict.hpp"
 #include "rootfs/plan.hpp"
 
 namespace gpubox::launcher {
@@ -26,8 +27,13 @@ RunPlan plan_run(const Options& o);
 std::string render_plan(const RunPlan& plan);
 
 // Monitor: spawn the sandbox, forward signals, enforce limits, wait, write --meta; returns
-// gpubox's exit code.
-int run_sandbox(const Options& o);
+// gpubox's exit code. `report`, if given, gets the verdict and what it was made from (isolate
+// mode writes its own meta file and status line from them).
+struct RunReport {
+    Verdict verdict;
+    RunOutcome outcome;
+};
+int run_sandbox(const Options& o, RunReport* report = nullptr);
 
 // An XX verdict (JSON) at `path` for a command line that did not parse; "" does nothing.
 void write_usage_failure_meta(const std::string& path, const std::string& message);

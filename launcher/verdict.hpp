@@ -38,6 +38,23 @@ Verdict judge(const RunOutcome& o, const isolate::Limits& limits);
 
 using Mechanisms = std::vector<std::pair<std::string, std::string>>;
 std::string render_meta_json(const Verdict& v, const RunOutcome& o, const isolate::Limits& l, const Mechanisms& m);
-std::string render_meta_isolate(const Verdict& v, const RunOutcome& o);
+// isolate's status for a verdict: isolate knows OK, RE, SG, TO and XX only (CMS grades any other
+// status as a normal exit). A memory kill is SG (SIGKILL, with cg-oom-killed), an output kill
+// SG (SIGXFSZ, as isolate's RLIMIT_FSIZE), a program that failed at its memory limit RE or SG.
+std::string isolate_status(const Verdict& v);
+
+// What isolate would have said of this run (see render_meta_isolate for `l`).
+struct IsolateResult {
+    std::string status, message;  // status "" for a normal exit: isolate writes none
+    std::optional<int> exitcode, exitsig;
+    bool killed = false, oom = false;
+};
+IsolateResult isolate_result(const Verdict& v, const RunOutcome& o, const isolate::Limits& l);
+// isolate's "%d.%03d": whole milliseconds, truncated.
+std::string isolate_seconds(double s);
+// isolate's meta file (isolate.c: final_stats(), err(), die()), keys in isolate's order. `l`:
+// the limits isolate reports against; a run that ended past its CPU or wall-clock limit is TO,
+// as isolate checks after the program ended. max-rss and cg-mem are always written.
+std::string render_meta_isolate(const Verdict& v, const RunOutcome& o, const isolate::Limits& l);
 
 }  // namespace gpubox::launcher

@@ -103,7 +103,8 @@ wait "$c1"
 expect_match "concurrent sandboxes have their own /tmp" "$out:$(cat "$WORK/c1")" 'No such file or directory:A$'
 
 box run --meta "$M" --meta-format isolate --time-limit 1 "$R" sh -c 'exit 3'
-expect_match "isolate format" "$(cat "$M")" $'^time:[0-9.]+\ntime-wall:[0-9.]+\nmax-rss:[0-9]+\ncsw-voluntary:[0-9]+\ncsw-forced:[0-9]+\nexitcode:3\nstatus:RE\nmessage:exited with code 3$'
+# isolate's own words and keys (isolate.c: final_stats(), err()); cg-mem is always written (CMS reads it).
+expect_match "isolate format" "$(cat "$M")" $'^time:[0-9.]+\ntime-wall:[0-9.]+\nmax-rss:[0-9]+\ncsw-voluntary:[0-9]+\ncsw-forced:[0-9]+\ncg-mem:[0-9]+\nexitcode:3\nstatus:RE\nmessage:Exited with error status 3$'
 box run --meta "$M" "$WORK/nowhere" true
 expect_eq "setup failure: meta written, status XX" "$(field status):$rc" "XX:125"
 box run --meta "$M" --bogus "$R" true

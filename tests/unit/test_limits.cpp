@@ -240,13 +240,69 @@ TEST_CASE("meta renderings") {
     RunOutcome o;
     o.have_status = true, o.status = SIGKILL, o.killed_for = "wall_time", o.wall_seconds = 5.0012, o.cpu_seconds = 0.25;
     Verdict v = judge(o, l);
-    std::string iso = render_meta_isolate(v, o);
-    CHECK(iso.find("time:0.250\ntime-wall:5.001\n") == 0);
-    CHECK(iso.find("exitsig:9\nkilled:1\nstatus:TO\nmessage:killed: wall-clock limit 5.000 s exceeded\n") != std::string::npos);
+    // isolate's order for a run it killed: the verdict, killed, then the statistics (isolate.c:
+    // err() then box_exit()); its message, which CMS reads for "wall".
+    std::string iso = render_meta_isolate(v, o, l);
+    CHECK(iso == "status:TO\nmessage:Time limit exceeded (wall clock)\nkilled:1\ntime:0.250\ntime-wall:5.001\n"
+                 "max-rss:0\ncsw-voluntary:0\ncsw-forced:0\ncg-mem:0\n");
     std::string js = render_meta_json(v, o, l, {{"wall_time", "monitor timer"}});
     CHECK(js.find("\"status\": \"TO\"") != std::string::npos);
     CHECK(js.find("\"mechanism\": \"monitor timer\"") != std::string::npos);
     CHECK(js.find("\"exit_code\": null") != std::string::npos);
+}
+
+TEST_CASE("isolate's vocabulary for gpubox's verdicts") {
+    Limits l = autograder();
+    RunOutcome o;
+    o.have_status = true, o.cpu_seconds = 0.0669, o.wall_seconds = 0.2481, o.max_rss_kb = 1000;
+    o.memory_peak_bytes = 300 << 20;
+    SECTION("a memory kill is SIGKILL with cg-oom-killed, never ML") {
+        o.status = SIGKILL, o.killed_for = "memory";
+        const Verdict v = judge(o, l);
+        CHECK(v.status == "ML");
+        CHECK(isolate_status(v) == "SG");
+        CHECK(render_meta_isolate(v, o, l) ==
+              "time:0.066\ntime-wall:0.248\nmax-rss:1000\ncsw-voluntary:0\ncsw-forced:0\ncg-mem:307200\n"
+              "cg-oom-killed:1\nexitsig:9\nstatus:SG\nmessage:Caught fatal signal 9\n");
+        CHECK(render_meta_json(v, o, l, {}).find("\"isolate_status\": \"SG\"") != std::string::npos);
+    }
+    SECTION("an output kill is SIGXFSZ") {
+        l.stdout_bytes = 10;
+        o.status = SIGKILL, o.killed_for = "stdout";
+        const Verdict v = judge(o, l);
+        CHECK(v.status == "OL");
+        CHECK(isolate_status(v) == "SG");
+        const std::string iso = render_meta_isolate(v, o, l);
+        CHECK(iso.find("exitsig:25\nstatus:SG\nmessage:Caught fatal signal 25\n") != std::string::npos);
+        CHECK(iso.find("killed") == std::string::npos);
+    }
+    SECTION("a normal exit writes no status and no message") {
+        o.status = 0;
+        CHECK(render_meta_isolate(judge(o, l), o, l) ==
+              "time:0.066\ntime-wall:0.248\nmax-rss:1000\ncsw-voluntary:0\ncsw-forced:0\ncg-mem:307200\nexitcode:0\n");
+    }
+    SECTION("a run that ended past its CPU limit is TO, as isolate checks after the exit") {
+        o.status = 0, o.cpu_seconds = 2.5;
+        const std::string iso = render_meta_isolate(judge(o, l), o, l);
+        CHECK(iso.find("status:TO\nmessage:Time limit exceeded\n") != std::string::npos);
+        CHECK(iso.find("exitcode") == std::string::npos);
+    }
+    SECTION("without a cgroup peak, cg-mem is max-rss; without rusage, max-rss is the sampled peak") {
+        o.status = 0, o.memory_peak_bytes.reset();
+        CHECK(render_meta_isolate(judge(o, l), o, l).find("max-rss:1000\ncsw-voluntary:0\ncsw-forced:0\ncg-mem:1000\n") != std::string::npos);
+        o.memory_peak_bytes = 2048 * 1024, o.max_rss_kb = 0;
+        CHECK(render_meta_isolate(judge(o, l), o, l).find("max-rss:2048\n") != std::string::npos);
+    }
+    SECTION("exec failure is the program's exit status 127, as isolate's child reports it") {
+        o.setup_failed = true, o.setup_code = 127, o.message = "execve: not found";
+        const IsolateResult r = isolate_result(judge(o, l), o, l);
+        CHECK(r.status == "RE");
+        CHECK(*r.exitcode == 127);
+    }
+    SECTION("gpubox's own failure is XX") {
+        o.setup_failed = true, o.setup_code = 125, o.message = "mount step 3/9: boom";
+        CHECK(render_meta_isolate(judge(o, l), o, l).find("status:XX\nmessage:mount step 3/9: boom\n") == 0);
+    }
 }
 
 TEST_CASE("limit option values") {

@@ -1,0 +1,309 @@
+// isolate mode's executor. A box is <boxes>/<id> (box/ for the program's /box, root/ an empty
+// root for its mounts) with a lock file <boxes>/<id>.lock beside it, which, as isolate's, is
+// never unlinked (only truncated), records the owner and the --cg mode, and is flock()ed while a
+// command works on the box.
+#include "launcher/isolate_box.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <linux/openat2.h>
+#include <sys/stat.h>
+
+#include <array>
+#include <cstdio>
+#include <cstring>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include "common/error.hpp"
+#include "common/sys.hpp"
+#include "common/text.hpp"
+#include "launcher/isolate_cli.hpp"
+#include "launcher/isolate_plan.hpp"
+#include "launcher/run.hpp"
+
+extern char** environ;
+
+namespace gpubox::launcher {
+namespace {
+
+namespace fs = std::filesystem;
+
+// An error isolate reports with die(): status XX, exit 2.
+struct IsolateDie : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+struct LockRecord {
+    unsigned owner = 0;
+    bool cg = false, initialized = false;
+};
+
+std::string render_lock(const LockRecord& r) {
+    return cat("gpubox-isolate-lock 1 uid=", r.owner, " cg=", r.cg ? 1 : 0, " init=", r.initialized ? 1 : 0, "\n");
+}
+
+bool parse_lock(const std::string& text, LockRecord& r) {
+    unsigned uid = 0;
+    int cg = 0, init = 0;
+    if (std::sscanf(text.c_str(), "gpubox-isolate-lock 1 uid=%u cg=%d init=%d", &uid, &cg, &init) != 3) return false;
+    r = {uid, cg != 0, init != 0};
+    return true;
+}
+
+struct BoxLock {
+    UniqueFd fd;
+    LockRecord rec;
+    std::string path;
+    void write() const {
+        sys::ftruncate(fd.get(), 0, path);
+        const std::string text = render_lock(rec);
+        if (::pwrite(fd.get(), text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()))
+            throw IsolateDie("Cannot write lock file: " + std::string(std::strerror(errno)));
+    }
+};
+
+// A lock another user owns cannot be opened read-write: say whose box it is, as isolate does.
+[[noreturn]] void refuse_foreign_lock(const std::string& path, int err) {
+    try {
+        LockRecord other;
+        if (parse_lock(sys::read_file(path, 4096), other) && other.initialized && other.owner != ::getuid())
+            throw IsolateDie(cat("This box belongs to a different user (uid ", other.owner, ")"));
+    } catch (const SysError&) {
+    }
+    throw IsolateDie(cat("Cannot open ", path, ": ", std::strerror(err)));
+}
+
+// isolate.c: lock_box(). False: there is no box (never made, or cleaned up).
+bool lock_box(BoxLock& lock, const IsolateArgs& a, const std::string& path, bool is_init, bool is_cleanup) {
+    lock.path = path;
+    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | (is_init ? O_CREAT : 0), 0644);
+    if (fd < 0 && errno == ENOENT) return false;
+    if (fd < 0 && errno == EACCES) refuse_foreign_lock(path, errno);
+    if (fd < 0) throw IsolateDie(cat("Cannot open ", path, ": ", std::strerror(errno)));
+    lock.fd = UniqueFd(fd);
+    if (!sys::flock_exclusive(fd, a.wait, path)) throw IsolateDie("This box is currently in use by another process");
+    const std::string text = sys::read_all(fd, path, 4096);
+    const bool present = !text.empty();
+    if (present && !parse_lock(text, lock.rec)) throw IsolateDie(cat("Lock file ", path, " has incompatible format"));
+    if (present && lock.rec.initialized && lock.rec.owner != ::getuid())
+        throw IsolateDie(cat("This box belongs to a different user (uid ", lock.rec.owner, ")"));
+    if (present && lock.rec.cg != a.cg) throw IsolateDie("This box was initialized with an incompatible control group mode");
+    if (is_init) return lock.rec = {::getuid(), a.cg, false}, lock.write(), true;
+    if (present && !lock.rec.initialized && !is_cleanup) throw IsolateDie("This box was not initialized properly");
+    return present;
+}
+
+// The boxes' root: made 0700 when missing. One we find must be a real directory that is ours,
+// or a shared one with the sticky bit (as /tmp), so nobody else can swap a box under us.
+void ensure_boxes_root(const std::string& root) {
+    std::error_code ec;
+    if (!fs::exists(root, ec)) {
+        fs::create_directories(fs::path(root).parent_path(), ec);
+        if (::mkdir(root.c_str(), 0700) < 0 && errno != EEXIST)
+            throw IsolateDie(cat("Cannot create box root ", root, ": ", std::strerror(errno)));
+    }
+    struct stat st {};
+    if (!sys::lstat_at(AT_FDCWD, root, st) || !S_ISDIR(st.st_mode))
+        throw IsolateDie(cat("Box root ", root, " is not a directory (a symlink?)"));
+    if (st.st_uid != ::getuid() && !(st.st_mode & S_ISVTX))
+        throw IsolateDie(cat("Box root ", root, " belongs to uid ", st.st_uid, " and is not sticky: refusing it"));
+}
+
+// rmtree() that also enters directories the program made unreadable (it ran as our uid).
+void remove_tree(const fs::path& p) {
+    std::error_code ec;
+    const fs::file_status st = fs::symlink_status(p, ec);
+    if (ec || !fs::exists(st)) return;
+    if (fs::is_directory(st)) {
+        fs::permissions(p, fs::perms::owner_all, fs::perm_options::add, ec);
+        for (const fs::directory_entry& e : fs::directory_iterator(p)) remove_tree(e.path());
+    }
+    fs::remove(p);
+}
+
+// isolate removes what is neither a file nor a directory from the box after a run (symlinks,
+// fifos, sockets), unless --special-files, so that the judge never follows one.
+void remove_special_files(const fs::path& dir) {
+    std::error_code ec;
+    for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+        const fs::file_status st = e.symlink_status(ec);
+        if (fs::is_directory(st)) remove_special_files(e.path());
+        else if (!fs::is_regular_file(st)) fs::remove(e.path(), ec);
+    }
+}
+
+// The caller's fds 0-2 while the program runs: -i, -o, -r (opened in their bound host
+// directory, resolved inside it as isolate resolves them inside the box) and --stderr-to-stdout.
+// Restored on the way out, so isolate's own messages reach the caller.
+class Redirection {
+public:
+    Redirection(const std::array<Redirect, 3>& r, bool err_to_out) {
+        std::array<UniqueFd, 3> opened;
+        const int flags[3] = {O_RDONLY, O_WRONLY | O_CREAT | O_TRUNC, O_WRONLY | O_CREAT | O_TRUNC};
+        for (int i = 0; i < 3; ++i)
+            if (!r[i].host_dir.empty()) opened[i] = open_redirect(r[i], flags[i]);
+        for (int i = 0; i < 3; ++i) saved_[i] = sys::dup_cloexec(i);
+        for (int i = 0; i < 3; ++i)
+            if (opened[i].valid()) sys::dup2(opened[i].get(), i);
+        if (err_to_out) sys::dup2(1, 2);
+    }
+    ~Redirection() {
+        for (int i = 0; i < 3; ++i)
+            if (saved_[i].valid()) ::dup2(saved_[i].get(), i);
+    }
+    Redirection(const Redirection&) = delete;
+    Redirection& operator=(const Redirection&) = delete;
+
+private:
+    static UniqueFd open_redirect(const Redirect& r, int flags) {
+        UniqueFd dir = sys::open_at(AT_FDCWD, r.host_dir, O_PATH | O_DIRECTORY);
+        const int fd = sys::try_openat2(dir.get(), r.rel, flags | O_CLOEXEC, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+                                        (flags & O_CREAT) ? 0666 : 0);
+        if (fd < 0) throw IsolateDie(cat("open(\"", r.sandbox_path, "\"): ", std::strerror(-fd)));
+        return UniqueFd(fd);
+    }
+    std::array<UniqueFd, 3> saved_;
+};
+
+IsolateHost current_host() {
+    IsolateHost h;
+    h.exists = [](const std::string& p) {
+        std::error_code ec;
+        return fs::exists(p, ec);
+    };
+    for (char** e = environ; *e; ++e) {
+        const std::string kv = *e;
+        const auto eq = kv.find('=');
+        if (eq != std::string::npos) h.environ.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+    }
+    h.uid = ::getuid(), h.gid = ::getgid();
+    for (int i = 0; i < 3; ++i) {
+        struct stat st {};
+        h.regular_file[i] = ::fstat(i, &st) == 0 && S_ISREG(st.st_mode);
+    }
+    return h;
+}
+
+void write_meta(const IsolateArgs& a, const std::string& text) {
+    if (a.meta.empty()) return;
+    if (a.meta == "-") return sys::write_all(1, text, "stdout");
+    try {
+        UniqueFd fd = sys::open_at(AT_FDCWD, a.meta, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+        sys::write_all(fd.get(), text, a.meta);
+    } catch (const SysError&) {
+        throw IsolateDie(cat("Failed to open metafile '", a.meta, "'"));
+    }
+}
+
+std::string lock_path(const std::string& root, int id) { return cat(root, "/", id, ".lock"); }
+std::string self_name(const IsolateArgs& a) { return a.cg ? "isolate --cg" : "isolate"; }
+
+int do_init(const IsolateArgs& a, const std::string& root, const BoxPaths& box) {
+    BoxLock lock;
+    lock_box(lock, a, lock_path(root, a.box_id), true, false);
+    remove_tree(box.dir);
+    for (const std::string& d : {box.dir, box.box, box.root})
+        if (::mkdir(d.c_str(), d == box.root ? 0755 : 0700) < 0)
+            throw IsolateDie(cat("Cannot create ", d, ": ", std::strerror(errno)));
+    lock.rec.initialized = true;
+    lock.write();
+    std::cout << box.dir << std::endl;
+    return 0;
+}
+
+int do_cleanup(const IsolateArgs& a, const std::string& root, const BoxPaths& box) {
+    BoxLock lock;
+    if (!lock_box(lock, a, lock_path(root, a.box_id), false, true)) {
+        if (a.verbose) std::cerr << "Nothing to do -- box did not exist\n";
+        return 0;
+    }
+    remove_tree(box.dir);
+    sys::ftruncate(lock.fd.get(), 0, lock.path);  // never unlinked, as isolate's
+    return 0;
+}
+
+int do_run(const IsolateArgs& a, const std::string& root, const BoxPaths& box) {
+    BoxLock lock;
+    if (!lock_box(lock, a, lock_path(root, a.box_id), false, false))
+        throw IsolateDie(cat("Box not found, did you run `", self_name(a), " --init'?"));
+    const IsolateRun plan = plan_isolate_run(a, box, current_host());
+    RunReport rep;
+    {
+        Redirection redirect(plan.redirect, a.stderr_to_stdout);
+        run_sandbox(plan.options, &rep);
+    }
+    if (!a.special_files) remove_special_files(box.box);
+    const IsolateResult r = isolate_result(rep.verdict, rep.outcome, plan.report_limits);
+    if (r.status == "XX") throw IsolateDie(r.message);
+    write_meta(a, render_meta_isolate(rep.verdict, rep.outcome, plan.report_limits));
+    if (rep.outcome.setup_failed) std::cerr << rep.outcome.message << "\n";  // as the program's execve() error
+    if (r.status.empty()) {
+        if (!a.silent)
+            std::cerr << "OK (" << isolate_seconds(rep.outcome.cpu_seconds) << " sec real, "
+                      << isolate_seconds(rep.outcome.wall_seconds) << " sec wall)\n";
+        return 0;
+    }
+    if (!a.silent) std::cerr << r.message << "\n";
+    return 1;
+}
+
+// isolate.c: die(): status XX in the meta file, the message on stderr, exit 2.
+int die(const IsolateArgs& a, const std::string& message) {
+    try {
+        write_meta(a, cat("status:XX\nmessage:", message, "\n"));
+    } catch (...) {
+    }
+    std::cerr << message << std::endl;
+    return 2;
+}
+
+constexpr int kNumBoxes = 100000;
+
+int dispatch(const IsolateArgs& a, const std::string& root) {
+    if (const std::string why = unsupported_isolate_request(a, ::getuid(), ::getgid()); !why.empty()) throw IsolateDie(why);
+    if (a.box_id < 0 || a.box_id >= kNumBoxes) throw IsolateDie(cat("Sandbox ID out of range (allowed: 0-", kNumBoxes - 1, ")"));
+    ensure_boxes_root(root);
+    const BoxPaths box = box_paths(root, a.box_id);
+    if (a.mode == IsolateMode::init) return do_init(a, root, box);
+    if (a.mode == IsolateMode::cleanup) return do_cleanup(a, root, box);
+    return do_run(a, root, box);
+}
+
+}  // namespace
+
+int isolate_main(const std::vector<std::string>& args) {
+    const std::string root = isolate_boxes_root(std::getenv("GPUBOX_ISOLATE_ROOT"), std::getenv("XDG_RUNTIME_DIR"), ::getuid());
+    IsolateArgs a;
+    try {
+        a = parse_isolate_command_line(args);
+    } catch (const UsageError& e) {
+        std::cerr << e.what() << "\nTry 'isolate --help' for more information.\n";
+        return 2;
+    }
+    switch (a.mode) {
+        case IsolateMode::help:
+            std::cout << isolate_usage_text(cat(root, "/<id> (GPUBOX_ISOLATE_ROOT, else $XDG_RUNTIME_DIR/gpubox/isolate, "
+                                                      "else /tmp/gpubox-isolate-<uid>)"));
+            return 0;
+        case IsolateMode::version: std::cout << isolate_version_text(); return 0;
+        case IsolateMode::check_config: return 0;
+        case IsolateMode::print_cg_root: return die(a, "gpubox has no cgroup root of its own: it uses a delegated cgroup v2 where it finds one");
+        default: break;
+    }
+    try {
+        return dispatch(a, root);
+    } catch (...) {
+        return die(a, describe(std::current_exception()));
+    }
+}
+
+std::string isolate_boxes_root(const char* override_root, const char* xdg_runtime_dir, unsigned uid) {
+    if (override_root && *override_root) return override_root;
+    if (xdg_runtime_dir && *xdg_runtime_dir) return cat(xdg_runtime_dir, "/gpubox/isolate");
+    return cat("/tmp/gpubox-isolate-", uid);
+}
+
+}  // namespace gpubox::launcher
