@@ -63,8 +63,16 @@ for input in "$tests"/*.in; do
         --stdout-limit 1M --stderr-limit 64K --fsize-limit 1M \
         --ro-bind "$work/out/main:/box/main" --meta "$meta" --meta-format isolate \
         "$work/rootfs" /box/main <"$input" >"$work/$name.got" 2>/dev/null
+    # Read as a judge reads isolate's verdicts (CMS does the same): a memory kill is a SIGKILL
+    # with cg-oom-killed, an output kill a SIGXFSZ; the status alone says SG for both.
     status=$(key "$meta" status)
     status=${status:-OK}
+    detail=$(key "$meta" message)
+    if [ "$(key "$meta" cg-oom-killed)" = 1 ]; then
+        status=ML detail="memory limit exceeded (peak $(key "$meta" cg-mem) KiB)"
+    elif [ "$status" = SG ] && [ "$(key "$meta" exitsig)" = 25 ]; then
+        status=OL detail="output limit exceeded"
+    fi
     case $status in
         OK) if cmp -s "$work/$name.got" "${input%.in}.out"; then verdict=AC; pass=$((pass + 1)); else verdict=WA; fi ;;
         TO) verdict=TLE ;;
@@ -73,7 +81,7 @@ for input in "$tests"/*.in; do
         RE | SG) verdict=RE ;;
         *) verdict=IE ;;
     esac
-    printf '%-10s %-5s %8s %9s  %s\n' "$name" "$verdict" "$(key "$meta" time)" "$(key "$meta" max-rss)" "$(key "$meta" message)"
+    printf '%-10s %-5s %8s %9s  %s\n' "$name" "$verdict" "$(key "$meta" time)" "$(key "$meta" max-rss)" "$detail"
 done
 echo "score: $pass/$total"
 [ "$pass" = "$total" ]

@@ -15,7 +15,7 @@ for case in "correct:AC AC AC :0" "wrong:AC AC WA :1" "crash:RE RE RE :1" "slow:
     expect_eq "$name.c: verdicts" "$(verdicts "$out")" "$want"
     expect_eq "$name.c: grader exit status" "$rc" "$want_rc"
 done
-expect_match "the table shows the limit that ended a run" "$out" 'killed: memory limit 67108864 bytes exceeded'
+expect_match "the table shows the limit that ended a run" "$out" 'memory limit exceeded \(peak [0-9]+ KiB\)'
 check "nothing of any submission is left running" test -z "$(survivors)"
 printf 'int main( {\n' >"$WORK/broken.c"
 out=$(GPUBOX=$GPUBOX bash "$A/grade.sh" "$WORK/broken.c" 2>&1)
