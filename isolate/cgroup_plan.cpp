@@ -89,7 +89,11 @@ std::string cgroup_fix(CgroupRoute route, const std::string& why, uid_t uid) {
             if (says("no bus socket"))
                 return cat("loginctl enable-linger \"$(id -un)\" (or log in), so that user@", uid,
                            ".service runs, and install dbus-user-session for its D-Bus");
-            if (says("dlopen")) return "install libsystemd0 (gpubox loads its sd-bus client when it needs one)";
+            if (says("no helper gpubox-scope"))
+                return "install gpubox-scope (built beside gpubox) next to the gpubox binary, or in "
+                       "../libexec/gpubox/ from it: gpubox asks systemd for a scope through it";
+            if (says("libsystemd.so.0")) return "install libsystemd0 (gpubox-scope, gpubox's sd-bus client, links against it)";
+            if (says("helper \"")) return "make gpubox-scope owned by root or by gpubox's owner, and chmod go-w it";
             if (says("StartTransientUnit"))
                 return "see 'systemctl --user status' and 'journalctl --user -e': the user manager refused the scope";
             return "see 'systemctl --user status': is the user manager (user@UID.service) running?";
@@ -126,6 +130,23 @@ std::string scope_unit_name(pid_t pid, std::uint32_t random) {
     char hex[9];
     std::snprintf(hex, sizeof hex, "%08x", random);
     return cat("gpubox-", pid, "-", hex, ".scope");
+}
+
+std::vector<std::string> scope_helper_candidates(const std::string& exe) {
+    const auto slash = exe.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "" : exe.substr(0, slash);
+    return {dir + "/gpubox-scope", dir + "/../libexec/gpubox/gpubox-scope"};
+}
+
+std::string scope_helper_problem(const struct stat& st, uid_t exe_owner) {
+    if (!S_ISREG(st.st_mode)) return "not a regular file";
+    if (st.st_uid != 0 && st.st_uid != exe_owner)
+        return cat("owned by uid ", st.st_uid, ", neither root nor the owner of gpubox (uid ", exe_owner, ")");
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    if (st.st_mode & (S_IWGRP | S_IWOTH)) return cat("writable by its group or by anyone (mode ", mode, ")");
+    if (!(st.st_mode & S_IXUSR)) return cat("not executable (mode ", mode, ")");
+    return "";
 }
 
 bool cgroup_is_unit(std::string_view path, std::string_view unit) {

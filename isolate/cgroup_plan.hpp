@@ -1,6 +1,7 @@
 #pragma once
 // The pure half of the cgroup path: what --cgroup asked for, which routes to a cgroup of the
 // sandbox's own to try in which order, and the text parsers they need. No I/O here.
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -54,6 +55,13 @@ std::optional<std::string> parse_cgroup2_mount(std::string_view mountinfo);
 std::optional<std::string> parse_proc_cgroup(std::string_view text);
 // "gpubox-<pid>-<8 hex digits>.scope".
 std::string scope_unit_name(pid_t pid, std::uint32_t random);
+// Where gpubox looks for its sd-bus helper, given its own binary's path (/proc/self/exe): beside
+// it, then in ../libexec/gpubox/.
+std::vector<std::string> scope_helper_candidates(const std::string& exe);
+// Why the helper whose fstat is `st` may not be run by a gpubox binary owned by `exe_owner`
+// ("" if it may): it must be an executable regular file owned by root or by `exe_owner`, and
+// writable by nobody else (no group or world write bit).
+std::string scope_helper_problem(const struct stat& st, uid_t exe_owner);
 // Whether the last component of cgroup path `path` is `unit`.
 bool cgroup_is_unit(std::string_view path, std::string_view unit);
 // The "+ctrl" words for cgroup.subtree_control: those of `wanted` that `controllers` (the text

@@ -1,8 +1,9 @@
 #pragma once
 // A transient systemd scope with Delegate=yes for the monitor, asked of the caller's own systemd
 // over D-Bus, as rootless podman and crun do: on a systemd host with cgroup v2 this is how an
-// unprivileged user gets a cgroup of their own. libsystemd is loaded with dlopen() only here, so
-// gpubox runs where it is missing. Monitor side only.
+// unprivileged user gets a cgroup of their own. The D-Bus half is our helper gpubox-scope
+// (scope/), the one program of ours linked against libsystemd, so that gpubox stays static and
+// runs where libsystemd is missing; the cgroup half is here. Monitor side only.
 #include <string>
 #include <vector>
 
@@ -14,11 +15,12 @@ struct SystemdScope {
     std::vector<std::string> controllers;  // enabled in its cgroup.subtree_control
 };
 
-// Starts the scope holding this process (the user's systemd; the system's for uid 0), waits for
-// its job, moves this process into the scope's leaf "monitor" (cgroup v2 lets only leaves hold
-// processes) and enables those of cpu, memory and pids the scope was given for its children.
-// `cgroup_mount` is the cgroup2 mount point. Throws a SetupError naming the step, the call and
-// the error, e.g. `connect to the user bus: sd_bus_start("unix:path=/run/user/1000/bus"): ...`.
+// Starts the scope holding this process (the user's systemd; the system's for uid 0) by running
+// gpubox-scope, found beside this binary (then in ../libexec/gpubox/), with an empty environment,
+// moves this process into the scope's leaf "monitor" (cgroup v2 lets only leaves hold processes)
+// and enables those of cpu, memory and pids the scope was given for its children. `cgroup_mount`
+// is the cgroup2 mount point. Throws a SetupError naming the step, the call and the error, e.g.
+// `connect to the user bus: sd_bus_start("unix:path=/run/user/1000/bus"): Connection refused`.
 SystemdScope enter_systemd_scope(const std::string& cgroup_mount, const std::string& unit);
 
 }  // namespace gpubox::isolate

@@ -9,6 +9,8 @@ if [ "$(id -u)" = 0 ] && [ -z "${GPUBOX_E2E_UNPRIVILEGED:-}" ] && [ "${E2E_AS_RO
     top=$(mktemp -d /tmp/gpubox-e2e.XXXXXX)
     chmod 0755 "$top"
     install -m 0755 "$GPUBOX" "$top/gpubox"
+    # its sd-bus helper, beside it as gpubox expects
+    [ -x "$(dirname "$GPUBOX")/gpubox-scope" ] && install -m 0755 "$(dirname "$GPUBOX")/gpubox-scope" "$top/"
     install -m 0755 "$PROBE" "$top/probe"
     extra=()
     if [ -n "${GPUPROBE:-}" ]; then

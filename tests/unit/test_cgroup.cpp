@@ -103,6 +103,16 @@ TEST_CASE("doctor's fix for each reason a route was passed over") {
           "start systemd's D-Bus system bus (dbus.service)");
     CHECK_THAT(cgroup_fix(R::systemd_scope, "dlopen(\"libsystemd.so.0\"): libsystemd.so.0: cannot open", 1000),
                Catch::StartsWith("install libsystemd0"));
+    CHECK_THAT(cgroup_fix(R::systemd_scope, "\"/opt/gpubox/bin/gpubox-scope\" exited with status 127: /opt/gpubox/bin/"
+                                            "gpubox-scope: error while loading shared libraries: libsystemd.so.0: "
+                                            "cannot open shared object file", 1000),
+               Catch::StartsWith("install libsystemd0"));
+    CHECK_THAT(cgroup_fix(R::systemd_scope, "systemd scope \"x\": find gpubox's sd-bus helper: no helper gpubox-scope "
+                                            "(looked for /a/gpubox-scope and /a/../libexec/gpubox/gpubox-scope)", 1000),
+               Catch::StartsWith("install gpubox-scope"));
+    CHECK_THAT(cgroup_fix(R::systemd_scope, "find gpubox's sd-bus helper: helper \"/a/gpubox-scope\": writable by its "
+                                            "group or by anyone (mode 0777)", 1000),
+               Catch::Contains("chmod go-w"));
     CHECK_THAT(cgroup_fix(R::systemd_scope, "systemd scope \"x\": controllers not delegated to \"/sys/fs/cgroup/a\": memory", 1000),
                Catch::Contains("Delegate=cpu cpuset io memory pids"));
     CHECK_THAT(cgroup_fix(R::own, "own cgroup /sys/fs/cgroup/unified: controllers not delegated (cgroup/unified)", 0),
@@ -111,4 +121,31 @@ TEST_CASE("doctor's fix for each reason a route was passed over") {
     CHECK_THAT(cgroup_fix(R::own, "own cgroup \"/sys/fs/cgroup/x\" (not delegated to this user): mkdirat", 1000),
                Catch::Contains("Delegate=yes"));
     CHECK_THAT(cgroup_cpu_fix(), Catch::Contains("user@.service.d/delegate.conf"));
+}
+
+TEST_CASE("gpubox-scope is looked for beside gpubox, then in ../libexec/gpubox") {
+    CHECK(scope_helper_candidates("/usr/bin/gpubox") ==
+          std::vector<std::string>{"/usr/bin/gpubox-scope", "/usr/bin/../libexec/gpubox/gpubox-scope"});
+    CHECK(scope_helper_candidates("/gpubox") ==
+          std::vector<std::string>{"/gpubox-scope", "/../libexec/gpubox/gpubox-scope"});
+}
+
+TEST_CASE("gpubox-scope runs only when nobody but root or gpubox's owner can change it") {
+    struct stat st {};
+    st.st_mode = S_IFREG | 0755;
+    st.st_uid = 1000;
+    CHECK(scope_helper_problem(st, 1000).empty());
+    st.st_uid = 0;
+    CHECK(scope_helper_problem(st, 1000).empty());
+    st.st_uid = 1001;
+    CHECK_THAT(scope_helper_problem(st, 1000), Catch::StartsWith("owned by uid 1001"));
+    st.st_uid = 0;
+    st.st_mode = S_IFREG | 0775;
+    CHECK(scope_helper_problem(st, 1000) == "writable by its group or by anyone (mode 0775)");
+    st.st_mode = S_IFREG | 0757;
+    CHECK_THAT(scope_helper_problem(st, 1000), Catch::StartsWith("writable"));
+    st.st_mode = S_IFREG | 0644;
+    CHECK_THAT(scope_helper_problem(st, 1000), Catch::StartsWith("not executable"));
+    st.st_mode = S_IFDIR | 0755;
+    CHECK(scope_helper_problem(st, 1000) == "not a regular file");
 }

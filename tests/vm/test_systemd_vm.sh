@@ -5,10 +5,12 @@
 # The guest image is built once per package list and image script, into GPUBOX_VM_CACHE
 # (default /var/cache/gpubox-vm; needs Debian's package registry the first time). Each run
 # boots that image read-only (writes go to a deleted temporary file) with a second disk holding
-# gpubox, the probe and the test; the guest writes TAP to its second serial port and powers off.
+# gpubox, its sd-bus helper gpubox-scope (GPUBOX_SCOPE, default beside GPUBOX), the probe and the
+# test; the guest writes TAP to its second serial port and powers off.
 # Nothing is left behind: no qemu process, no mount, no temporary file.
 set -euo pipefail
 : "${GPUBOX:?set GPUBOX to the gpubox binary}" "${PROBE:?set PROBE to the probe binary}"
+GPUBOX_SCOPE=${GPUBOX_SCOPE:-$(dirname "$GPUBOX")/gpubox-scope}
 VM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 E2E_DIR=${E2E_DIR:-$VM_DIR/../e2e}
 CACHE=${GPUBOX_VM_CACHE:-/var/cache/gpubox-vm}
@@ -19,6 +21,7 @@ skip() {
     echo "1..0 # SKIP $1"; exit 77
 }
 [ "$(id -u)" = 0 ] || skip "the guest image is built as root (mmdebstrap)"
+[ -x "$GPUBOX_SCOPE" ] || { echo "Bail out! no gpubox-scope at $GPUBOX_SCOPE (build it, or set GPUBOX_SCOPE)"; exit 1; }
 for t in qemu-system-x86_64 mmdebstrap mke2fs; do
     command -v "$t" >/dev/null || skip "$t is missing (bash .ci/install-deps.sh)"
 done
@@ -48,6 +51,7 @@ trap cleanup EXIT
 trap 'exit 143' TERM INT
 mkdir "$tmp/payload"
 install -m 0755 "$GPUBOX" "$tmp/payload/gpubox"
+install -m 0755 "$GPUBOX_SCOPE" "$tmp/payload/gpubox-scope"
 install -m 0755 "$PROBE" "$tmp/payload/probe"
 install -m 0644 "$VM_DIR/boot.sh" "$VM_DIR/guest_test.sh" "$E2E_DIR/lib.sh" "$tmp/payload/"
 mke2fs -q -t ext4 -d "$tmp/payload" "$tmp/payload.img" 64M >/dev/null
