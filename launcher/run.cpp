@@ -299,6 +299,7 @@ int run_sandbox(const Options& o) {
         isolate::remove_cgroup(cgroup);
         const Verdict v = judge(out, o.limits);
         if (out.setup_failed) report_setup_failure(out);
+        if (v.killed && !o.quiet) log::error(v.message);  // "killed: wall-clock limit 1.000 s exceeded"
         write_meta(o, v, out, limits.mechanisms);
         return v.gpubox_exit;
     } catch (...) {
