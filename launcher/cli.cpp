@@ -402,7 +402,7 @@ std::string command_help(const std::string& name) {
     std::ostringstream out;
     out << "usage: gpubox " << c.name << " " << c.synopsis << "\n\n" << c.summary << "\n\noptions:\n";
     auto row = [&](const std::string& left, const std::string& help) {
-        out << "  " << left << (left.size() < 22 ? std::string(22 - left.size(), ' ') : "\n" + std::string(24, ' '))
+        out << "  " << left << (left.size() < 21 ? std::string(22 - left.size(), ' ') : "\n" + std::string(24, ' '))
             << help << "\n";
     };
     for (const Flag& f : c.flags)
