@@ -397,19 +397,6 @@ std::vector<CommandDoc> command_docs() {
     return docs;
 }
 
-std::string command_help(const std::string& name) {
-    const CommandInfo& c = command_info(name);
-    std::ostringstream out;
-    out << "usage: gpubox " << c.name << " " << c.synopsis << "\n\n" << c.summary << "\n\noptions:\n";
-    auto row = [&](const std::string& left, const std::string& help) {
-        out << "  " << left << (left.size() < 21 ? std::string(22 - left.size(), ' ') : "\n" + std::string(24, ' '))
-            << help << "\n";
-    };
-    for (const Flag& f : c.flags)
-        if (f.help) row(cat(f.name, f.arg ? cat(" ", f.arg) : ""), f.help);
-    row("-h, --help", "this help");
-    return out.str();
-}
 
 std::string version_text() { return "gpubox " GPUBOX_VERSION "\n"; }
 

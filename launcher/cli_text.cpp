@@ -2,6 +2,7 @@
 // (command_docs()), so that no option can be documented in one and missing from another.
 #include <sstream>
 
+#include "common/error.hpp"
 #include "common/text.hpp"
 #include "launcher/cli.hpp"
 
@@ -61,6 +62,15 @@ constexpr const char* kExamples[][2] = {
     {"gpubox list --json", "the host's GPUs, for scripts"},
 };
 
+// "  --memory-limit SIZE   help": the help in one column, or on the next line after a long name.
+void options_block(std::ostringstream& out, const std::vector<FlagDoc>& flags) {
+    auto row = [&](const std::string& left, const std::string& help) {
+        out << "  " << left << (left.size() < 21 ? std::string(22 - left.size(), ' ') : "\n" + std::string(24, ' '))
+            << help << "\n";
+    };
+    for (const FlagDoc& f : flags) row(f.arg.empty() ? f.name : f.name + " " + f.arg, f.help);
+}
+
 template <std::size_t N>
 void tagged(std::ostringstream& out, const char* const (&rows)[N][2], bool bold) {
     for (const auto& row : rows)
@@ -72,13 +82,25 @@ void tagged(std::ostringstream& out, const char* const (&rows)[N][2], bool bold)
 std::string usage_text() {
     std::ostringstream out;
     out << "gpubox: unprivileged container sandbox with per-GPU isolation\n\nusage:\n";
-    for (const CommandDoc& c : command_docs()) out << "  gpubox " << c.name << " " << c.synopsis << "\n";
+    const std::vector<CommandDoc> docs = command_docs();  // named: the loops below refer into it
+    for (const CommandDoc& c : docs) out << "  gpubox " << c.name << " " << c.synopsis << "\n";
     out << "  gpubox help COMMAND | COMMAND --help\n  gpubox --help | --version\n\nrun options:\n";
-    for (const FlagDoc& f : command_docs().front().flags)
-        out << "  " << f.name << (f.arg.empty() ? "" : " " + f.arg) << "  " << f.help << "\n";
+    options_block(out, docs.front().flags);
     out << "\nexit status: the command's own; 128+N if it died of signal N (137: a limit); 125 gpubox failed;\n"
            "126 CMD cannot be executed; 127 CMD not found. See gpubox(1).\n";
     return out.str();
+}
+
+std::string command_help(const std::string& name) {
+    for (const CommandDoc& c : command_docs()) {
+        if (c.name != name) continue;
+        std::ostringstream out;
+        out << "usage: gpubox " << c.name << " " << c.synopsis << "\n\n" << c.summary << "\n\noptions:\n";
+        options_block(out, c.flags);
+        options_block(out, {{"-h, --help", "", "this help"}});
+        return out.str();
+    }
+    throw UsageError(cat("help: unknown command ", quote(name), " (try gpubox --help)"));
 }
 
 std::string man_page() {

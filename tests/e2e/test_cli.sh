@@ -18,6 +18,10 @@ box run --help
 for opt in "--bind SRC:DST" "--memory-limit SIZE" "--gpu SPEC" "--quiet"; do
     expect_match "run --help lists $opt" "$out" "^  $opt "
 done
+box --help
+expect_eq "gpubox --help exits 0" "$rc" 0
+expect_match "gpubox --help lists the commands" "$out" '^  gpubox rootfs create '
+expect_match "gpubox --help lists run's options" "$out" '^  --memory-limit SIZE '
 box help run
 expect_match "gpubox help run = gpubox run --help" "$rc:$out" "^0:usage: gpubox run"
 

@@ -100,6 +100,8 @@ TEST_CASE("every subcommand takes --help") {
         CHECK_THAT(command_help(o.help_topic), Catch::Matchers::StartsWith("usage: gpubox " + o.help_topic));
     }
     CHECK(parse({"--help"}).help_topic.empty());
+    CHECK_THAT(usage_text(), Catch::Matchers::Contains("  --memory-limit SIZE "));
+    CHECK_THAT(usage_text(), Catch::Matchers::Contains("  gpubox rootfs create "));
     CHECK_THROWS_AS(parse({"help", "frobnicate"}), UsageError);
 }
 
