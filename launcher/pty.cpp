@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <string>
 
 #include "common/sys.hpp"
 
@@ -27,6 +28,28 @@ void enter_new_pty(const PtySpec& spec) {
     if (::ioctl(STDIN_FILENO, TIOCSCTTY, 0) < 0) sys::fail("ioctl(pty, TIOCSCTTY)", errno);
 }
 
+namespace {
+
+// What the caller typed while the terminal was still in canonical mode, as bytes for the pty.
+// Switching to raw mode would turn a pending end-of-file (^D, stored as a NUL by the kernel's
+// line discipline) into a NUL byte: read it here instead, line by line, an EOF as `eof`.
+std::string take_typeahead(cc_t eof) {
+    std::string typed;
+    const int flags = ::fcntl(STDIN_FILENO, F_GETFL);
+    if (flags < 0 || ::fcntl(STDIN_FILENO, F_SETFL, flags | O_NONBLOCK) < 0) return typed;
+    char buf[4096];
+    for (int i = 0; i < 64; ++i) {  // a hung-up terminal reads EOF for ever
+        const ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
+        if (n < 0) break;  // EAGAIN: nothing more
+        if (n == 0) typed += static_cast<char>(eof);
+        else typed.append(buf, static_cast<std::size_t>(n));
+    }
+    ::fcntl(STDIN_FILENO, F_SETFL, flags);
+    return typed;
+}
+
+}  // namespace
+
 int Terminal::prepare(PtySpec& spec, bool output_capped) {
     if (!wanted(::isatty(STDIN_FILENO) == 1, ::isatty(STDOUT_FILENO) == 1, output_capped)) return -1;
     sys::socketpair(mine_, child_end_);
@@ -49,8 +72,12 @@ void Terminal::attach() {
     termios t{};
     if (::tcgetattr(STDIN_FILENO, &t) < 0) return;
     saved_ = t;
+    const std::string typed = take_typeahead(t.c_cc[VEOF]);
     ::cfmakeraw(&t);
-    ::tcsetattr(STDIN_FILENO, TCSADRAIN, &t);
+    ::tcsetattr(STDIN_FILENO, TCSANOW, &t);
+    if (!typed.empty() && ::write(master_.get(), typed.data(), typed.size()) < 0) {
+        // best effort: what was typed before the sandbox's terminal existed
+    }
 }
 
 Terminal::~Terminal() {

@@ -16,7 +16,7 @@ at_terminal() {
 }
 
 out=$(at_terminal $'tty\nsleep 10 &\nsleep 0.5; jobs\nkill %1\nsleep 1; jobs; echo checked\nexit 3\n' "\"$GPUBOX\" run \"$R\" sh -i; echo rc=\$?")
-expect_match "tty names the sandbox's own /dev/pts/N" "$out" '/ \$ tty'$'\n''/dev/pts/[0-9]+'$'\n'
+expect_match "tty names the sandbox's own /dev/pts/N" "$out" 'tty'$'\n''/dev/pts/[0-9]+'$'\n'
 expect_match "a background job runs" "$out" '^\[1\]\+ +Running +sleep 10$'
 after_kill=${out##*'/ $ kill %1'}
 expect_match "kill %1 ends it: job control" "$after_kill" '^checked$'
