@@ -5,7 +5,7 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
       libcap-ng-dev libseccomp-dev catch2 nlohmann-json3-dev
       busybox-static util-linux bsdutils procps iproute2 bubblewrap hyperfine time)
-pkgs+=(mmdebstrap)  # tests/e2e/test_install.sh: a fresh Debian 12 root for the .deb
+pkgs+=(mmdebstrap zsh)  # tests/e2e/test_install.sh: a fresh Debian 12 root for the .deb; zsh completion
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

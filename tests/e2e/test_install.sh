@@ -50,7 +50,25 @@ expect_eq "bash completes --meta-format" "$(complete_words gpubox run --meta-for
 mkdir -p "$WORK/cwd/rootfs-a"
 expect_eq "bash completes paths for ROOTFS" "$(cd "$WORK/cwd" && complete_words gpubox run --share-net root)" "rootfs-a "
 expect_eq "bash completes list's options" "$(complete_words gpubox list --)" "--driver-root --help --json "
-if command -v zsh >/dev/null; then check "zsh parses _gpubox" zsh -n "$stage/usr/local/share/zsh/site-functions/_gpubox"; fi
+# --- zsh completion, where zsh is installed: typed into an interactive zsh on a pty (zpty)
+if command -v zsh >/dev/null; then
+    check "zsh parses _gpubox" zsh -n "$stage/usr/local/share/zsh/site-functions/_gpubox"
+    got=$(HOME=$WORK PATH=$stage/usr/local/bin:$PATH timeout 60 zsh -f -c '
+        zmodload zsh/zpty
+        zpty z "PS1=\"> \" TERM=dumb zsh -f -i"
+        zpty -w z "fpath=($1 \$fpath); autoload -Uz compinit; compinit -u -D; setopt nobeep"
+        sleep 2
+        for line in "gpubox ru" "gpubox run --memory-l" "gpubox run --meta-format i" "gpubox list --j"; do
+            zpty -w -n z "$line"$'"'"'\t'"'"'; sleep 1; zpty -w z $'"'"'\x05; : done'"'"'; sleep 0.3
+        done
+        while zpty -r -t z out; do all+=$out; done
+        print -r -- ${all//$'"'"'\r'"'"'/}
+        zpty -d z' _ "$stage/usr/local/share/zsh/site-functions" 2>&1 | tr -d '\b' | grep -aoE 'gpubox [^;]*; : done' | sort -u)
+    expect_match "zsh completes subcommands" "$got" '^gpubox run +; : done$'
+    expect_match "zsh completes run's options from --help" "$got" '^gpubox run --memory-limit +; : done$'
+    expect_match "zsh completes --meta-format" "$got" '^gpubox run --meta-format isolate +; : done$'
+    expect_match "zsh completes list's options" "$got" '^gpubox list --json +; : done$'
+fi
 
 # --- the Debian package
 pkg=$WORK/pkg
