@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
-# README's first command: install what gpubox needs, build it, make the default rootfs, and run
-# gpubox's main job, `gpubox run --gpu 0 ROOTFS nvidia-smi -L`, as an unprivileged user.
+# README's first command: install what gpubox needs, build it, install it to /usr/local (as root),
+# make the default rootfs, and run gpubox's main job, `gpubox run --gpu 0 ROOTFS nvidia-smi -L`, as an unprivileged user.
 # On a host without an NVIDIA GPU it runs the same job against the simulated GPU host that the
 # test suite uses (--driver-root), and says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash .ci/install-deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j"$(nproc)" --target gpubox fake-gpu-host gpuprobe probe >/dev/null
+cmake --build build -j"$(nproc)" --target gpubox gpubox_man fake-gpu-host gpuprobe probe >/dev/null
 echo "built: $(./build/launcher/gpubox --version)"
+# On PATH for everyone, like any tool: /usr/local/bin/gpubox, gpubox(1), bash and zsh completion,
+# and the AppArmor profile where AppArmor 4 is in use. (Or a package: cd build && cpack -G DEB.)
+if [ "$(id -u)" = 0 ]; then
+    cmake --install build --strip >/dev/null
+    echo "installed: $(command -v gpubox) (man gpubox; completion in new shells)"
+else
+    echo "not root: gpubox stays at build/launcher/gpubox; 'sudo cmake --install build' puts it on PATH"
+fi
 
 demo=$(mktemp -d /tmp/gpubox-quickstart.XXXXXX)
 chmod 0755 "$demo"

@@ -115,6 +115,7 @@ rootfs::LatePlan read_device_ops(const ChildSpec& spec) {
         if (spec.stdout_fd >= 0 && ::dup2(spec.stdout_fd, STDOUT_FILENO) < 0) sys::fail("dup2(stdout relay)", errno);
         if (spec.stderr_fd >= 0 && ::dup2(spec.stderr_fd, STDERR_FILENO) < 0) sys::fail("dup2(stderr relay)", errno);
         if (::setsid() < 0) sys::fail("setsid()", errno);  // no controlling tty: no TIOCSTI
+        if (spec.pty.sock >= 0) pty::enter_new_pty(spec.pty);  // but its own pty, when the caller has one
         sys::prctl(PR_SET_DUMPABLE, 1, "PR_SET_DUMPABLE, 1");  // init's 0 would lock its /proc/self
         isolate::enter_nested_userns(spec.ids);            // see its own uid; no caps over mounts
         sys::chdir(spec.workdir);
@@ -186,6 +187,7 @@ private:
     if (spec.stdin_fd >= 0) ::close(spec.stdin_fd);    // only the workload uses the relays
     if (spec.stdout_fd >= 0) ::close(spec.stdout_fd);
     if (spec.stderr_fd >= 0) ::close(spec.stderr_fd);
+    if (spec.pty.sock >= 0) ::close(spec.pty.sock);     // the monitor must see EOF if the workload fails first
     Reporter reporter(spec, tmpfs);
     for (;;) {
         siginfo_t info{};

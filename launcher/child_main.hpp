@@ -7,6 +7,7 @@
 #include "isolate/id_map.hpp"
 #include "isolate/limits.hpp"
 #include "isolate/seccomp.hpp"
+#include "launcher/pty.hpp"
 #include "rootfs/mount_op.hpp"
 
 namespace gpubox::launcher {
@@ -38,6 +39,7 @@ struct ChildSpec {
     int device_fd = -1;      // socket: our layer's late directory goes out, the GPU's mount ops come back (or -1)
     cpu_set_t cpus{};        // with device_fd: the user's CPUs, restored once the ops arrive
     std::vector<int> monitor_fds;  // the monitor's pipe ends: closed first, so EOF means death
+    pty::PtySpec pty;        // with the caller at a terminal: the workload makes a pty of its own
 };
 
 // The sandbox's init (pid 1): set up, fork the workload, reap, forward signals, report.

@@ -18,10 +18,11 @@ namespace {
 
 struct Flag {
     const char* name;
-    bool takes_arg;
-    const char* help;
+    const char* arg;   // nullptr: a switch; else the value's metavariable, as --help shows it
+    const char* help;  // nullptr: hidden (an alias)
     std::function<void(Options&, const std::string&)> apply;
 };
+using Flags = std::vector<Flag>;
 
 void add_mount(Options& o, rootfs::UserMount::Type type, const std::string& spec, const char* what) {
     rootfs::UserMount m{type, "", ""};
@@ -35,32 +36,44 @@ void add_mount(Options& o, rootfs::UserMount::Type type, const std::string& spec
     o.mounts.push_back(m);
 }
 
-const std::vector<Flag>& run_flags() {
+void set_root_mode(Options& o, rootfs::RootMode mode) {
+    if (o.root_mode != rootfs::RootMode::overlay && o.root_mode != mode)
+        throw UsageError("run: --writable and --read-only contradict each other (choose one)");
+    o.root_mode = mode;
+}
+
+void set_gpu(Options& o, const std::string& v) {
+    gpu::parse_gpu_spec(v);
+    o.gpu = o.gpu_given ? merge_gpu_specs(o.gpu, v) : v;
+    o.gpu_given = true;
+}
+
+const Flags& run_flags() {
     using T = rootfs::UserMount::Type;
-    static const std::vector<Flag> flags = {
-        {"--share-net", false, "keep the host network (default: new net namespace, only lo)",
+    static const Flags flags = {
+        {"--share-net", nullptr, "keep the host network (default: a new network namespace with only lo, up)",
          [](Options& o, const std::string&) { o.share_net = true; }},
-        {"--root", false, "map the caller to uid/gid 0 inside (default: caller's own ids)",
+        {"--root", nullptr, "the caller is uid/gid 0 inside (default: the caller's own ids); never any capability",
          [](Options& o, const std::string&) { o.root = true; }},
-        {"--bind", true, "SRC:DST  bind host SRC read-write at DST",
+        {"--bind", "SRC:DST", "bind host SRC read-write at DST, recursively (mounts below SRC come too)",
          [](Options& o, const std::string& v) { add_mount(o, T::bind, v, "--bind"); }},
-        {"--ro-bind", true, "SRC:DST  bind host SRC read-only at DST",
+        {"--ro-bind", "SRC:DST", "bind host SRC read-only at DST, recursively",
          [](Options& o, const std::string& v) { add_mount(o, T::ro_bind, v, "--ro-bind"); }},
-        {"--tmpfs", true, "DST  a fresh tmpfs at DST",
+        {"--tmpfs", "DST", "a fresh tmpfs at DST",
          [](Options& o, const std::string& v) { add_mount(o, T::tmpfs, v, "--tmpfs"); }},
-        {"--tmpfs-size", true, "SIZE  one budget for every writable tmpfs place and the root's layer (default: the memory limit, else 1/4 of MemAvailable)",
+        {"--tmpfs-size", "SIZE", "one budget for every writable tmpfs place and the root's layer (default: the memory limit, else 1/4 of MemAvailable)",
          [](Options& o, const std::string& v) { o.tmpfs_size = parse_size(v, "--tmpfs-size"); }},
-        {"--workdir", true, "DIR  working directory inside (default /)",
+        {"--workdir", "DIR", "working directory inside (default /)",
          [](Options& o, const std::string& v) { o.workdir = rootfs::normalize_container_path(v, "--workdir"); }},
-        {"--hostname", true, "NAME  hostname inside (default gpubox)",
+        {"--hostname", "NAME", "hostname inside (default gpubox)",
          [](Options& o, const std::string& v) {
              if (v.empty() || v.size() > 64 || v.find_first_of("/\n\t ") != std::string::npos)
                  throw UsageError(cat("--hostname: invalid name ", quote(v)));
              o.hostname = v;
          }},
-        {"--env", true, "K=V  set a variable in the workload's (otherwise clean) environment",
+        {"--env", "K=V", "set a variable in the workload's (otherwise clean: PATH, HOME, LANG, TERM) environment",
          [](Options& o, const std::string& v) { o.env.push_back(parse_env_assignment(v, "--env")); }},
-        {"--env-file", true, "FILE  K=V lines (# comments) added to the environment",
+        {"--env-file", "FILE", "K=V lines (# comments) added to the environment",
          [](Options& o, const std::string& v) {
              std::string content;
              try {
@@ -70,89 +83,177 @@ const std::vector<Flag>& run_flags() {
              }
              for (auto& kv : parse_env_file(content, v)) o.env.push_back(kv);
          }},
-        {"--writable", false, "ROOTFS read-write: writes reach the disk (default: tmpfs overlay)",
-         [](Options& o, const std::string&) { o.root_mode = rootfs::RootMode::writable; }},
-        {"--read-only", false, "ROOTFS read-only with no overlay upper layer",
-         [](Options& o, const std::string&) { o.root_mode = rootfs::RootMode::read_only; }},
-        {"--no-seccomp", false, "do not install a seccomp filter",
+        {"--writable", nullptr, "ROOTFS read-write: writes reach the disk (default: a tmpfs layer discarded at exit)",
+         [](Options& o, const std::string&) { set_root_mode(o, rootfs::RootMode::writable); }},
+        {"--read-only", nullptr, "ROOTFS read-only with no writable layer (only the tmpfs mounts take writes)",
+         [](Options& o, const std::string&) { set_root_mode(o, rootfs::RootMode::read_only); }},
+        {"--no-seccomp", nullptr, "do not install a seccomp filter",
          [](Options& o, const std::string&) { o.seccomp = false; }},
-        {"--seccomp-bpf", true, "FILE  install this raw BPF program instead of the default filter",
+        {"--seccomp-bpf", "FILE", "install this raw BPF program instead of the default filter",
          [](Options& o, const std::string& v) { o.seccomp_bpf = v; }},
-        {"--gpu", true, "SPEC  GPUs to give the sandbox: none (default), all, or a comma list of "
-                        "indices, GPU-<uuid>s and PCI addresses",
-         [](Options& o, const std::string& v) { gpu::parse_gpu_spec(v), o.gpu = v; }},
-        {"--gpu-caps", true, "LIST  driver capabilities: compute,utility (default), graphics, video, "
-                             "display, ngx, all",
+        {"--gpu", "SPEC", "GPUs to give the sandbox: none (default), all, or a comma list of indices, "
+                          "GPU-<uuid>s (or a unique prefix) and PCI addresses; repeated, the union",
+         set_gpu},
+        {"--gpu-caps", "LIST", "driver capabilities: compute,utility (default), graphics, video, display, ngx, all",
          [](Options& o, const std::string& v) { o.gpu_caps = gpu::parse_capabilities(v); }},
-        {"--driver-root", true, "DIR  where the host's driver lives (default /); every host path is read below it",
+        {"--driver-root", "DIR", "where the host's driver lives (default /); every host GPU path is read below it",
          [](Options& o, const std::string& v) { o.driver_root = v; }},
-        {"--wall-time-limit", true, "SEC  kill the sandbox after SEC seconds of wall-clock time",
+        {"--wall-time-limit", "SEC", "kill the sandbox after SEC seconds of wall-clock time (status TO)",
          [](Options& o, const std::string& v) { o.limits.wall_seconds = parse_seconds(v, "--wall-time-limit"); }},
-        {"--time-limit", true, "SEC  kill the sandbox after SEC seconds of CPU time (all its processes)",
+        {"--time-limit", "SEC", "kill the sandbox after SEC seconds of CPU time, all its processes (status TO)",
          [](Options& o, const std::string& v) { o.limits.cpu_seconds = parse_seconds(v, "--time-limit"); }},
-        {"--memory-limit", true, "SIZE  resident memory of the whole sandbox (status ML)",
+        {"--memory-limit", "SIZE", "memory the whole sandbox holds (status ML)",
          [](Options& o, const std::string& v) { o.limits.memory_bytes = parse_size(v, "--memory-limit"); }},
-        {"--pids-limit", true, "N  processes and threads in the sandbox (default 4096; 'unlimited' lifts it)",
+        {"--pids-limit", "N", "processes and threads in the sandbox (default 4096; 'unlimited' lifts it)",
          [](Options& o, const std::string& v) { o.limits.pids = v == "unlimited" ? 0 : parse_count(v, "--pids-limit"); }},
-        {"--fsize-limit", true, "SIZE  largest file the workload may write (RLIMIT_FSIZE)",
+        {"--fsize-limit", "SIZE", "largest file the workload may write (RLIMIT_FSIZE)",
          [](Options& o, const std::string& v) { o.limits.fsize_bytes = parse_size(v, "--fsize-limit"); }},
-        {"--nofile-limit", true, "N  open files per process (RLIMIT_NOFILE)",
+        {"--nofile-limit", "N", "open files per process (RLIMIT_NOFILE)",
          [](Options& o, const std::string& v) { o.limits.nofile = parse_count(v, "--nofile-limit"); }},
-        {"--stack-limit", true, "SIZE  stack size (RLIMIT_STACK)",
+        {"--stack-limit", "SIZE", "stack size (RLIMIT_STACK)",
          [](Options& o, const std::string& v) { o.limits.stack_bytes = parse_size(v, "--stack-limit"); }},
-        {"--as-limit", true, "SIZE  address space per process (RLIMIT_AS; breaks JITs and CUDA)",
+        {"--as-limit", "SIZE", "address space per process (RLIMIT_AS; breaks JITs and CUDA)",
          [](Options& o, const std::string& v) { o.limits.as_bytes = parse_size(v, "--as-limit"); }},
-        {"--stdout-limit", true, "SIZE  bytes the sandbox may write to stdout (status OL)",
+        {"--stdout-limit", "SIZE", "bytes the sandbox may write to stdout (status OL)",
          [](Options& o, const std::string& v) { o.limits.stdout_bytes = parse_size(v, "--stdout-limit"); }},
-        {"--stderr-limit", true, "SIZE  bytes the sandbox may write to stderr (status OL)",
+        {"--stderr-limit", "SIZE", "bytes the sandbox may write to stderr (status OL)",
          [](Options& o, const std::string& v) { o.limits.stderr_bytes = parse_size(v, "--stderr-limit"); }},
-        {"--meta", true, "FILE  write the verdict (JSON) to FILE, even when setup fails",
+        {"--meta", "FILE", "write the verdict to FILE, even when setup fails",
          [](Options& o, const std::string& v) { o.meta = v; }},
-        {"--meta-format", true, "FMT  json (default) or isolate (key:value lines)",
+        {"--meta-format", "FMT", "json (default) or isolate (key:value lines)",
          [](Options& o, const std::string& v) {
              if (v != "json" && v != "isolate") throw UsageError(cat("--meta-format: expected json or isolate, got ", quote(v)));
              o.meta_format = v;
          }},
-        {"--cgroup", true,
-         "MODE  auto (default: a cgroup v2 we may write, else a systemd scope), off, systemd, or a "
-         "delegated cgroup directory to make the sandbox's below",
+        {"--cgroup", "MODE",
+         "auto (default: a cgroup v2 we may write, else a systemd scope), off, systemd, or a delegated cgroup "
+         "directory to make the sandbox's below",
          [](Options& o, const std::string& v) { o.cgroup = isolate::parse_cgroup_request(v); }},
-        {"--print-plan", false, "print namespaces, id maps, mounts and seccomp policy; run nothing",
+        {"--print-plan", nullptr, "print namespaces, id maps, mounts, limits and the seccomp policy; run nothing",
          [](Options& o, const std::string&) { o.print_plan = true; }},
-        {"-v", false, "more output (-v info, -vv debug: every mount step)",
+        {"--quiet", nullptr, "no warnings, and no line when a limit ends the run (errors still print)",
+         [](Options& o, const std::string&) { o.quiet = true; }},
+        {"-v", nullptr, "more output (-v info, -vv debug: every mount step)",
          [](Options& o, const std::string&) { ++o.verbosity; }},
-        {"-vv", false, nullptr, [](Options& o, const std::string&) { o.verbosity += 2; }},
+        {"-vv", nullptr, nullptr, [](Options& o, const std::string&) { o.verbosity += 2; }},
     };
     return flags;
 }
 
-const Flag* find_flag(const std::string& name) {
-    for (const Flag& f : run_flags())
-        if (name == f.name) return &f;
-    return nullptr;
+const Flags& list_flags() {
+    static const Flags flags = {
+        {"--json", nullptr, "machine-readable output: driver version, and per GPU its index, PCI address, UUID, "
+                            "model, minor, nodes, problem",
+         [](Options& o, const std::string&) { o.json = true; }},
+        {"--driver-root", "DIR", "read every host GPU path below DIR (default /)",
+         [](Options& o, const std::string& v) { o.driver_root = v; }},
+    };
+    return flags;
 }
 
-void parse_run(Options& o, const std::vector<std::string>& args, std::size_t i) {
+const Flags& doctor_flags() {
+    static const Flags flags = {
+        {"--driver-root", "DIR", "read every host GPU path below DIR (default /)",
+         [](Options& o, const std::string& v) { o.driver_root = v; }},
+    };
+    return flags;
+}
+
+const Flags& create_flags() {
+    static const Flags flags = {
+        {"--busybox", "PATH", "the static busybox to install (default /bin/busybox, from busybox-static)",
+         [](Options& o, const std::string& v) { o.busybox = v; }},
+    };
+    return flags;
+}
+
+// isolate's own options are parsed by launcher/isolate_cli.cpp; listed by `gpubox isolate --help`.
+const Flags& isolate_flags() {
+    static const Flags none;
+    return none;
+}
+
+struct CommandInfo {
+    const char* name;
+    const char* synopsis;
+    const char* summary;
+    const Flags& flags;
+};
+
+const std::vector<CommandInfo>& commands() {
+    static const std::vector<CommandInfo> table = {
+        {"run", "[OPTIONS] ROOTFS [--] CMD [ARGS...]",
+         "Run CMD in a new sandbox whose root is ROOTFS (a directory; never written: writes go to a tmpfs "
+         "layer discarded at exit). Options stop at ROOTFS, so CMD keeps its own flags. A SIZE takes a "
+         "unit: B, K, M or G (1K = 1024 bytes); a bare number is an error.",
+         run_flags()},
+        {"list", "[--json] [--driver-root DIR]",
+         "List the host's GPUs: index, PCI address, vendor, model, UUID and device nodes.", list_flags()},
+        {"doctor", "[--driver-root DIR]",
+         "Check that this host can run sandboxes (user namespaces, AppArmor, kernel, GPU driver, nodes, "
+         "libraries) and print the fix for each problem. Exits 1 when it found one.",
+         doctor_flags()},
+        {"rootfs create", "[--busybox PATH] DIR",
+         "Make a minimal ROOTFS in DIR, offline: busybox and the host's glibc.", create_flags()},
+        {"isolate", "[ISOLATE OPTIONS] --init | --run [--] PROG [ARGS...] | --cleanup",
+         "isolate 2.x's command line, for judges built for isolate (also when gpubox is invoked through a "
+         "link named isolate): boxes under $XDG_RUNTIME_DIR/gpubox/isolate, isolate's units, meta files and "
+         "exit codes. 'gpubox isolate --help' lists its options.",
+         isolate_flags()},
+    };
+    return table;
+}
+
+const CommandInfo& command_info(const std::string& name) {
+    for (const CommandInfo& c : commands())
+        if (name == c.name) return c;
+    throw UsageError(cat("help: unknown command ", quote(name), " (try gpubox --help)"));
+}
+
+// `--bind /tmp /mnt ROOTFS CMD`, bubblewrap's spelling, or `--bind /tmp` with no destination:
+// either would parse as something else (a ROOTFS of /mnt; a silent /tmp:/tmp), so both are errors
+// that say what was meant.
+void check_bind_value(const std::string& name, const std::string& v, const std::vector<std::string>& args,
+                      std::size_t next) {
+    if (v.find(':') != std::string::npos) return;
+    if (next + 2 < args.size() && !args[next].empty() && args[next][0] == '/' && args[next].find(':') == std::string::npos)
+        throw UsageError(cat("run: ", name, " takes one argument SRC:DST: did you mean ", name, " ", v, ":", args[next], "?"));
+    throw UsageError(cat("run: ", name, " ", v, ": no destination: did you mean ", name, " ", v, ":", v,
+                         "? (binds are recursive: mounts below ", v, " come too)"));
+}
+
+// Parses the flags of `table` from args[i] on, up to the first operand (or "--", skipped).
+// Returns the operand's index, or args.size() + 1 after -h/--help (which sets the help topic).
+std::size_t parse_flags(Options& o, const std::string& cmd, const Flags& table,
+                        const std::vector<std::string>& args, std::size_t i) {
     for (; i < args.size(); ++i) {
         const std::string& a = args[i];
-        if (a == "--") {
-            ++i;
-            break;
+        if (a == "--") return i + 1;
+        if (a.size() < 2 || a[0] != '-') return i;
+        if (a == "-h" || a == "--help") {
+            o.command = Command::help, o.help_topic = cmd;
+            return args.size() + 1;
         }
-        if (a.size() < 2 || a[0] != '-') break;
         std::string name = a, value;
         const bool inline_value = a.rfind("--", 0) == 0 && a.find('=') != std::string::npos;
         if (inline_value) name = a.substr(0, a.find('=')), value = a.substr(a.find('=') + 1);
-        const Flag* f = find_flag(name);
-        if (!f) throw UsageError(cat("run: unknown option ", quote(a), " (see gpubox --help)"));
-        if (f->takes_arg && !inline_value) {
-            if (i + 1 >= args.size()) throw UsageError(cat("run: ", name, " needs a value"));
+        const auto f = std::find_if(table.begin(), table.end(), [&](const Flag& x) { return name == x.name; });
+        if (f == table.end()) throw UsageError(cat(cmd, ": unknown option ", quote(a), " (see gpubox --help)"));
+        if (f->arg && !inline_value) {
+            if (i + 1 >= args.size()) throw UsageError(cat(cmd, ": ", name, " needs a value"));
             value = args[++i];
-        } else if (!f->takes_arg && inline_value) {
-            throw UsageError(cat("run: ", name, " takes no value"));
+        } else if (!f->arg && inline_value) {
+            throw UsageError(cat(cmd, ": ", name, " takes no value"));
         }
+        if (name == "--bind" || name == "--ro-bind") check_bind_value(name, value, args, i + 1);
         f->apply(o, value);
     }
+    return i;
+}
+
+void parse_run(Options& o, const std::vector<std::string>& args, std::size_t i) {
+    i = parse_flags(o, "run", run_flags(), args, i);
+    if (o.command == Command::help) return;
     if (i >= args.size()) throw UsageError("run: missing ROOTFS (usage: gpubox run [OPTIONS] ROOTFS [--] CMD [ARGS...])");
     o.rootfs = args[i++];
     if (i < args.size() && args[i] == "--") ++i;
@@ -163,26 +264,26 @@ void parse_run(Options& o, const std::vector<std::string>& args, std::size_t i) 
 }
 
 void parse_rootfs(Options& o, const std::vector<std::string>& args, std::size_t i) {
+    if (i < args.size() && (args[i] == "--help" || args[i] == "-h")) {
+        o.command = Command::help, o.help_topic = "rootfs create";
+        return;
+    }
     if (i >= args.size() || args[i] != "create")
         throw UsageError("rootfs: usage: gpubox rootfs create [--busybox PATH] DIR");
     o.command = Command::rootfs_create;
-    for (++i; i < args.size(); ++i) {
-        if (args[i] == "--busybox" && i + 1 < args.size()) o.busybox = args[++i];
-        else if (!args[i].empty() && args[i][0] == '-') throw UsageError(cat("rootfs create: unknown option ", quote(args[i])));
-        else if (o.create_dir.empty()) o.create_dir = args[i];
-        else throw UsageError("rootfs create: one DIR only");
+    for (++i; (i = parse_flags(o, "rootfs create", create_flags(), args, i)) < args.size(); ++i) {
+        if (!o.create_dir.empty()) throw UsageError("rootfs create: one DIR only");
+        o.create_dir = args[i];
     }
+    if (o.command == Command::help) return;
     if (o.create_dir.empty()) throw UsageError("rootfs create: missing DIR");
 }
 
-// list and doctor take --driver-root; list also --json.
-void parse_host_command(Options& o, const std::vector<std::string>& args, std::size_t i) {
-    for (; i < args.size(); ++i) {
-        if (args[i] == "--json" && o.command == Command::list) o.json = true;
-        else if (args[i] == "--driver-root" && i + 1 < args.size()) o.driver_root = args[++i];
-        else if (starts_with(args[i], "--driver-root=")) o.driver_root = args[i].substr(14);
-        else throw UsageError(cat(args[0], ": unexpected argument ", quote(args[i])));
-    }
+// list and doctor take options only.
+void parse_host_command(Options& o, const std::vector<std::string>& args) {
+    const Flags& table = o.command == Command::list ? list_flags() : doctor_flags();
+    const std::size_t i = parse_flags(o, args[0], table, args, 1);
+    if (i < args.size()) throw UsageError(cat(args[0], ": unexpected argument ", quote(args[i])));
 }
 
 }  // namespace
@@ -213,15 +314,17 @@ std::string find_meta_path(const std::vector<std::string>& args) {
 std::uint64_t parse_size(const std::string& text, const std::string& what) {
     std::size_t i = 0;
     while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
-    if (i == 0 || i > 15) throw UsageError(cat(what, ": invalid size ", quote(text), " (e.g. 4096, 64K, 256M, 2G)"));
+    if (i == 0 || i > 15) throw UsageError(cat(what, ": invalid size ", quote(text), " (e.g. 4096B, 64K, 256M, 2G)"));
     std::uint64_t n = std::stoull(text.substr(0, i));
     std::string suffix = text.substr(i);
     std::uint64_t mult = 1;
-    if (suffix == "" || suffix == "B") mult = 1;
+    // A bare number is an error, not bytes: `--memory-limit 256` meant 256M far more often.
+    if (suffix.empty()) throw UsageError(cat(what, " ", text, ": no unit; did you mean ", text, "M? (units: B, K, M, G)"));
+    if (suffix == "B") mult = 1;
     else if (suffix == "K" || suffix == "k" || suffix == "KiB") mult = 1ULL << 10;
     else if (suffix == "M" || suffix == "m" || suffix == "MiB") mult = 1ULL << 20;
     else if (suffix == "G" || suffix == "g" || suffix == "GiB") mult = 1ULL << 30;
-    else throw UsageError(cat(what, ": invalid size ", quote(text), " (e.g. 4096, 64K, 256M, 2G)"));
+    else throw UsageError(cat(what, ": invalid size ", quote(text), " (e.g. 4096B, 64K, 256M, 2G)"));
     if (n == 0) throw UsageError(cat(what, ": size must be positive"));
     return n * mult;
 }
@@ -266,33 +369,44 @@ Options parse_command_line(const std::vector<std::string>& args) {
     Options o;
     if (args.empty()) throw UsageError("missing command (try gpubox --help)");
     const std::string& cmd = args[0];
-    if (cmd == "-h" || cmd == "--help" || cmd == "help") o.command = Command::help;
+    if (cmd == "-h" || cmd == "--help") o.command = Command::help;
+    else if (cmd == "help") o.command = Command::help, o.help_topic = args.size() > 1 ? args[1] : "";
     else if (cmd == "--version" || cmd == "version") o.command = Command::version;
+    else if (cmd == "--man") o.command = Command::man;  // hidden: gpubox(1), made at build time
     else if (cmd == "run") o.command = Command::run, parse_run(o, args, 1);
     else if (cmd == "rootfs") parse_rootfs(o, args, 1);
-    else if (cmd == "list") o.command = Command::list, parse_host_command(o, args, 1);
-    else if (cmd == "doctor") o.command = Command::doctor, parse_host_command(o, args, 1);
+    else if (cmd == "list") o.command = Command::list, parse_host_command(o, args);
+    else if (cmd == "doctor") o.command = Command::doctor, parse_host_command(o, args);
     else throw UsageError(cat("unknown command ", quote(cmd), " (try gpubox --help)"));
+    if (o.help_topic == "rootfs") o.help_topic = "rootfs create";
+    if (!o.help_topic.empty()) command_info(o.help_topic);  // an unknown topic is an error
     return o;
 }
 
-std::string usage_text() {
-    std::ostringstream out;
-    out << "gpubox: unprivileged container sandbox with per-GPU isolation\n\n"
-           "usage:\n"
-           "  gpubox run [OPTIONS] ROOTFS [--] CMD [ARGS...]\n"
-           "  gpubox rootfs create [--busybox PATH] DIR\n"
-           "  gpubox list [--json] [--driver-root DIR]\n"
-           "  gpubox doctor [--driver-root DIR]\n"
-           "  gpubox isolate [ISOLATE OPTIONS] --init|--run|--cleanup  (isolate 2.x's CLI; or a symlink named isolate)\n"
-           "  gpubox --help | --version\n\n"
-           "run options:\n";
-    for (const Flag& f : run_flags())
-        if (f.help) out << "  " << f.name << (f.takes_arg ? " " : "") << "  " << f.help << "\n";
-    out << "\nexit status: the command's own; 128+N if it died of signal N; 125 gpubox failed;\n"
-           "126 CMD cannot be executed; 127 CMD not found\n";
-    return out.str();
+std::string merge_gpu_specs(const std::string& before, const std::string& added) {
+    const gpu::GpuSpec a = gpu::parse_gpu_spec(before), b = gpu::parse_gpu_spec(added);
+    using K = gpu::GpuSpec::Kind;
+    if (a.kind == K::none || b.kind == K::none)
+        throw UsageError(cat("run: --gpu ", a.kind == K::none ? before : added, " contradicts --gpu ",
+                             a.kind == K::none ? added : before));
+    if (a.kind == K::all || b.kind == K::all) return "all";
+    std::vector<std::string> items = a.items;
+    for (const std::string& x : b.items)
+        if (std::find(items.begin(), items.end(), x) == items.end()) items.push_back(x);
+    return join(items, ",");
 }
+
+std::vector<CommandDoc> command_docs() {
+    std::vector<CommandDoc> docs;
+    for (const CommandInfo& c : commands()) {
+        CommandDoc d{c.name, c.synopsis, c.summary, {}};
+        for (const Flag& f : c.flags)
+            if (f.help) d.flags.push_back({f.name, f.arg ? f.arg : "", f.help});
+        docs.push_back(std::move(d));
+    }
+    return docs;
+}
+
 
 std::string version_text() { return "gpubox " GPUBOX_VERSION "\n"; }
 

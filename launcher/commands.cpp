@@ -18,6 +18,7 @@
 #include "gpu/gpu_spec.hpp"
 #include "gpu/inventory.hpp"
 #include "isolate/cgroup.hpp"
+#include "launcher/apparmor.hpp"
 #include "rootfs/create.hpp"
 
 namespace gpubox::launcher {
@@ -80,11 +81,7 @@ void check_host(Doctor& d) {
     if (max == "0") d.problem("user.max_user_namespaces is 0", "sysctl -w user.max_user_namespaces=15000");
     const std::string clone = read_sysctl("/proc/sys/kernel/unprivileged_userns_clone");
     if (clone == "0") d.problem("kernel.unprivileged_userns_clone is 0", "sysctl -w kernel.unprivileged_userns_clone=1");
-    const std::string aa = read_sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns");
-    if (aa == "1")
-        d.problem("AppArmor restricts unprivileged user namespaces (Ubuntu >= 23.10)",
-                  "install an AppArmor profile for gpubox with 'userns,' or sysctl -w "
-                  "kernel.apparmor_restrict_unprivileged_userns=0");
+    if (auto f = judge_apparmor(discover_apparmor()); f.problem) d.problem(f.what, f.fix); else d.ok(f.what);
     if (userns_works()) d.ok("unprivileged user + mount namespaces");
     else d.problem("cannot create a user namespace", "see the settings above; an outer container may forbid it");
     const std::string release = sys::kernel_release();

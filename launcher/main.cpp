@@ -23,9 +23,11 @@ int main(int argc, char** argv) {
         Options o = parse_command_line(args);
         log::set_level(o.verbosity >= 2 ? log::Level::debug
                        : o.verbosity == 1 ? log::Level::info
+                       : o.quiet          ? log::Level::error
                                           : log::Level::warn);
         switch (o.command) {
-            case Command::help: std::cout << usage_text(); return 0;
+            case Command::help: std::cout << (o.help_topic.empty() ? usage_text() : command_help(o.help_topic)); return 0;
+            case Command::man: std::cout << man_page(); return 0;
             case Command::version: std::cout << version_text(); return 0;
             case Command::run: return run_sandbox(o);
             case Command::rootfs_create: return create_rootfs_command(o);

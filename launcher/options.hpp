@@ -13,11 +13,13 @@
 
 namespace gpubox::launcher {
 
-enum class Command { help, version, run, list, doctor, rootfs_create };
+enum class Command { help, version, man, run, list, doctor, rootfs_create };
 
 struct Options {
     Command command = Command::help;
     int verbosity = 0;  // -v info, -vv debug
+    bool quiet = false;      // --quiet: no warnings, no limit-kill line
+    std::string help_topic;  // help: "" for gpubox --help, else the command (run, list, ...)
 
     // run
     std::string rootfs;
@@ -43,6 +45,7 @@ struct Options {
 
     // GPUs (run, list, doctor)
     std::string gpu = "none";
+    bool gpu_given = false;  // a second --gpu merges with the first
     unsigned gpu_caps = 3;  // compute,utility (gpu::kCapDefault)
     std::string driver_root = "/";
     bool json = false;

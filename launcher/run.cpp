@@ -31,6 +31,7 @@
 #include "gpu/mount_list.hpp"
 #include "launcher/environment.hpp"
 #include "launcher/exit_codes.hpp"
+#include "launcher/pty.hpp"
 #include "launcher/stdio.hpp"
 #include "launcher/supervise.hpp"
 #include "launcher/verdict.hpp"
@@ -72,6 +73,7 @@ sigset_t monitor_signals() {
     sigemptyset(&set);
     for (int s : forwarded_signals()) sigaddset(&set, s);
     sigaddset(&set, SIGCHLD);
+    sigaddset(&set, SIGWINCH);  // passed on to the workload's pty, if it has one
     return set;
 }
 
@@ -220,6 +222,8 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup&
     if (in_w.valid()) spec.monitor_fds.push_back(in_w.get());
     if (out_r.valid()) spec.monitor_fds.push_back(out_r.get());
     if (err_r.valid()) spec.monitor_fds.push_back(err_r.get());
+    pty::Terminal term;  // with the caller at a terminal: the workload's own pty, relayed
+    if (int mine = term.prepare(spec.pty, o.limits.stdout_bytes || o.limits.stderr_bytes); mine >= 0) spec.monitor_fds.push_back(mine);
 
     sigset_t set = monitor_signals(), old;
     ::sigprocmask(SIG_BLOCK, &set, &old);
@@ -231,6 +235,7 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup&
     isolate::Spawned child = isolate::spawn_sandbox(clone_flags, cgroup.caps.usable ? cgroup.dir.get() : -1,
                                                     child_entry, &spec);
     go_r.reset(), rep_w.reset(), in_r.reset(), out_w.reset(), err_w.reset(), bpf_r.reset(), dev_r.reset();
+    term.child_started();
     if (!dev_w.valid()) rootfs.reset();  // else the GPU's entries are resolved in it
     try {
         isolate::write_outer_id_maps(child.pid, spec.ids);
@@ -254,7 +259,9 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup&
         }
         dev_w.reset(), rootfs.reset();
     }
-    RunOutcome out = supervise({child, rep_r.get(), o.limits, cgroup, in_w.get(), out_r.get(), err_r.get()});
+    term.attach();
+    RunOutcome out = supervise({child, rep_r.get(), o.limits, cgroup, in_w.valid() ? in_w.get() : term.take_input(),
+                                out_r.valid() ? out_r.get() : term.take_output(), err_r.get(), term.master()});
     ::sigprocmask(SIG_SETMASK, &old, nullptr);
     return out;
 }
@@ -300,6 +307,7 @@ int run_sandbox(const Options& o, RunReport* report) {
         isolate::remove_cgroup(cgroup);
         const Verdict v = judge(out, o.limits);
         if (out.setup_failed) report_setup_failure(out);
+        if (v.killed && !o.quiet) log::error(v.message);  // "killed: wall-clock limit 1.000 s exceeded"
         write_meta(o, v, out, limits.mechanisms);
         if (report) *report = {v, out};
         return v.gpubox_exit;

@@ -14,6 +14,7 @@
 #include "common/sys.hpp"
 #include "isolate/usage.hpp"
 #include "launcher/child_main.hpp"
+#include "launcher/pty.hpp"
 
 namespace gpubox::launcher {
 namespace {
@@ -63,6 +64,7 @@ public:
         sigemptyset(&set);
         for (int sig : forwarded_signals()) sigaddset(&set, sig);
         sigaddset(&set, SIGCHLD);
+        sigaddset(&set, SIGWINCH);
         sigfd_.reset(::signalfd(-1, &set, SFD_CLOEXEC));
         if (!sigfd_.valid()) sys::fail("signalfd()", errno);
         stdin_.dst = s.stdin_relay;
@@ -119,7 +121,9 @@ private:
 
     void forward_signal() {
         signalfd_siginfo si{};
-        if (::read(sigfd_.get(), &si, sizeof si) == sizeof si && si.ssi_signo != SIGCHLD)
+        if (::read(sigfd_.get(), &si, sizeof si) != sizeof si) return;
+        if (si.ssi_signo == SIGWINCH) return pty::Terminal::copy_window_size(STDIN_FILENO, s_.pty_master);
+        if (si.ssi_signo != SIGCHLD)
             ::kill(s_.child.pid, static_cast<int>(si.ssi_signo));
     }
 
@@ -149,7 +153,7 @@ private:
     void relay(Relay& r) {
         char buf[65536];
         ssize_t n = ::read(r.in, buf, sizeof buf);
-        if (n < 0 && errno == EINTR) return;
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;  // EAGAIN: a pty's master, non-blocking
         if (n <= 0) {
             ::close(r.in);
             r.in = -1;

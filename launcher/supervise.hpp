@@ -14,6 +14,7 @@ struct Supervised {
     int stdin_relay = -1;           // write end of the stdin pipe (non-blocking), fed from fd 0
     int stdout_relay = -1;          // read ends of the output pipes (see launcher/stdio.hpp)
     int stderr_relay = -1;
+    int pty_master = -1;            // the workload's pty (launcher/pty.hpp): SIGWINCH resizes it
 };
 
 // The monitor's loop: forward signals, enforce wall-clock, CPU, memory and output limits, wait

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "common/error.hpp"
+#include "launcher/apparmor.hpp"
 #include "launcher/cli.hpp"
 
 using namespace gpubox;
@@ -31,7 +32,7 @@ TEST_CASE("run: --opt=value and --opt value are the same") {
 }
 
 TEST_CASE("run: binds, tmpfs and env keep command-line order") {
-    Options o = parse({"run", "--bind", "/a:/b", "--ro-bind", "/c", "--tmpfs", "/t", "--env", "A=1",
+    Options o = parse({"run", "--bind", "/a:/b", "--ro-bind", "/c:/c", "--tmpfs", "/t", "--env", "A=1",
                        "--env", "B=x=y", "r", "cmd"});
     REQUIRE(o.mounts.size() == 3);
     CHECK(o.mounts[0].type == rootfs::UserMount::Type::bind);
@@ -59,13 +60,13 @@ TEST_CASE("run: bad input is a UsageError naming the option") {
 
 TEST_CASE("parse_size") {
     auto [text, bytes] = GENERATE(table<std::string, std::uint64_t>({
-        {"4096", 4096}, {"64K", 64ULL << 10}, {"256M", 256ULL << 20}, {"2G", 2ULL << 30},
+        {"4096B", 4096}, {"64K", 64ULL << 10}, {"256M", 256ULL << 20}, {"2G", 2ULL << 30},
         {"3MiB", 3ULL << 20}}));
     CHECK(parse_size(text, "x") == bytes);
 }
 
 TEST_CASE("parse_size rejects junk") {
-    auto text = GENERATE(as<std::string>{}, "", "M", "12X", "-1", "0", "1.5G", "99999999999999999G");
+    auto text = GENERATE(as<std::string>{}, "", "M", "12X", "-1", "0", "0M", "256", "1.5G", "99999999999999999G");
     CHECK_THROWS_AS(parse_size(text, "x"), UsageError);
 }
 
@@ -82,4 +83,74 @@ TEST_CASE("rootfs create parsing") {
     CHECK(o.create_dir == "dir");
     CHECK(o.busybox == "/x/bb");
     CHECK_THROWS_AS(parse({"rootfs", "create"}), UsageError);
+}
+
+TEST_CASE("parse_size: a bare number suggests the unit") {
+    CHECK_THROWS_WITH(parse_size("256", "--memory-limit"),
+                      "--memory-limit 256: no unit; did you mean 256M? (units: B, K, M, G)");
+}
+
+TEST_CASE("every subcommand takes --help") {
+    for (std::vector<std::string> args : std::vector<std::vector<std::string>>{
+             {"run", "--help"}, {"run", "--share-net", "-h"}, {"list", "--help"}, {"doctor", "--help"},
+             {"rootfs", "create", "--help"}, {"rootfs", "--help"}, {"help", "run"}}) {
+        Options o = parse(args);
+        CHECK(o.command == Command::help);
+        CHECK_FALSE(o.help_topic.empty());
+        CHECK_THAT(command_help(o.help_topic), Catch::Matchers::StartsWith("usage: gpubox " + o.help_topic));
+    }
+    CHECK(parse({"--help"}).help_topic.empty());
+    CHECK_THAT(usage_text(), Catch::Matchers::Contains("  --memory-limit SIZE "));
+    CHECK_THAT(usage_text(), Catch::Matchers::Contains("  gpubox rootfs create "));
+    CHECK_THROWS_AS(parse({"help", "frobnicate"}), UsageError);
+}
+
+TEST_CASE("conflicting options are one UsageError") {
+    using Catch::Matchers::Equals;
+    CHECK_THROWS_WITH(parse({"run", "--writable", "--read-only", "r", "x"}),
+                      "run: --writable and --read-only contradict each other (choose one)");
+    CHECK_THROWS_WITH(parse({"run", "--read-only", "--writable", "r", "x"}),
+                      "run: --writable and --read-only contradict each other (choose one)");
+    CHECK(parse({"run", "--writable", "--writable", "r", "x"}).root_mode == rootfs::RootMode::writable);
+    CHECK_THROWS_WITH(parse({"run", "--gpu", "0", "--gpu", "none", "r", "x"}), "run: --gpu none contradicts --gpu 0");
+}
+
+TEST_CASE("a repeated --gpu is the union, de-duplicated") {
+    CHECK(parse({"run", "--gpu", "0", "--gpu", "1", "r", "x"}).gpu == "0,1");
+    CHECK(parse({"run", "--gpu", "0,1", "--gpu", "1,GPU-abc", "r", "x"}).gpu == "0,1,GPU-abc");
+    CHECK(parse({"run", "--gpu", "0", "--gpu", "all", "r", "x"}).gpu == "all");
+    CHECK(parse({"run", "--gpu", "none", "r", "x"}).gpu == "none");
+    CHECK(merge_gpu_specs("all", "3") == "all");
+}
+
+TEST_CASE("--bind mistakes say what was meant") {
+    CHECK_THROWS_WITH(parse({"run", "--bind", "/tmp", "/mnt", "./rootfs", "true"}),
+                      "run: --bind takes one argument SRC:DST: did you mean --bind /tmp:/mnt?");
+    CHECK_THROWS_WITH(parse({"run", "--ro-bind", "/etc", "./rootfs", "true"}),
+                      Catch::Matchers::StartsWith("run: --ro-bind /etc: no destination: did you mean --ro-bind /etc:/etc?"));
+    CHECK_THROWS_WITH(parse({"run", "--bind=/tmp", "/abs/rootfs", "true"}),
+                      Catch::Matchers::StartsWith("run: --bind /tmp: no destination"));
+}
+
+TEST_CASE("--quiet, and the man page lists every option of every command") {
+    CHECK(parse({"run", "--quiet", "r", "x"}).quiet);
+    const std::string man = man_page();
+    for (const CommandDoc& c : command_docs())
+        for (const FlagDoc& f : c.flags) {
+            std::string escaped;
+            for (char ch : f.name) escaped += ch == '-' ? std::string("\\-") : std::string(1, ch);
+            CHECK_THAT(man, Catch::Matchers::Contains("\\fB" + escaped + "\\fR"));
+        }
+    CHECK(parse({"--man"}).command == Command::man);
+}
+
+TEST_CASE("doctor's AppArmor finding") {
+    CHECK_FALSE(judge_apparmor({"", "unconfined", "/usr/bin/gpubox"}).problem);
+    CHECK_FALSE(judge_apparmor({"0", "unconfined", "/usr/bin/gpubox"}).problem);
+    CHECK_FALSE(judge_apparmor({"1", "gpubox (unconfined)", "/usr/bin/gpubox"}).problem);
+    const DoctorFinding f = judge_apparmor({"1", "unconfined", "/opt/x/gpubox"});
+    CHECK(f.problem);
+    CHECK_THAT(f.what, Catch::Matchers::Contains("\"/opt/x/gpubox\""));
+    CHECK_THAT(f.fix, Catch::Matchers::Contains("apparmor_parser -r /etc/apparmor.d/gpubox"));
+    CHECK_THAT(f.fix, Catch::Matchers::Contains("kernel.apparmor_restrict_unprivileged_userns=0"));
 }
