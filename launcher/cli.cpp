@@ -78,9 +78,18 @@ const std::vector<Flag>& run_flags() {
          [](Options& o, const std::string&) { o.seccomp = false; }},
         {"--seccomp-bpf", true, "FILE  install this raw BPF program instead of the default filter",
          [](Options& o, const std::string& v) { o.seccomp_bpf = v; }},
-        {"--gpu", true, "SPEC  GPUs to give the sandbox: none (default), all, or a comma list of "
-                        "indices, GPU-<uuid>s and PCI addresses",
+        {"--gpu", true, "SPEC  GPUs to give the sandbox: none (default), all, a comma list of "
+                        "indices, GPU-<uuid>s and PCI addresses, slurm (the Slurm step's), env "
+                        "(NVIDIA_VISIBLE_DEVICES), or auto[:N] (N GPUs no other gpubox holds)",
          [](Options& o, const std::string& v) { gpu::parse_gpu_spec(v), o.gpu = v; }},
+        {"--gpu-share", false, "with --gpu auto: share the GPUs with other --gpu-share sandboxes",
+         [](Options& o, const std::string&) { o.gpu_share = true; }},
+        {"--gpu-wait", true, "SEC  with --gpu auto: wait up to SEC seconds for free GPUs (default 0)",
+         [](Options& o, const std::string& v) { o.gpu_wait = parse_seconds(v, "--gpu-wait"); }},
+        {"--kill-after", true, "SEC  after SIGTERM, SIGINT or SIGHUP (forwarded), kill the sandbox after SEC seconds (default 5)",
+         [](Options& o, const std::string& v) { o.kill_after = parse_seconds(v, "--kill-after"); }},
+        {"--die-with-parent", false, "kill the sandbox, and exit, when gpubox's parent dies",
+         [](Options& o, const std::string&) { o.die_with_parent = true; }},
         {"--gpu-caps", true, "LIST  driver capabilities: compute,utility (default), graphics, video, "
                              "display, ngx, all",
          [](Options& o, const std::string& v) { o.gpu_caps = gpu::parse_capabilities(v); }},
