@@ -63,7 +63,7 @@ GpuSpec parse_gpu_spec(const std::string& text) {
     if (text == "env") return spec.kind = GpuSpec::Kind::env, spec;
     if (text == "auto" || text.rfind("auto:", 0) == 0) {
         spec.kind = GpuSpec::Kind::lease;
-        const std::string n = text.size() > 5 ? text.substr(5) : "1";
+        const std::string n = text == "auto" ? "1" : text.substr(5);
         if (n.empty() || n.size() > 3 || !std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
             std::stoi(n) < 1)
             throw UsageError(cat("--gpu ", text, ": expected auto or auto:N with N a count of GPUs (1-999)"));
