@@ -311,6 +311,19 @@ bool flock_exclusive(int fd, bool wait, const std::string& what) {
     fail(cat("flock(", quote(what), ", LOCK_EX)"), errno);
 }
 
+bool flock_try(int fd, bool shared, const std::string& what) {
+    int rc;
+    do rc = ::flock(fd, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB);
+    while (rc < 0 && errno == EINTR);
+    if (rc == 0) return true;
+    if (errno == EWOULDBLOCK) return false;
+    fail(cat("flock(", quote(what), shared ? ", LOCK_SH|LOCK_NB)" : ", LOCK_EX|LOCK_NB)"), errno);
+}
+
+int try_faccessat(const std::string& path, int mode) {
+    return ::faccessat(AT_FDCWD, path.c_str(), mode, AT_EACCESS) == 0 ? 0 : -errno;
+}
+
 void ftruncate(int fd, off_t size, const std::string& what) {
     check(::ftruncate(fd, size), cat("ftruncate(", quote(what), ", ", size, ")"));
 }

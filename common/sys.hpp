@@ -64,6 +64,10 @@ void chdir(const std::string& path);
 // Box locks and fds (isolate mode).
 // flock(LOCK_EX [| LOCK_NB]): false where another process holds it and `wait` is false.
 bool flock_exclusive(int fd, bool wait, const std::string& what);
+// flock(LOCK_SH or LOCK_EX, | LOCK_NB): false where another lock is in the way (GPU leases).
+bool flock_try(int fd, bool shared, const std::string& what);
+// faccessat(AT_FDCWD, path, mode, AT_EACCESS): 0, or -errno (EPERM: a device cgroup refuses it).
+int try_faccessat(const std::string& path, int mode);
 void ftruncate(int fd, off_t size, const std::string& what);
 UniqueFd dup_cloexec(int fd);           // fcntl(F_DUPFD_CLOEXEC)
 void dup2(int from, int to);            // onto `to`, which stays open across exec

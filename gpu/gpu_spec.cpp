@@ -59,6 +59,17 @@ GpuSpec parse_gpu_spec(const std::string& text) {
     GpuSpec spec;
     if (text == "none") return spec;
     if (text == "all") return spec.kind = GpuSpec::Kind::all, spec;
+    if (text == "slurm") return spec.kind = GpuSpec::Kind::slurm, spec;
+    if (text == "env") return spec.kind = GpuSpec::Kind::env, spec;
+    if (text == "auto" || text.rfind("auto:", 0) == 0) {
+        spec.kind = GpuSpec::Kind::lease;
+        const std::string n = text == "auto" ? "1" : text.substr(5);
+        if (n.empty() || n.size() > 3 || !std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+            std::stoi(n) < 1)
+            throw UsageError(cat("--gpu ", text, ": expected auto or auto:N with N a count of GPUs (1-999)"));
+        spec.count = std::stoi(n);
+        return spec;
+    }
     spec.kind = GpuSpec::Kind::list;
     std::istringstream in(text + ",");
     for (std::string item; std::getline(in, item, ',');) {
@@ -69,6 +80,22 @@ GpuSpec parse_gpu_spec(const std::string& text) {
         spec.items.push_back(item);
     }
     if (spec.items.empty()) throw UsageError("--gpu: empty list");
+    return spec;
+}
+
+GpuSpec from_visible_devices(const std::optional<std::string>& value) {
+    if (!value) throw PlanError("--gpu env: NVIDIA_VISIBLE_DEVICES is not set", "set it to all, none, or a comma list of indices or GPU-<uuid>s");
+    if (*value == "void" || value->empty()) return parse_gpu_spec("none");
+    GpuSpec spec;
+    try {
+        spec = parse_gpu_spec(*value);
+    } catch (const UsageError& e) {
+        throw PlanError(cat("--gpu env: NVIDIA_VISIBLE_DEVICES=", *value, ": ", e.what()));
+    }
+    if (spec.kind != GpuSpec::Kind::none && spec.kind != GpuSpec::Kind::all && spec.kind != GpuSpec::Kind::list)
+        throw PlanError(cat("--gpu env: NVIDIA_VISIBLE_DEVICES=", *value, " names no GPU"),
+                        "use all, none, void, or a comma list of indices or GPU-<uuid>s");
+    spec.source = "NVIDIA_VISIBLE_DEVICES=" + *value;
     return spec;
 }
 
@@ -89,8 +116,31 @@ std::vector<int> indices_only(const GpuSpec& spec) {
     return out;
 }
 
+// The NVIDIA GPUs whose device minors the spec names (/dev/nvidia<minor>), in inventory order.
+std::vector<Gpu> select_by_minor(const GpuInventory& inv, const GpuSpec& spec) {
+    std::vector<Gpu> out;
+    for (int m : spec.minors) {
+        auto it = std::find_if(inv.gpus.begin(), inv.gpus.end(), [m](const Gpu& g) { return g.vendor == Vendor::nvidia && g.minor == m; });
+        if (it == inv.gpus.end()) {
+            std::vector<std::string> have;
+            for (const Gpu& g : inv.gpus)
+                if (g.vendor == Vendor::nvidia) have.push_back(cat(g.index, " (/dev/nvidia", g.minor, ")"));
+            throw PlanError(cat(spec.source, " names /dev/nvidia", m, ", which is no GPU of this host; GPUs: ",
+                                have.empty() ? "none" : join(have, ", ")),
+                            "Slurm counts GPUs by gres.conf's File= order (device minors for /dev/nvidia[0-N]); see 'gpubox list'");
+        }
+        if (!it->problem.empty()) throw PlanError(describe_problem(*it), kGpuProblemHint);
+        if (std::none_of(out.begin(), out.end(), [&](const Gpu& g) { return g.minor == m; })) out.push_back(*it);
+    }
+    std::sort(out.begin(), out.end(), [](const Gpu& a, const Gpu& b) { return a.index < b.index; });
+    return out;
+}
+
 std::vector<Gpu> select_gpus(const GpuInventory& inv, const GpuSpec& spec) {
     if (spec.kind == GpuSpec::Kind::none) return {};
+    if (spec.kind == GpuSpec::Kind::minors) return select_by_minor(inv, spec);
+    if (spec.kind != GpuSpec::Kind::all && spec.kind != GpuSpec::Kind::list)
+        throw PlanError("--gpu: internal error: an unresolved spec reached selection");
     if (spec.kind == GpuSpec::Kind::all) {
         require_placed(inv, "all");
         if (inv.gpus.empty()) throw PlanError("--gpu all: this host has no GPU", "see 'gpubox list' and 'gpubox doctor'");
@@ -112,6 +162,20 @@ std::vector<Gpu> select_gpus(const GpuInventory& inv, const GpuSpec& spec) {
     for (std::size_t i = 0; i < inv.gpus.size(); ++i)
         if (chosen[i]) out.push_back(inv.gpus[i]);
     return out;
+}
+
+std::string device_cgroup_of(const std::string& text) {
+    std::istringstream in(text);
+    std::string v2;
+    for (std::string line; std::getline(in, line);) {
+        const auto a = line.find(':'), b = line.find(':', a + 1);
+        if (a == std::string::npos || b == std::string::npos) continue;
+        std::istringstream ctl(line.substr(a + 1, b - a - 1) + ",");
+        for (std::string c; std::getline(ctl, c, ',');)
+            if (c == "devices") return line;
+        if (b == a + 1) v2 = line;
+    }
+    return v2.empty() ? "?" : v2;
 }
 
 std::string gpu_label(const Gpu& g) { return cat("GPU ", g.index, " (", to_string(g.pci), ")"); }

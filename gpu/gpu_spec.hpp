@@ -1,4 +1,5 @@
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -7,14 +8,25 @@
 namespace gpubox::gpu {
 
 // --gpu: "none" (default), "all", or a comma list of NVIDIA indices, "GPU-<uuid>" and PCI
-// addresses (any vendor), as nvidia-container-cli --device takes them.
+// addresses (any vendor), as nvidia-container-cli --device takes them. Or where the GPUs are
+// named elsewhere: "slurm" (the Slurm step's, see gpu/slurm.hpp), "env" (NVIDIA_VISIBLE_DEVICES),
+// "auto[:N]" (N GPUs leased from those no other gpubox holds, see gpu/lease.hpp). Those three
+// are resolved into one of the others (minors: NVIDIA device minors, /dev/nvidia<N>) before
+// selection.
 struct GpuSpec {
-    enum class Kind { none, all, list } kind = Kind::none;
-    std::vector<std::string> items;
+    enum class Kind { none, all, list, minors, slurm, env, lease } kind = Kind::none;
+    std::vector<std::string> items;  // list
+    std::vector<int> minors;         // minors
+    int count = 1;                   // lease: how many
+    std::string source;              // where a resolved spec came from, for messages ("SLURM_STEP_GPUS=1,3")
 };
 
 // Pure. Throws UsageError for a malformed item.
 GpuSpec parse_gpu_spec(const std::string& text);
+// Pure: NVIDIA_VISIBLE_DEVICES as the NVIDIA container toolkit reads it: "all", "none" and
+// "void" (no GPU; gpubox gives no driver files either way), or a comma list of indices and
+// UUIDs. Unset is a PlanError: --gpu env asked for what it names.
+GpuSpec from_visible_devices(const std::optional<std::string>& value);
 
 // Pure: the GPUs of `inv` the spec names, in inventory order, without duplicates. Throws
 // PlanError listing the host's GPUs, on one line, when an item matches none.
@@ -29,6 +41,9 @@ std::vector<int> indices_only(const GpuSpec& spec);
 // `gpubox list`'s table: a header, then one row per GPU ("0  0000:3b:00.0  nvidia  Tesla T4
 // GPU-...  /dev/nvidia2"), columns aligned, "-" for what a GPU lacks, a problem after its nodes.
 std::string describe_gpus(const GpuInventory& inv);
+// Pure: the device cgroup named in /proc/self/cgroup's text: cgroup v1's devices line
+// ("5:devices:/slurm/uid_0/job_7/step_0"), else the v2 line ("0::/user.slice/...").
+std::string device_cgroup_of(const std::string& proc_self_cgroup);
 // "GPU 0 (0000:3b:00.0)": how messages about one NVIDIA GPU name it.
 std::string gpu_label(const Gpu& g);
 // "GPU 0 (0000:3b:00.0): <its problem>", for the planner's error and `gpubox doctor`.

@@ -91,9 +91,18 @@ const Flags& run_flags() {
          [](Options& o, const std::string&) { o.seccomp = false; }},
         {"--seccomp-bpf", "FILE", "install this raw BPF program instead of the default filter",
          [](Options& o, const std::string& v) { o.seccomp_bpf = v; }},
-        {"--gpu", "SPEC", "GPUs to give the sandbox: none (default), all, or a comma list of indices, "
-                          "GPU-<uuid>s (or a unique prefix) and PCI addresses; repeated, the union",
+        {"--gpu", "SPEC", "GPUs to give the sandbox: none (default), all, a comma list of indices, GPU-<uuid>s "
+                          "(or a unique prefix) and PCI addresses (repeated: the union), slurm (the Slurm "
+                          "step's), env (NVIDIA_VISIBLE_DEVICES), or auto[:N] (N GPUs no other gpubox holds)",
          set_gpu},
+        {"--gpu-share", nullptr, "with --gpu auto: share the GPUs with other --gpu-share sandboxes",
+         [](Options& o, const std::string&) { o.gpu_share = true; }},
+        {"--gpu-wait", "SEC", "with --gpu auto: wait up to SEC seconds for free GPUs (default 0)",
+         [](Options& o, const std::string& v) { o.gpu_wait = parse_seconds(v, "--gpu-wait"); }},
+        {"--kill-after", "SEC", "after SIGTERM, SIGINT or SIGHUP (forwarded), kill the sandbox after SEC seconds (default 5)",
+         [](Options& o, const std::string& v) { o.kill_after = parse_seconds(v, "--kill-after"); }},
+        {"--die-with-parent", nullptr, "kill the sandbox, and exit, when gpubox's parent dies",
+         [](Options& o, const std::string&) { o.die_with_parent = true; }},
         {"--gpu-caps", "LIST", "driver capabilities: compute,utility (default), graphics, video, display, ngx, all",
          [](Options& o, const std::string& v) { o.gpu_caps = gpu::parse_capabilities(v); }},
         {"--driver-root", "DIR", "where the host's driver lives (default /); every host GPU path is read below it",
@@ -389,6 +398,10 @@ std::string merge_gpu_specs(const std::string& before, const std::string& added)
     if (a.kind == K::none || b.kind == K::none)
         throw UsageError(cat("run: --gpu ", a.kind == K::none ? before : added, " contradicts --gpu ",
                              a.kind == K::none ? added : before));
+    // slurm, env and auto name GPUs that only exist at run time: nothing to take the union with.
+    for (const auto* x : {&a, &b})
+        if (x->kind != K::all && x->kind != K::list)
+            throw UsageError(cat("run: --gpu ", before, " and --gpu ", added, " cannot be combined (give one)"));
     if (a.kind == K::all || b.kind == K::all) return "all";
     std::vector<std::string> items = a.items;
     for (const std::string& x : b.items)

@@ -16,6 +16,7 @@
 #include "common/text.hpp"
 #include "gpu/driver_files.hpp"
 #include "gpu/gpu_spec.hpp"
+#include "gpu/lease.hpp"
 #include "gpu/inventory.hpp"
 #include "isolate/cgroup.hpp"
 #include "launcher/apparmor.hpp"
@@ -218,6 +219,7 @@ int list_command(const Options& o) {
     }
     std::cout << "driver: " << (inv.nvidia_version ? *inv.nvidia_version : "none") << "\n";
     std::cout << gpu::describe_gpus(inv);
+    if (const std::string leases = gpu::describe_leases(inv); !leases.empty()) std::cout << "\n" << leases;  // --gpu auto
     return 0;
 }
 

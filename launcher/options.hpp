@@ -49,6 +49,12 @@ struct Options {
     unsigned gpu_caps = 3;  // compute,utility (gpu::kCapDefault)
     std::string driver_root = "/";
     bool json = false;
+    bool gpu_share = false;   // --gpu-share: --gpu auto leases GPUs shared (LOCK_SH)
+    double gpu_wait = 0;      // --gpu-wait SEC: how long --gpu auto waits for free GPUs
+
+    // Scheduler signals
+    double kill_after = 5;         // --kill-after SEC: grace after SIGTERM/INT/HUP, then kill
+    bool die_with_parent = false;  // --die-with-parent
 
     // rootfs create
     std::string create_dir;

@@ -27,6 +27,7 @@
 #include "isolate/spawn.hpp"
 #include "gpu/gpu_spec.hpp"
 #include "gpu/image.hpp"
+#include "gpu/slurm.hpp"
 #include "gpu/inventory.hpp"
 #include "gpu/mount_list.hpp"
 #include "launcher/environment.hpp"
@@ -94,11 +95,36 @@ void report_setup_failure(const RunOutcome& out) {
     if (nl != std::string::npos) log::hint(out.message.substr(nl + 1));
 }
 
-// Discovery and the GPU planner: the device ops, and a summary line per selected GPU.
-std::vector<rootfs::MountOp> plan_gpus(const Options& o, std::vector<std::string>& summary) {
-    const gpu::GpuSpec gpus = gpu::parse_gpu_spec(o.gpu);
+// A device cgroup (a Slurm job's ConstrainDevices, a container's) that refuses a selected GPU's
+// node: refused now, not as a sandbox in which CUDA later finds no device. The kernel checks
+// the device cgroup in inode_permission(), so access() answers it without opening the GPU.
+void check_device_access(const std::vector<gpu::Gpu>& selected) {
+    for (const gpu::Gpu& g : selected)
+        for (const gpu::Node& n : g.nodes) {
+            if (!n.exists) continue;
+            const int rc = sys::try_faccessat(n.host, R_OK | W_OK);
+            if (rc == -EPERM)
+                throw PlanError(cat(gpu::gpu_label(g), ": the device cgroup ", quote(gpu::device_cgroup_of(sys::read_file("/proc/self/cgroup"))),
+                                    " refuses ", n.path, " (faccessat(", quote(n.host), ", R_OK|W_OK): Operation not permitted)"),
+                                "this job or container was not given that GPU; under Slurm, --gpu slurm takes the step's own");
+            if (rc == -EACCES)
+                throw PlanError(cat(gpu::gpu_label(g), ": faccessat(", quote(n.host), ", R_OK|W_OK): Permission denied"),
+                                "the node's owner and mode keep this user out; see 'ls -l /dev/nvidia*'");
+        }
+}
+
+// Discovery and the GPU planner: the device ops, and a summary line per selected GPU. With
+// --gpu auto, the lease is taken here, by the monitor, after clone(): the sandbox never has it.
+std::vector<rootfs::MountOp> plan_gpus(const Options& o, RunPlan& plan) {
+    std::vector<std::string>& summary = plan.gpu_summary;
+    gpu::GpuSpec gpus = plan.gpus;
     const gpu::Scope scope = gpu::scope_for(gpus);
     const gpu::GpuInventory inv = gpu::discover_gpus(o.driver_root, o.gpu_caps, scope, gpu::indices_only(gpus));
+    if (gpus.kind == gpu::GpuSpec::Kind::lease) {
+        plan.lease = gpu::take_lease(inv, {gpus.count, o.gpu_share, o.gpu_wait});
+        gpus = gpu::GpuSpec{gpu::GpuSpec::Kind::list, {}, {}, 1, "--gpu auto"};
+        for (int i : plan.lease.indices) gpus.items.push_back(std::to_string(i));
+    }
     std::vector<gpu::Gpu> selected;
     try {
         selected = gpu::select_gpus(inv, gpus);
@@ -108,6 +134,7 @@ std::vector<rootfs::MountOp> plan_gpus(const Options& o, std::vector<std::string
             gpu::select_gpus(gpu::discover_gpus(o.driver_root, o.gpu_caps, gpu::Scope::all), gpus);
         throw;
     }
+    check_device_access(selected);
     gpu::GpuPlan gp = gpu::plan_gpu_mounts(inv, selected, o.gpu_caps, gpu::inspect_image(o.rootfs));
     summary = std::move(gp.summary);
     for (const std::string& line : summary) log::info("gpu: " + line);
@@ -131,12 +158,13 @@ RunPlan plan_run(const Options& o) {
     in.new_pid_ns = true;
     in.new_net_ns = !o.share_net;
     in.user_mounts = o.mounts;
-    if (gpu::parse_gpu_spec(o.gpu).kind != gpu::GpuSpec::Kind::none) {
+    p.gpus = gpu::resolve_gpu_spec(gpu::parse_gpu_spec(o.gpu));
+    if (p.gpus.kind != gpu::GpuSpec::Kind::none) {
         // Discovery reads a hundred-odd host files: the monitor does it after clone(), while
         // the sandbox creates its namespaces and fills its layer; the sandbox takes the GPU's
         // ops just before it mounts the overlay. --print-plan plans everything up front.
         if (!o.print_plan) p.devices_later = true;
-        else in.device_ops = plan_gpus(o, p.gpu_summary);
+        else in.device_ops = plan_gpus(o, p);
     }
     s.plan = rootfs::build_mount_plan(in);
     s.seccomp = o.seccomp;
@@ -168,7 +196,7 @@ namespace {
 // nothing in its way that could block; at EOF it failed first, and reports why.
 void send_device_ops(const Options& o, RunPlan& plan, int sock, int image) {
     const rootfs::MountPlan& base = plan.spec.plan;
-    std::vector<rootfs::MountOp> ops = rootfs::place_device_ops(base, plan_gpus(o, plan.gpu_summary));
+    std::vector<rootfs::MountOp> ops = rootfs::place_device_ops(base, plan_gpus(o, plan));
     UniqueFd late;
     if (!sys::recv_fd(sock, late, "device plan socket")) return;
     std::span<const rootfs::MountOp> placed(ops);
@@ -188,7 +216,7 @@ void send_device_ops(const Options& o, RunPlan& plan, int sock, int image) {
 }
 
 // Everything from the pipes to the verdict; exceptions before the sandbox exists propagate.
-RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup& cgroup) {
+RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup& cgroup, int parent_pidfd) {
     ChildSpec& spec = plan.spec;
     UniqueFd rootfs = open_rootfs(o.rootfs);
     UniqueFd go_r, go_w, rep_r, rep_w, in_r, in_w, out_r, out_w, err_r, err_w, bpf_r, bpf_w, dev_r, dev_w;
@@ -261,7 +289,8 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup&
     }
     term.attach();
     RunOutcome out = supervise({child, rep_r.get(), o.limits, cgroup, in_w.valid() ? in_w.get() : term.take_input(),
-                                out_r.valid() ? out_r.get() : term.take_output(), err_r.get(), term.master()});
+                                out_r.valid() ? out_r.get() : term.take_output(), err_r.get(), term.master(),
+                                o.kill_after, parent_pidfd});
     ::sigprocmask(SIG_SETMASK, &old, nullptr);
     return out;
 }
@@ -282,11 +311,27 @@ void write_usage_failure_meta(const std::string& path, const std::string& messag
     }
 }
 
+namespace {
+
+// --die-with-parent: a pidfd of gpubox's parent, for the monitor to poll. The parent may die
+// before pidfd_open(): then gpubox has been reparented, and getppid() no longer names it, so
+// the pidfd is the parent's only if getppid() still is the pid after it was opened.
+UniqueFd watch_parent() {
+    const pid_t parent = ::getppid();
+    UniqueFd fd = sys::pidfd_open(parent);
+    if (::getppid() != parent) throw PlanError(cat("--die-with-parent: gpubox's parent (pid ", parent, ") has already died"));
+    return fd;
+}
+
+}  // namespace
+
 int run_sandbox(const Options& o, RunReport* report) {
     RunPlan plan;
+    UniqueFd parent;
     isolate::Cgroup cgroup;
     isolate::LimitPlan limits;
     try {
+        if (o.die_with_parent) parent = watch_parent();
         plan = plan_run(o);
         if (o.limits.any()) cgroup = isolate::setup_cgroup(o.limits, o.cgroup);
         if (!cgroup.reason.empty()) log::info("cgroup: " + cgroup.reason);
@@ -303,7 +348,7 @@ int run_sandbox(const Options& o, RunReport* report) {
             isolate::remove_cgroup(cgroup);
             return 0;
         }
-        RunOutcome out = spawn_and_supervise(o, plan, cgroup);
+        RunOutcome out = spawn_and_supervise(o, plan, cgroup, parent.get());
         isolate::remove_cgroup(cgroup);
         const Verdict v = judge(out, o.limits);
         if (out.setup_failed) report_setup_failure(out);

@@ -1,5 +1,7 @@
 #pragma once
 
+#include "gpu/gpu_spec.hpp"
+#include "gpu/lease.hpp"
 #include "isolate/seccomp.hpp"
 #include "launcher/child_main.hpp"
 #include "launcher/options.hpp"
@@ -20,6 +22,8 @@ struct RunPlan {
     // Set when the GPU's ops are planned after clone(), while the sandbox sets up, and placed
     // against spec.plan. The sandbox's init reads them from spec.device_fd.
     bool devices_later = false;
+    gpu::GpuSpec gpus;  // --gpu, with slurm and env resolved
+    gpu::Lease lease;   // --gpu auto: held by the monitor until it exits
 };
 RunPlan plan_run(const Options& o);
 

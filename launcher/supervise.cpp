@@ -70,6 +70,7 @@ public:
         stdin_.dst = s.stdin_relay;
         relays_[0] = {s.stdout_relay, STDOUT_FILENO, s.limits.stdout_bytes, 0, "stdout"};
         relays_[1] = {s.stderr_relay, STDERR_FILENO, s.limits.stderr_bytes, 0, "stderr"};
+        out_.kill_after = s.kill_after;
         if (s.limits.wall_seconds)
             deadline_ = start_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(*s.limits.wall_seconds));
     }
@@ -98,21 +99,28 @@ private:
 
     int timeout_ms() const {
         int t = -1;
-        if (deadline_) t = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(*deadline_ - Clock::now()).count()) + 1;
+        auto until = [](Clock::time_point when) {
+            return static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(when - Clock::now()).count()) + 1;
+        };
+        if (deadline_) t = until(*deadline_);
+        if (grace_end_) t = t < 0 ? until(*grace_end_) : std::min(t, until(*grace_end_));
         if (s_.limits.cpu_seconds && s_.cgroup.caps.usable) t = t < 0 ? 50 : std::min(t, 50);
         return t < 0 ? -1 : std::max(t, 0);
     }
 
     void step() {
-        pollfd fds[6] = {{sigfd_.get(), POLLIN, 0}, {s_.child.pidfd.get(), POLLIN, 0}, {report_fd_, POLLIN, 0},
-                         {relays_[0].in, POLLIN, 0}, {relays_[1].in, POLLIN, 0}, {stdin_.fd(), stdin_.wants(), 0}};
-        int n = ::poll(fds, 6, timeout_ms());
+        pollfd fds[7] = {{sigfd_.get(), POLLIN, 0}, {s_.child.pidfd.get(), POLLIN, 0}, {report_fd_, POLLIN, 0},
+                         {relays_[0].in, POLLIN, 0}, {relays_[1].in, POLLIN, 0}, {stdin_.fd(), stdin_.wants(), 0},
+                         {out_.killed_for.empty() ? s_.parent_pidfd : -1, POLLIN, 0}};
+        int n = ::poll(fds, 7, timeout_ms());
         if (n < 0 && errno != EINTR) sys::fail("poll()", errno);
         if (fds[0].revents & POLLIN) forward_signal();
         if (fds[2].revents & (POLLIN | POLLHUP)) read_report();
         for (int i = 0; i < 2; ++i)
             if (fds[3 + i].revents & (POLLIN | POLLHUP)) relay(relays_[i]);
         if (fds[5].revents) stdin_.step();
+        if (fds[6].revents & POLLIN) kill_for("parent_died");
+        if (grace_end_ && Clock::now() >= *grace_end_) kill_for("kill_after"), grace_end_.reset();
         if (deadline_ && Clock::now() >= *deadline_) kill_for("wall_time");
         if (s_.limits.cpu_seconds && s_.cgroup.caps.usable)
             if (auto us = isolate::cgroup_cpu_usec(s_.cgroup); us && *us > *s_.limits.cpu_seconds * 1e6) kill_for("cpu_time");
@@ -121,10 +129,16 @@ private:
 
     void forward_signal() {
         signalfd_siginfo si{};
-        if (::read(sigfd_.get(), &si, sizeof si) != sizeof si) return;
+        if (::read(sigfd_.get(), &si, sizeof si) != sizeof si || si.ssi_signo == SIGCHLD) return;
         if (si.ssi_signo == SIGWINCH) return pty::Terminal::copy_window_size(STDIN_FILENO, s_.pty_master);
-        if (si.ssi_signo != SIGCHLD)
-            ::kill(s_.child.pid, static_cast<int>(si.ssi_signo));
+        const int sig = static_cast<int>(si.ssi_signo);
+        ::kill(s_.child.pid, sig);
+        // A request to end (a scheduler's scancel or time limit, ^C, a hangup): the workload
+        // has the grace to end itself, then everything in the sandbox is killed.
+        if ((sig == SIGTERM || sig == SIGINT || sig == SIGHUP) && !grace_end_) {
+            out_.terminated_by = sig;
+            grace_end_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s_.kill_after));
+        }
     }
 
     void read_report() {
@@ -195,6 +209,7 @@ private:
     const Supervised& s_;
     Clock::time_point start_;
     std::optional<Clock::time_point> deadline_;
+    std::optional<Clock::time_point> grace_end_;  // set by the first SIGTERM, SIGINT or SIGHUP
     UniqueFd sigfd_;
     int report_fd_ = -1;
     Relay relays_[2];

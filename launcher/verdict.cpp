@@ -42,6 +42,15 @@ Verdict judge(const RunOutcome& o, const isolate::Limits& l) {
     if (WIFEXITED(st) && o.have_status) v.exit_code = WEXITSTATUS(st);
     if (WIFSIGNALED(st)) v.signal = WTERMSIG(st);
     v.gpubox_exit = v.exit_code ? *v.exit_code : v.signal ? 128 + *v.signal : kExitSetupFailed;
+    if (o.terminated_by) v.terminated = sigabbrev_np(o.terminated_by) ? cat("SIG", sigabbrev_np(o.terminated_by)) : "signal";
+    if (o.killed_for == "kill_after" || o.killed_for == "parent_died") {
+        if (o.killed_for == "parent_died") v.terminated = "parent_died";
+        v.status = "SG", v.killed = true, v.signal = SIGKILL, v.exit_code.reset(), v.gpubox_exit = 128 + SIGKILL;
+        v.message = o.killed_for == "parent_died"
+                        ? std::string("terminated: gpubox's parent died (--die-with-parent); the sandbox was killed")
+                        : cat("terminated: ", v.terminated, " sent to gpubox; the sandbox was killed after --kill-after ", seconds(o.kill_after), " s");
+        return v;
+    }
     if (!o.killed_for.empty()) {
         v.killed = true;
         v.limit = o.killed_for;
@@ -75,6 +84,7 @@ Verdict judge(const RunOutcome& o, const isolate::Limits& l) {
         v.status = "XX";
         v.message = "the sandbox's init died before reporting";
     }
+    if (!v.terminated.empty()) v.message += cat(" (terminated: ", v.terminated, " sent to gpubox, forwarded)");
     return v;
 }
 
@@ -91,6 +101,7 @@ std::string render_meta_json(const Verdict& v, const RunOutcome& o, const isolat
     j["killed"] = v.killed;
     j["limit"] = v.limit.empty() ? json() : json(v.limit);
     j["message"] = v.message;
+    j["terminated"] = v.terminated.empty() ? json() : json(v.terminated);
     j["isolate_status"] = isolate_status(v);
     j["oom_killed"] = o.oom_killed;
     j["csw_voluntary"] = o.csw_voluntary;

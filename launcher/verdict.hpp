@@ -17,7 +17,10 @@ struct RunOutcome {
     bool have_status = false;
     int status = 0;             // the workload's wait status, as init reported it
     int init_status = 0;        // init's own wait status
-    std::string killed_for;     // "", "wall_time", "cpu_time", "memory", "stdout", "stderr"
+    std::string killed_for;     // "", "wall_time", "cpu_time", "memory", "stdout", "stderr",
+                                // "kill_after" (a grace after terminated_by), "parent_died"
+    int terminated_by = 0;      // SIGTERM, SIGINT or SIGHUP sent to gpubox (forwarded), else 0
+    double kill_after = 0;      // the grace it had, for the message
     double wall_seconds = 0, cpu_seconds = 0;
     long max_rss_kb = 0, csw_voluntary = 0, csw_forced = 0;
     std::optional<std::uint64_t> memory_peak_bytes;  // cgroup memory.peak, or the sampled maximum
@@ -30,6 +33,10 @@ struct Verdict {
     std::optional<int> exit_code, signal;
     bool killed = false;
     std::string limit;  // which limit ended the run
+    // Why the run was ended from outside (a scheduler's scancel or time limit, a parent gone):
+    // "" (it was not), "SIGTERM", "SIGINT", "SIGHUP" (sent to gpubox, forwarded to the workload)
+    // or "parent_died" (--die-with-parent). `killed` says whether gpubox then killed it.
+    std::string terminated;
     std::string message;
     int gpubox_exit = 0;
 };

@@ -1,0 +1,219 @@
+#include "gpu/lease.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <chrono>
+#include <cstdlib>
+#include <sstream>
+#include <thread>
+
+#include "common/error.hpp"
+#include "common/sys.hpp"
+#include "common/text.hpp"
+#include "gpu/gpu_spec.hpp"
+
+namespace gpubox::gpu {
+namespace {
+
+enum class Try { taken, busy, unusable };
+
+constexpr int kLockOpen = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY;
+
+// Opens (creating it only with O_EXCL, so never another's file through O_CREAT, which
+// fs.protected_regular refuses in a sticky directory anyway) and locks one lock file. A
+// symlink, a FIFO or any non-regular file is never followed or blocked on: that GPU is
+// unusable, and `why` says so. The lock must be on the file the name still names: one
+// removed and made anew meanwhile is tried again.
+Try try_lock(int dir, const std::string& name, bool shared, UniqueFd& out, std::string& why) {
+    for (int attempt = 0; attempt < 4; ++attempt) {
+        UniqueFd fd;
+        try {
+            fd = sys::open_at(dir, name, kLockOpen | O_CREAT | O_EXCL, 0644);
+            sys::fchmod(fd.get(), 0644, name);  // whatever the umask: others need only read it
+        } catch (const SysError& e) {
+            if (e.err() != EEXIST) throw;
+            try {
+                fd = sys::open_at(dir, name, kLockOpen);
+            } catch (const SysError& e2) {
+                if (e2.err() == ENOENT) continue;
+                why = e2.err() == ELOOP ? cat(name, " is a symlink") : e2.what();
+                return Try::unusable;
+            }
+        }
+        const struct stat st = sys::fstat(fd.get(), name);
+        if (!S_ISREG(st.st_mode)) return why = cat(name, " is not a regular file"), Try::unusable;
+        if (!sys::flock_try(fd.get(), shared, name)) return Try::busy;
+        struct stat now {};
+        if (sys::lstat_at(dir, name, now) && now.st_dev == st.st_dev && now.st_ino == st.st_ino) {
+            out = std::move(fd);
+            return Try::taken;
+        }
+    }
+    return Try::busy;
+}
+
+struct Holder {
+    std::string name;
+    LockLine lock;
+};
+
+// Who holds which lock file in the directory, from /proc/locks.
+std::vector<Holder> holders(int dir) {
+    std::vector<LockLine> locks;
+    try {
+        locks = parse_proc_locks(sys::read_file("/proc/locks", 16 << 20));
+    } catch (const SysError&) {
+        return {};
+    }
+    std::vector<Holder> out;
+    UniqueFd copy = sys::open_at(dir, ".", O_RDONLY | O_DIRECTORY);
+    DIR* d = ::fdopendir(copy.get());
+    if (!d) return out;
+    copy.release();
+    while (const dirent* e = ::readdir(d)) {
+        const std::string name = e->d_name;
+        struct stat st {};
+        if (name.size() < 6 || name.substr(name.size() - 5) != ".lock" || !sys::lstat_at(dir, name, st)) continue;
+        for (const LockLine& l : locks)
+            if (l.inode == st.st_ino && l.dev_major == major(st.st_dev) && l.dev_minor == minor(st.st_dev)) out.push_back({name, l});
+    }
+    ::closedir(d);
+    return out;
+}
+
+std::string owner_of(pid_t pid) {
+    struct stat st {};
+    if (!sys::lstat_at(AT_FDCWD, cat("/proc/", pid), st)) return "?";
+    return std::to_string(st.st_uid);
+}
+
+std::string describe(const std::vector<Holder>& hs) {
+    std::vector<std::string> out;
+    for (const Holder& h : hs)
+        out.push_back(cat(h.name, " (", h.lock.shared ? "shared" : "exclusive", ", pid ", h.lock.pid, " uid ", owner_of(h.lock.pid), ")"));
+    return out.empty() ? "none" : join(out, ", ");
+}
+
+}  // namespace
+
+std::string lease_name(const Gpu& g) {
+    std::string key = g.uuid.empty() ? to_string(g.pci) : g.uuid;
+    for (char& c : key)
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.' && c != '_') c = '_';
+    return "nvidia-" + key + ".lock";
+}
+
+std::vector<LockLine> parse_proc_locks(const std::string& text) {
+    std::vector<LockLine> out;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+        std::istringstream w(line);
+        std::string id, kind, advisory, mode, dev;
+        LockLine l;
+        if (!(w >> id >> kind) || kind != "FLOCK") continue;  // "->" marks a waiter
+        if (!(w >> advisory >> mode >> l.pid >> dev)) continue;
+        unsigned maj = 0, min = 0;
+        unsigned long ino = 0;
+        if (std::sscanf(dev.c_str(), "%x:%x:%lu", &maj, &min, &ino) != 3) continue;
+        l.shared = mode == "READ";
+        l.dev_major = maj, l.dev_minor = min, l.inode = ino;
+        out.push_back(l);
+    }
+    return out;
+}
+
+std::string lease_dir_path() {
+    if (const char* d = std::getenv("GPUBOX_LEASE_DIR"); d && *d) return d;
+    struct stat st {};
+    if (sys::lstat_at(AT_FDCWD, "/run/gpubox/leases", st) && S_ISDIR(st.st_mode) && sys::try_faccessat("/run/gpubox/leases", W_OK | X_OK) == 0)
+        return "/run/gpubox/leases";
+    return "/tmp/gpubox-leases";
+}
+
+UniqueFd open_lease_dir(const std::string& path, bool create) {
+    struct stat st {};
+    if (!sys::lstat_at(AT_FDCWD, path, st)) {
+        if (!create) return {};
+        try {
+            sys::mkdir_at(AT_FDCWD, path, 0700);
+            UniqueFd fd = sys::open_at(AT_FDCWD, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+            // Whoever makes it owns it; 0700 until it is sticky, so nobody slips in between.
+            if (sys::fstat(fd.get(), path).st_uid == ::getuid()) sys::fchmod(fd.get(), 01777, path);
+        } catch (const SysError& e) {
+            if (e.err() != EEXIST) throw;
+        }
+    }
+    UniqueFd fd;
+    try {
+        fd = sys::open_at(AT_FDCWD, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+    } catch (const SysError&) {
+        std::throw_with_nested(PlanError(cat("GPU lease directory ", quote(path), " is not a usable directory")));
+    }
+    st = sys::fstat(fd.get(), path);
+    if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
+        throw PlanError(cat("GPU lease directory ", quote(path), " is writable by all but not sticky: anyone could remove a lease"),
+                        "an admin can make /run/gpubox/leases (root's, mode 1777)");
+    return fd;
+}
+
+Lease take_lease(const GpuInventory& inv, const LeaseRequest& r) {
+    std::vector<const Gpu*> candidates;
+    for (const Gpu& g : inv.gpus)
+        if (g.vendor == Vendor::nvidia && g.problem.empty() && g.index >= 0) candidates.push_back(&g);
+    const std::string what = cat("--gpu auto:", r.count, r.shared ? " --gpu-share" : "");
+    if (static_cast<int>(candidates.size()) < r.count)
+        throw PlanError(cat(what, ": this host has ", candidates.size(), " usable NVIDIA GPUs"), "see 'gpubox list'");
+    Lease lease;
+    lease.dir = lease_dir_path();
+    UniqueFd dir = open_lease_dir(lease.dir, true);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<long>(r.wait_seconds * 1000));
+    for (;;) {
+        std::vector<std::string> unusable;
+        for (const Gpu* g : candidates) {
+            if (static_cast<int>(lease.indices.size()) == r.count) break;
+            UniqueFd fd;
+            std::string why;
+            const Try t = try_lock(dir.get(), lease_name(*g), r.shared, fd, why);
+            if (t == Try::taken) lease.indices.push_back(g->index), lease.locks.push_back(std::move(fd));
+            if (t == Try::unusable) unusable.push_back(why);
+        }
+        if (static_cast<int>(lease.indices.size()) == r.count) return lease;
+        const std::size_t got = lease.indices.size();
+        lease.indices.clear(), lease.locks.clear();  // never sit on some while waiting for more
+        if (std::chrono::steady_clock::now() >= deadline)
+            throw PlanError(cat(what, ": only ", got, " of ", candidates.size(), " GPUs free in ", lease.dir, "; held: ", describe(holders(dir.get())),
+                                unusable.empty() ? "" : "; unusable: " + join(unusable, ", ")),
+                            "--gpu-wait SEC waits for them; 'gpubox list' shows who holds which");
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+}
+
+std::string describe_leases(const GpuInventory& inv) {
+    UniqueFd dir;
+    const std::string path = lease_dir_path();
+    try {
+        dir = open_lease_dir(path, false);
+    } catch (const PlanError&) {
+        return "";
+    }
+    if (!dir.valid()) return "";
+    std::ostringstream out;
+    for (const Holder& h : holders(dir.get())) {
+        std::string gpu = "-";
+        for (const Gpu& g : inv.gpus)
+            if (g.vendor == Vendor::nvidia && lease_name(g) == h.name) gpu = std::to_string(g.index);
+        out << gpu << "  " << (h.lock.shared ? "shared" : "exclusive") << "  pid " << h.lock.pid << "  uid " << owner_of(h.lock.pid)
+            << "  " << path << "/" << h.name << "\n";
+    }
+    const std::string s = out.str();
+    return s.empty() ? "" : "LEASE\n" + s;
+}
+
+}  // namespace gpubox::gpu

@@ -1,0 +1,165 @@
+#include "gpu/slurm.hpp"
+
+#include <sys/utsname.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <sstream>
+
+#include "common/error.hpp"
+#include "common/sys.hpp"
+#include "common/text.hpp"
+
+namespace gpubox::gpu {
+namespace {
+
+bool all_digits(const std::string& s) {
+    return !s.empty() && s.size() < 10 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// Top-level commas (outside brackets) separate names.
+std::vector<std::string> split_top(const std::string& text) {
+    std::vector<std::string> out(1);
+    int depth = 0;
+    for (char c : text) {
+        if (c == '[') ++depth;
+        if (c == ']') --depth;
+        if (c == ',' && depth == 0) out.emplace_back();
+        else out.back() += c;
+    }
+    return out;
+}
+
+std::string lower(std::string s) {
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+}
+
+// The device minor a gres.conf File= names: its trailing digits, as slurmd's
+// _init_gres_device() reads them.
+std::optional<int> trailing_number(const std::string& file) {
+    std::size_t i = file.size();
+    while (i > 0 && std::isdigit(static_cast<unsigned char>(file[i - 1]))) --i;
+    if (i == file.size() || file.size() - i > 6) return std::nullopt;
+    return std::stoi(file.substr(i));
+}
+
+std::optional<std::string> env(const char* name) {
+    const char* v = std::getenv(name);
+    return v ? std::optional<std::string>(v) : std::nullopt;
+}
+
+}  // namespace
+
+std::vector<std::string> expand_hostlist(const std::string& text) {
+    std::vector<std::string> out;
+    for (const std::string& name : split_top(text)) {
+        const auto open = name.find('['), close = name.find(']');
+        if (open == std::string::npos && close == std::string::npos) {
+            if (!name.empty()) out.push_back(name);
+            continue;
+        }
+        if (open == std::string::npos || close == std::string::npos || close < open)
+            throw UsageError(cat("hostlist ", quote(text), ": unbalanced brackets"));
+        const std::string pre = name.substr(0, open), post = name.substr(close + 1);
+        std::istringstream ranges(name.substr(open + 1, close - open - 1) + ",");
+        for (std::string r; std::getline(ranges, r, ',');) {
+            const auto dash = r.find('-');
+            const std::string a = r.substr(0, dash), b = dash == std::string::npos ? a : r.substr(dash + 1);
+            if (!all_digits(a) || !all_digits(b) || std::stol(b) < std::stol(a) || std::stol(b) - std::stol(a) > 4096)
+                throw UsageError(cat("hostlist ", quote(text), ": bad range ", quote(r)));
+            for (long i = std::stol(a); i <= std::stol(b); ++i) {
+                std::string n = std::to_string(i);
+                if (n.size() < a.size()) n.insert(0, a.size() - n.size(), '0');  // node[01-10]
+                out.push_back(pre + n + post);
+            }
+        }
+    }
+    return out;
+}
+
+GresGpus parse_gres_conf(const std::string& text, const std::string& node) {
+    GresGpus g;
+    g.read = true;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+        line = line.substr(0, line.find('#'));
+        std::istringstream words(line);
+        std::string name, file, nodes, autodetect;
+        for (std::string w; words >> w;) {
+            const auto eq = w.find('=');
+            if (eq == std::string::npos) continue;
+            const std::string key = lower(w.substr(0, eq)), value = w.substr(eq + 1);
+            if (key == "name") name = value;
+            else if (key == "file") file = value;
+            else if (key == "nodename") nodes = value;
+            else if (key == "autodetect") autodetect = lower(value);
+        }
+        if (!nodes.empty()) {
+            const std::vector<std::string> list = expand_hostlist(nodes);
+            if (std::find(list.begin(), list.end(), node) == list.end()) continue;
+        }
+        if (!autodetect.empty()) g.nvml = autodetect == "nvml";
+        if (name != "gpu" || file.empty()) continue;
+        for (std::string& f : expand_hostlist(file)) g.files.push_back(std::move(f));
+    }
+    return g;
+}
+
+GpuSpec from_slurm(const SlurmEnv& env, const GresGpus& gres) {
+    if (!env.job_id) throw PlanError("--gpu slurm: not in a Slurm allocation (SLURM_JOB_ID is not set)", "run it in an sbatch script or with srun");
+    const bool step = env.step_gpus.has_value();
+    const std::string var = step ? "SLURM_STEP_GPUS" : "SLURM_JOB_GPUS";
+    const std::optional<std::string>& value = step ? env.step_gpus : env.job_gpus;
+    if (!value || value->empty())
+        throw PlanError(cat("--gpu slurm: Slurm job ", *env.job_id, " has no GPU on this node (neither SLURM_STEP_GPUS nor SLURM_JOB_GPUS is set)"),
+                        "ask Slurm for GPUs: --gres=gpu:N or --gpus=N");
+    GpuSpec spec;
+    spec.source = cat("--gpu slurm: ", var, "=", *value);
+    spec.kind = gres.nvml ? GpuSpec::Kind::list : GpuSpec::Kind::minors;
+    std::istringstream in(*value + ",");
+    for (std::string item; std::getline(in, item, ',');) {
+        if (!all_digits(item)) throw PlanError(cat(spec.source, ": ", quote(item), " is not a GPU index"));
+        const int i = std::stoi(item);
+        if (gres.nvml) {
+            spec.items.push_back(item);  // NVML's order: PCI bus order, nvidia-smi's index
+        } else if (gres.files.empty()) {
+            spec.minors.push_back(i);  // no gres.conf to read: File=/dev/nvidia[0-N], the usual form
+        } else {
+            if (static_cast<std::size_t>(i) >= gres.files.size())
+                throw PlanError(cat(spec.source, ": index ", i, " is past gres.conf's ", gres.files.size(), " GPU files"));
+            const auto minor = trailing_number(gres.files[static_cast<std::size_t>(i)]);
+            if (!minor) throw PlanError(cat(spec.source, ": gres.conf's File=", gres.files[static_cast<std::size_t>(i)], " names no /dev/nvidia<N>"));
+            spec.minors.push_back(*minor);
+        }
+    }
+    return spec;
+}
+
+GpuSpec resolve_gpu_spec(const GpuSpec& spec) {
+    if (spec.kind == GpuSpec::Kind::env) return from_visible_devices(env("NVIDIA_VISIBLE_DEVICES"));
+    if (spec.kind != GpuSpec::Kind::slurm) return spec;
+    const SlurmEnv e{env("SLURM_JOB_ID"), env("SLURM_STEP_GPUS"), env("SLURM_JOB_GPUS")};
+    GresGpus gres;
+    if (e.job_id) {
+        std::string conf = env("SLURM_CONF").value_or("/etc/slurm/slurm.conf");
+        conf = conf.substr(0, conf.rfind('/') + 1) + "gres.conf";
+        std::string node = env("SLURMD_NODENAME").value_or("");
+        if (node.empty()) {
+            utsname u{};
+            ::uname(&u);
+            node = u.nodename;
+        }
+        try {
+            gres = parse_gres_conf(sys::read_file(conf, 1 << 20), node);
+        } catch (const SysError&) {
+            // Unreadable: Slurm's usual File=/dev/nvidia[0-N], in which an index is a minor.
+        } catch (const UsageError& err) {
+            throw PlanError(cat("--gpu slurm: ", conf, ": ", err.what()));
+        }
+    }
+    return from_slurm(e, gres);
+}
+
+}  // namespace gpubox::gpu

@@ -1,0 +1,218 @@
+#!/usr/bin/env bash
+# gpubox under a real Slurm (Debian 12's slurm-wlm 22.05), one node, started here as root with
+# its own munged, ports, state and config in a temp dir; jobs are submitted as uid 65534.
+# gres.conf names a simulated GPU host's /dev/nvidia[0-3] (minors out of PCI order), and
+# task/cgroup with ConstrainDevices=yes (cgroup v1 devices) fences each job to its own.
+# Checks: --gpu slurm in sbatch arrays and srun steps, no-GPU jobs, the device cgroup check,
+# scancel and time limits (SIGTERM forwarded, --meta written, nothing left), --die-with-parent,
+# and --gpu auto leases (not Slurm's: 6 sandboxes on 4 GPUs, kill -9, --gpu-share).
+export E2E_AS_ROOT=1
+. "$(dirname "$0")/lib.sh"
+must_work() { [ "${GPUBOX_TESTS_MUST_WORK:-0}" = 1 ]; }
+skip() { if must_work; then echo "Bail out! $1"; exit 1; fi; echo "1..0 # SKIP $1"; exit 77; }
+[ "$(id -u)" = 0 ] || skip "needs root (it starts slurmctld, slurmd and munged)"
+for b in slurmctld slurmd munged sbatch srun squeue scancel sinfo; do
+    command -v "$b" >/dev/null || skip "$b is missing (apt-get install slurm-wlm munge)"
+done
+
+T=$(mktemp -d /tmp/gpubox-slurm.XXXXXX)
+chmod 0755 "$T"
+NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+stop_all() {
+    for p in slurmd slurmctld munged; do
+        [ -s "$T/$p.pid" ] && kill "$(cat "$T/$p.pid")" 2>/dev/null
+    done
+    for p in slurmd slurmctld munged; do
+        for _ in $(seq 50); do [ -s "$T/$p.pid" ] && kill -0 "$(cat "$T/$p.pid")" 2>/dev/null || break; sleep 0.1; done
+    done
+    # Slurm's cgroup v1 directories (slurmd removes the jobs' own; the top one stays).
+    for c in /sys/fs/cgroup/*/slurm_localhost /sys/fs/cgroup/*/slurm; do
+        [ -d "$c" ] && find "$c" -depth -type d -exec rmdir {} + 2>/dev/null
+    done
+    rm -rf "$T" "$WORK"
+}
+trap stop_all EXIT
+
+install -m 0755 "$GPUBOX" "$T/gpubox"
+G=$T/gpubox
+"$FAKE_GPU_HOST" "$T/host" --gpus 4 >/dev/null || { echo "Bail out! fake-gpu-host failed"; exit 1; }
+H=$T/host
+"$G" rootfs create "$T/rootfs" >/dev/null && chown -R 65534:65534 "$T/rootfs" || { echo "Bail out! rootfs"; exit 1; }
+R=$T/rootfs
+mkdir -m 0755 "$T/jobs" "$T/munge" "$T/state" "$T/spool" && chown 65534:65534 "$T/jobs"
+J=$T/jobs
+# minor -> UUID, from gpubox list: "INDEX PCI nvidia MODEL... UUID /dev/nvidiaN"
+declare -A UUID_OF
+while read -r uuid node; do UUID_OF[${node#/dev/nvidia}]=$uuid; done < <("$G" list --driver-root "$H" | grep -o 'GPU-[0-9a-f-]* *\/dev\/nvidia[0-9]*')
+
+# --- munge and Slurm, private to this test ---
+dd if=/dev/urandom of="$T/munge/munge.key" bs=1024 count=1 status=none && chmod 0400 "$T/munge/munge.key"
+munged --force --key-file="$T/munge/munge.key" --socket="$T/munge/sock" --pid-file="$T/munged.pid" \
+    --log-file="$T/munge/log" --seed-file="$T/munge/seed" || skip "munged does not start: $(tail -1 "$T/munge/log")"
+cgv1=0
+[ -d /sys/fs/cgroup/devices ] && [ -f /sys/fs/cgroup/devices/devices.deny ] && cgv1=1
+cat >"$T/slurm.conf" <<EOF
+ClusterName=gpubox
+SlurmctldHost=localhost
+SlurmUser=root
+SlurmdUser=root
+SlurmctldPort=16917
+SlurmdPort=16918
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$T/munge/sock
+StateSaveLocation=$T/state
+SlurmdSpoolDir=$T/spool
+SlurmctldPidFile=$T/slurmctld.pid
+SlurmdPidFile=$T/slurmd.pid
+SlurmctldLogFile=$T/slurmctld.log
+SlurmdLogFile=$T/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=$([ $cgv1 = 1 ] && echo task/cgroup || echo task/none)
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+GresTypes=gpu
+KillWait=10
+MinJobAge=300
+ReturnToService=2
+SlurmdParameters=config_overrides
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+MpiDefault=none
+NodeName=localhost NodeHostname=localhost CPUs=16 RealMemory=1000 Gres=gpu:4 State=UNKNOWN
+PartitionName=p Nodes=localhost Default=YES MaxTime=INFINITE State=UP
+EOF
+echo "NodeName=localhost Name=gpu File=$H/dev/nvidia[0-3]" >"$T/gres.conf"
+printf 'CgroupPlugin=cgroup/v1\nCgroupMountpoint=/sys/fs/cgroup\nConstrainDevices=yes\nConstrainCores=no\nConstrainRAMSpace=no\n' >"$T/cgroup.conf"
+export SLURM_CONF=$T/slurm.conf
+slurmctld -i || skip "slurmctld does not start: $(tail -3 "$T/slurmctld.log")"
+slurmd -N localhost || skip "slurmd does not start: $(tail -3 "$T/slurmd.log")"
+for _ in $(seq 100); do sinfo -h -o %t 2>/dev/null | grep -qE '^(idle|mix)' && break; sleep 0.2; done
+sinfo -h -o %t | grep -qE '^(idle|mix)' || { echo "Bail out! the node is not idle: $(sinfo -h -o '%t %E'; tail -5 "$T/slurmd.log")"; exit 1; }
+as_nobody() { (cd "$J" && "${NOBODY[@]}" env SLURM_CONF="$SLURM_CONF" "$@"); }
+# wait_jobs SECONDS: until nobody's jobs are all gone from the queue.
+wait_jobs() { for _ in $(seq $(($1 * 5))); do [ -z "$(squeue -h -u 65534 2>/dev/null)" ] && return 0; sleep 0.2; done; return 1; }
+left() { pgrep -f -- "$1" >/dev/null && echo "left: $(pgrep -af -- "$1")" || true; }
+
+# --- the time limit job first: it takes a minute ---
+cat >"$J/limit.sh" <<EOF
+#!/bin/bash
+exec $G run --meta $J/limit.json --kill-after 2 $R sh -c 'trap "echo got-TERM; exit 9" TERM; echo started; sleep 4710 & wait'
+EOF
+limit_id=$(as_nobody sbatch --parsable --time=1 -o "$J/limit.out" "$J/limit.sh")
+
+# --- an array of one-GPU jobs: each sees exactly the GPU whose minor Slurm gave it ---
+cat >"$J/one.sh" <<EOF
+#!/bin/bash
+echo "gpus=\$SLURM_JOB_GPUS"
+$G run --driver-root $H --gpu slurm $R nvidia-smi -L
+echo "rc=\$?"
+sleep 1
+EOF
+as_nobody sbatch --parsable --array=0-7 --gres=gpu:1 -o "$J/one-%a.out" "$J/one.sh" >/dev/null
+check "the array's 8 tasks finish" wait_jobs 90
+bad=""
+for a in $(seq 0 7); do
+    f=$J/one-$a.out
+    m=$(sed -n 's/^gpus=//p' "$f")
+    lines=$(grep -c '^GPU ' "$f")
+    [ -n "$m" ] && grep -q "^rc=0" "$f" && [ "$lines" = 1 ] && grep -q "UUID: ${UUID_OF[$m]})" "$f" || bad+="task $a: $(tr '\n' '|' <"$f") "
+done
+expect_eq "every array task sees exactly the GPU of the minor in SLURM_JOB_GPUS" "$bad" ""
+
+# --- srun steps ---
+out=$(as_nobody srun --gres=gpu:2 bash -c 'echo "gpus=$SLURM_STEP_GPUS"; '"$G"' run --driver-root '"$H"' --gpu slurm '"$R"' nvidia-smi -L' 2>&1)
+m=$(sed -n 's/^gpus=//p' <<<"$out")
+want=""
+for x in ${m//,/ }; do want+="${UUID_OF[$x]} "; done
+got=$(grep -o 'GPU-[0-9a-f-]*' <<<"$out" | sort | tr '\n' ' ')
+expect_eq "srun --gres=gpu:2 sees both of its GPUs ($m)" "$got" "$(tr ' ' '\n' <<<"$want" | grep . | sort | tr '\n' ' ')"
+out=$(as_nobody srun bash -c "$G run --driver-root $H --gpu slurm $R true; echo rc=\$?" 2>&1)
+expect_match "a job with no GPU: exit 125 and why" "$out" '^gpubox: --gpu slurm: Slurm job [0-9]+ has no GPU on this node'
+expect_match "... exit status 125" "$out" '^rc=125$'
+out=$("${NOBODY[@]}" "$G" run --driver-root "$H" --gpu slurm "$R" true 2>&1; echo "rc=$?")
+expect_match "outside Slurm: exit 125 and why" "$out" '^gpubox: --gpu slurm: not in a Slurm allocation'
+if [ $cgv1 = 1 ]; then
+    out=$(as_nobody srun --gres=gpu:1 bash -c "echo gpus=\$SLURM_STEP_GPUS; $G run --driver-root $H --gpu all $R true; echo rc=\$?" 2>&1)
+    expect_match "ConstrainDevices: a GPU outside the step is refused before launch, naming the cgroup" "$out" \
+        'the device cgroup "[0-9]+:devices:/slurm[^"]*" refuses /dev/nvidia[0-9]'
+    expect_match "... exit status 125" "$out" '^rc=125$'
+else
+    must_work && not_ok "cgroup v1 devices controller missing" || echo "# skip ConstrainDevices: no cgroup v1 devices controller"
+fi
+
+# --- scancel: the workload gets SIGTERM, the meta file is written, nothing is left ---
+submit_and_cancel() {  # NAME SCRIPT-BODY
+    printf '#!/bin/bash\n%s\n' "$2" >"$J/$1.sh"
+    local id
+    id=$(as_nobody sbatch --parsable -o "$J/$1.out" "$J/$1.sh")
+    for _ in $(seq 100); do grep -q started "$J/$1.out" 2>/dev/null && break; sleep 0.1; done
+    scancel "$id"
+    for _ in $(seq 150); do squeue -h -j "$id" 2>/dev/null | grep -q . || break; sleep 0.1; done
+}
+M=$J/cancel.json
+submit_and_cancel cancel "exec $G run --meta $M $R sh -c 'trap \"echo got-TERM; exit 7\" TERM; echo started; sleep 4711 & wait'"
+expect_match "scancel: the workload got SIGTERM" "$(cat "$J/cancel.out")" '^got-TERM$'
+expect_eq "scancel: --meta says terminated by SIGTERM" "$(field status):$(field terminated):$(field exit_code)" "RE:SIGTERM:7"
+expect_eq "scancel: nothing left running" "$(left 'sleep 4711')" ""
+
+M=$J/ignore.json
+submit_and_cancel ignore "exec $G run --meta $M --kill-after 2 $R sh -c 'trap \"\" TERM; echo started; exec sleep 4712'"
+expect_eq "a workload that ignores SIGTERM is killed after --kill-after" "$(field status):$(field terminated):$(field killed)" "SG:SIGTERM:true"
+expect_eq "... nothing left running" "$(left 'sleep 4712')" ""
+
+M=$J/child.json
+submit_and_cancel child "$G run --die-with-parent --kill-after 60 --meta $M $R sh -c 'trap \"\" TERM; echo started; exec sleep 4713'; echo after"
+for _ in $(seq 50); do [ -s "$M" ] && break; sleep 0.1; done
+expect_match "gpubox as a plain child with --die-with-parent: the meta file is written" "$(field terminated)" '^(parent_died|SIGTERM)$'
+expect_eq "... nothing left running (before KillWait's SIGKILL)" "$(left 'sleep 4713')" ""
+
+# --- GPU leases without a scheduler ---
+export GPUBOX_LEASE_DIR=$T/leases
+mkdir -m 1777 "$T/leases" "$T/auto"
+# box, as uid 65534 (sets $rc, $out, $err)
+box() { "${NOBODY[@]}" env GPUBOX_LEASE_DIR="$GPUBOX_LEASE_DIR" "$G" "$@" >"$WORK/.out" 2>"$WORK/.err"; rc=$?; out=$(cat "$WORK/.out"); err=$(cat "$WORK/.err"); }
+for i in 1 2 3 4 5 6; do
+    "${NOBODY[@]}" env GPUBOX_LEASE_DIR="$GPUBOX_LEASE_DIR" "$G" run --driver-root "$H" --gpu auto --gpu-wait 30 \
+        --bind "$T/auto:/auto" "$R" sh -c 'u=$(nvidia-smi -L | grep -o "GPU-[0-9a-f-]*"); set -C; : >/auto/$u || echo COLLISION; sleep 1; rm /auto/$u; echo $u' \
+        >"$T/auto/run$i.out" 2>&1 &
+done
+wait
+expect_eq "--gpu auto: 6 sandboxes on 4 GPUs, each got one, never two on one GPU" \
+    "$(cat "$T"/auto/run*.out | grep -c '^GPU-'):$(cat "$T"/auto/run*.out | grep -c COLLISION)" "6:0"
+"${NOBODY[@]}" env GPUBOX_LEASE_DIR="$GPUBOX_LEASE_DIR" "$G" run --driver-root "$H" --gpu auto:4 "$R" sleep 4714 &
+gp=$!
+for _ in $(seq 50); do [ "$("$G" list --driver-root "$H" | grep -c exclusive)" = 4 ] && break; sleep 0.1; done
+listed=$("$G" list --driver-root "$H")
+expect_match "gpubox list shows the holder of each lease" "$listed" '^[0-3]  exclusive  pid [0-9]+  uid 65534  '
+box run --driver-root "$H" --gpu auto "$R" true
+expect_match "while all 4 are held, --gpu auto fails at once, naming holders" "$rc:$err" '^125:gpubox: --gpu auto:1: only 0 of 4 GPUs free in .*exclusive, pid [0-9]+ uid 65534'
+kill -9 "$gp"; wait "$gp" 2>/dev/null
+box run --driver-root "$H" --gpu auto:4 "$R" nvidia-smi -L
+expect_eq "after kill -9 of the holder, all 4 are free again" "$rc:$(grep -c '^GPU ' <<<"$out")" "0:4"
+expect_eq "... and its sandbox is gone" "$(left 'sleep 4714')" ""
+share() { "${NOBODY[@]}" env GPUBOX_LEASE_DIR="$GPUBOX_LEASE_DIR" "$G" run --driver-root "$H" --gpu auto:4 --gpu-share "$R" "$@"; }
+share sleep 3 & s1=$!
+share sleep 3 & s2=$!
+sleep 1
+box run --driver-root "$H" --gpu auto:4 --gpu-share "$R" true
+expect_eq "--gpu-share: a third sharer joins two" "$rc" 0
+box run --driver-root "$H" --gpu auto "$R" true
+expect_match "an exclusive lease fails while sharers run" "$rc:$err" '^125:.*shared, pid'
+box run --driver-root "$H" --gpu auto --gpu-wait 20 "$R" true
+expect_eq "... and with --gpu-wait gets one once they are gone" "$rc" 0
+wait "$s1" "$s2"
+"${NOBODY[@]}" env GPUBOX_LEASE_DIR="$GPUBOX_LEASE_DIR" "$G" run --driver-root "$H" --gpu auto:4 "$R" sleep 3 &
+ex=$!
+sleep 1
+box run --driver-root "$H" --gpu auto --gpu-share "$R" true
+expect_match "a sharer fails while an exclusive lease is held" "$rc:$err" '^125:.*exclusive, pid'
+wait "$ex"
+
+# --- the time limit job, submitted first ---
+for _ in $(seq 600); do squeue -h -j "$limit_id" 2>/dev/null | grep -q . || break; sleep 0.2; done
+M=$J/limit.json
+expect_match "job time limit: the workload got SIGTERM" "$(cat "$J/limit.out" 2>/dev/null)" '^got-TERM$'
+expect_eq "job time limit: --meta says terminated by SIGTERM" "$(field status):$(field terminated):$(field exit_code)" "RE:SIGTERM:9"
+expect_eq "job time limit: nothing left running" "$(left 'sleep 4710')" ""
+finish
