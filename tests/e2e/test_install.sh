@@ -18,7 +18,7 @@ SRC=$(cd "$E2E_DIR/../.." && pwd)
 stage=$WORK/stage
 DESTDIR=$stage cmake --install "$BUILD" --prefix /usr/local >"$WORK/install.log" 2>&1
 expect_eq "cmake --install succeeds" "$?" 0
-for f in bin/gpubox share/man/man1/gpubox.1.gz share/bash-completion/completions/gpubox \
+for f in bin/gpubox libexec/gpubox/gpubox-scope share/man/man1/gpubox.1.gz share/bash-completion/completions/gpubox \
          share/zsh/site-functions/_gpubox share/gpubox/apparmor/gpubox; do
     check "installs /usr/local/$f" test -s "$stage/usr/local/$f"
 done
@@ -78,8 +78,9 @@ deb=$(ls "$pkg"/gpubox_*.deb 2>/dev/null | head -1)
 check "the package is gpubox_VERSION_ARCH.deb" test -s "$deb"
 info=$(dpkg-deb -f "$deb" Package Depends Version)
 expect_match "the package depends on libc6" "$info" '^Depends: .*libc6'
+expect_match "  and, for gpubox-scope, on libsystemd0" "$info" '^Depends: .*libsystemd0'
 contents=$(dpkg-deb -c "$deb" | awk '{print $6}')
-for f in ./usr/bin/gpubox ./usr/share/man/man1/gpubox.1.gz ./usr/share/bash-completion/completions/gpubox \
+for f in ./usr/bin/gpubox ./usr/libexec/gpubox/gpubox-scope ./usr/share/man/man1/gpubox.1.gz ./usr/share/bash-completion/completions/gpubox \
          ./usr/share/zsh/vendor-completions/_gpubox ./usr/share/gpubox/apparmor/gpubox; do
     expect_match "the package ships $f" "$contents" "^${f//./\\.}$"
 done
@@ -88,10 +89,12 @@ expect_match "the packaged profile names /usr/bin/gpubox" \
 
 # --- a fresh Debian 12 root, made once per build directory
 cache=${GPUBOX_INSTALL_ROOT_CACHE:-$BUILD/test-install-bookworm.tar}
-if [ ! -s "$cache" ]; then
-    mmdebstrap --quiet --variant=minbase --include=busybox-static,gcc,libc6-dev bookworm "$cache.tmp" \
-        >"$WORK/mmdebstrap.log" 2>&1 && mv "$cache.tmp" "$cache" ||
-        { echo "Bail out! mmdebstrap failed: $(tail -3 "$WORK/mmdebstrap.log")"; rm -f "$cache.tmp"; exit 1; }
+if [ ! -f "$cache" ] || [ ! -s "$cache" ]; then
+    rm -rf "$cache"
+    # mmdebstrap picks its output's format by the name's ending: the temporary one ends in .tar too.
+    mmdebstrap --quiet --variant=minbase --include=busybox-static,gcc,libc6-dev bookworm "$cache.tmp.tar" \
+        >"$WORK/mmdebstrap.log" 2>&1 && mv "$cache.tmp.tar" "$cache" ||
+        { echo "Bail out! mmdebstrap failed: $(tail -3 "$WORK/mmdebstrap.log")"; rm -rf "$cache.tmp.tar"; exit 1; }
 fi
 root=$WORK/root
 mkdir "$root" && tar -C "$root" -xf "$cache" || { echo "Bail out! cannot unpack $cache"; exit 1; }
