@@ -16,8 +16,13 @@ if [ "$(id -u)" = 0 ] && [ -z "${GPUBOX_E2E_UNPRIVILEGED:-}" ]; then
         as_other env GPUBOX_ISOLATE_ROOT="$shared" "$other/isolate" --init >/dev/null ||
         { echo "Bail out! uid 65533 cannot make a box"; exit 1; }
     export E2E_OTHER_BOX=$(cat "$other/default-box") E2E_SHARED_ROOT=$shared
+    # The default roots the test made (/tmp/gpubox-isolate-UID, as isolate keeps its own): gone
+    # afterwards, where they hold nothing but lock files.
     trap 'as_other "$other/isolate" --cleanup; as_other env GPUBOX_ISOLATE_ROOT="$shared" "$other/isolate" --cleanup;
-          rm -rf "$other" "$shared"' EXIT
+          rm -rf "$other" "$shared"
+          for d in /tmp/gpubox-isolate-65533 /tmp/gpubox-isolate-65534; do
+              [ -d "$d" ] && find "$d" -mindepth 1 ! -name "*.lock" | grep -q . || rm -rf "$d"
+          done' EXIT
 fi
 source "$(dirname "$0")/lib.sh"
 
