@@ -46,6 +46,10 @@ if [ "$(id -u)" = 0 ] && [ -z "${GPUBOX_E2E_UNPRIVILEGED:-}" ] && [ "${E2E_AS_RO
         for ctl in cpuacct memory; do
             base=/sys/fs/cgroup/$ctl$(sed -n "s/^[0-9]*:\([^:]*,\)*$ctl\(,[^:]*\)*://p" /proc/self/cgroup)
             [ -d "$base" ] || continue
+            # Meters of runs that were killed before their cleanup (a test timeout): their owner is gone.
+            for stale in "$base"/gpubox-e2e-*; do
+                [ -d "$stale" ] && ! kill -0 "${stale##*-}" 2>/dev/null && rmdir "$stale" 2>/dev/null
+            done
             mkdir -p "$base/gpubox-e2e-$$" && echo $$ >"$base/gpubox-e2e-$$/cgroup.procs" || continue
             meters+=("$base")
             [ "$ctl" = memory ] && chown 65534 "$base/gpubox-e2e-$$/memory.max_usage_in_bytes" &&
