@@ -1,4 +1,8 @@
 // gpubox: parse, dispatch, map errors to exit codes. The only top-level catch.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -11,9 +15,24 @@
 #include "launcher/isolate_box.hpp"
 #include "launcher/run.hpp"
 
+namespace {
+
+// A caller may start gpubox with fd 0, 1 or 2 closed (a daemon, `<&-`). The first fd gpubox
+// opened would then be taken for that stream: its ROOTFS or a pipe of its own would reach the
+// workload as stdin, or the monitor would read its own signalfd as the caller's stdin. So each
+// closed one is /dev/null first, as the caller then meant: nothing in, nothing out.
+bool open_std_fds() {
+    for (int fd = 0; fd < 3; ++fd)
+        if (::fcntl(fd, F_GETFD) < 0 && errno == EBADF && ::open("/dev/null", O_RDWR) != fd) return false;
+    return true;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
     using namespace gpubox;
     using namespace gpubox::launcher;
+    if (!open_std_fds()) return kExitSetupFailed;  // no /dev/null: nowhere even to say so
     const std::vector<std::string> args(argv + 1, argv + argc);
     // isolate mode: a symlink named isolate, or `gpubox isolate ...`; isolate's own exit codes.
     const std::string self = argc > 0 ? argv[0] : "";

@@ -52,6 +52,11 @@ mine"
 expect_eq "  stdout and stderr into one file keep their order" "$(cat "$WORK/both.txt")" "out
 err
 out2"
+# Started with fds closed (a daemon, <&-): gpubox's own first fds must not stand in for them.
+out=$(timeout 20 "$GPUBOX" run --wall-time-limit 5 "$R" sh -c 'cat; echo ok' <&- 2>&1)
+expect_eq "a closed stdin is an empty one: no fd of gpubox's reaches the workload, nothing hangs" "$?:$out" "0:ok"
+timeout 20 "$GPUBOX" run "$R" sh -c 'echo out; echo err >&2' >&- 2>&-
+expect_eq "  closed stdout and stderr: the run still ends normally" "$?" 0
 out=$(echo piped | "$GPUBOX" run "$R" sh -c 'test -p /proc/self/fd/0 && cat')
 expect_eq "a pipe stays the caller's pipe" "$out" piped
 if command -v script >/dev/null; then
