@@ -1,6 +1,8 @@
 #include "isolate/cgroup.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -62,6 +64,21 @@ bool enable_controller(const std::string& parent, const std::string& ctrl) {
     return write_text(parent + "/cgroup.subtree_control", "+" + ctrl);
 }
 
+// A monitor killed by SIGKILL never removed its sandbox's cgroup (its sandbox died with it: the
+// cgroup is empty). Those of monitors that are gone are removed here; rmdir refuses one that
+// still holds a process, so a live sandbox's (of a monitor in another pid namespace) stays.
+void remove_stale_cgroups(int parent) {
+    UniqueFd copy(::openat(parent, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    DIR* d = copy.valid() ? ::fdopendir(copy.get()) : nullptr;
+    if (!d) return;
+    copy.release();
+    for (dirent* e; (e = ::readdir(d));) {
+        const auto pid = sandbox_cgroup_pid(e->d_name);
+        if (pid && *pid != ::getpid() && ::kill(*pid, 0) < 0 && errno == ESRCH) ::unlinkat(::dirfd(d), e->d_name, AT_REMOVEDIR);
+    }
+    ::closedir(d);
+}
+
 // The sandbox's cgroup `name` below `parent`, with the limits written. Throws if it cannot be
 // made; a missing controller is only a reason.
 Cgroup make_below(const std::string& parent, const std::string& name, const Limits& limits,
@@ -74,6 +91,7 @@ Cgroup make_below(const std::string& parent, const std::string& name, const Limi
     Cgroup cg;
     cg.path = cat(parent, "/", name);
     UniqueFd parent_fd = sys::open_at(AT_FDCWD, parent, O_PATH | O_DIRECTORY);
+    remove_stale_cgroups(parent_fd.get());
     sys::mkdir_at(parent_fd.get(), name, 0755);
     cg.dir = sys::open_at(AT_FDCWD, cg.path, O_RDONLY | O_DIRECTORY);
     cg.caps.usable = cg.dir.valid();

@@ -162,4 +162,16 @@ std::vector<std::string> plan_subtree_control(std::string_view controllers,
     return out;
 }
 
+std::optional<pid_t> sandbox_cgroup_pid(const std::string& name) {
+    const std::string prefix = "gpubox-";
+    if (name.size() <= prefix.size() || name.size() > prefix.size() + 9 || name.compare(0, prefix.size(), prefix) != 0)
+        return std::nullopt;
+    pid_t pid = 0;
+    for (std::size_t i = prefix.size(); i < name.size(); ++i) {
+        if (name[i] < '0' || name[i] > '9') return std::nullopt;
+        pid = pid * 10 + (name[i] - '0');
+    }
+    return pid > 0 ? std::optional<pid_t>(pid) : std::nullopt;
+}
+
 }  // namespace gpubox::isolate

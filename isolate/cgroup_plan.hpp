@@ -55,6 +55,8 @@ std::optional<std::string> parse_cgroup2_mount(std::string_view mountinfo);
 std::optional<std::string> parse_proc_cgroup(std::string_view text);
 // "gpubox-<pid>-<8 hex digits>.scope".
 std::string scope_unit_name(pid_t pid, std::uint32_t random);
+// Pure: the monitor pid in a sandbox cgroup's name ("gpubox-<pid>"), for anything else nullopt.
+std::optional<pid_t> sandbox_cgroup_pid(const std::string& name);
 // Where gpubox looks for its sd-bus helper, given its own binary's path (/proc/self/exe): beside
 // it, then in ../libexec/gpubox/.
 std::vector<std::string> scope_helper_candidates(const std::string& exe);

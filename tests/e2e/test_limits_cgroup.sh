@@ -27,6 +27,14 @@ expect_eq "  mechanism" "$(mechanism cpu_time)" "cgroup cpu.stat usage_usec, sam
 cg=$(field cgroup)
 expect_match "  the verdict names the sandbox's cgroup" "$cg" '/gpubox-[0-9]+$'
 check "  the cgroup is removed afterwards" test ! -e "$cg"
+# A monitor killed by SIGKILL leaves its (empty) cgroup: the next run removes it, unless its
+# monitor is alive.
+parent=${cg%/*}
+mkdir "$parent/gpubox-4194000" "$parent/gpubox-$$"
+box run --time-limit 1 "$R" true
+check "a stale sandbox cgroup (its monitor gone) is removed by the next run" test ! -e "$parent/gpubox-4194000"
+check "  one whose monitor lives stays" test -d "$parent/gpubox-$$"
+rmdir "$parent/gpubox-$$" "$parent/gpubox-4194000" 2>/dev/null
 
 box run --wall-time-limit 1 --meta "$M" "$R" sh -c '(setsid sh -c "trap \"\" TERM HUP; exec sleep 4311" &) ; exec sleep 4311'
 expect_eq "double fork + setsid: TO, killed through cgroup.kill" "$(field status):$(mechanism kill)" "TO:cgroup.kill"

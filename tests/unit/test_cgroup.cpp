@@ -149,3 +149,14 @@ TEST_CASE("gpubox-scope runs only when nobody but root or gpubox's owner can cha
     st.st_mode = S_IFDIR | 0755;
     CHECK(scope_helper_problem(st, 1000) == "not a regular file");
 }
+
+TEST_CASE("a sandbox cgroup's name gives its monitor's pid, and nothing else does") {
+    using gpubox::isolate::sandbox_cgroup_pid;
+    CHECK(sandbox_cgroup_pid("gpubox-1234") == 1234);
+    CHECK_FALSE(sandbox_cgroup_pid("gpubox-"));
+    CHECK_FALSE(sandbox_cgroup_pid("gpubox-0"));
+    CHECK_FALSE(sandbox_cgroup_pid("gpubox-12a"));
+    CHECK_FALSE(sandbox_cgroup_pid("gpubox-1234-0a1b2c3d.scope"));  // a systemd scope: systemd collects it
+    CHECK_FALSE(sandbox_cgroup_pid("gpubox-12345678901"));          // no pid has 11 digits
+    CHECK_FALSE(sandbox_cgroup_pid("other-1234"));
+}
