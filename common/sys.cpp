@@ -15,9 +15,11 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <type_traits>
 #include <cstdio>
 #include <cstring>
@@ -217,6 +219,23 @@ void fchmod_at(int dirfd, const std::string& name, mode_t mode) {
 }
 
 mode_t set_umask(mode_t mask) { return ::umask(mask); }
+
+pid_t fork(const std::string& what) {
+    return check(::fork(), [&] { return cat("fork() for ", what); });
+}
+
+int wait_status(pid_t pid) {
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) fail(cat("waitpid(", pid, ")"), errno);
+    return status;
+}
+
+void kill_and_reap(pid_t pid) noexcept {
+    ::kill(pid, SIGKILL);
+    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+}
 
 UniqueFd fsopen(const std::string& fstype) {
     return UniqueFd(check(::syscall(SYS_fsopen, fstype.c_str(), FSOPEN_CLOEXEC),

@@ -49,6 +49,11 @@ int try_symlink_at(const std::string& text, int dirfd, const std::string& name);
 int try_unlink_at(int dirfd, const std::string& name);
 void fchmod_at(int dirfd, const std::string& name, mode_t mode);  // never follows a final link
 mode_t set_umask(mode_t mask);                                     // umask(2): the previous mask
+// A helper process: fork(2) naming `what`; its exit status (waitpid, EINTR retried); and, on
+// a failure path, SIGKILL and reaping, errors ignored, so no zombie is left behind.
+pid_t fork(const std::string& what);
+int wait_status(pid_t pid);
+void kill_and_reap(pid_t pid) noexcept;
 
 // Mounts: only the new mount API, plus make_rprivate.
 UniqueFd fsopen(const std::string& fstype);

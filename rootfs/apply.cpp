@@ -47,7 +47,6 @@ struct Ctx {
     bool tmpfs_attached = false;
     // A bound ROOTFS: the overlays of its directories that take gpubox's entries (see
     // overlay_missing_dirs), their upper layers in gpubox's tmpfs.
-    int upper_dirs = 0;  // made in `tmpfs`, also for an overlay that then failed
     std::vector<UniqueFd> overlays;
     // Directories of file mount points, by the path the plan spells, held while a run of binds
     // goes into them (a driver's libraries share one). Any other mount may cover one of them:
@@ -416,60 +415,6 @@ void apply_one(const RemountRo& r, Ctx& c, const Entry&) {
     move_onto(c, tree.get(), r.target, at.get(), r.target);
 }
 
-// A tmpfs-upper overlay of directory `dir` of the bound root, mounted over it. Its root is the
-// upper directory, gpubox's own (with the image directory's mode), so entries are made in it
-// without a copy-up of the image's directory, which a root-owned image would refuse.
-void overlay_dir(Ctx& c, const std::string& dir) {
-    UniqueFd lower = open_in_root(c.root, dir, O_PATH | O_DIRECTORY);
-    const std::string n = std::to_string(c.upper_dirs++);
-    sys::mkdir_at(c.tmpfs, "upper" + n, 0755);
-    sys::mkdir_at(c.tmpfs, "work" + n, 0700);
-    UniqueFd upper = sys::open_at(c.tmpfs, "upper" + n, O_RDONLY | O_DIRECTORY);
-    UniqueFd work = sys::open_at(c.tmpfs, "work" + n, O_PATH | O_DIRECTORY);
-    sys::fchmod(upper.get(), sys::fstat(lower.get(), dir).st_mode & 07777, dir);
-    UniqueFd mnt = new_fs("overlay",
-                          {{"source", "gpubox"},
-                           {"lowerdir", cat("/proc/self/fd/", lower.get())},
-                           {"upperdir", cat("/proc/self/fd/", upper.get())},
-                           {"workdir", cat("/proc/self/fd/", work.get())},
-                           {"userxattr", ""}},
-                          MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
-    move_onto(c, mnt.get(), "overlay", lower.get(), dir);
-    c.own_mount(mnt.get());
-    c.overlays.push_back(std::move(mnt));
-}
-
-// A bound ROOTFS (one with mounts below it, such as the host's "/": no overlay of the whole can
-// be had in a user namespace) gets gpubox's entries in overlays of just the directories that
-// lack one: the nearest existing directory above each missing target of an image-place op. They are mounted before any op, since an overlay would hide whatever the plan
-// had already mounted below its lower directory. One that cannot be had (mounts below that
-// directory, or it is ROOTFS's top) is left out, and the op fails or is skipped as it would have.
-void overlay_missing_dirs(const MountPlan& plan, Ctx& c) {
-    std::vector<std::string> dirs;
-    for (const MountOp& op : plan.ops) {
-        // Ops with a Place make their target; /proc, /sys and the masks need theirs to exist.
-        if (place_of(op) != Place::image) continue;
-        int fd = try_open_in_root(c.root, target_of(op), O_PATH | O_NOFOLLOW);
-        UniqueFd held(fd);
-        if (fd != -ENOENT) continue;
-        std::string dir = parent_of(target_of(op));
-        while (dir != "/" && (fd = try_open_in_root(c.root, dir, O_PATH | O_DIRECTORY)) == -ENOENT)
-            dir = parent_of(dir);
-        held.reset(fd);
-        if (dir != "/" && fd >= 0 && std::find(dirs.begin(), dirs.end(), dir) == dirs.end())
-            dirs.push_back(dir);
-    }
-    std::sort(dirs.begin(), dirs.end());  // each before the directories below it
-    for (const std::string& d : dirs) {
-        try {
-            overlay_dir(c, d);
-            log::info(cat("ROOTFS is bound: ", quote(d), " gets an overlay of its own for gpubox's entries"));
-        } catch (const SysError& e) {
-            log::info(cat("ROOTFS is bound, and ", quote(d), " cannot be overlaid: ", e.what()));
-        }
-    }
-}
-
 // Op i at its step, with the entry it needs (entry_of); `tree`: its contents, made in gpubox's
 // layer (NewRoot::trees), attached in place of a tmpfs.
 void apply_step(const MountPlan& plan, std::size_t i, Ctx& c, std::vector<bool>& done,
@@ -499,7 +444,9 @@ void apply_mount_plan(const MountPlan& plan, const NewRoot& root) {
         c.tmpfs_attached = attach_gpubox_tmpfs(c.tmpfs, c.root);
     if (c.tmpfs_attached) c.own_mount(c.tmpfs);
     if (root.writable_layer) c.own_mount(c.root);  // the overlay (tmpfs-backed)
-    else if (plan.root.mode != RootMode::writable) overlay_missing_dirs(plan, c);
+    else if (plan.root.mode != RootMode::writable)
+        for (UniqueFd& o : overlay_missing_dirs(plan, c.root, c.tmpfs))
+            c.own_mount(o.get()), c.overlays.push_back(std::move(o));
     std::vector<bool> done = root.prepared;  // entries made already, in a layer or a fresh fs
     done.resize(plan.ops.size());
     for (std::size_t i = 0; i < plan.ops.size(); ++i) {

@@ -48,6 +48,10 @@ struct RootLayer {
 };
 RootLayer open_root_layer(const MountPlan& plan, bool late_ops);
 
+// A bound ROOTFS (see has_submounts) gets gpubox's entries in overlays of just the directories
+// of `root` that lack one, their layers in gpubox's tmpfs (attached); the overlays' mounts.
+std::vector<UniqueFd> overlay_missing_dirs(const MountPlan& plan, int root, int tmpfs);
+
 // Does ROOTFS have mounts below it (so that, unless --writable, it is bound read-only, and the
 // directories that lack an entry gpubox adds get overlays of their own)?
 bool has_submounts(const std::string& rootfs);

@@ -287,7 +287,64 @@ UniqueFd bind_root(const MountPlan& plan, int rootfs, bool read_only) {
     return mnt;
 }
 
+// A tmpfs-upper overlay of directory `dir` of the bound root, mounted over it. Its root is the
+// upper directory, gpubox's own (with the image directory's mode), so entries are made in it
+// without a copy-up of the image's directory, which a root-owned image would refuse.
+UniqueFd overlay_dir(int root, int tmpfs, int n_dir, const std::string& dir) {
+    UniqueFd lower = open_in_root(root, dir, O_PATH | O_DIRECTORY);
+    const std::string n = std::to_string(n_dir);
+    sys::mkdir_at(tmpfs, "upper" + n, 0755);
+    sys::mkdir_at(tmpfs, "work" + n, 0700);
+    UniqueFd upper = sys::open_at(tmpfs, "upper" + n, O_RDONLY | O_DIRECTORY);
+    UniqueFd work = sys::open_at(tmpfs, "work" + n, O_PATH | O_DIRECTORY);
+    sys::fchmod(upper.get(), sys::fstat(lower.get(), dir).st_mode & 07777, dir);
+    UniqueFd fs = sys::fsopen("overlay");
+    sys::fsconfig_string(fs.get(), "overlay", "source", "gpubox");
+    sys::fsconfig_string(fs.get(), "overlay", "lowerdir", cat("/proc/self/fd/", lower.get()));
+    sys::fsconfig_string(fs.get(), "overlay", "upperdir", cat("/proc/self/fd/", upper.get()));
+    sys::fsconfig_string(fs.get(), "overlay", "workdir", cat("/proc/self/fd/", work.get()));
+    sys::fsconfig_flag(fs.get(), "overlay", "userxattr");
+    sys::fsconfig_create(fs.get(), "overlay");
+    UniqueFd mnt = sys::fsmount(fs.get(), "overlay", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+    sys::move_mount(mnt.get(), "overlay", lower.get(), dir);
+    return mnt;
+}
+
 }  // namespace
+
+// A bound ROOTFS (one with mounts below it, such as the host's "/": no overlay of the whole can
+// be had in a user namespace) gets gpubox's entries in overlays of just the directories that
+// lack one: the nearest existing directory above each missing target of an image-place op. They are mounted before any op, since an overlay would hide whatever the plan
+// had already mounted below its lower directory. One that cannot be had (mounts below that
+// directory, or it is ROOTFS's top) is left out, and the op fails or is skipped as it would have.
+std::vector<UniqueFd> overlay_missing_dirs(const MountPlan& plan, int root, int tmpfs) {
+    std::vector<std::string> dirs;
+    for (const MountOp& op : plan.ops) {
+        // Ops with a Place make their target; /proc, /sys and the masks need theirs to exist.
+        if (place_of(op) != Place::image) continue;
+        int fd = try_open_in_root(root, target_of(op), O_PATH | O_NOFOLLOW);
+        UniqueFd held(fd);
+        if (fd != -ENOENT) continue;
+        std::string dir = parent_of(target_of(op));
+        while (dir != "/" && (fd = try_open_in_root(root, dir, O_PATH | O_DIRECTORY)) == -ENOENT)
+            dir = parent_of(dir);
+        held.reset(fd);
+        if (dir != "/" && fd >= 0 && std::find(dirs.begin(), dirs.end(), dir) == dirs.end())
+            dirs.push_back(dir);
+    }
+    std::sort(dirs.begin(), dirs.end());  // each before the directories below it
+    std::vector<UniqueFd> out;
+    for (std::size_t n = 0; n < dirs.size(); ++n) {  // n: also for an overlay that then failed
+        const std::string& d = dirs[n];
+        try {
+            out.push_back(overlay_dir(root, tmpfs, static_cast<int>(n), d));
+            log::info(cat("ROOTFS is bound: ", quote(d), " gets an overlay of its own for gpubox's entries"));
+        } catch (const SysError& e) {
+            log::info(cat("ROOTFS is bound, and ", quote(d), " cannot be overlaid: ", e.what()));
+        }
+    }
+    return out;
+}
 
 bool attach_gpubox_tmpfs(int tmpfs, int root) {
     for (const char* name : {"proc", "dev", "sys", "tmp", "run"}) {
