@@ -9,11 +9,17 @@
 #include <string>
 #include <string_view>
 
+#include "common/syscall.hpp"
 #include "common/unique_fd.hpp"
 
 
 namespace gpubox::sys {
 
+// Throws SysError. The call and path are given as values: hints match on them, not on the text.
+[[noreturn]] void fail(Syscall call, int err, const std::string& op_text,
+                       const std::string& path = {});
+// The same with the call and path read from `op_text` ("name(\"path\", ...)"), for call sites
+// that give only the text.
 [[noreturn]] void fail(const std::string& op_text, int err);
 
 UniqueFd open_at(int dirfd, const std::string& path, int flags, mode_t mode = 0);

@@ -57,6 +57,61 @@ TEST_CASE("describe walks nested errors; hints name the setting") {
     CHECK(hint_for(e).find("user.max_user_namespaces") != std::string::npos);
 }
 
+namespace {
+
+std::string hint_of(const SysError& s) { return hint_for(std::make_exception_ptr(s)); }
+
+}  // namespace
+
+TEST_CASE("hints match the syscall, errno and path, not the message's words") {
+    // The same failures worded three ways: the hint is the same, as it is keyed on values.
+    for (const char* words : {"clone3(0x7e020000)", "made up words", ""}) {
+        CHECK_THAT(hint_of(SysError(Syscall::clone3, ENOSPC, words)),
+                   Catch::Matchers::Contains("user.max_user_namespaces"));
+        CHECK_THAT(hint_of(SysError(Syscall::unshare, EPERM, words)),
+                   Catch::Matchers::Contains("apparmor_restrict_unprivileged_userns"));
+        CHECK_THAT(hint_of(SysError(Syscall::write, EPERM, words, "/proc/42/uid_map")),
+                   Catch::Matchers::Contains("apparmor_restrict_unprivileged_userns"));
+        CHECK_THAT(hint_of(SysError(Syscall::fsopen, EPERM, words, "proc")),
+                   Catch::Matchers::Contains("fresh /proc"));
+        CHECK_THAT(hint_of(SysError(Syscall::fsconfig, EPERM, words, "sysfs")),
+                   Catch::Matchers::Contains("drop --share-net"));
+        CHECK_THAT(hint_of(SysError(Syscall::fsmount, ENOSPC, words, "tmpfs")),
+                   Catch::Matchers::Contains("fs.mount-max"));
+        CHECK_THAT(hint_of(SysError(Syscall::fsconfig, EINVAL, words, "overlay")),
+                   Catch::Matchers::Contains("overlayfs refused"));
+        CHECK_THAT(hint_of(SysError(Syscall::seccomp, EINVAL, words)),
+                   Catch::Matchers::Contains("CONFIG_SECCOMP_FILTER"));
+        CHECK_THAT(hint_of(SysError(Syscall::openat2, ENOENT, words, "/dev/nvidia-uvm")),
+                   Catch::Matchers::Contains("nvidia-modprobe"));
+    }
+    // Another errno, call or path: no hint.
+    CHECK(hint_of(SysError(Syscall::clone3, ENOMEM, "clone3(0x7e020000)")).empty());
+    CHECK(hint_of(SysError(Syscall::fsopen, EPERM, "fsopen(\"tmpfs\")", "tmpfs")).empty());
+    CHECK(hint_of(SysError(Syscall::openat2, ENOENT, "x", "/dev/nvidia0")).empty());
+    CHECK(hint_of(SysError(Syscall::mount_setattr, ENOSPC, "mount_setattr(\"/\")", "/")).empty());
+    // A message naming the call, where the value says otherwise, gets none.
+    CHECK(hint_of(SysError(Syscall::read, EPERM, "clone3(0x7e020000)")).empty());
+}
+
+TEST_CASE("a SysError given only its text reads the call and path from it") {
+    const SysError s(ENOENT, "open_tree(\"/dev/nvidia-uvm\", OPEN_TREE_CLONE)");
+    CHECK(s.call == Syscall::open_tree);
+    CHECK(s.path == "/dev/nvidia-uvm");
+    CHECK(SysError(EPERM, "fsopen(\"a\\\"b\")").path == "a\"b");
+    CHECK(SysError(EPERM, "check \"/x\": not the device").call == Syscall::unknown);
+    CHECK(SysError(EPERM, "pidfd_open(7)").path.empty());
+}
+
+TEST_CASE("every Syscall has one name, and the name gives it back") {
+    for (int i = static_cast<int>(Syscall::open); i <= static_cast<int>(Syscall::tcsetattr); ++i) {
+        const auto call = static_cast<Syscall>(i);
+        CHECK(to_string(call) != "?");
+        CHECK(syscall_from_name(to_string(call)) == call);
+    }
+    CHECK(syscall_from_name("no_such_call") == Syscall::unknown);
+}
+
 TEST_CASE("quote escapes what could forge a line") {
     CHECK(quote("a\"b\n") == "\"a\\\"b\\x0a\"");
 }
