@@ -43,8 +43,8 @@ void set_root_mode(Options& o, rootfs::RootMode mode) {
 }
 
 void set_gpu(Options& o, const std::string& v) {
-    gpu::parse_gpu_spec(v);
-    o.gpu = o.gpu_given ? merge_gpu_specs(o.gpu, v) : v;
+    const gpu::GpuSpec spec = gpu::parse_gpu_spec(v);
+    o.gpu = o.gpu_given ? merge_gpu_specs(o.gpu, spec) : spec;
     o.gpu_given = true;
 }
 
@@ -392,9 +392,9 @@ Options parse_command_line(const std::vector<std::string>& args) {
     return o;
 }
 
-std::string merge_gpu_specs(const std::string& before, const std::string& added) {
-    const gpu::GpuSpec a = gpu::parse_gpu_spec(before), b = gpu::parse_gpu_spec(added);
+gpu::GpuSpec merge_gpu_specs(const gpu::GpuSpec& a, const gpu::GpuSpec& b) {
     using K = gpu::GpuSpec::Kind;
+    const std::string before = gpu::to_string(a), added = gpu::to_string(b);
     if (a.kind == K::none || b.kind == K::none)
         throw UsageError(cat("run: --gpu ", a.kind == K::none ? before : added, " contradicts --gpu ",
                              a.kind == K::none ? added : before));
@@ -402,11 +402,12 @@ std::string merge_gpu_specs(const std::string& before, const std::string& added)
     for (const auto* x : {&a, &b})
         if (x->kind != K::all && x->kind != K::list)
             throw UsageError(cat("run: --gpu ", before, " and --gpu ", added, " cannot be combined (give one)"));
-    if (a.kind == K::all || b.kind == K::all) return "all";
-    std::vector<std::string> items = a.items;
+    if (a.kind == K::all || b.kind == K::all) return a.kind == K::all ? a : b;
+    gpu::GpuSpec merged = a;
     for (const std::string& x : b.items)
-        if (std::find(items.begin(), items.end(), x) == items.end()) items.push_back(x);
-    return join(items, ",");
+        if (std::find(merged.items.begin(), merged.items.end(), x) == merged.items.end())
+            merged.items.push_back(x);
+    return merged;
 }
 
 std::vector<CommandDoc> command_docs() {

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "gpu/gpu_spec.hpp"
 #include "isolate/cgroup_plan.hpp"
 #include "isolate/limits.hpp"
 #include "rootfs/mount_op.hpp"
@@ -44,7 +45,7 @@ struct Options {
     isolate::CgroupRequest cgroup;     // --cgroup auto (default), off, systemd or PATH
 
     // GPUs (run, list, doctor)
-    std::string gpu = "none";
+    gpu::GpuSpec gpu;        // --gpu, parsed once here; none by default
     bool gpu_given = false;  // a second --gpu merges with the first
     unsigned gpu_caps = 3;  // compute,utility (gpu::kCapDefault)
     std::string driver_root = "/";

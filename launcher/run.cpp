@@ -158,7 +158,7 @@ RunPlan plan_run(const Options& o) {
     in.new_pid_ns = true;
     in.new_net_ns = !o.share_net;
     in.user_mounts = o.mounts;
-    p.gpus = gpu::resolve_gpu_spec(gpu::parse_gpu_spec(o.gpu));
+    p.gpus = gpu::resolve_gpu_spec(o.gpu);
     if (p.gpus.kind != gpu::GpuSpec::Kind::none) {
         // Discovery reads a hundred-odd host files: the monitor does it after clone(), while
         // the sandbox creates its namespaces and fills its layer; the sandbox takes the GPU's
