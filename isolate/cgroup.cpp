@@ -154,7 +154,7 @@ Cgroup try_route(CgroupRoute route, const Limits& limits, const CgroupRequest& r
 Cgroup setup_cgroup(const Limits& limits, const CgroupRequest& request) {
     Cgroup best;
     if (request.mode == CgroupMode::off) {
-        best.reason = "--cgroup off";
+        best.reason = cat("--cgroup ", to_string(request.mode));
         return best;
     }
     std::vector<std::pair<CgroupRoute, std::string>> tried;

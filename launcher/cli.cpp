@@ -130,10 +130,7 @@ const Flags& run_flags() {
         {"--meta", "FILE", "write the verdict to FILE, even when setup fails",
          [](Options& o, const std::string& v) { o.meta = v; }},
         {"--meta-format", "FMT", "json (default) or isolate (key:value lines)",
-         [](Options& o, const std::string& v) {
-             if (v != "json" && v != "isolate") throw UsageError(cat("--meta-format: expected json or isolate, got ", quote(v)));
-             o.meta_format = v;
-         }},
+         [](Options& o, const std::string& v) { o.meta_format = parse_meta_format(v); }},
         {"--cgroup", "MODE",
          "auto (default: a cgroup v2 we may write, else a systemd scope), off, systemd, or a delegated cgroup "
          "directory to make the sandbox's below",

@@ -10,6 +10,7 @@
 #include "isolate/cgroup_plan.hpp"
 #include "isolate/limits.hpp"
 #include "rootfs/mount_op.hpp"
+#include "launcher/verdict.hpp"
 #include "rootfs/plan.hpp"
 
 namespace gpubox::launcher {
@@ -41,7 +42,7 @@ struct Options {
     // Limits and the verdict
     isolate::Limits limits;
     std::string meta;                  // --meta FILE
-    std::string meta_format = "json";  // or "isolate"
+    MetaFormat meta_format = MetaFormat::json;  // --meta-format
     isolate::CgroupRequest cgroup;     // --cgroup auto (default), off, systemd or PATH
 
     // GPUs (run, list, doctor)

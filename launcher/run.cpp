@@ -80,7 +80,7 @@ sigset_t monitor_signals() {
 
 void write_meta(const Options& o, const Verdict& v, const RunOutcome& out, const Mechanisms& m) {
     if (o.meta.empty()) return;
-    const std::string text = o.meta_format == "isolate" ? render_meta_isolate(v, out, o.limits) : render_meta_json(v, out, o.limits, m);
+    const std::string text = o.meta_format == MetaFormat::isolate ? render_meta_isolate(v, out, o.limits) : render_meta_json(v, out, o.limits, m);
     try {
         UniqueFd fd = sys::open_at(AT_FDCWD, o.meta, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         sys::write_all(fd.get(), text, o.meta);
