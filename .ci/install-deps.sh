@@ -8,6 +8,7 @@ pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
       libsystemd-dev qemu-system-x86 mmdebstrap e2fsprogs
       slurm-wlm munge)  # tests/e2e/test_slurm.sh starts its own munged, slurmctld and slurmd
 pkgs+=(zsh)  # tests/e2e/test_install.sh: zsh completion
+pkgs+=(clang-format)  # tools/check-format.sh: clang-format 14, the version .clang-format is tuned for
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # README's second command: install dependencies, build, and run the whole test suite
-# (unit, end-to-end as an unprivileged user, GPU-simulated, unit tests under sanitizers, fuzz smoke).
+# (unit, end-to-end as an unprivileged user, GPU-simulated, unit tests under sanitizers, fuzz smoke,
+# formatting).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash .ci/install-deps.sh
@@ -29,4 +30,6 @@ for f in ldcache proc; do
     echo "fuzz_$f: $(grep -E '^Done' "$corpus.log")"
     rm -rf "$corpus" "$corpus.log"
 done
+echo "== format: every tracked C/C++ file as clang-format 14 writes it (.clang-format)"
+bash tools/check-format.sh
 echo "all test stages passed"
