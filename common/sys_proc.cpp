@@ -1,0 +1,152 @@
+#include "common/sys_proc.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "common/sys.hpp"
+#include "common/text.hpp"
+
+namespace gpubox::sys {
+
+pid_t fork() {
+    const pid_t pid = ::fork();
+    if (pid < 0) fail(Syscall::fork, errno, "fork()");
+    return pid;
+}
+
+int wait_status(pid_t pid) {
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) fail(Syscall::waitpid, errno, cat("waitpid(", pid, ")"));
+    return status;
+}
+
+void kill_and_reap(pid_t pid) {
+    ::kill(pid, SIGKILL);
+    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+}
+
+int try_kill(pid_t pid, int sig) { return ::kill(pid, sig) == 0 ? 0 : -errno; }
+
+int try_open_at(int dirfd, const std::string& path, int flags, mode_t mode) {
+    const int fd = ::openat(dirfd, path.c_str(), flags | O_CLOEXEC, mode);
+    return fd < 0 ? -errno : fd;
+}
+
+struct stat stat(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) < 0) fail(Syscall::stat, errno, cat("stat(", quote(path), ")"), path);
+    return st;
+}
+
+void mkdir(const std::string& path, mode_t mode) {
+    if (::mkdir(path.c_str(), mode) < 0) fail(Syscall::mkdir, errno, cat("mkdir(", quote(path), ")"), path);
+}
+
+void pwrite_all(int fd, const std::string& data, off_t offset, const std::string& what) {
+    for (std::size_t done = 0; done < data.size();) {
+        const ssize_t n = ::pwrite(fd, data.data() + done, data.size() - done,
+                                   offset + static_cast<off_t>(done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) fail(Syscall::pwrite, errno, cat("pwrite(", quote(what), ")"), what);
+        done += static_cast<std::size_t>(n);
+    }
+}
+
+namespace {
+
+// The entries of an open directory; `dir` is consumed. -errno where it cannot be read.
+int read_dir(UniqueFd dir, std::vector<std::string>& out) {
+    DIR* d = ::fdopendir(dir.get());
+    if (!d) return -errno;
+    dir.release();  // closedir() closes it
+    errno = 0;
+    while (const dirent* e = ::readdir(d)) {
+        const std::string name = e->d_name;
+        if (name != "." && name != "..") out.push_back(name);
+    }
+    const int err = errno;
+    ::closedir(d);
+    return err ? -err : 0;
+}
+
+}  // namespace
+
+std::vector<std::string> list_dir(int dirfd, const std::string& name) {
+    UniqueFd dir = open_at(dirfd, name, O_RDONLY | O_DIRECTORY);
+    std::vector<std::string> out;
+    if (const int err = read_dir(std::move(dir), out); err < 0)
+        fail(Syscall::getdents64, -err, cat("readdir(", quote(name), ")"), name);
+    return out;
+}
+
+std::optional<std::vector<std::string>> try_list_dir(int dirfd, const std::string& name) {
+    const int fd = try_open_at(dirfd, name, O_RDONLY | O_DIRECTORY);
+    if (fd < 0) return std::nullopt;
+    std::vector<std::string> out;
+    if (read_dir(UniqueFd(fd), out) < 0) return std::nullopt;
+    return out;
+}
+
+void remove_dir_at(int dirfd, const std::string& name) {
+    if (::unlinkat(dirfd, name.c_str(), AT_REMOVEDIR) < 0)
+        fail(Syscall::unlinkat, errno, cat("unlinkat(", quote(name), ", AT_REMOVEDIR)"), name);
+}
+
+int try_rmdir(const std::string& path) { return ::rmdir(path.c_str()) == 0 ? 0 : -errno; }
+
+std::string try_read_at(int dirfd, const std::string& name, std::size_t cap) {
+    const int raw = try_open_at(dirfd, name, O_RDONLY);
+    if (raw < 0) return {};
+    UniqueFd fd(raw);
+    std::string out(cap, '\0');
+    std::size_t got = 0;
+    for (ssize_t n; got < cap && (n = ::read(fd.get(), out.data() + got, cap - got)) > 0;)
+        got += static_cast<std::size_t>(n);
+    out.resize(got);
+    return out;
+}
+
+std::optional<std::string> try_read_link_at(int dirfd, const std::string& name) {
+    char buf[4096];
+    const ssize_t n = ::readlinkat(dirfd, name.c_str(), buf, sizeof buf);
+    if (n < 0 || static_cast<std::size_t>(n) == sizeof buf) return std::nullopt;
+    return std::string(buf, static_cast<std::size_t>(n));
+}
+
+bool try_stat_at(int dirfd, const std::string& name, struct stat& st) {
+    return ::fstatat(dirfd, name.c_str(), &st, 0) == 0;
+}
+
+std::optional<struct statfs> try_fstatfs(int fd) {
+    struct statfs fs {};
+    if (::fstatfs(fd, &fs) < 0) return std::nullopt;
+    return fs;
+}
+
+std::uint64_t monotonic_ns() {
+    timespec t{};
+    ::clock_gettime(CLOCK_MONOTONIC, &t);
+    return static_cast<std::uint64_t>(t.tv_sec) * 1000000000ULL + static_cast<std::uint64_t>(t.tv_nsec);
+}
+
+std::uint64_t ns_per_clock_tick() {
+    static const std::uint64_t ns = 1000000000ULL / static_cast<std::uint64_t>(::sysconf(_SC_CLK_TCK));
+    return ns;
+}
+
+std::string node_name() {
+    utsname u{};
+    ::uname(&u);
+    return u.nodename;
+}
+
+}  // namespace gpubox::sys
