@@ -12,11 +12,13 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <type_traits>
 #include <cstdio>
@@ -301,6 +303,16 @@ UniqueFd pidfd_open(pid_t pid) {
 void prctl(int option, unsigned long arg, const std::string& what) {
     check(::prctl(option, arg, 0, 0, 0), Syscall::prctl, "", [&] { return cat("prctl(", what, ")"); });
 }
+
+void lower_rlimit(int resource, std::uint64_t value, const std::string& name) {
+    rlimit cur{};
+    check(::getrlimit(resource, &cur), Syscall::getrlimit, "", [&] { return cat("getrlimit(", name, ")"); });
+    const rlim_t v = std::min<rlim_t>(value, cur.rlim_max);
+    const rlimit want{v, v};
+    check(::setrlimit(resource, &want), Syscall::setrlimit, "", [&] { return cat("setrlimit(", name, ", ", v, ")"); });
+}
+
+std::uint64_t page_size() { return static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE)); }
 
 void close_range_cloexec(unsigned first) {
     check(::syscall(SYS_close_range, first, ~0U, CLOSE_RANGE_CLOEXEC), Syscall::close_range, "",

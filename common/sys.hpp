@@ -84,6 +84,10 @@ void sethostname(const std::string& name);
 void set_loopback_up();
 UniqueFd pidfd_open(pid_t pid);
 void prctl(int option, unsigned long arg, const std::string& what);
+// setrlimit(resource) to `value`, soft and hard, or to the hard limit where that is lower
+// (`name`: "RLIMIT_NPROC", for the message).
+void lower_rlimit(int resource, std::uint64_t value, const std::string& name);
+std::uint64_t page_size();
 void close_range_cloexec(unsigned first);
 void pipe(UniqueFd& read_end, UniqueFd& write_end);
 // A connected AF_UNIX stream pair (close-on-exec), and an fd passed over it with one byte:

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -35,6 +36,20 @@ void kill_and_reap(pid_t pid) {
 }
 
 int try_kill(pid_t pid, int sig) { return ::kill(pid, sig) == 0 ? 0 : -errno; }
+
+int try_poll_in(int fd, int timeout_ms) {
+    pollfd p{fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, timeout_ms);
+    return ready < 0 ? -errno : ready;
+}
+
+ssize_t try_read(int fd, void* buf, std::size_t len) {
+    for (;;) {
+        const ssize_t n = ::read(fd, buf, len);
+        if (n >= 0) return n;
+        if (errno != EINTR) return -errno;
+    }
+}
 
 int try_open_at(int dirfd, const std::string& path, int flags, mode_t mode) {
     const int fd = ::openat(dirfd, path.c_str(), flags | O_CLOEXEC, mode);

@@ -25,6 +25,11 @@ int wait_status(pid_t pid);          // waitpid(), retried on EINTR: the wait st
 void kill_and_reap(pid_t pid);       // SIGKILL and wait, for cleanup: never throws
 int try_kill(pid_t pid, int sig);    // 0, or -errno (-ESRCH: it is gone)
 
+// Reading a pipe with a deadline: poll(POLLIN) once (1 ready, 0 timed out, or -errno), then
+// read() once (the count, 0 at EOF, or -errno; EINTR retried).
+int try_poll_in(int fd, int timeout_ms);
+ssize_t try_read(int fd, void* buf, std::size_t len);
+
 // Files and directories.
 int try_open_at(int dirfd, const std::string& path, int flags, mode_t mode = 0);  // fd or -errno
 struct stat stat(const std::string& path);  // follows symlinks

@@ -32,7 +32,7 @@ constexpr std::array kNames = {
     Row{S::fork, "fork"}, Row{S::unshare, "unshare"}, Row{S::setns, "setns"},
     Row{S::execve, "execve"}, Row{S::waitpid, "waitpid"}, Row{S::kill, "kill"},
     Row{S::pidfd_open, "pidfd_open"}, Row{S::pidfd_send_signal, "pidfd_send_signal"},
-    Row{S::prctl, "prctl"}, Row{S::setrlimit, "setrlimit"}, Row{S::setsid, "setsid"},
+    Row{S::prctl, "prctl"}, Row{S::getrlimit, "getrlimit"}, Row{S::setrlimit, "setrlimit"}, Row{S::setsid, "setsid"},
     Row{S::seccomp, "seccomp"}, Row{S::capng_apply, "capng_apply"},
     Row{S::sethostname, "sethostname"}, Row{S::sched_setaffinity, "sched_setaffinity"},
     Row{S::pipe2, "pipe2"}, Row{S::socket, "socket"}, Row{S::socketpair, "socketpair"},

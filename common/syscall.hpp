@@ -17,7 +17,7 @@ enum class Syscall {
     pivot_root, umount2,
     // processes, namespaces and limits
     clone, clone3, fork, unshare, setns, execve, waitpid, kill, pidfd_open, pidfd_send_signal,
-    prctl, setrlimit, setsid, seccomp, capng_apply, sethostname, sched_setaffinity,
+    prctl, getrlimit, setrlimit, setsid, seccomp, capng_apply, sethostname, sched_setaffinity,
     // ipc and signals
     pipe2, socket, socketpair, connect, sendmsg, recvmsg, memfd_create, poll, signalfd,
     sigprocmask, sigaction, tcgetattr, tcsetattr,

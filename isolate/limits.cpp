@@ -125,12 +125,8 @@ LimitPlan plan_limits(const Limits& l, const CgroupCaps& cg, bool nproc_per_user
 
 void apply_rlimits(const std::vector<RlimitOp>& ops) {
     for (const RlimitOp& op : ops) {
-        rlimit cur{};
-        ::getrlimit(op.resource, &cur);
         // Never raise: a hard limit cannot go up in a user namespace, and a lower caller limit wins.
-        rlimit want{std::min(op.value, cur.rlim_max), std::min(op.value, cur.rlim_max)};
-        if (::setrlimit(op.resource, &want) < 0)
-            sys::fail(cat("setrlimit(", op.name, ", ", want.rlim_cur, ")"), errno);
+        sys::lower_rlimit(op.resource, op.value, op.name);
     }
 }
 
@@ -143,7 +139,7 @@ void apply_ipc_limits(const IpcLimits& ipc) {
     try {
         if (ipc.shm_bytes) {
             put("shmmax", std::to_string(ipc.shm_bytes));
-            put("shmall", std::to_string(ipc.shm_bytes / static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE))));  // in pages
+            put("shmall", std::to_string(ipc.shm_bytes / sys::page_size()));  // in pages
         }
         if (ipc.rmid_forced) put("shm_rmid_forced", "1");
     } catch (...) {
