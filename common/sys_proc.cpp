@@ -141,6 +141,8 @@ bool try_stat_at(int dirfd, const std::string& name, struct stat& st) {
     return ::fstatat(dirfd, name.c_str(), &st, 0) == 0;
 }
 
+bool try_fstat(int fd, struct stat& st) { return ::fstat(fd, &st) == 0; }
+
 std::optional<struct statfs> try_fstatfs(int fd) {
     struct statfs fs {};
     if (::fstatfs(fd, &fs) < 0) return std::nullopt;

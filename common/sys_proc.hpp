@@ -45,6 +45,7 @@ int try_rmdir(const std::string& path);                  // 0, or -errno
 std::string try_read_at(int dirfd, const std::string& name, std::size_t cap = 4096);
 std::optional<std::string> try_read_link_at(int dirfd, const std::string& name);
 bool try_stat_at(int dirfd, const std::string& name, struct stat& st);  // follows symlinks
+bool try_fstat(int fd, struct stat& st);
 std::optional<struct statfs> try_fstatfs(int fd);
 
 // Clocks and host facts that cannot fail.
