@@ -87,39 +87,34 @@ MetaFormat parse_meta_format(const std::string& text) {
     throw UsageError(cat("--meta-format: expected json or isolate, got ", quote(text)));
 }
 
-Verdict judge(const RunOutcome& o, const isolate::Limits& l) {
-    Verdict v;
-    if (o.setup_failed) {
-        v.status = "XX";
-        v.message = o.message;
-        v.gpubox_exit = o.setup_code;
-        return v;
-    }
-    const int st = o.have_status ? o.status : o.init_status;
-    if (WIFEXITED(st) && o.have_status) v.exit_code = WEXITSTATUS(st);
-    if (WIFSIGNALED(st)) v.signal = WTERMSIG(st);
-    v.gpubox_exit = v.exit_code ? *v.exit_code : v.signal ? 128 + *v.signal : kExitSetupFailed;
-    if (o.terminated_by) v.terminated = sigabbrev_np(o.terminated_by) ? cat("SIG", sigabbrev_np(o.terminated_by)) : "signal";
-    if (o.killed_for == KillReason::kill_after || o.killed_for == KillReason::parent_died) {
-        if (o.killed_for == KillReason::parent_died) v.terminated = "parent_died";
-        v.status = "SG", v.killed = true, v.signal = SIGKILL, v.exit_code.reset(), v.gpubox_exit = 128 + SIGKILL;
-        v.message = o.killed_for == KillReason::parent_died
-                        ? std::string("terminated: gpubox's parent died (--die-with-parent); the sandbox was killed")
-                        : cat("terminated: ", v.terminated, " sent to gpubox; the sandbox was killed after --kill-after ", seconds(o.kill_after), " s");
-        return v;
-    }
-    if (const std::optional<LimitName> limit = limit_of(o.killed_for)) {
-        v.killed = true;
-        v.limit = limit;
-        v.status = *limit == LimitName::memory                                   ? "ML"
-                   : *limit == LimitName::stdout_ || *limit == LimitName::stderr_ ? "OL"
-                                                                                 : "TO";
-        v.message = cat("killed: ", limit_text(*limit, l), " exceeded");
-        v.signal = SIGKILL;
-        v.exit_code.reset();
-        v.gpubox_exit = 128 + SIGKILL;
-        return v;
-    }
+namespace {
+
+// A run the monitor ended from outside: after --kill-after's grace, or with gpubox's parent.
+Verdict judge_terminated(const RunOutcome& o, Verdict v) {
+    if (o.killed_for == KillReason::parent_died) v.terminated = "parent_died";
+    v.status = "SG", v.killed = true, v.signal = SIGKILL, v.exit_code.reset(), v.gpubox_exit = 128 + SIGKILL;
+    v.message = o.killed_for == KillReason::parent_died
+                    ? std::string("terminated: gpubox's parent died (--die-with-parent); the sandbox was killed")
+                    : cat("terminated: ", v.terminated, " sent to gpubox; the sandbox was killed after --kill-after ", seconds(o.kill_after), " s");
+    return v;
+}
+
+// A run the monitor killed for passing `limit`.
+Verdict judge_limit_kill(LimitName limit, const isolate::Limits& l, Verdict v) {
+    v.killed = true;
+    v.limit = limit;
+    v.status = limit == LimitName::memory                                  ? "ML"
+               : limit == LimitName::stdout_ || limit == LimitName::stderr_ ? "OL"
+                                                                           : "TO";
+    v.message = cat("killed: ", limit_text(limit, l), " exceeded");
+    v.signal = SIGKILL;
+    v.exit_code.reset();
+    v.gpubox_exit = 128 + SIGKILL;
+    return v;
+}
+
+// A run that ended by itself: its exit code or signal, read against its limits.
+Verdict judge_ending(const RunOutcome& o, const isolate::Limits& l, Verdict v) {
     // A program that failed having reached its memory limit failed at it: a write into gpubox's
     // tmpfs, whose budget is the limit, ends in ENOSPC exactly there.
     const bool over_memory = l.memory_bytes && (o.oom_killed || (o.memory_peak_bytes && *o.memory_peak_bytes >= *l.memory_bytes) ||
@@ -146,6 +141,27 @@ Verdict judge(const RunOutcome& o, const isolate::Limits& l) {
     }
     if (!v.terminated.empty()) v.message += cat(" (terminated: ", v.terminated, " sent to gpubox, forwarded)");
     return v;
+}
+
+}  // namespace
+
+Verdict judge(const RunOutcome& o, const isolate::Limits& l) {
+    Verdict v;
+    if (o.setup_failed) {
+        v.status = "XX";
+        v.message = o.message;
+        v.gpubox_exit = o.setup_code;
+        return v;
+    }
+    const int st = o.have_status ? o.status : o.init_status;
+    if (WIFEXITED(st) && o.have_status) v.exit_code = WEXITSTATUS(st);
+    if (WIFSIGNALED(st)) v.signal = WTERMSIG(st);
+    v.gpubox_exit = v.exit_code ? *v.exit_code : v.signal ? 128 + *v.signal : kExitSetupFailed;
+    if (o.terminated_by) v.terminated = sigabbrev_np(o.terminated_by) ? cat("SIG", sigabbrev_np(o.terminated_by)) : "signal";
+    if (o.killed_for == KillReason::kill_after || o.killed_for == KillReason::parent_died)
+        return judge_terminated(o, v);
+    if (const std::optional<LimitName> limit = limit_of(o.killed_for)) return judge_limit_kill(*limit, l, v);
+    return judge_ending(o, l, v);
 }
 
 std::string render_meta_json(const Verdict& v, const RunOutcome& o, const isolate::Limits& l, const Mechanisms& m) {
