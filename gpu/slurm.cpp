@@ -9,7 +9,7 @@
 
 #include "common/error.hpp"
 #include "common/sys.hpp"
-#include "common/sys_proc.hpp"
+#include "common/sys_host.hpp"
 #include "common/text.hpp"
 
 namespace gpubox::gpu {

@@ -16,7 +16,7 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/sys.hpp"
-#include "common/sys_proc.hpp"
+#include "common/sys_host.hpp"
 #include "common/text.hpp"
 #include "isolate/systemd_scope.hpp"
 

@@ -17,7 +17,7 @@
 
 #include "common/error.hpp"
 #include "common/sys.hpp"
-#include "common/sys_proc.hpp"
+#include "common/sys_host.hpp"
 #include "common/text.hpp"
 #include "isolate/cgroup_plan.hpp"
 
@@ -91,8 +91,8 @@ std::pair<std::string, int> run_helper(const Helper& h, const std::vector<std::s
     UniqueFd null = sys::open_at(AT_FDCWD, "/dev/null", O_RDONLY | O_CLOEXEC);
     UniqueFd r, w;
     sys::pipe(r, w);
-    const pid_t pid = sys::fork();
-    if (pid == 0) {  // raw, async-signal-safe calls only until the exec (see common/sys_proc.hpp)
+    const pid_t pid = sys::fork(h.path);
+    if (pid == 0) {  // raw, async-signal-safe calls only until the exec (see common/sys_host.hpp)
         // dup2 clears FD_CLOEXEC on 0-2; every other fd is closed by the exec.
         if (::dup2(null.get(), 0) < 0 || ::dup2(w.get(), 1) < 0 || ::dup2(w.get(), 2) < 0) ::_exit(127);
         if (::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) < 0) ::_exit(127);
@@ -121,7 +121,7 @@ std::pair<std::string, int> run_helper(const Helper& h, const std::vector<std::s
             break;
         }
         char buf[1024];
-        const ssize_t got = sys::try_read(r.get(), buf, sizeof buf);
+        const ssize_t got = sys::read_some(r.get(), buf, sizeof buf);
         if (got <= 0) break;
         if (out.size() < 4096) out.append(buf, static_cast<std::size_t>(got));
     }

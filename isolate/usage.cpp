@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -9,7 +10,8 @@
 #include <set>
 #include <sstream>
 
-#include "common/sys_proc.hpp"
+#include "common/sys.hpp"
+#include "common/sys_host.hpp"
 #include "common/unique_fd.hpp"
 
 namespace gpubox::isolate {
@@ -36,6 +38,12 @@ std::optional<std::uint64_t> field(const std::string& text, const std::string& k
     return v * unit;
 }
 
+
+std::uint64_t now_ns() {
+    timespec t{};
+    ::clock_gettime(CLOCK_MONOTONIC, &t);  // cannot fail for CLOCK_MONOTONIC
+    return static_cast<std::uint64_t>(t.tv_sec) * 1000000000ULL + static_cast<std::uint64_t>(t.tv_nsec);
+}
 
 }  // namespace
 
@@ -184,9 +192,11 @@ UniqueFd open_pid_dir(int proc, const std::string& pid) {
 void add_memfds(int dir, pid_t pid, Scan& scan) {
     for (const std::string& fd : sys::try_list_dir(dir, "fd").value_or(std::vector<std::string>{})) {
         const std::string rel = "fd/" + fd;
-        const std::optional<std::string> link = sys::try_read_link_at(dir, rel);
+        std::string link;
         struct stat st {};
-        if (!link || link->compare(0, 7, "/memfd:") != 0 || !sys::try_stat_at(dir, rel, st)) continue;
+        if (sys::try_read_link_at(dir, rel, link) < 0 || link.compare(0, 7, "/memfd:") != 0 ||
+            !sys::try_stat_at(dir, rel, st))
+            continue;
         scan.memfds.emplace(st.st_ino, std::make_pair(static_cast<std::uint64_t>(st.st_blocks) * 512, pid));
     }
 }
@@ -253,7 +263,7 @@ std::uint64_t shared_overcount(int proc, const Scan& scan) {
 }  // namespace
 
 Usage Sampler::sample() {
-    const std::uint64_t t = sys::monotonic_ns();
+    const std::uint64_t t = now_ns();
     const auto last_pid = parse_last_pid(sys::try_read_at(proc_, "loadavg", 256));
     Scan scan;
     for (const std::string& name : sys::try_list_dir(proc_, ".").value_or(std::vector<std::string>{}))

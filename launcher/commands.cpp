@@ -13,7 +13,7 @@
 
 #include "common/error.hpp"
 #include "common/sys.hpp"
-#include "common/sys_proc.hpp"
+#include "common/sys_host.hpp"
 #include "common/text.hpp"
 #include "gpu/driver_files.hpp"
 #include "gpu/gpu_spec.hpp"
@@ -72,7 +72,7 @@ struct Doctor {
 // `doctor` tries things in children; where it cannot fork, the trial says no rather than fail.
 pid_t try_fork() {
     try {
-        return sys::fork();
+        return sys::fork("a trial for gpubox doctor");
     } catch (const SysError&) {
         return -1;
     }

@@ -19,7 +19,7 @@
 
 #include "common/error.hpp"
 #include "common/sys.hpp"
-#include "common/sys_proc.hpp"
+#include "common/sys_host.hpp"
 #include "common/text.hpp"
 #include "launcher/isolate_cli.hpp"
 #include "launcher/isolate_plan.hpp"

@@ -12,7 +12,6 @@
 
 #include "common/error.hpp"
 #include "common/sys.hpp"
-#include "common/sys_proc.hpp"
 #include "common/text.hpp"
 
 namespace fs = std::filesystem;
@@ -37,8 +36,8 @@ const char* const kGlibc[] = {"libc.so.6",   "libm.so.6",    "libdl.so.2",     "
 std::vector<std::string> busybox_applets(const std::string& busybox) {
     UniqueFd rd, wr;
     sys::pipe(rd, wr);
-    const pid_t pid = sys::fork();
-    if (pid == 0) {  // raw, async-signal-safe calls only until the exec (see common/sys_proc.hpp)
+    const pid_t pid = sys::fork(busybox + " --list");
+    if (pid == 0) {  // async-signal-safe calls only until execve: nothing here may throw
         ::dup2(wr.get(), STDOUT_FILENO);
         ::close_range(3, ~0U, 0);
         char* const argv[] = {const_cast<char*>(busybox.c_str()), const_cast<char*>("--list"), nullptr};

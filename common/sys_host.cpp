@@ -1,4 +1,4 @@
-#include "common/sys_proc.hpp"
+#include "common/sys_host.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -16,25 +16,6 @@
 
 namespace gpubox::sys {
 
-pid_t fork() {
-    const pid_t pid = ::fork();
-    if (pid < 0) fail(Syscall::fork, errno, "fork()");
-    return pid;
-}
-
-int wait_status(pid_t pid) {
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR) fail(Syscall::waitpid, errno, cat("waitpid(", pid, ")"));
-    return status;
-}
-
-void kill_and_reap(pid_t pid) {
-    ::kill(pid, SIGKILL);
-    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
-    }
-}
-
 int try_kill(pid_t pid, int sig) { return ::kill(pid, sig) == 0 ? 0 : -errno; }
 
 int try_poll_in(int fd, int timeout_ms) {
@@ -43,17 +24,12 @@ int try_poll_in(int fd, int timeout_ms) {
     return ready < 0 ? -errno : ready;
 }
 
-ssize_t try_read(int fd, void* buf, std::size_t len) {
+ssize_t read_some(int fd, void* buf, std::size_t len) {
     for (;;) {
         const ssize_t n = ::read(fd, buf, len);
         if (n >= 0) return n;
         if (errno != EINTR) return -errno;
     }
-}
-
-int try_open_at(int dirfd, const std::string& path, int flags, mode_t mode) {
-    const int fd = ::openat(dirfd, path.c_str(), flags | O_CLOEXEC, mode);
-    return fd < 0 ? -errno : fd;
 }
 
 struct stat stat(const std::string& path) {
@@ -130,13 +106,6 @@ std::string try_read_at(int dirfd, const std::string& name, std::size_t cap) {
     return out;
 }
 
-std::optional<std::string> try_read_link_at(int dirfd, const std::string& name) {
-    char buf[4096];
-    const ssize_t n = ::readlinkat(dirfd, name.c_str(), buf, sizeof buf);
-    if (n < 0 || static_cast<std::size_t>(n) == sizeof buf) return std::nullopt;
-    return std::string(buf, static_cast<std::size_t>(n));
-}
-
 bool try_stat_at(int dirfd, const std::string& name, struct stat& st) {
     return ::fstatat(dirfd, name.c_str(), &st, 0) == 0;
 }
@@ -147,12 +116,6 @@ std::optional<struct statfs> try_fstatfs(int fd) {
     struct statfs fs {};
     if (::fstatfs(fd, &fs) < 0) return std::nullopt;
     return fs;
-}
-
-std::uint64_t monotonic_ns() {
-    timespec t{};
-    ::clock_gettime(CLOCK_MONOTONIC, &t);
-    return static_cast<std::uint64_t>(t.tv_sec) * 1000000000ULL + static_cast<std::uint64_t>(t.tv_nsec);
 }
 
 std::uint64_t ns_per_clock_tick() {

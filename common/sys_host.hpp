@@ -1,5 +1,5 @@
 #pragma once
-// More syscall wrappers, for the host side (the launcher, the monitor, `doctor`, isolate mode)
+// More syscall wrappers (beside common/sys.hpp's), for the host side (the launcher, the monitor, `doctor`, isolate mode)
 // and init's usage sampler: processes, directories, and reads of /proc where an entry that
 // vanishes meanwhile is normal. Same rules as common/sys.hpp: a failure is a SysError naming
 // the call, its path and errno; try_* return what happened instead, for callers that expect it.
@@ -19,19 +19,15 @@
 
 namespace gpubox::sys {
 
-// Processes.
-pid_t fork();
-int wait_status(pid_t pid);          // waitpid(), retried on EINTR: the wait status
-void kill_and_reap(pid_t pid);       // SIGKILL and wait, for cleanup: never throws
-int try_kill(pid_t pid, int sig);    // 0, or -errno (-ESRCH: it is gone)
+// Processes (fork, wait_status and kill_and_reap are in sys.hpp).
+int try_kill(pid_t pid, int sig);  // 0, or -errno (-ESRCH: it is gone)
 
 // Reading a pipe with a deadline: poll(POLLIN) once (1 ready, 0 timed out, or -errno), then
 // read() once (the count, 0 at EOF, or -errno; EINTR retried).
 int try_poll_in(int fd, int timeout_ms);
-ssize_t try_read(int fd, void* buf, std::size_t len);
+ssize_t read_some(int fd, void* buf, std::size_t len);
 
 // Files and directories.
-int try_open_at(int dirfd, const std::string& path, int flags, mode_t mode = 0);  // fd or -errno
 struct stat stat(const std::string& path);  // follows symlinks
 void mkdir(const std::string& path, mode_t mode);  // EEXIST is an error too
 void pwrite_all(int fd, const std::string& data, off_t offset, const std::string& what);
@@ -43,13 +39,11 @@ int try_rmdir(const std::string& path);                  // 0, or -errno
 
 // Reads where failure is an answer (a process gone, a file absent): "" / nullopt / false.
 std::string try_read_at(int dirfd, const std::string& name, std::size_t cap = 4096);
-std::optional<std::string> try_read_link_at(int dirfd, const std::string& name);
 bool try_stat_at(int dirfd, const std::string& name, struct stat& st);  // follows symlinks
 bool try_fstat(int fd, struct stat& st);
 std::optional<struct statfs> try_fstatfs(int fd);
 
-// Clocks and host facts that cannot fail.
-std::uint64_t monotonic_ns();
+// Host facts that cannot fail.
 std::uint64_t ns_per_clock_tick();  // for /proc/PID/stat's utime and stime
 std::string node_name();            // uname(2)'s nodename
 
