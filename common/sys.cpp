@@ -435,7 +435,7 @@ void pipe(UniqueFd& read_end, UniqueFd& write_end) {
 
 void socketpair(UniqueFd& a, UniqueFd& b) {
     int fds[2];
-    check(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), Syscall::socketpair, "", "socketpair(AF_UNIX, SOCK_STREAM)");
+    check(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), "socketpair(AF_UNIX, SOCK_STREAM)");
     a.reset(fds[0]);
     b.reset(fds[1]);
 }
@@ -476,7 +476,7 @@ void send_fd(int sock, int fd, const std::string& what) {
     ssize_t n;
     do n = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
     while (n < 0 && errno == EINTR);
-    check(n, Syscall::sendmsg, "", [&] { return cat("sendmsg(", what, ", SCM_RIGHTS)"); });
+    check(n, [&] { return cat("sendmsg(", what, ", SCM_RIGHTS)"); });
 }
 
 bool recv_fd(int sock, UniqueFd& out, const std::string& what) {
@@ -485,7 +485,7 @@ bool recv_fd(int sock, UniqueFd& out, const std::string& what) {
     ssize_t n;
     do n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
     while (n < 0 && errno == EINTR);
-    check(n, Syscall::recvmsg, "", [&] { return cat("recvmsg(", what, ")"); });
+    check(n, [&] { return cat("recvmsg(", what, ")"); });
     out.reset();
     for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
         if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int))) {
@@ -493,7 +493,7 @@ bool recv_fd(int sock, UniqueFd& out, const std::string& what) {
             std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
             out.reset(fd);
         }
-    if (n > 0 && (m.byte == 'f') != out.valid()) fail(Syscall::recvmsg, EPROTO, cat("recvmsg(", what, "): the fd sent with it is missing"));
+    if (n > 0 && (m.byte == 'f') != out.valid()) fail(cat("recvmsg(", what, "): the fd sent with it is missing"), EPROTO);
     return n > 0;
 }
 
