@@ -1,15 +1,20 @@
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "launcher/stdio.hpp"
 #include "common/error.hpp"
+#include "common/sys.hpp"
+#include "common/sys_host.hpp"
 #include "common/text.hpp"
 #include "isolate/id_map.hpp"
 #include "isolate/namespaces.hpp"
 #include "launcher/environment.hpp"
+#include "temp_dir.hpp"
 
 using namespace gpubox;
 
@@ -151,4 +156,33 @@ TEST_CASE("plan_stdio: the workload never holds an fd of a host file") {
         CHECK_FALSE(plan_stdio({closed, of(S_IFREG, 5), of(S_IFREG, 5)}, {false, true, false}).err_into_out);
         CHECK_FALSE(plan_stdio({closed, of(S_IFIFO, 5), of(S_IFIFO, 5)}, {false, true, true}).err_into_out);
     }
+}
+
+TEST_CASE("sys_host: a failure is a SysError naming call and path, or a value for try_*") {
+    test::TempDir tmp("sys-host");
+    const std::string dir = tmp.dir.string();
+    sys::mkdir(dir + "/d", 0755);
+    try {
+        sys::mkdir(dir + "/d", 0755);
+        FAIL("a second mkdir succeeded");
+    } catch (const SysError& e) {
+        CHECK(e.call == Syscall::mkdir);
+        CHECK(e.err() == EEXIST);
+        CHECK(e.path == dir + "/d");
+    }
+    const UniqueFd root = sys::open_at(AT_FDCWD, dir, O_PATH | O_DIRECTORY);
+    {
+        UniqueFd f = sys::open_at(root.get(), "f", O_WRONLY | O_CREAT, 0600);
+        sys::pwrite_all(f.get(), "hello", 0, "f");
+    }
+    std::vector<std::string> names = sys::list_dir(root.get(), ".");
+    std::sort(names.begin(), names.end());
+    CHECK(names == std::vector<std::string>{"d", "f"});
+    CHECK(sys::try_read_at(root.get(), "f", 3) == "hel");
+    CHECK(sys::try_read_at(root.get(), "missing").empty());
+    CHECK_FALSE(sys::try_list_dir(root.get(), "missing"));
+    CHECK_THROWS_AS(sys::list_dir(root.get(), "missing"), SysError);
+    CHECK(sys::try_rmdir(dir + "/missing") == -ENOENT);
+    sys::remove_dir_at(root.get(), "d");
+    CHECK(sys::try_list_dir(root.get(), ".")->size() == 1);
 }

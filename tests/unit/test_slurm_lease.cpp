@@ -207,3 +207,12 @@ TEST_CASE("the verdict of a run ended from outside") {
     CHECK(judge(o, {}).terminated == "parent_died");
     CHECK(render_meta_json(judge(RunOutcome{}, {}), RunOutcome{}, {}, {}).find("\"terminated\": null") != std::string::npos);
 }
+
+TEST_CASE("a GpuSpec reads back as --gpu takes it") {
+    for (const char* text : {"none", "all", "slurm", "env", "auto", "auto:3", "0", "3,GPU-abc,0000:3b:00.0"}) {
+        const GpuSpec spec = parse_gpu_spec(text);
+        CHECK(to_string(spec) == text);
+        CHECK(to_string(parse_gpu_spec(to_string(spec))) == text);
+    }
+    CHECK(to_string(GpuSpec{K::minors, {}, {1, 12}, 1, "SLURM_STEP_GPUS=1,12"}) == "1,12");
+}
