@@ -392,32 +392,6 @@ void close_range_cloexec(unsigned first) {
           [&] { return cat("close_range(", first, ", ~0, CLOSE_RANGE_CLOEXEC)"); });
 }
 
-bool flock_exclusive(int fd, bool wait, const std::string& what) {
-    int rc;
-    do rc = ::flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB));
-    while (rc < 0 && errno == EINTR);
-    if (rc == 0) return true;
-    if (errno == EWOULDBLOCK && !wait) return false;
-    fail(Syscall::flock, errno, cat("flock(", quote(what), ", LOCK_EX)"), what);
-}
-
-bool flock_try(int fd, bool shared, const std::string& what) {
-    int rc;
-    do rc = ::flock(fd, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB);
-    while (rc < 0 && errno == EINTR);
-    if (rc == 0) return true;
-    if (errno == EWOULDBLOCK) return false;
-    fail(Syscall::flock, errno, cat("flock(", quote(what), shared ? ", LOCK_SH|LOCK_NB)" : ", LOCK_EX|LOCK_NB)"), what);
-}
-
-int try_faccessat(const std::string& path, int mode) {
-    return ::faccessat(AT_FDCWD, path.c_str(), mode, AT_EACCESS) == 0 ? 0 : -errno;
-}
-
-void ftruncate(int fd, off_t size, const std::string& what) {
-    check(::ftruncate(fd, size), Syscall::ftruncate, what, cat("ftruncate(", quote(what), ", ", size, ")"));
-}
-
 UniqueFd dup_cloexec(int fd) {
     const int n = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
     if (n < 0) fail(Syscall::fcntl, errno, cat("fcntl(", fd, ", F_DUPFD_CLOEXEC)"));
@@ -508,18 +482,6 @@ void install_seccomp_filter(const void* prog_bytes, std::size_t len) {
     prog.filter = static_cast<sock_filter*>(const_cast<void*>(prog_bytes));
     check(::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog), Syscall::seccomp, "",
               [&] { return cat("seccomp(SECCOMP_SET_MODE_FILTER, ", prog.len, " instructions)"); });
-}
-
-std::string kernel_release() {
-    utsname u{};
-    ::uname(&u);
-    return u.release;
-}
-
-bool kernel_at_least(int major, int minor) {
-    int a = 0, b = 0;
-    std::sscanf(kernel_release().c_str(), "%d.%d", &a, &b);
-    return a > major || (a == major && b >= minor);
 }
 
 }  // namespace gpubox::sys

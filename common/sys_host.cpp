@@ -1,6 +1,7 @@
 #include "common/sys_host.hpp"
 
 #include <dirent.h>
+#include <sys/file.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 
 #include "common/sys.hpp"
 #include "common/text.hpp"
@@ -127,6 +129,48 @@ std::string node_name() {
     utsname u{};
     ::uname(&u);
     return u.nodename;
+}
+
+// Host-side wrappers declared in sys.hpp (box locks, leases, `doctor`), kept here, apart from
+// the wrappers the sandbox side calls.
+
+bool flock_exclusive(int fd, bool wait, const std::string& what) {
+    int rc;
+    do rc = ::flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB));
+    while (rc < 0 && errno == EINTR);
+    if (rc == 0) return true;
+    if (errno == EWOULDBLOCK && !wait) return false;
+    fail(Syscall::flock, errno, cat("flock(", quote(what), ", LOCK_EX)"), what);
+}
+
+bool flock_try(int fd, bool shared, const std::string& what) {
+    int rc;
+    do rc = ::flock(fd, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB);
+    while (rc < 0 && errno == EINTR);
+    if (rc == 0) return true;
+    if (errno == EWOULDBLOCK) return false;
+    fail(Syscall::flock, errno, cat("flock(", quote(what), shared ? ", LOCK_SH|LOCK_NB)" : ", LOCK_EX|LOCK_NB)"), what);
+}
+
+int try_faccessat(const std::string& path, int mode) {
+    return ::faccessat(AT_FDCWD, path.c_str(), mode, AT_EACCESS) == 0 ? 0 : -errno;
+}
+
+void ftruncate(int fd, off_t size, const std::string& what) {
+    if (::ftruncate(fd, size) < 0)
+        fail(Syscall::ftruncate, errno, cat("ftruncate(", quote(what), ", ", size, ")"), what);
+}
+
+std::string kernel_release() {
+    utsname u{};
+    ::uname(&u);
+    return u.release;
+}
+
+bool kernel_at_least(int major, int minor) {
+    int a = 0, b = 0;
+    std::sscanf(kernel_release().c_str(), "%d.%d", &a, &b);
+    return a > major || (a == major && b >= minor);
 }
 
 }  // namespace gpubox::sys
