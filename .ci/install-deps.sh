@@ -2,7 +2,8 @@
 # Everything gpubox needs to build, test and benchmark on Debian 12, from Debian's archive.
 # Idempotent; run as root. Skips apt when every package is already installed.
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
+# clang-format: tools/check-format.sh (clang-format 14, the version .clang-format is tuned for).
+pkgs=(build-essential cmake pkg-config clang clang-format libclang-rt-14-dev
       libcap-ng-dev libseccomp-dev catch2 nlohmann-json3-dev
       busybox-static util-linux bsdutils procps iproute2 bubblewrap hyperfine time
       libsystemd-dev qemu-system-x86 mmdebstrap e2fsprogs

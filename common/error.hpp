@@ -3,6 +3,9 @@
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <utility>
+
+#include "common/syscall.hpp"
 
 namespace gpubox {
 
@@ -18,12 +21,25 @@ struct PlanError : std::runtime_error {
     std::string hint;
 };
 
-// The kernel refused: keeps the operation text ("mount(\"a\" -> \"b\")") and errno.
+// The kernel refused. `call`, `err` and `path` are what hints match on (see hint_for); `op` is
+// the text of the call for the message ("mount(\"a\" -> \"b\")"), free to be reworded.
 struct SysError : std::system_error {
+    SysError(Syscall call_id, int err, const std::string& op_text, std::string path_text = {})
+        : std::system_error(err, std::generic_category(), op_text),
+          op(op_text),
+          call(call_id),
+          path(std::move(path_text)) {}
+    // For a call site that gives only the text ("openat2(root, \"/x\", ...)"): the syscall is
+    // the name before its '(' and the path its first quoted argument.
     SysError(int err, const std::string& op_text)
-        : std::system_error(err, std::generic_category(), op_text), op(op_text) {}
+        : SysError(syscall_of_op_text(op_text), err, op_text, path_of_op_text(op_text)) {}
     std::string op;
+    Syscall call = Syscall::unknown;
+    std::string path;  // the path the call named (or the filesystem type, for fs*), else ""
     int err() const { return code().value(); }
+
+    static Syscall syscall_of_op_text(const std::string& op_text);
+    static std::string path_of_op_text(const std::string& op_text);
 };
 
 // A context frame ("mount step 3/19 (...)"), always thrown with std::throw_with_nested.

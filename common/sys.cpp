@@ -12,12 +12,14 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <type_traits>
@@ -62,6 +64,15 @@ std::string attr_names(std::uint64_t a) {
 // `op` names the call for the error; a callable builds that text only when the call failed,
 // since these wrappers run on the start-up path.
 template <typename Op>
+int check(long ret, Syscall call, const std::string& path, const Op& op) {
+    if (ret >= 0) return static_cast<int>(ret);
+    const int err = errno;
+    if constexpr (std::is_invocable_v<Op>) fail(call, err, op(), path);
+    else fail(call, err, op, path);
+}
+
+// The same for a call site that gives only the text: SysError reads the call and path from it.
+template <typename Op>
 int check(long ret, const Op& op) {
     if (ret >= 0) return static_cast<int>(ret);
     const int err = errno;
@@ -73,9 +84,13 @@ int check(long ret, const Op& op) {
 
 void fail(const std::string& op_text, int err) { throw SysError(err, op_text); }
 
+void fail(Syscall call, int err, const std::string& op_text, const std::string& path) {
+    throw SysError(call, err, op_text, path);
+}
+
 UniqueFd open_at(int dirfd, const std::string& path, int flags, mode_t mode) {
     int fd = ::openat(dirfd, path.c_str(), flags | O_CLOEXEC, mode);
-    if (fd < 0) fail(cat("open(", quote(path), ", ", open_flags(flags), ")"), errno);
+    if (fd < 0) fail(Syscall::open, errno, cat("open(", quote(path), ", ", open_flags(flags), ")"), path);
     return UniqueFd(fd);
 }
 
@@ -97,46 +112,46 @@ int try_openat2(int dirfd, const std::string& path, std::uint64_t flags, std::ui
 
 struct stat fstat(int fd, const std::string& what) {
     struct stat st {};
-    if (::fstat(fd, &st) < 0) fail(cat("fstat(", quote(what), ")"), errno);
+    if (::fstat(fd, &st) < 0) fail(Syscall::fstat, errno, cat("fstat(", quote(what), ")"), what);
     return st;
 }
 
 bool lstat_at(int dirfd, const std::string& name, struct stat& st) {
     if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) return true;
     if (errno == ENOENT) return false;
-    fail(cat("fstatat(", quote(name), ", AT_SYMLINK_NOFOLLOW)"), errno);
+    fail(Syscall::fstatat, errno, cat("fstatat(", quote(name), ", AT_SYMLINK_NOFOLLOW)"), name);
 }
 
 void mkdir_at(int dirfd, const std::string& name, mode_t mode) {
     if (::mkdirat(dirfd, name.c_str(), mode) < 0 && errno != EEXIST)
-        fail(cat("mkdirat(", quote(name), ")"), errno);
+        fail(Syscall::mkdirat, errno, cat("mkdirat(", quote(name), ")"), name);
 }
 
 // One call where open(O_CREAT|O_EXCL) needs a close() too; regular files need no privilege.
 void mknod_file_at(int dirfd, const std::string& name, mode_t mode) {
     if (::mknodat(dirfd, name.c_str(), S_IFREG | mode, 0) < 0 && errno != EEXIST)
-        fail(cat("mknodat(", quote(name), ", S_IFREG)"), errno);
+        fail(Syscall::mknodat, errno, cat("mknodat(", quote(name), ", S_IFREG)"), name);
 }
 
 void symlink_at(const std::string& text, int dirfd, const std::string& name) {
     if (::symlinkat(text.c_str(), dirfd, name.c_str()) < 0)
-        fail(cat("symlinkat(", quote(text), " -> ", quote(name), ")"), errno);
+        fail(Syscall::symlinkat, errno, cat("symlinkat(", quote(text), " -> ", quote(name), ")"), name);
 }
 
 void rename_at(int dirfd, const std::string& from, const std::string& to) {
     if (::renameat(dirfd, from.c_str(), dirfd, to.c_str()) < 0)
-        fail(cat("renameat(", quote(from), " -> ", quote(to), ")"), errno);
+        fail(Syscall::renameat, errno, cat("renameat(", quote(from), " -> ", quote(to), ")"), from);
 }
 
 void fchmod(int fd, mode_t mode, const std::string& what) {
-    check(::fchmod(fd, mode), [&] { return cat("fchmod(", quote(what), ")"); });
+    check(::fchmod(fd, mode), Syscall::fchmod, what, [&] { return cat("fchmod(", quote(what), ")"); });
 }
 
 std::string read_link_at(int dirfd, const std::string& name) {
     char buf[4096];
     ssize_t n = ::readlinkat(dirfd, name.c_str(), buf, sizeof buf);
-    if (n < 0) fail(cat("readlinkat(", quote(name), ")"), errno);
-    if (static_cast<std::size_t>(n) == sizeof buf) fail(cat("readlinkat(", quote(name), ")"), ENAMETOOLONG);
+    if (n < 0) fail(Syscall::readlinkat, errno, cat("readlinkat(", quote(name), ")"), name);
+    if (static_cast<std::size_t>(n) == sizeof buf) fail(Syscall::readlinkat, ENAMETOOLONG, cat("readlinkat(", quote(name), ")"), name);
     return std::string(buf, static_cast<std::size_t>(n));
 }
 
@@ -146,7 +161,7 @@ void write_all(int fd, std::string_view data, const std::string& what) {
     while (!data.empty()) {
         ssize_t n = ::write(fd, data.data(), data.size());
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0) fail(cat("write(", quote(what), ")"), errno);
+        if (n < 0) fail(Syscall::write, errno, cat("write(", quote(what), ")"), what);
         data.remove_prefix(static_cast<std::size_t>(n));
     }
 }
@@ -157,10 +172,10 @@ std::string read_all(int fd, const std::string& what, std::size_t limit) {
     for (;;) {
         ssize_t n = ::read(fd, buf, sizeof buf);
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0) fail(cat("read(", quote(what), ")"), errno);
+        if (n < 0) fail(Syscall::read, errno, cat("read(", quote(what), ")"), what);
         if (n == 0) break;
         out.append(buf, static_cast<std::size_t>(n));
-        if (out.size() > limit) fail(cat("read(", quote(what), ")"), EFBIG);
+        if (out.size() > limit) fail(Syscall::read, EFBIG, cat("read(", quote(what), ")"), what);
     }
     return out;
 }
@@ -238,33 +253,33 @@ void kill_and_reap(pid_t pid) noexcept {
 }
 
 UniqueFd fsopen(const std::string& fstype) {
-    return UniqueFd(check(::syscall(SYS_fsopen, fstype.c_str(), FSOPEN_CLOEXEC),
+    return UniqueFd(check(::syscall(SYS_fsopen, fstype.c_str(), FSOPEN_CLOEXEC), Syscall::fsopen, fstype,
                           [&] { return cat("fsopen(", quote(fstype), ")"); }));
 }
 
 void fsconfig_string(int fsfd, const std::string& fstype, const std::string& key, const std::string& value) {
-    check(::syscall(SYS_fsconfig, fsfd, FSCONFIG_SET_STRING, key.c_str(), value.c_str(), 0),
+    check(::syscall(SYS_fsconfig, fsfd, FSCONFIG_SET_STRING, key.c_str(), value.c_str(), 0), Syscall::fsconfig, fstype,
           [&] { return cat("fsconfig(", quote(fstype), ", ", key, "=", quote(value), ")"); });
 }
 
 void fsconfig_flag(int fsfd, const std::string& fstype, const std::string& key) {
-    check(::syscall(SYS_fsconfig, fsfd, FSCONFIG_SET_FLAG, key.c_str(), nullptr, 0),
+    check(::syscall(SYS_fsconfig, fsfd, FSCONFIG_SET_FLAG, key.c_str(), nullptr, 0), Syscall::fsconfig, fstype,
           [&] { return cat("fsconfig(", quote(fstype), ", ", key, ")"); });
 }
 
 void fsconfig_create(int fsfd, const std::string& fstype) {
-    check(::syscall(SYS_fsconfig, fsfd, FSCONFIG_CMD_CREATE, nullptr, nullptr, 0),
+    check(::syscall(SYS_fsconfig, fsfd, FSCONFIG_CMD_CREATE, nullptr, nullptr, 0), Syscall::fsconfig, fstype,
           [&] { return cat("fsconfig(", quote(fstype), ", FSCONFIG_CMD_CREATE)"); });
 }
 
 UniqueFd fsmount(int fsfd, const std::string& fstype, unsigned attrs) {
-    return UniqueFd(check(::syscall(SYS_fsmount, fsfd, FSMOUNT_CLOEXEC, attrs),
+    return UniqueFd(check(::syscall(SYS_fsmount, fsfd, FSMOUNT_CLOEXEC, attrs), Syscall::fsmount, fstype,
                           [&] { return cat("fsmount(", quote(fstype), ", ", attr_names(attrs), ")"); }));
 }
 
 UniqueFd open_tree_clone(int fd, const std::string& what, bool recursive) {
     unsigned flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0);
-    return UniqueFd(check(::syscall(SYS_open_tree, fd, "", flags), [&] {
+    return UniqueFd(check(::syscall(SYS_open_tree, fd, "", flags), Syscall::open_tree, what, [&] {
         return cat("open_tree(", quote(what), ", OPEN_TREE_CLONE", recursive ? "|AT_RECURSIVE" : "", ")");
     }));
 }
@@ -302,7 +317,7 @@ void mount_setattr(int mntfd, const std::string& what, std::uint64_t set, std::u
     attr.attr_set = set;
     attr.attr_clr = clr;
     unsigned flags = AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0);
-    check(::syscall(SYS_mount_setattr, mntfd, "", flags, &attr, sizeof attr), [&] {
+    check(::syscall(SYS_mount_setattr, mntfd, "", flags, &attr, sizeof attr), Syscall::mount_setattr, what, [&] {
         return cat("mount_setattr(", quote(what), ", ", attr_names(set), recursive ? ", AT_RECURSIVE" : "",
                    ")");
     });
@@ -311,6 +326,7 @@ void mount_setattr(int mntfd, const std::string& what, std::uint64_t set, std::u
 void move_mount(int from_fd, const std::string& from, int to_fd, const std::string& to) {
     check(
         ::syscall(SYS_move_mount, from_fd, "", to_fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH),
+        Syscall::move_mount, from,
         [&] { return cat("move_mount(", quote(from), " -> ", quote(to), ")"); });
 }
 
@@ -319,90 +335,74 @@ int try_move_mount_at(int from_fd, int dirfd, const std::string& name) {
 }
 
 void make_rprivate() {
-    check(::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr), "mount(\"/\", MS_REC|MS_PRIVATE)");
+    check(::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr), Syscall::mount, "/", "mount(\"/\", MS_REC|MS_PRIVATE)");
 }
 
-void pivot_root_here() { check(::syscall(SYS_pivot_root, ".", "."), "pivot_root(\".\", \".\")"); }
+void pivot_root_here() { check(::syscall(SYS_pivot_root, ".", "."), Syscall::pivot_root, ".", "pivot_root(\".\", \".\")"); }
 
 void umount_detach(const std::string& path) {
-    check(::umount2(path.c_str(), MNT_DETACH), [&] { return cat("umount2(", quote(path), ", MNT_DETACH)"); });
+    check(::umount2(path.c_str(), MNT_DETACH), Syscall::umount2, path, [&] { return cat("umount2(", quote(path), ", MNT_DETACH)"); });
 }
 
 void fchdir(int fd, const std::string& what) {
-    check(::fchdir(fd), [&] { return cat("fchdir(", quote(what), ")"); });
+    check(::fchdir(fd), Syscall::fchdir, what, [&] { return cat("fchdir(", quote(what), ")"); });
 }
 
 void chdir(const std::string& path) {
-    check(::chdir(path.c_str()), [&] { return cat("chdir(", quote(path), ")"); });
+    check(::chdir(path.c_str()), Syscall::chdir, path, [&] { return cat("chdir(", quote(path), ")"); });
 }
 
 void unshare(int flags) {
-    check(::unshare(flags), [&] { return cat("unshare(0x", std::hex, flags, ")"); });
+    check(::unshare(flags), Syscall::unshare, "", [&] { return cat("unshare(0x", std::hex, flags, ")"); });
 }
 
 void sethostname(const std::string& name) {
-    check(::sethostname(name.data(), name.size()), [&] { return cat("sethostname(", quote(name), ")"); });
+    check(::sethostname(name.data(), name.size()), Syscall::sethostname, "", [&] { return cat("sethostname(", quote(name), ")"); });
 }
 
 void set_loopback_up() {
-    UniqueFd s(check(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), "socket(AF_INET)"));
+    UniqueFd s(check(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), Syscall::socket, "", "socket(AF_INET)"));
     ifreq req{};
     std::strncpy(req.ifr_name, "lo", IFNAMSIZ - 1);
-    check(::ioctl(s.get(), SIOCGIFFLAGS, &req), "ioctl(\"lo\", SIOCGIFFLAGS)");
+    check(::ioctl(s.get(), SIOCGIFFLAGS, &req), Syscall::ioctl, "lo", "ioctl(\"lo\", SIOCGIFFLAGS)");
     req.ifr_flags = static_cast<short>(req.ifr_flags | IFF_UP | IFF_RUNNING);
-    check(::ioctl(s.get(), SIOCSIFFLAGS, &req), "ioctl(\"lo\", SIOCSIFFLAGS, IFF_UP)");
+    check(::ioctl(s.get(), SIOCSIFFLAGS, &req), Syscall::ioctl, "lo", "ioctl(\"lo\", SIOCSIFFLAGS, IFF_UP)");
 }
 
 UniqueFd pidfd_open(pid_t pid) {
-    return UniqueFd(check(::syscall(SYS_pidfd_open, pid, 0), [&] { return cat("pidfd_open(", pid, ")"); }));
+    return UniqueFd(check(::syscall(SYS_pidfd_open, pid, 0), Syscall::pidfd_open, "", [&] { return cat("pidfd_open(", pid, ")"); }));
 }
 
 void prctl(int option, unsigned long arg, const std::string& what) {
-    check(::prctl(option, arg, 0, 0, 0), [&] { return cat("prctl(", what, ")"); });
+    check(::prctl(option, arg, 0, 0, 0), Syscall::prctl, "", [&] { return cat("prctl(", what, ")"); });
 }
+
+void lower_rlimit(int resource, std::uint64_t value, const std::string& name) {
+    rlimit cur{};
+    check(::getrlimit(resource, &cur), Syscall::getrlimit, "", [&] { return cat("getrlimit(", name, ")"); });
+    const rlim_t v = std::min<rlim_t>(value, cur.rlim_max);
+    const rlimit want{v, v};
+    check(::setrlimit(resource, &want), Syscall::setrlimit, "", [&] { return cat("setrlimit(", name, ", ", v, ")"); });
+}
+
+std::uint64_t page_size() { return static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE)); }
 
 void close_range_cloexec(unsigned first) {
-    check(::syscall(SYS_close_range, first, ~0U, CLOSE_RANGE_CLOEXEC),
+    check(::syscall(SYS_close_range, first, ~0U, CLOSE_RANGE_CLOEXEC), Syscall::close_range, "",
           [&] { return cat("close_range(", first, ", ~0, CLOSE_RANGE_CLOEXEC)"); });
-}
-
-bool flock_exclusive(int fd, bool wait, const std::string& what) {
-    int rc;
-    do rc = ::flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB));
-    while (rc < 0 && errno == EINTR);
-    if (rc == 0) return true;
-    if (errno == EWOULDBLOCK && !wait) return false;
-    fail(cat("flock(", quote(what), ", LOCK_EX)"), errno);
-}
-
-bool flock_try(int fd, bool shared, const std::string& what) {
-    int rc;
-    do rc = ::flock(fd, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB);
-    while (rc < 0 && errno == EINTR);
-    if (rc == 0) return true;
-    if (errno == EWOULDBLOCK) return false;
-    fail(cat("flock(", quote(what), shared ? ", LOCK_SH|LOCK_NB)" : ", LOCK_EX|LOCK_NB)"), errno);
-}
-
-int try_faccessat(const std::string& path, int mode) {
-    return ::faccessat(AT_FDCWD, path.c_str(), mode, AT_EACCESS) == 0 ? 0 : -errno;
-}
-
-void ftruncate(int fd, off_t size, const std::string& what) {
-    check(::ftruncate(fd, size), cat("ftruncate(", quote(what), ", ", size, ")"));
 }
 
 UniqueFd dup_cloexec(int fd) {
     const int n = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
-    if (n < 0) fail(cat("fcntl(", fd, ", F_DUPFD_CLOEXEC)"), errno);
+    if (n < 0) fail(Syscall::fcntl, errno, cat("fcntl(", fd, ", F_DUPFD_CLOEXEC)"));
     return UniqueFd(n);
 }
 
-void dup2(int from, int to) { check(::dup2(from, to), cat("dup2(", from, ", ", to, ")")); }
+void dup2(int from, int to) { check(::dup2(from, to), Syscall::dup2, "", cat("dup2(", from, ", ", to, ")")); }
 
 void pipe(UniqueFd& read_end, UniqueFd& write_end) {
     int fds[2];
-    check(::pipe2(fds, O_CLOEXEC), "pipe2(O_CLOEXEC)");
+    check(::pipe2(fds, O_CLOEXEC), Syscall::pipe2, "", "pipe2(O_CLOEXEC)");
     read_end.reset(fds[0]);
     write_end.reset(fds[1]);
 }
@@ -472,7 +472,7 @@ bool recv_fd(int sock, UniqueFd& out, const std::string& what) {
 }
 
 UniqueFd memfd(const std::string& name) {
-    return UniqueFd(check(::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING),
+    return UniqueFd(check(::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING), Syscall::memfd_create, name,
                           [&] { return cat("memfd_create(", quote(name), ")"); }));
 }
 
@@ -480,20 +480,8 @@ void install_seccomp_filter(const void* prog_bytes, std::size_t len) {
     sock_fprog prog{};
     prog.len = static_cast<unsigned short>(len / sizeof(sock_filter));
     prog.filter = static_cast<sock_filter*>(const_cast<void*>(prog_bytes));
-    check(::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog),
+    check(::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog), Syscall::seccomp, "",
               [&] { return cat("seccomp(SECCOMP_SET_MODE_FILTER, ", prog.len, " instructions)"); });
-}
-
-std::string kernel_release() {
-    utsname u{};
-    ::uname(&u);
-    return u.release;
-}
-
-bool kernel_at_least(int major, int minor) {
-    int a = 0, b = 0;
-    std::sscanf(kernel_release().c_str(), "%d.%d", &a, &b);
-    return a > major || (a == major && b >= minor);
 }
 
 }  // namespace gpubox::sys

@@ -9,11 +9,17 @@
 #include <string>
 #include <string_view>
 
+#include "common/syscall.hpp"
 #include "common/unique_fd.hpp"
 
 
 namespace gpubox::sys {
 
+// Throws SysError. The call and path are given as values: hints match on them, not on the text.
+[[noreturn]] void fail(Syscall call, int err, const std::string& op_text,
+                       const std::string& path = {});
+// The same with the call and path read from `op_text` ("name(\"path\", ...)"), for call sites
+// that give only the text.
 [[noreturn]] void fail(const std::string& op_text, int err);
 
 UniqueFd open_at(int dirfd, const std::string& path, int flags, mode_t mode = 0);
@@ -96,6 +102,10 @@ void sethostname(const std::string& name);
 void set_loopback_up();
 UniqueFd pidfd_open(pid_t pid);
 void prctl(int option, unsigned long arg, const std::string& what);
+// setrlimit(resource) to `value`, soft and hard, or to the hard limit where that is lower
+// (`name`: "RLIMIT_NPROC", for the message).
+void lower_rlimit(int resource, std::uint64_t value, const std::string& name);
+std::uint64_t page_size();
 void close_range_cloexec(unsigned first);
 void pipe(UniqueFd& read_end, UniqueFd& write_end);
 // A connected AF_UNIX stream pair (close-on-exec), and an fd passed over it with one byte:

@@ -83,6 +83,24 @@ GpuSpec parse_gpu_spec(const std::string& text) {
     return spec;
 }
 
+std::string to_string(const GpuSpec& spec) {
+    using K = GpuSpec::Kind;
+    switch (spec.kind) {
+        case K::none: return "none";
+        case K::all: return "all";
+        case K::list: return join(spec.items, ",");
+        case K::minors: {
+            std::string out;
+            for (int m : spec.minors) out += cat(out.empty() ? "" : ",", m);
+            return out;
+        }
+        case K::slurm: return "slurm";
+        case K::env: return "env";
+        case K::lease: return spec.count == 1 ? "auto" : cat("auto:", spec.count);
+    }
+    return "none";
+}
+
 GpuSpec from_visible_devices(const std::optional<std::string>& value) {
     if (!value) throw PlanError("--gpu env: NVIDIA_VISIBLE_DEVICES is not set", "set it to all, none, or a comma list of indices or GPU-<uuid>s");
     if (*value == "void" || value->empty()) return parse_gpu_spec("none");

@@ -23,6 +23,8 @@ struct GpuSpec {
 
 // Pure. Throws UsageError for a malformed item.
 GpuSpec parse_gpu_spec(const std::string& text);
+// Pure: the spec as --gpu takes it ("none", "0,GPU-abc", "auto:2"); parse_gpu_spec's inverse.
+std::string to_string(const GpuSpec& spec);
 // Pure: NVIDIA_VISIBLE_DEVICES as the NVIDIA container toolkit reads it: "all", "none" and
 // "void" (no GPU; gpubox gives no driver files either way), or a comma list of indices and
 // UUIDs. Unset is a PlanError: --gpu env asked for what it names.

@@ -19,9 +19,10 @@ constexpr const char* kMultiarch = "x86_64-linux-gnu";
 #endif
 
 bool has_dir(int root, const std::string& path) {
-    int fd = rootfs::try_open_in_root(root, path, O_PATH | O_DIRECTORY);
-    if (fd >= 0) ::close(fd);
-    return fd >= 0;
+    const int fd = rootfs::try_open_in_root(root, path, O_PATH | O_DIRECTORY);
+    if (fd < 0) return false;
+    const UniqueFd owned(fd);  // only whether it opened matters
+    return true;
 }
 
 }  // namespace

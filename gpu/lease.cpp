@@ -16,6 +16,7 @@
 
 #include "common/error.hpp"
 #include "common/sys.hpp"
+#include "common/sys_host.hpp"
 #include "common/text.hpp"
 #include "gpu/gpu_spec.hpp"
 
@@ -73,18 +74,12 @@ std::vector<Holder> holders(int dir) {
         return {};
     }
     std::vector<Holder> out;
-    UniqueFd copy = sys::open_at(dir, ".", O_RDONLY | O_DIRECTORY);
-    DIR* d = ::fdopendir(copy.get());
-    if (!d) return out;
-    copy.release();
-    while (const dirent* e = ::readdir(d)) {
-        const std::string name = e->d_name;
+    for (const std::string& name : sys::list_dir(dir, ".")) {
         struct stat st {};
         if (name.size() < 6 || name.substr(name.size() - 5) != ".lock" || !sys::lstat_at(dir, name, st)) continue;
         for (const LockLine& l : locks)
             if (l.inode == st.st_ino && l.dev_major == major(st.st_dev) && l.dev_minor == minor(st.st_dev)) out.push_back({name, l});
     }
-    ::closedir(d);
     return out;
 }
 

@@ -9,6 +9,7 @@
 
 #include "common/error.hpp"
 #include "common/sys.hpp"
+#include "common/sys_host.hpp"
 #include "common/text.hpp"
 
 namespace gpubox::gpu {
@@ -146,11 +147,7 @@ GpuSpec resolve_gpu_spec(const GpuSpec& spec) {
         std::string conf = env("SLURM_CONF").value_or("/etc/slurm/slurm.conf");
         conf = conf.substr(0, conf.rfind('/') + 1) + "gres.conf";
         std::string node = env("SLURMD_NODENAME").value_or("");
-        if (node.empty()) {
-            utsname u{};
-            ::uname(&u);
-            node = u.nodename;
-        }
+        if (node.empty()) node = sys::node_name();
         try {
             gres = parse_gres_conf(sys::read_file(conf, 1 << 20), node);
         } catch (const SysError&) {

@@ -16,6 +16,7 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/sys.hpp"
+#include "common/sys_host.hpp"
 #include "common/text.hpp"
 #include "isolate/systemd_scope.hpp"
 
@@ -30,11 +31,12 @@ std::string read_text(const std::string& path) {
 }
 
 bool write_text(const std::string& path, const std::string& value) {
-    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0) return false;
-    bool ok = ::write(fd, value.data(), value.size()) == static_cast<ssize_t>(value.size());
-    ::close(fd);
-    return ok;
+    try {
+        sys::write_file(path, value);
+        return true;
+    } catch (const SysError&) {
+        return false;
+    }
 }
 
 // The cgroup2 mount point, and our own cgroup's directory in it.
@@ -68,15 +70,14 @@ bool enable_controller(const std::string& parent, const std::string& ctrl) {
 // cgroup is empty). Those of monitors that are gone are removed here; rmdir refuses one that
 // still holds a process, so a live sandbox's (of a monitor in another pid namespace) stays.
 void remove_stale_cgroups(int parent) {
-    UniqueFd copy(::openat(parent, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    DIR* d = copy.valid() ? ::fdopendir(copy.get()) : nullptr;
-    if (!d) return;
-    copy.release();
-    for (dirent* e; (e = ::readdir(d));) {
-        const auto pid = sandbox_cgroup_pid(e->d_name);
-        if (pid && *pid != ::getpid() && ::kill(*pid, 0) < 0 && errno == ESRCH) ::unlinkat(::dirfd(d), e->d_name, AT_REMOVEDIR);
+    for (const std::string& name : sys::try_list_dir(parent, ".").value_or(std::vector<std::string>{})) {
+        const auto pid = sandbox_cgroup_pid(name);
+        if (!pid || *pid == ::getpid() || sys::try_kill(*pid, 0) != -ESRCH) continue;
+        try {
+            sys::remove_dir_at(parent, name);
+        } catch (const SysError&) {  // still in use, or not ours to remove: it stays
+        }
     }
-    ::closedir(d);
 }
 
 // The sandbox's cgroup `name` below `parent`, with the limits written. Throws if it cannot be
@@ -154,7 +155,7 @@ Cgroup try_route(CgroupRoute route, const Limits& limits, const CgroupRequest& r
 Cgroup setup_cgroup(const Limits& limits, const CgroupRequest& request) {
     Cgroup best;
     if (request.mode == CgroupMode::off) {
-        best.reason = "--cgroup off";
+        best.reason = cat("--cgroup ", to_string(request.mode));
         return best;
     }
     std::vector<std::pair<CgroupRoute, std::string>> tried;
@@ -212,7 +213,7 @@ bool cgroup_kill(const Cgroup& cg) { return cg.caps.usable && write_text(cg.path
 void remove_cgroup(Cgroup& cg) {
     if (cg.path.empty()) return;
     cg.dir.reset();
-    for (int i = 0; i < 100 && ::rmdir(cg.path.c_str()) < 0 && errno == EBUSY; ++i) ::usleep(2000);
+    for (int i = 0; i < 100 && sys::try_rmdir(cg.path) == -EBUSY; ++i) ::usleep(2000);
     cg.path.clear();
 }
 

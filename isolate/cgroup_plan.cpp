@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <sstream>
+#include <utility>
 
 #include "common/error.hpp"
 #include "common/text.hpp"
@@ -35,10 +36,24 @@ bool has_word(std::string_view list, std::string_view word) {
 
 }  // namespace
 
+namespace {
+constexpr std::pair<CgroupMode, std::string_view> kCgroupModes[] = {
+    {CgroupMode::auto_, "auto"},
+    {CgroupMode::off, "off"},
+    {CgroupMode::systemd, "systemd"},
+    {CgroupMode::path, "PATH"},  // not a word: any absolute directory
+};
+}  // namespace
+
+std::string_view to_string(CgroupMode mode) {
+    for (const auto& [m, name] : kCgroupModes)
+        if (m == mode) return name;
+    return "?";
+}
+
 CgroupRequest parse_cgroup_request(const std::string& text) {
-    if (text == "auto") return {CgroupMode::auto_, ""};
-    if (text == "off") return {CgroupMode::off, ""};
-    if (text == "systemd") return {CgroupMode::systemd, ""};
+    for (const auto& [mode, name] : kCgroupModes)
+        if (mode != CgroupMode::path && name == text) return {mode, ""};
     if (starts_with(text, "/") && text.find('\0') == std::string::npos) return {CgroupMode::path, text};
     throw UsageError(cat("--cgroup: expected auto, off, systemd or an absolute cgroup directory, got ",
                          quote(text)));

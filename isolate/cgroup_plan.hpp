@@ -28,6 +28,8 @@ struct CgroupRequest {
 
 // "auto", "off", "systemd" or an absolute directory; UsageError otherwise.
 CgroupRequest parse_cgroup_request(const std::string& text);
+// "auto", "off", "systemd", "PATH": --cgroup's words, from the one table of them.
+std::string_view to_string(CgroupMode mode);
 
 // Ways to a cgroup of the sandbox's own.
 enum class CgroupRoute {

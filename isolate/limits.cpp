@@ -15,24 +15,33 @@ namespace gpubox::isolate {
 
 namespace {
 
+constexpr std::pair<LimitName, std::string_view> kLimitNames[] = {
+    {LimitName::wall_time, "wall_time"}, {LimitName::cpu_time, "cpu_time"},
+    {LimitName::memory, "memory"},       {LimitName::pids, "pids"},
+    {LimitName::fsize, "fsize"},         {LimitName::nofile, "nofile"},
+    {LimitName::stack, "stack"},         {LimitName::address_space, "address_space"},
+    {LimitName::stdout_, "stdout"},      {LimitName::stderr_, "stderr"},
+    {LimitName::tmpfs, "tmpfs"},         {LimitName::kill, "kill"},
+};
+
 void plan_cpu(const Limits& l, const CgroupCaps& cg, LimitPlan& p) {
     // The whole sandbox's CPU, sampled; RLIMIT_CPU is a per-process backstop.
     const auto backstop = static_cast<rlim_t>(std::ceil(*l.cpu_seconds)) + 1;
     p.rlimits.push_back({RLIMIT_CPU, backstop, "RLIMIT_CPU"});
-    p.mechanisms.emplace_back("cpu_time", cg.usable ? "cgroup cpu.stat usage_usec, sampled every 50 ms" : "");
+    p.mechanisms.emplace_back(LimitName::cpu_time, cg.usable ? "cgroup cpu.stat usage_usec, sampled every 50 ms" : "");
     p.sample_usage = !cg.usable;
     p.sample_ms = 10;
 }
 
 void plan_memory(const CgroupCaps& cg, LimitPlan& p) {
     if (cg.memory) {
-        p.mechanisms.emplace_back("memory", "cgroup memory.max (swap off)");
+        p.mechanisms.emplace_back(LimitName::memory, "cgroup memory.max (swap off)");
         return;
     }
     // No RLIMIT_DATA or RLIMIT_AS: both refuse address space that is never touched (JITs,
     // CUDA, a malloc larger than what is used), and a refused allocation would be graded as the
     // program's crash. The sampler counts what is really held and kills within 5 ms of the limit.
-    p.mechanisms.emplace_back("memory", "sum over the sandbox of resident private and shared memory, gpubox's tmpfs, "
+    p.mechanisms.emplace_back(LimitName::memory, "sum over the sandbox of resident private and shared memory, gpubox's tmpfs, "
                                         "unattached SysV segments and unmapped memfds, sampled every 5 ms");
     p.sample_usage = true;
     p.sample_ms = 5;
@@ -42,18 +51,30 @@ void plan_memory(const CgroupCaps& cg, LimitPlan& p) {
 void plan_pids(const Limits& l, const CgroupCaps& cg, bool nproc_per_userns, bool root_inside, bool caller_root,
                LimitPlan& p) {
     const std::uint64_t pids = l.pids.value_or(kDefaultPids);
-    if (pids == 0) return p.mechanisms.emplace_back("pids", "unlimited (--pids-limit unlimited)"), void();
-    if (l.pids && cg.pids) return p.mechanisms.emplace_back("pids", "cgroup pids.max"), void();
+    if (pids == 0) return p.mechanisms.emplace_back(LimitName::pids, "unlimited (--pids-limit unlimited)"), void();
+    if (l.pids && cg.pids) return p.mechanisms.emplace_back(LimitName::pids, "cgroup pids.max"), void();
     // In the sandbox's own user namespace, so it counts the sandbox's processes only (Linux >=
     // 5.14); init is one of them with --root.
     p.rlimits.push_back({RLIMIT_NPROC, pids + (root_inside ? 1 : 0), "RLIMIT_NPROC"});
     const std::string dflt = l.pids ? "" : cat(" (the default, ", kDefaultPids, "; --pids-limit N or unlimited)");
-    p.mechanisms.emplace_back("pids", caller_root ? "RLIMIT_NPROC (NOT enforced: the kernel exempts the host's uid 0; delegate the pids controller)" + dflt
+    p.mechanisms.emplace_back(LimitName::pids, caller_root ? "RLIMIT_NPROC (NOT enforced: the kernel exempts the host's uid 0; delegate the pids controller)" + dflt
                                       : nproc_per_userns ? "RLIMIT_NPROC in the sandbox's user namespace" + dflt
                                                          : "RLIMIT_NPROC (Linux < 5.14: counts all of the user's processes)" + dflt);
 }
 
 }  // namespace
+
+std::string_view to_string(LimitName name) {
+    for (const auto& [n, text] : kLimitNames)
+        if (n == name) return text;
+    return "?";
+}
+
+std::optional<LimitName> limit_from_name(std::string_view name) {
+    for (const auto& [n, text] : kLimitNames)
+        if (text == name) return n;
+    return std::nullopt;
+}
 
 std::uint64_t plan_tmpfs_size(std::uint64_t tmpfs_size, const std::optional<std::uint64_t>& memory_limit,
                               std::uint64_t mem_available) {
@@ -75,27 +96,27 @@ LimitPlan plan_limits(const Limits& l, const CgroupCaps& cg, bool nproc_per_user
                       bool caller_root, std::uint64_t tmpfs_size, std::uint64_t host_share) {
     LimitPlan p;
     p.rlimits.push_back({RLIMIT_CORE, 0, "RLIMIT_CORE"});  // no core dumps into the sandbox
-    if (l.wall_seconds) p.mechanisms.emplace_back("wall_time", "monitor timer (CLOCK_MONOTONIC)");
+    if (l.wall_seconds) p.mechanisms.emplace_back(LimitName::wall_time, "monitor timer (CLOCK_MONOTONIC)");
     if (l.cpu_seconds) plan_cpu(l, cg, p);
     if (l.memory_bytes) plan_memory(cg, p);
     plan_pids(l, cg, nproc_per_userns, root_inside, caller_root, p);
-    if (l.fsize_bytes) p.rlimits.push_back({RLIMIT_FSIZE, *l.fsize_bytes, "RLIMIT_FSIZE"}), p.mechanisms.emplace_back("fsize", "RLIMIT_FSIZE");
-    if (l.nofile) p.rlimits.push_back({RLIMIT_NOFILE, *l.nofile, "RLIMIT_NOFILE"}), p.mechanisms.emplace_back("nofile", "RLIMIT_NOFILE");
-    if (l.stack_bytes) p.rlimits.push_back({RLIMIT_STACK, *l.stack_bytes, "RLIMIT_STACK"}), p.mechanisms.emplace_back("stack", "RLIMIT_STACK");
-    if (l.as_bytes) p.rlimits.push_back({RLIMIT_AS, *l.as_bytes, "RLIMIT_AS"}), p.mechanisms.emplace_back("address_space", "RLIMIT_AS");
-    if (l.stdout_bytes) p.mechanisms.emplace_back("stdout", "monitor relay counts bytes");
-    if (l.stderr_bytes) p.mechanisms.emplace_back("stderr", "monitor relay counts bytes");
+    if (l.fsize_bytes) p.rlimits.push_back({RLIMIT_FSIZE, *l.fsize_bytes, "RLIMIT_FSIZE"}), p.mechanisms.emplace_back(LimitName::fsize, "RLIMIT_FSIZE");
+    if (l.nofile) p.rlimits.push_back({RLIMIT_NOFILE, *l.nofile, "RLIMIT_NOFILE"}), p.mechanisms.emplace_back(LimitName::nofile, "RLIMIT_NOFILE");
+    if (l.stack_bytes) p.rlimits.push_back({RLIMIT_STACK, *l.stack_bytes, "RLIMIT_STACK"}), p.mechanisms.emplace_back(LimitName::stack, "RLIMIT_STACK");
+    if (l.as_bytes) p.rlimits.push_back({RLIMIT_AS, *l.as_bytes, "RLIMIT_AS"}), p.mechanisms.emplace_back(LimitName::address_space, "RLIMIT_AS");
+    if (l.stdout_bytes) p.mechanisms.emplace_back(LimitName::stdout_, "monitor relay counts bytes");
+    if (l.stderr_bytes) p.mechanisms.emplace_back(LimitName::stderr_, "monitor relay counts bytes");
     // gpubox's tmpfs bounds files; the IPC namespace's shmmax/shmall bound SysV segments.
     p.ipc.shm_bytes = l.memory_bytes && host_share && tmpfs_size == *l.memory_bytes ? host_share : tmpfs_size;
-    p.mechanisms.emplace_back("tmpfs", cat("one tmpfs of ", tmpfs_size >> 20, " MiB for every writable in-memory place; "
+    p.mechanisms.emplace_back(LimitName::tmpfs, cat("one tmpfs of ", tmpfs_size >> 20, " MiB for every writable in-memory place; "
                                            "SysV shared memory up to ", p.ipc.shm_bytes >> 20, " MiB (kernel.shmmax/shmall)"));
-    p.mechanisms.emplace_back("kill", cg.usable ? "cgroup.kill" : "SIGKILL to the pid namespace's init");
+    p.mechanisms.emplace_back(LimitName::kill, cg.usable ? "cgroup.kill" : "SIGKILL to the pid namespace's init");
     // Processes the kernel kills when init dies never reach init's rusage, so without a cgroup
     // the last sample is the only record of their CPU time: sample whenever limits apply.
     if (!cg.usable && l.any()) p.sample_usage = true;
     if (p.sample_usage && !l.cpu_seconds && !l.memory_bytes) p.sample_ms = 50;
     for (auto& [name, how] : p.mechanisms)
-        if (name == "cpu_time" && how.empty())
+        if (name == LimitName::cpu_time && how.empty())
             how = cat("sum over the sandbox's processes (its own /proc), sampled every ", p.sample_ms, " ms; a child "
                       "the kernel reaps is charged an upper bound (its last sample + ", p.sample_ms, " ms, or ",
                       p.sample_ms, " ms if never seen)");
@@ -104,12 +125,8 @@ LimitPlan plan_limits(const Limits& l, const CgroupCaps& cg, bool nproc_per_user
 
 void apply_rlimits(const std::vector<RlimitOp>& ops) {
     for (const RlimitOp& op : ops) {
-        rlimit cur{};
-        ::getrlimit(op.resource, &cur);
         // Never raise: a hard limit cannot go up in a user namespace, and a lower caller limit wins.
-        rlimit want{std::min(op.value, cur.rlim_max), std::min(op.value, cur.rlim_max)};
-        if (::setrlimit(op.resource, &want) < 0)
-            sys::fail(cat("setrlimit(", op.name, ", ", want.rlim_cur, ")"), errno);
+        sys::lower_rlimit(op.resource, op.value, op.name);
     }
 }
 
@@ -122,7 +139,7 @@ void apply_ipc_limits(const IpcLimits& ipc) {
     try {
         if (ipc.shm_bytes) {
             put("shmmax", std::to_string(ipc.shm_bytes));
-            put("shmall", std::to_string(ipc.shm_bytes / static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE))));  // in pages
+            put("shmall", std::to_string(ipc.shm_bytes / sys::page_size()));  // in pages
         }
         if (ipc.rmid_forced) put("shm_rmid_forced", "1");
     } catch (...) {

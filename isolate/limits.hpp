@@ -5,10 +5,24 @@
 
 #include <cstdint>
 #include <optional>
+#include <ostream>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace gpubox::isolate {
+
+// A limit, or a part of the sandbox's bounds, by name: --meta's "limits" keys and "limit" value,
+// and `--print-plan`'s "limit NAME:" lines. stdout_/stderr_: `stdout` is a macro.
+enum class LimitName {
+    wall_time, cpu_time, memory, pids, fsize, nofile, stack, address_space, stdout_, stderr_,
+    tmpfs, kill,
+};
+// "wall_time", "stdout", ...: the one table of names.
+std::string_view to_string(LimitName name);
+std::optional<LimitName> limit_from_name(std::string_view name);
+inline std::ostream& operator<<(std::ostream& out, LimitName name) { return out << to_string(name); }
 
 struct Limits {
     std::optional<double> wall_seconds, cpu_seconds;
@@ -45,7 +59,7 @@ constexpr std::uint64_t kDefaultPids = 4096;
 
 struct LimitPlan {
     std::vector<RlimitOp> rlimits;
-    std::vector<std::pair<std::string, std::string>> mechanisms;  // limit name -> how
+    std::vector<std::pair<LimitName, std::string>> mechanisms;  // limit -> how it is enforced
     bool sample_usage = false;  // init reports the sandbox's CPU and memory use
     int sample_ms = 100;        // at least this often (more slowly where a pass costs > 10 %)
     IpcLimits ipc;

@@ -17,6 +17,7 @@
 
 #include "common/error.hpp"
 #include "common/sys.hpp"
+#include "common/sys_host.hpp"
 #include "common/text.hpp"
 #include "isolate/cgroup_plan.hpp"
 
@@ -63,17 +64,13 @@ struct Helper {
 
 // gpubox-scope beside /proc/self/exe, else in ../libexec/gpubox/, if safe to run.
 Helper find_helper() {
-    char exe[PATH_MAX];
-    const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n < 0) sys::fail("readlink(\"/proc/self/exe\")", errno);
-    exe[n] = '\0';
-    struct stat self {};
-    if (::stat("/proc/self/exe", &self) < 0) sys::fail("stat(\"/proc/self/exe\")", errno);
+    const std::string exe = sys::read_link_at(AT_FDCWD, "/proc/self/exe");
+    const struct stat self = sys::stat("/proc/self/exe");
     const std::vector<std::string> candidates = scope_helper_candidates(exe);
     for (const std::string& path : candidates) {
-        const int fd = ::open(path.c_str(), O_PATH | O_CLOEXEC);
-        if (fd < 0 && errno == ENOENT) continue;
-        if (fd < 0) sys::fail(cat("open(", quote(path), ", O_PATH)"), errno);
+        const int fd = sys::try_open_at(AT_FDCWD, path, O_PATH);
+        if (fd == -ENOENT) continue;
+        if (fd < 0) sys::fail(Syscall::open, -fd, cat("open(", quote(path), ", O_PATH)"), path);
         Helper h{path, UniqueFd(fd)};
         const std::string problem = scope_helper_problem(sys::fstat(h.fd.get(), path), self.st_uid);
         if (!problem.empty()) throw SetupError(cat("helper ", quote(path), ": ", problem));
@@ -94,9 +91,8 @@ std::pair<std::string, int> run_helper(const Helper& h, const std::vector<std::s
     UniqueFd null = sys::open_at(AT_FDCWD, "/dev/null", O_RDONLY | O_CLOEXEC);
     UniqueFd r, w;
     sys::pipe(r, w);
-    const pid_t pid = ::fork();
-    if (pid < 0) sys::fail("fork()", errno);
-    if (pid == 0) {
+    const pid_t pid = sys::fork(h.path);
+    if (pid == 0) {  // raw, async-signal-safe calls only until the exec (see common/sys_host.hpp)
         // dup2 clears FD_CLOEXEC on 0-2; every other fd is closed by the exec.
         if (::dup2(null.get(), 0) < 0 || ::dup2(w.get(), 1) < 0 || ::dup2(w.get(), 2) < 0) ::_exit(127);
         if (::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) < 0) ::_exit(127);
@@ -117,23 +113,19 @@ std::pair<std::string, int> run_helper(const Helper& h, const std::vector<std::s
     bool timed_out = false;
     for (;;) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-        pollfd p{r.get(), POLLIN, 0};
-        const int ready = left.count() > 0 ? ::poll(&p, 1, static_cast<int>(left.count())) : 0;
-        if (ready < 0 && errno == EINTR) continue;
+        const int ready = left.count() > 0 ? sys::try_poll_in(r.get(), static_cast<int>(left.count())) : 0;
+        if (ready == -EINTR) continue;
         if (ready <= 0) {
             timed_out = true;
-            ::kill(pid, SIGKILL);
+            sys::try_kill(pid, SIGKILL);
             break;
         }
         char buf[1024];
-        const ssize_t got = ::read(r.get(), buf, sizeof buf);
-        if (got < 0 && errno == EINTR) continue;
+        const ssize_t got = sys::read_some(r.get(), buf, sizeof buf);
         if (got <= 0) break;
         if (out.size() < 4096) out.append(buf, static_cast<std::size_t>(got));
     }
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
+    const int status = sys::wait_status(pid);
     if (timed_out) throw SetupError(cat(quote(h.path), " did not answer within ", kHelperTimeoutMs / 1000, " s"));
     return {out, status};
 }

@@ -1,11 +1,8 @@
 #include "isolate/usage.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -13,21 +10,12 @@
 #include <set>
 #include <sstream>
 
+#include "common/sys.hpp"
+#include "common/sys_host.hpp"
 #include "common/unique_fd.hpp"
 
 namespace gpubox::isolate {
 namespace {
-
-// One read of a proc file (init calls this often); `cap` bytes at most.
-std::string slurp(int dirfd, const char* name, std::size_t cap = 4096) {
-    UniqueFd fd(::openat(dirfd, name, O_RDONLY | O_CLOEXEC));
-    if (!fd.valid()) return {};
-    std::string out(cap, '\0');
-    std::size_t got = 0;
-    for (ssize_t n; got < cap && (n = ::read(fd.get(), out.data() + got, cap - got)) > 0;) got += static_cast<std::size_t>(n);
-    out.resize(got);
-    return out;
-}
 
 bool to_u64(const std::string& s, std::uint64_t& v) {
     char* end = nullptr;
@@ -50,9 +38,10 @@ std::optional<std::uint64_t> field(const std::string& text, const std::string& k
     return v * unit;
 }
 
+
 std::uint64_t now_ns() {
     timespec t{};
-    ::clock_gettime(CLOCK_MONOTONIC, &t);
+    ::clock_gettime(CLOCK_MONOTONIC, &t);  // cannot fail for CLOCK_MONOTONIC
     return static_cast<std::uint64_t>(t.tv_sec) * 1000000000ULL + static_cast<std::uint64_t>(t.tv_nsec);
 }
 
@@ -127,7 +116,7 @@ std::optional<std::uint64_t> parse_last_pid(const std::string& loadavg) {
 }
 
 std::uint64_t CpuLedger::update(const std::vector<ProcSample>& now, std::uint64_t pids_made, std::uint64_t interval_ns) {
-    static const std::uint64_t tick_ns = 1000000000ULL / static_cast<std::uint64_t>(::sysconf(_SC_CLK_TCK));
+    const std::uint64_t tick_ns = sys::ns_per_clock_tick();
     std::map<pid_t, ProcSample> cur;
     for (const ProcSample& p : now) cur.emplace(p.pid, p);
     auto same = [](const std::map<pid_t, ProcSample>& m, pid_t pid, const ProcSample& p) {
@@ -184,81 +173,109 @@ std::uint64_t CpuLedger::update(const std::vector<ProcSample>& now, std::uint64_
     return total_;
 }
 
-Usage Sampler::sample() {
-    static const std::uint64_t ns_per_tick = 1000000000ULL / static_cast<std::uint64_t>(::sysconf(_SC_CLK_TCK));
-    Usage u;
-    const std::uint64_t t = now_ns();
-    const auto last_pid = parse_last_pid(slurp(proc_, "loadavg", 256));
+namespace {
+
+// What one pass over the sandbox's /proc found.
+struct Scan {
+    Usage usage;
     std::vector<ProcSample> procs;
     std::map<ino_t, std::pair<std::uint64_t, pid_t>> memfds;  // held open: bytes, one holder
     std::vector<std::pair<pid_t, std::uint64_t>> sharers;     // RssShmem, where there is some
-    int dfd = ::openat(proc_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR* d = dfd < 0 ? nullptr : ::fdopendir(dfd);
-    if (!d && dfd >= 0) ::close(dfd);
-    for (dirent* e; d && (e = ::readdir(d));) {
-        ProcSample p;
-        std::uint64_t pid = 0;
-        if (!to_u64(e->d_name, pid)) continue;
-        UniqueFd dir(::openat(proc_, e->d_name, O_PATH | O_DIRECTORY | O_CLOEXEC));
-        if (!dir.valid() || !parse_proc_stat(slurp(dir.get(), "stat"), ns_per_tick, p) ||
-            !parse_proc_status(slurp(dir.get(), "status"), p))
-            continue;  // gone meanwhile
-        p.pid = static_cast<pid_t>(pid);
-        std::istringstream(slurp(dir.get(), "schedstat", 128)) >> p.exact_ns;  // absent without CONFIG_SCHED_INFO: 0
-        if (pid == 1) {  // init is gpubox's: only the orphans it reaped count
-            procs.push_back({p.pid, 0, p.start, 0, 0, p.children_ns, p.threads, false, 0, 0});
+};
+
+UniqueFd open_pid_dir(int proc, const std::string& pid) {
+    const int fd = sys::try_open_at(proc, pid, O_PATH | O_DIRECTORY);
+    return fd < 0 ? UniqueFd() : UniqueFd(fd);
+}
+
+// memfds held open by the process of `dir`: their pages show in no Rss unless mapped.
+void add_memfds(int dir, pid_t pid, Scan& scan) {
+    for (const std::string& fd : sys::try_list_dir(dir, "fd").value_or(std::vector<std::string>{})) {
+        const std::string rel = "fd/" + fd;
+        std::string link;
+        struct stat st {};
+        if (sys::try_read_link_at(dir, rel, link) < 0 || link.compare(0, 7, "/memfd:") != 0 ||
+            !sys::try_stat_at(dir, rel, st))
             continue;
-        }
-        u.memory_bytes += p.anon_bytes + p.shmem_bytes;
-        if (p.shmem_bytes) sharers.emplace_back(p.pid, p.shmem_bytes);
-        ++u.processes;
-        procs.push_back(p);
-        // memfds held open: their pages show in no Rss unless mapped.
-        int fds = ::openat(dir.get(), "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        DIR* fd_dir = fds < 0 ? nullptr : ::fdopendir(fds);
-        if (!fd_dir && fds >= 0) ::close(fds);
-        for (dirent* f; fd_dir && (f = ::readdir(fd_dir));) {
-            char link[64];
-            const std::string rel = std::string("fd/") + f->d_name;
-            const ssize_t n = ::readlinkat(dir.get(), rel.c_str(), link, sizeof link - 1);
-            struct stat st {};
-            if (n < 7 || std::strncmp(link, "/memfd:", 7) != 0 || ::fstatat(dir.get(), rel.c_str(), &st, 0) < 0) continue;
-            memfds.emplace(st.st_ino, std::make_pair(static_cast<std::uint64_t>(st.st_blocks) * 512, p.pid));
-        }
-        if (fd_dir) ::closedir(fd_dir);
+        scan.memfds.emplace(st.st_ino, std::make_pair(static_cast<std::uint64_t>(st.st_blocks) * 512, pid));
     }
-    if (d) ::closedir(d);
-    // A memfd its holder maps is in that Pss_Shmem already.
+}
+
+// One process of the sandbox's /proc, by its directory's name; gone meanwhile is no error.
+void add_process(int proc, const std::string& name, Scan& scan) {
+    ProcSample p;
+    std::uint64_t pid = 0;
+    if (!to_u64(name, pid)) return;
+    const UniqueFd dir = open_pid_dir(proc, name);
+    if (!dir.valid() || !parse_proc_stat(sys::try_read_at(dir.get(), "stat"), sys::ns_per_clock_tick(), p) ||
+        !parse_proc_status(sys::try_read_at(dir.get(), "status"), p))
+        return;  // gone meanwhile
+    p.pid = static_cast<pid_t>(pid);
+    std::istringstream(sys::try_read_at(dir.get(), "schedstat", 128)) >> p.exact_ns;  // absent without CONFIG_SCHED_INFO: 0
+    if (pid == 1) {  // init is gpubox's: only the orphans it reaped count
+        scan.procs.push_back({p.pid, 0, p.start, 0, 0, p.children_ns, p.threads, false, 0, 0});
+        return;
+    }
+    scan.usage.memory_bytes += p.anon_bytes + p.shmem_bytes;
+    if (p.shmem_bytes) scan.sharers.emplace_back(p.pid, p.shmem_bytes);
+    ++scan.usage.processes;
+    scan.procs.push_back(p);
+    add_memfds(dir.get(), p.pid, scan);
+}
+
+// The inodes process `pid` maps.
+std::set<ino_t> mapped_inodes(int proc, pid_t pid) {
+    std::set<ino_t> inos;
+    const UniqueFd dir = open_pid_dir(proc, std::to_string(pid));
+    std::istringstream maps(dir.valid() ? sys::try_read_at(dir.get(), "maps", 1 << 20) : std::string());
+    for (std::string line; std::getline(maps, line);) {
+        std::istringstream f(line);
+        std::string addr, perms, off, dev;
+        unsigned long long inode = 0;
+        if (f >> addr >> perms >> off >> dev >> inode && inode) inos.insert(static_cast<ino_t>(inode));
+    }
+    return inos;
+}
+
+// The memfds no holder maps: a memfd its holder maps is in that Pss_Shmem already.
+std::uint64_t unmapped_memfd_bytes(int proc, const Scan& scan) {
+    std::uint64_t bytes = 0;
     std::map<pid_t, std::set<ino_t>> mapped;
-    for (const auto& [ino, held] : memfds) {
+    for (const auto& [ino, held] : scan.memfds) {
         auto it = mapped.find(held.second);
-        if (it == mapped.end()) {
-            std::set<ino_t> inos;
-            UniqueFd dir(::openat(proc_, std::to_string(held.second).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-            std::istringstream maps(dir.valid() ? slurp(dir.get(), "maps", 1 << 20) : std::string());
-            for (std::string line; std::getline(maps, line);) {
-                std::istringstream f(line);
-                std::string addr, perms, off, dev;
-                unsigned long long inode = 0;
-                if (f >> addr >> perms >> off >> dev >> inode && inode) inos.insert(static_cast<ino_t>(inode));
-            }
-            it = mapped.emplace(held.second, std::move(inos)).first;
-        }
-        if (!it->second.count(ino)) u.memory_bytes += held.first;
+        if (it == mapped.end()) it = mapped.emplace(held.second, mapped_inodes(proc, held.second)).first;
+        if (!it->second.count(ino)) bytes += held.first;
     }
-    struct statfs fs {};
-    if (tmpfs_ >= 0 && ::fstatfs(tmpfs_, &fs) == 0)
-        u.memory_bytes += static_cast<std::uint64_t>(fs.f_blocks - fs.f_bfree) * static_cast<std::uint64_t>(fs.f_bsize);
-    u.memory_bytes += parse_unattached_sysv(slurp(proc_, "sysvipc/shm", 1 << 20));
-    // Over the limit with memory that several processes may share: weigh each one's share.
-    if (limit_ && u.memory_bytes > limit_ && sharers.size() > 1)
-        for (const auto& [pid, rss_shmem] : sharers) {
-            UniqueFd dir(::openat(proc_, std::to_string(pid).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-            const auto pss = dir.valid() ? parse_pss_shmem(slurp(dir.get(), "smaps_rollup")) : std::nullopt;
-            if (pss && *pss < rss_shmem) u.memory_bytes -= rss_shmem - *pss;
-        }
+    return bytes;
+}
+
+// Over the limit with memory that several processes may share: weigh each one's share.
+std::uint64_t shared_overcount(int proc, const Scan& scan) {
+    std::uint64_t over = 0;
+    for (const auto& [pid, rss_shmem] : scan.sharers) {
+        const UniqueFd dir = open_pid_dir(proc, std::to_string(pid));
+        const auto pss = dir.valid() ? parse_pss_shmem(sys::try_read_at(dir.get(), "smaps_rollup")) : std::nullopt;
+        if (pss && *pss < rss_shmem) over += rss_shmem - *pss;
+    }
+    return over;
+}
+
+}  // namespace
+
+Usage Sampler::sample() {
+    const std::uint64_t t = now_ns();
+    const auto last_pid = parse_last_pid(sys::try_read_at(proc_, "loadavg", 256));
+    Scan scan;
+    for (const std::string& name : sys::try_list_dir(proc_, ".").value_or(std::vector<std::string>{}))
+        add_process(proc_, name, scan);
+    Usage& u = scan.usage;
+    u.memory_bytes += unmapped_memfd_bytes(proc_, scan);
+    if (const auto fs = tmpfs_ >= 0 ? sys::try_fstatfs(tmpfs_) : std::nullopt)
+        u.memory_bytes += static_cast<std::uint64_t>(fs->f_blocks - fs->f_bfree) * static_cast<std::uint64_t>(fs->f_bsize);
+    u.memory_bytes += parse_unattached_sysv(sys::try_read_at(proc_, "sysvipc/shm", 1 << 20));
+    if (limit_ && u.memory_bytes > limit_ && scan.sharers.size() > 1) u.memory_bytes -= shared_overcount(proc_, scan);
     const std::uint64_t made = last_pid && last_pid_ && *last_pid >= *last_pid_ ? *last_pid - *last_pid_ : 0;
-    u.cpu_ns = ledger_.update(procs, made, last_ns_ ? t - last_ns_ : 0);
+    u.cpu_ns = ledger_.update(scan.procs, made, last_ns_ ? t - last_ns_ : 0);
     last_pid_ = last_pid;
     last_ns_ = t;
     return u;

@@ -24,7 +24,7 @@ std::vector<std::pair<std::string, std::string>> parse_env_file(const std::strin
                                                                 const std::string& path);
 // A repeated --gpu: the union of both, de-duplicated ("all" absorbs the rest; "none" with any
 // other value is an error).
-std::string merge_gpu_specs(const std::string& before, const std::string& added);
+gpu::GpuSpec merge_gpu_specs(const gpu::GpuSpec& before, const gpu::GpuSpec& added);
 
 // The parser's own tables, as --help, the man page and the completions show them: ONE source.
 struct FlagDoc {

@@ -13,6 +13,7 @@
 
 #include "common/error.hpp"
 #include "common/sys.hpp"
+#include "common/sys_host.hpp"
 #include "common/text.hpp"
 #include "gpu/driver_files.hpp"
 #include "gpu/gpu_spec.hpp"
@@ -68,13 +69,23 @@ struct Doctor {
     }
 };
 
+// `doctor` tries things in children; where it cannot fork, the trial says no rather than fail.
+pid_t try_fork() {
+    try {
+        return sys::fork("a trial for gpubox doctor");
+    } catch (const SysError&) {
+        return -1;
+    }
+}
+
 // A user namespace, tried for real in a child: sysctls are only part of the story (AppArmor,
 // outer seccomp filters).
 bool userns_works() {
-    pid_t pid = ::fork();
-    if (pid == 0) ::_exit(::unshare(CLONE_NEWUSER | CLONE_NEWNS) == 0 ? 0 : 1);
-    int st = 0;
-    return pid > 0 && ::waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    const int pid = try_fork();
+    if (pid < 0) return false;
+    if (pid == 0) ::_exit(::unshare(CLONE_NEWUSER | CLONE_NEWNS) == 0 ? 0 : 1);  // raw: after fork
+    const int st = sys::wait_status(pid);
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
 void check_host(Doctor& d) {
@@ -103,8 +114,9 @@ std::string try_cgroup_in_child() {
     UniqueFd r, w;
     sys::pipe(r, w);
     std::cout.flush();
-    const pid_t pid = ::fork();
-    if (pid == 0) {
+    const pid_t pid = try_fork();
+    if (pid < 0) return "";
+    if (pid == 0) {  // a child that reports over the pipe and _exits: it never returns here
         r.reset();
         std::string out;
         try {
@@ -125,8 +137,14 @@ std::string try_cgroup_in_child() {
         ::_exit(0);
     }
     w.reset();
-    std::string text = pid > 0 ? sys::read_all(r.get(), "cgroup trial") : "";
-    if (pid > 0) ::waitpid(pid, nullptr, 0);
+    std::string text;
+    try {
+        text = sys::read_all(r.get(), "cgroup trial");
+    } catch (...) {
+        sys::kill_and_reap(pid);
+        throw;
+    }
+    sys::wait_status(pid);
     return text;
 }
 

@@ -19,6 +19,7 @@
 
 #include "common/error.hpp"
 #include "common/sys.hpp"
+#include "common/sys_host.hpp"
 #include "common/text.hpp"
 #include "launcher/isolate_cli.hpp"
 #include "launcher/isolate_plan.hpp"
@@ -53,6 +54,16 @@ bool parse_lock(const std::string& text, LockRecord& r) {
     return true;
 }
 
+// mkdir(), as isolate words its failure: 0, or the errno.
+int try_mkdir(const std::string& path, mode_t mode) {
+    try {
+        sys::mkdir(path, mode);
+        return 0;
+    } catch (const SysError& e) {
+        return e.err();
+    }
+}
+
 struct BoxLock {
     UniqueFd fd;
     LockRecord rec;
@@ -60,8 +71,11 @@ struct BoxLock {
     void write() const {
         sys::ftruncate(fd.get(), 0, path);
         const std::string text = render_lock(rec);
-        if (::pwrite(fd.get(), text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()))
-            throw IsolateDie("Cannot write lock file: " + std::string(std::strerror(errno)));
+        try {
+            sys::pwrite_all(fd.get(), text, 0, path);
+        } catch (const SysError& e) {
+            throw IsolateDie("Cannot write lock file: " + std::string(std::strerror(e.err())));
+        }
     }
 };
 
@@ -79,10 +93,10 @@ struct BoxLock {
 // isolate.c: lock_box(). False: there is no box (never made, or cleaned up).
 bool lock_box(BoxLock& lock, const IsolateArgs& a, const std::string& path, bool is_init, bool is_cleanup) {
     lock.path = path;
-    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | (is_init ? O_CREAT : 0), 0644);
-    if (fd < 0 && errno == ENOENT) return false;
-    if (fd < 0 && errno == EACCES) refuse_foreign_lock(path, errno);
-    if (fd < 0) throw IsolateDie(cat("Cannot open ", path, ": ", std::strerror(errno)));
+    const int fd = sys::try_open_at(AT_FDCWD, path, O_RDWR | O_NOFOLLOW | (is_init ? O_CREAT : 0), 0644);
+    if (fd == -ENOENT) return false;
+    if (fd == -EACCES) refuse_foreign_lock(path, EACCES);
+    if (fd < 0) throw IsolateDie(cat("Cannot open ", path, ": ", std::strerror(-fd)));
     lock.fd = UniqueFd(fd);
     if (!sys::flock_exclusive(fd, a.wait, path)) throw IsolateDie("This box is currently in use by another process");
     const std::string text = sys::read_all(fd, path, 4096);
@@ -102,8 +116,8 @@ void ensure_boxes_root(const std::string& root) {
     std::error_code ec;
     if (!fs::exists(root, ec)) {
         fs::create_directories(fs::path(root).parent_path(), ec);
-        if (::mkdir(root.c_str(), 0700) < 0 && errno != EEXIST)
-            throw IsolateDie(cat("Cannot create box root ", root, ": ", std::strerror(errno)));
+        if (const int err = try_mkdir(root, 0700); err && err != EEXIST)
+            throw IsolateDie(cat("Cannot create box root ", root, ": ", std::strerror(err)));
     }
     struct stat st {};
     if (!sys::lstat_at(AT_FDCWD, root, st) || !S_ISDIR(st.st_mode))
@@ -152,12 +166,19 @@ public:
     }
     ~Redirection() {
         for (int i = 0; i < 3; ++i)
-            if (saved_[i].valid()) ::dup2(saved_[i].get(), i);
+            if (saved_[i].valid()) restore(saved_[i].get(), i);
     }
     Redirection(const Redirection&) = delete;
     Redirection& operator=(const Redirection&) = delete;
 
 private:
+    // A destructor must not throw: a stream that cannot be put back stays as it is.
+    static void restore(int saved, int fd) noexcept {
+        try {
+            sys::dup2(saved, fd);
+        } catch (const SysError&) {
+        }
+    }
     static UniqueFd open_redirect(const Redirect& r, int flags) {
         UniqueFd dir = sys::open_at(AT_FDCWD, r.host_dir, O_PATH | O_DIRECTORY);
         const int fd = sys::try_openat2(dir.get(), r.rel, flags | O_CLOEXEC, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
@@ -182,7 +203,7 @@ IsolateHost current_host() {
     h.uid = ::getuid(), h.gid = ::getgid();
     for (int i = 0; i < 3; ++i) {
         struct stat st {};
-        h.regular_file[i] = ::fstat(i, &st) == 0 && S_ISREG(st.st_mode);
+        h.regular_file[i] = sys::try_fstat(i, st) && S_ISREG(st.st_mode);
     }
     return h;
 }
@@ -206,8 +227,8 @@ int do_init(const IsolateArgs& a, const std::string& root, const BoxPaths& box) 
     lock_box(lock, a, lock_path(root, a.box_id), true, false);
     remove_tree(box.dir);
     for (const std::string& d : {box.dir, box.box, box.root})
-        if (::mkdir(d.c_str(), d == box.root ? 0755 : 0700) < 0)
-            throw IsolateDie(cat("Cannot create ", d, ": ", std::strerror(errno)));
+        if (const int err = try_mkdir(d, d == box.root ? 0755 : 0700))
+            throw IsolateDie(cat("Cannot create ", d, ": ", std::strerror(err)));
     lock.rec.initialized = true;
     lock.write();
     std::cout << box.dir << std::endl;

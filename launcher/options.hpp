@@ -6,9 +6,11 @@
 #include <utility>
 #include <vector>
 
+#include "gpu/gpu_spec.hpp"
 #include "isolate/cgroup_plan.hpp"
 #include "isolate/limits.hpp"
 #include "rootfs/mount_op.hpp"
+#include "launcher/verdict.hpp"
 #include "rootfs/plan.hpp"
 
 namespace gpubox::launcher {
@@ -40,11 +42,11 @@ struct Options {
     // Limits and the verdict
     isolate::Limits limits;
     std::string meta;                  // --meta FILE
-    std::string meta_format = "json";  // or "isolate"
+    MetaFormat meta_format = MetaFormat::json;  // --meta-format
     isolate::CgroupRequest cgroup;     // --cgroup auto (default), off, systemd or PATH
 
     // GPUs (run, list, doctor)
-    std::string gpu = "none";
+    gpu::GpuSpec gpu;        // --gpu, parsed once here; none by default
     bool gpu_given = false;  // a second --gpu merges with the first
     unsigned gpu_caps = 3;  // compute,utility (gpu::kCapDefault)
     std::string driver_root = "/";

@@ -80,7 +80,7 @@ sigset_t monitor_signals() {
 
 void write_meta(const Options& o, const Verdict& v, const RunOutcome& out, const Mechanisms& m) {
     if (o.meta.empty()) return;
-    const std::string text = o.meta_format == "isolate" ? render_meta_isolate(v, out, o.limits) : render_meta_json(v, out, o.limits, m);
+    const std::string text = o.meta_format == MetaFormat::isolate ? render_meta_isolate(v, out, o.limits) : render_meta_json(v, out, o.limits, m);
     try {
         UniqueFd fd = sys::open_at(AT_FDCWD, o.meta, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         sys::write_all(fd.get(), text, o.meta);
@@ -158,7 +158,7 @@ RunPlan plan_run(const Options& o) {
     in.new_pid_ns = true;
     in.new_net_ns = !o.share_net;
     in.user_mounts = o.mounts;
-    p.gpus = gpu::resolve_gpu_spec(gpu::parse_gpu_spec(o.gpu));
+    p.gpus = gpu::resolve_gpu_spec(o.gpu);
     if (p.gpus.kind != gpu::GpuSpec::Kind::none) {
         // Discovery reads a hundred-odd host files: the monitor does it after clone(), while
         // the sandbox creates its namespaces and fills its layer; the sandbox takes the GPU's

@@ -27,6 +27,7 @@ struct Relay {
     std::optional<std::uint64_t> cap;
     std::uint64_t bytes = 0;
     const char* name;
+    KillReason over_cap;  // what passing `cap` is
 };
 
 // The caller's stdin, fed into the workload's pipe (see launcher/stdio.hpp). The pipe's end is
@@ -68,8 +69,8 @@ public:
         sigfd_.reset(::signalfd(-1, &set, SFD_CLOEXEC));
         if (!sigfd_.valid()) sys::fail("signalfd()", errno);
         stdin_.dst = s.stdin_relay;
-        relays_[0] = {s.stdout_relay, STDOUT_FILENO, s.limits.stdout_bytes, 0, "stdout"};
-        relays_[1] = {s.stderr_relay, STDERR_FILENO, s.limits.stderr_bytes, 0, "stderr"};
+        relays_[0] = {s.stdout_relay, STDOUT_FILENO, s.limits.stdout_bytes, 0, "stdout", KillReason::stdout_};
+        relays_[1] = {s.stderr_relay, STDERR_FILENO, s.limits.stderr_bytes, 0, "stderr", KillReason::stderr_};
         out_.kill_after = s.kill_after;
         if (s.limits.wall_seconds)
             deadline_ = start_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(*s.limits.wall_seconds));
@@ -91,8 +92,8 @@ public:
     }
 
 private:
-    void kill_for(const char* reason) {
-        if (!out_.killed_for.empty()) return;
+    void kill_for(KillReason reason) {
+        if (out_.killed_for != KillReason::none) return;
         out_.killed_for = reason;
         if (!isolate::cgroup_kill(s_.cgroup)) ::kill(s_.child.pid, SIGKILL);  // init: the whole pid ns
     }
@@ -111,7 +112,7 @@ private:
     void step() {
         pollfd fds[7] = {{sigfd_.get(), POLLIN, 0}, {s_.child.pidfd.get(), POLLIN, 0}, {report_fd_, POLLIN, 0},
                          {relays_[0].in, POLLIN, 0}, {relays_[1].in, POLLIN, 0}, {stdin_.fd(), stdin_.wants(), 0},
-                         {out_.killed_for.empty() ? s_.parent_pidfd : -1, POLLIN, 0}};
+                         {out_.killed_for == KillReason::none ? s_.parent_pidfd : -1, POLLIN, 0}};
         int n = ::poll(fds, 7, timeout_ms());
         if (n < 0 && errno != EINTR) sys::fail("poll()", errno);
         if (fds[0].revents & POLLIN) forward_signal();
@@ -119,11 +120,11 @@ private:
         for (int i = 0; i < 2; ++i)
             if (fds[3 + i].revents & (POLLIN | POLLHUP)) relay(relays_[i]);
         if (fds[5].revents) stdin_.step();
-        if (fds[6].revents & POLLIN) kill_for("parent_died");
-        if (grace_end_ && Clock::now() >= *grace_end_) kill_for("kill_after"), grace_end_.reset();
-        if (deadline_ && Clock::now() >= *deadline_) kill_for("wall_time");
+        if (fds[6].revents & POLLIN) kill_for(KillReason::parent_died);
+        if (grace_end_ && Clock::now() >= *grace_end_) kill_for(KillReason::kill_after), grace_end_.reset();
+        if (deadline_ && Clock::now() >= *deadline_) kill_for(KillReason::wall_time);
         if (s_.limits.cpu_seconds && s_.cgroup.caps.usable)
-            if (auto us = isolate::cgroup_cpu_usec(s_.cgroup); us && *us > *s_.limits.cpu_seconds * 1e6) kill_for("cpu_time");
+            if (auto us = isolate::cgroup_cpu_usec(s_.cgroup); us && *us > *s_.limits.cpu_seconds * 1e6) kill_for(KillReason::cpu_time);
         if (fds[1].revents & POLLIN) exited_ = true;
     }
 
@@ -159,8 +160,8 @@ private:
         std::memcpy(&u, bytes.data(), sizeof u);
         sampled_peak_ = std::max(sampled_peak_, u.memory_bytes);
         sampled_cpu_ns_ = std::max(sampled_cpu_ns_, u.cpu_ns);
-        if (s_.limits.cpu_seconds && !s_.cgroup.caps.usable && u.cpu_ns > *s_.limits.cpu_seconds * 1e9) kill_for("cpu_time");
-        if (s_.limits.memory_bytes && !s_.cgroup.caps.memory && u.memory_bytes > *s_.limits.memory_bytes) kill_for("memory");
+        if (s_.limits.cpu_seconds && !s_.cgroup.caps.usable && u.cpu_ns > *s_.limits.cpu_seconds * 1e9) kill_for(KillReason::cpu_time);
+        if (s_.limits.memory_bytes && !s_.cgroup.caps.memory && u.memory_bytes > *s_.limits.memory_bytes) kill_for(KillReason::memory);
     }
 
     // Stream at most 64 KiB at a time: the monitor's memory does not grow with the output.
@@ -176,7 +177,7 @@ private:
         std::size_t keep = static_cast<std::size_t>(n);
         if (r.cap && r.bytes + keep > *r.cap) {
             keep = static_cast<std::size_t>(*r.cap - std::min(*r.cap, r.bytes));
-            kill_for(r.name);
+            kill_for(r.over_cap);
         }
         r.bytes += static_cast<std::uint64_t>(n);
         for (std::size_t off = 0; off < keep;) {

@@ -3,12 +3,25 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "isolate/limits.hpp"
 
 namespace gpubox::launcher {
+
+// Why the monitor killed the sandbox: a limit, the grace after a forwarded signal, or a parent
+// gone (--die-with-parent).
+enum class KillReason { none, wall_time, cpu_time, memory, stdout_, stderr_, kill_after, parent_died };
+// The limit a kill was for, if it was for one.
+std::optional<isolate::LimitName> limit_of(KillReason why);
+
+// --meta-format: the one table of names is in verdict.cpp.
+enum class MetaFormat { json, isolate };
+std::string_view to_string(MetaFormat format);
+// "json" or "isolate"; UsageError otherwise.
+MetaFormat parse_meta_format(const std::string& text);
 
 struct RunOutcome {
     bool setup_failed = false;  // gpubox itself failed (XX)
@@ -17,8 +30,7 @@ struct RunOutcome {
     bool have_status = false;
     int status = 0;             // the workload's wait status, as init reported it
     int init_status = 0;        // init's own wait status
-    std::string killed_for;     // "", "wall_time", "cpu_time", "memory", "stdout", "stderr",
-                                // "kill_after" (a grace after terminated_by), "parent_died"
+    KillReason killed_for = KillReason::none;
     int terminated_by = 0;      // SIGTERM, SIGINT or SIGHUP sent to gpubox (forwarded), else 0
     double kill_after = 0;      // the grace it had, for the message
     double wall_seconds = 0, cpu_seconds = 0;
@@ -32,7 +44,7 @@ struct Verdict {
     std::string status;  // OK RE SG TO ML OL XX
     std::optional<int> exit_code, signal;
     bool killed = false;
-    std::string limit;  // which limit ended the run
+    std::optional<isolate::LimitName> limit;  // which limit ended the run
     // Why the run was ended from outside (a scheduler's scancel or time limit, a parent gone):
     // "" (it was not), "SIGTERM", "SIGINT", "SIGHUP" (sent to gpubox, forwarded to the workload)
     // or "parent_died" (--die-with-parent). `killed` says whether gpubox then killed it.
@@ -43,7 +55,7 @@ struct Verdict {
 
 Verdict judge(const RunOutcome& o, const isolate::Limits& limits);
 
-using Mechanisms = std::vector<std::pair<std::string, std::string>>;
+using Mechanisms = std::vector<std::pair<isolate::LimitName, std::string>>;
 std::string render_meta_json(const Verdict& v, const RunOutcome& o, const isolate::Limits& l, const Mechanisms& m);
 // isolate's status for a verdict: isolate knows OK, RE, SG, TO and XX only (CMS grades any other
 // status as a normal exit). A memory kill is SG (SIGKILL, with cg-oom-killed), an output kill

@@ -29,4 +29,6 @@ for f in ldcache proc; do
     echo "fuzz_$f: $(grep -E '^Done' "$corpus.log")"
     rm -rf "$corpus" "$corpus.log"
 done
+echo "== format: every tracked C/C++ file as clang-format 14 writes it (.clang-format)"
+bash tools/check-format.sh
 echo "all test stages passed"

@@ -21,6 +21,9 @@ TEST_CASE("--cgroup takes auto, off, systemd or an absolute directory") {
     REQUIRE_THROWS_WITH(run("relative/dir"), "--cgroup: expected auto, off, systemd or an absolute cgroup "
                                              "directory, got \"relative/dir\"");
     REQUIRE_THROWS_AS(run(""), UsageError);
+    REQUIRE_THROWS_AS(run("PATH"), UsageError);  // the table's name for the path mode is no word
+    for (CgroupMode m : {CgroupMode::auto_, CgroupMode::off, CgroupMode::systemd})
+        CHECK(run(std::string(to_string(m))).mode == m);
 }
 
 TEST_CASE("routes: auto tries our own cgroup, then a systemd scope") {

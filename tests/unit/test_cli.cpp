@@ -116,11 +116,12 @@ TEST_CASE("conflicting options are one UsageError") {
 }
 
 TEST_CASE("a repeated --gpu is the union, de-duplicated") {
-    CHECK(parse({"run", "--gpu", "0", "--gpu", "1", "r", "x"}).gpu == "0,1");
-    CHECK(parse({"run", "--gpu", "0,1", "--gpu", "1,GPU-abc", "r", "x"}).gpu == "0,1,GPU-abc");
-    CHECK(parse({"run", "--gpu", "0", "--gpu", "all", "r", "x"}).gpu == "all");
-    CHECK(parse({"run", "--gpu", "none", "r", "x"}).gpu == "none");
-    CHECK(merge_gpu_specs("all", "3") == "all");
+    using gpu::parse_gpu_spec, gpu::to_string;
+    CHECK(to_string(parse({"run", "--gpu", "0", "--gpu", "1", "r", "x"}).gpu) == "0,1");
+    CHECK(to_string(parse({"run", "--gpu", "0,1", "--gpu", "1,GPU-abc", "r", "x"}).gpu) == "0,1,GPU-abc");
+    CHECK(to_string(parse({"run", "--gpu", "0", "--gpu", "all", "r", "x"}).gpu) == "all");
+    CHECK(to_string(parse({"run", "--gpu", "none", "r", "x"}).gpu) == "none");
+    CHECK(to_string(merge_gpu_specs(parse_gpu_spec("all"), parse_gpu_spec("3"))) == "all");
 }
 
 TEST_CASE("--bind mistakes say what was meant") {

@@ -16,7 +16,7 @@ using namespace gpubox::launcher;
 namespace {
 std::string mech(const LimitPlan& p, const std::string& name) {
     for (auto& [n, how] : p.mechanisms)
-        if (n == name) return how;
+        if (to_string(n) == name) return how;
     return "";
 }
 bool has_rlimit(const LimitPlan& p, int r) {
@@ -204,10 +204,10 @@ TEST_CASE("verdicts") {
         CHECK(v.gpubox_exit == 139);
     }
     SECTION("TO by the monitor") {
-        o.killed_for = "cpu_time";
+        o.killed_for = KillReason::cpu_time;
         auto v = judge(o, l);
         CHECK(v.status == "TO");
-        CHECK(v.limit == "cpu_time");
+        CHECK(v.limit == LimitName::cpu_time);
         CHECK(v.killed);
         CHECK(v.gpubox_exit == 137);
         CHECK(v.message == "killed: CPU time limit 2.000 s exceeded");
@@ -224,7 +224,7 @@ TEST_CASE("verdicts") {
     }
     SECTION("OL") {
         l.stdout_bytes = 10;
-        o.killed_for = "stdout";
+        o.killed_for = KillReason::stdout_;
         CHECK(judge(o, l).status == "OL");
     }
     SECTION("XX") {
@@ -238,14 +238,14 @@ TEST_CASE("verdicts") {
 TEST_CASE("meta renderings") {
     Limits l = autograder();
     RunOutcome o;
-    o.have_status = true, o.status = SIGKILL, o.killed_for = "wall_time", o.wall_seconds = 5.0012, o.cpu_seconds = 0.25;
+    o.have_status = true, o.status = SIGKILL, o.killed_for = KillReason::wall_time, o.wall_seconds = 5.0012, o.cpu_seconds = 0.25;
     Verdict v = judge(o, l);
     // isolate's order for a run it killed: the verdict, killed, then the statistics (isolate.c:
     // err() then box_exit()); its message, which CMS reads for "wall".
     std::string iso = render_meta_isolate(v, o, l);
     CHECK(iso == "status:TO\nmessage:Time limit exceeded (wall clock)\nkilled:1\ntime:0.250\ntime-wall:5.001\n"
                  "max-rss:0\ncsw-voluntary:0\ncsw-forced:0\ncg-mem:0\n");
-    std::string js = render_meta_json(v, o, l, {{"wall_time", "monitor timer"}});
+    std::string js = render_meta_json(v, o, l, {{LimitName::wall_time, "monitor timer"}});
     CHECK(js.find("\"status\": \"TO\"") != std::string::npos);
     CHECK(js.find("\"mechanism\": \"monitor timer\"") != std::string::npos);
     CHECK(js.find("\"exit_code\": null") != std::string::npos);
@@ -257,7 +257,7 @@ TEST_CASE("isolate's vocabulary for gpubox's verdicts") {
     o.have_status = true, o.cpu_seconds = 0.0669, o.wall_seconds = 0.2481, o.max_rss_kb = 1000;
     o.memory_peak_bytes = 300 << 20;
     SECTION("a memory kill is SIGKILL with cg-oom-killed, never ML") {
-        o.status = SIGKILL, o.killed_for = "memory";
+        o.status = SIGKILL, o.killed_for = KillReason::memory;
         const Verdict v = judge(o, l);
         CHECK(v.status == "ML");
         CHECK(isolate_status(v) == "SG");
@@ -268,7 +268,7 @@ TEST_CASE("isolate's vocabulary for gpubox's verdicts") {
     }
     SECTION("an output kill is SIGXFSZ") {
         l.stdout_bytes = 10;
-        o.status = SIGKILL, o.killed_for = "stdout";
+        o.status = SIGKILL, o.killed_for = KillReason::stdout_;
         const Verdict v = judge(o, l);
         CHECK(v.status == "OL");
         CHECK(isolate_status(v) == "SG");
@@ -314,4 +314,19 @@ TEST_CASE("limit option values") {
     CHECK(find_meta_path({"run", "--bogus", "--meta", "m.json", "r"}) == "m.json");
     CHECK(find_meta_path({"run", "--meta=x", "r"}) == "x");
     CHECK(find_meta_path({"run", "r", "--", "--meta", "no"}) == "");
+}
+
+TEST_CASE("limit names and meta formats: one table each, names give the value back") {
+    for (int i = 0; i <= static_cast<int>(LimitName::kill); ++i) {
+        const auto name = static_cast<LimitName>(i);
+        CHECK(to_string(name) != "?");
+        CHECK(limit_from_name(to_string(name)) == name);
+    }
+    CHECK(to_string(LimitName::stdout_) == "stdout");
+    CHECK_FALSE(limit_from_name("stdout_"));
+    CHECK(parse_meta_format("isolate") == MetaFormat::isolate);
+    CHECK(to_string(parse_meta_format("json")) == "json");
+    CHECK_THROWS_WITH(parse_meta_format("xml"), "--meta-format: expected json or isolate, got \"xml\"");
+    CHECK(limit_of(KillReason::stderr_) == LimitName::stderr_);
+    CHECK_FALSE(limit_of(KillReason::parent_died));
 }

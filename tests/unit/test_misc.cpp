@@ -1,15 +1,20 @@
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "launcher/stdio.hpp"
 #include "common/error.hpp"
+#include "common/sys.hpp"
+#include "common/sys_host.hpp"
 #include "common/text.hpp"
 #include "isolate/id_map.hpp"
 #include "isolate/namespaces.hpp"
 #include "launcher/environment.hpp"
+#include "temp_dir.hpp"
 
 using namespace gpubox;
 
@@ -57,6 +62,61 @@ TEST_CASE("describe walks nested errors; hints name the setting") {
     CHECK(hint_for(e).find("user.max_user_namespaces") != std::string::npos);
 }
 
+namespace {
+
+std::string hint_of(const SysError& s) { return hint_for(std::make_exception_ptr(s)); }
+
+}  // namespace
+
+TEST_CASE("hints match the syscall, errno and path, not the message's words") {
+    // The same failures worded three ways: the hint is the same, as it is keyed on values.
+    for (const char* words : {"clone3(0x7e020000)", "made up words", ""}) {
+        CHECK_THAT(hint_of(SysError(Syscall::clone3, ENOSPC, words)),
+                   Catch::Matchers::Contains("user.max_user_namespaces"));
+        CHECK_THAT(hint_of(SysError(Syscall::unshare, EPERM, words)),
+                   Catch::Matchers::Contains("apparmor_restrict_unprivileged_userns"));
+        CHECK_THAT(hint_of(SysError(Syscall::write, EPERM, words, "/proc/42/uid_map")),
+                   Catch::Matchers::Contains("apparmor_restrict_unprivileged_userns"));
+        CHECK_THAT(hint_of(SysError(Syscall::fsopen, EPERM, words, "proc")),
+                   Catch::Matchers::Contains("fresh /proc"));
+        CHECK_THAT(hint_of(SysError(Syscall::fsconfig, EPERM, words, "sysfs")),
+                   Catch::Matchers::Contains("drop --share-net"));
+        CHECK_THAT(hint_of(SysError(Syscall::fsmount, ENOSPC, words, "tmpfs")),
+                   Catch::Matchers::Contains("fs.mount-max"));
+        CHECK_THAT(hint_of(SysError(Syscall::fsconfig, EINVAL, words, "overlay")),
+                   Catch::Matchers::Contains("overlayfs refused"));
+        CHECK_THAT(hint_of(SysError(Syscall::seccomp, EINVAL, words)),
+                   Catch::Matchers::Contains("CONFIG_SECCOMP_FILTER"));
+        CHECK_THAT(hint_of(SysError(Syscall::openat2, ENOENT, words, "/dev/nvidia-uvm")),
+                   Catch::Matchers::Contains("nvidia-modprobe"));
+    }
+    // Another errno, call or path: no hint.
+    CHECK(hint_of(SysError(Syscall::clone3, ENOMEM, "clone3(0x7e020000)")).empty());
+    CHECK(hint_of(SysError(Syscall::fsopen, EPERM, "fsopen(\"tmpfs\")", "tmpfs")).empty());
+    CHECK(hint_of(SysError(Syscall::openat2, ENOENT, "x", "/dev/nvidia0")).empty());
+    CHECK(hint_of(SysError(Syscall::mount_setattr, ENOSPC, "mount_setattr(\"/\")", "/")).empty());
+    // A message naming the call, where the value says otherwise, gets none.
+    CHECK(hint_of(SysError(Syscall::read, EPERM, "clone3(0x7e020000)")).empty());
+}
+
+TEST_CASE("a SysError given only its text reads the call and path from it") {
+    const SysError s(ENOENT, "open_tree(\"/dev/nvidia-uvm\", OPEN_TREE_CLONE)");
+    CHECK(s.call == Syscall::open_tree);
+    CHECK(s.path == "/dev/nvidia-uvm");
+    CHECK(SysError(EPERM, "fsopen(\"a\\\"b\")").path == "a\"b");
+    CHECK(SysError(EPERM, "check \"/x\": not the device").call == Syscall::unknown);
+    CHECK(SysError(EPERM, "pidfd_open(7)").path.empty());
+}
+
+TEST_CASE("every Syscall has one name, and the name gives it back") {
+    for (int i = static_cast<int>(Syscall::open); i <= static_cast<int>(Syscall::tcsetattr); ++i) {
+        const auto call = static_cast<Syscall>(i);
+        CHECK(to_string(call) != "?");
+        CHECK(syscall_from_name(to_string(call)) == call);
+    }
+    CHECK(syscall_from_name("no_such_call") == Syscall::unknown);
+}
+
 TEST_CASE("quote escapes what could forge a line") {
     CHECK(quote("a\"b\n") == "\"a\\\"b\\x0a\"");
 }
@@ -96,4 +156,33 @@ TEST_CASE("plan_stdio: the workload never holds an fd of a host file") {
         CHECK_FALSE(plan_stdio({closed, of(S_IFREG, 5), of(S_IFREG, 5)}, {false, true, false}).err_into_out);
         CHECK_FALSE(plan_stdio({closed, of(S_IFIFO, 5), of(S_IFIFO, 5)}, {false, true, true}).err_into_out);
     }
+}
+
+TEST_CASE("sys_host: a failure is a SysError naming call and path, or a value for try_*") {
+    test::TempDir tmp("sys-host");
+    const std::string dir = tmp.dir.string();
+    sys::mkdir(dir + "/d", 0755);
+    try {
+        sys::mkdir(dir + "/d", 0755);
+        FAIL("a second mkdir succeeded");
+    } catch (const SysError& e) {
+        CHECK(e.call == Syscall::mkdir);
+        CHECK(e.err() == EEXIST);
+        CHECK(e.path == dir + "/d");
+    }
+    const UniqueFd root = sys::open_at(AT_FDCWD, dir, O_PATH | O_DIRECTORY);
+    {
+        UniqueFd f = sys::open_at(root.get(), "f", O_WRONLY | O_CREAT, 0600);
+        sys::pwrite_all(f.get(), "hello", 0, "f");
+    }
+    std::vector<std::string> names = sys::list_dir(root.get(), ".");
+    std::sort(names.begin(), names.end());
+    CHECK(names == std::vector<std::string>{"d", "f"});
+    CHECK(sys::try_read_at(root.get(), "f", 3) == "hel");
+    CHECK(sys::try_read_at(root.get(), "missing").empty());
+    CHECK_FALSE(sys::try_list_dir(root.get(), "missing"));
+    CHECK_THROWS_AS(sys::list_dir(root.get(), "missing"), SysError);
+    CHECK(sys::try_rmdir(dir + "/missing") == -ENOENT);
+    sys::remove_dir_at(root.get(), "d");
+    CHECK(sys::try_list_dir(root.get(), ".")->size() == 1);
 }

@@ -198,12 +198,21 @@ TEST_CASE("the verdict of a run ended from outside") {
     CHECK(v.status == "RE");
     CHECK(v.terminated == "SIGTERM");
     CHECK(v.message == "exited with code 7 (terminated: SIGTERM sent to gpubox, forwarded)");
-    o.killed_for = "kill_after", o.kill_after = 2;
+    o.killed_for = KillReason::kill_after, o.kill_after = 2;
     v = judge(o, {});
-    CHECK((v.status == "SG" && v.killed && v.signal == SIGKILL && v.gpubox_exit == 137 && v.limit.empty()));
+    CHECK((v.status == "SG" && v.killed && v.signal == SIGKILL && v.gpubox_exit == 137 && !v.limit));
     CHECK(v.message == "terminated: SIGTERM sent to gpubox; the sandbox was killed after --kill-after 2.000 s");
     CHECK(render_meta_json(v, o, {}, {}).find("\"terminated\": \"SIGTERM\"") != std::string::npos);
-    o.killed_for = "parent_died", o.terminated_by = 0;
+    o.killed_for = KillReason::parent_died, o.terminated_by = 0;
     CHECK(judge(o, {}).terminated == "parent_died");
     CHECK(render_meta_json(judge(RunOutcome{}, {}), RunOutcome{}, {}, {}).find("\"terminated\": null") != std::string::npos);
+}
+
+TEST_CASE("a GpuSpec reads back as --gpu takes it") {
+    for (const char* text : {"none", "all", "slurm", "env", "auto", "auto:3", "0", "3,GPU-abc,0000:3b:00.0"}) {
+        const GpuSpec spec = parse_gpu_spec(text);
+        CHECK(to_string(spec) == text);
+        CHECK(to_string(parse_gpu_spec(to_string(spec))) == text);
+    }
+    CHECK(to_string(GpuSpec{K::minors, {}, {1, 12}, 1, "SLURM_STEP_GPUS=1,12"}) == "1,12");
 }
