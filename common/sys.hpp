@@ -2,10 +2,13 @@
 // THE syscall wrappers. Each one captures errno on failure and throws SysError whose text names
 // the call, its quoted paths and symbolic flags, so `grep sys::mount` has one answer and every
 // failure reads "op(args): reason".
+#include <sched.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -70,7 +73,8 @@ bool flock_try(int fd, bool shared, const std::string& what);
 int try_faccessat(const std::string& path, int mode);
 void ftruncate(int fd, off_t size, const std::string& what);
 UniqueFd dup_cloexec(int fd);           // fcntl(F_DUPFD_CLOEXEC)
-void dup2(int from, int to);            // onto `to`, which stays open across exec
+void dup2(int from, int to);
+void set_nonblocking(int fd, const std::string& what);  // fcntl(F_SETFL, O_NONBLOCK)            // onto `to`, which stays open across exec
 
 // Processes and namespaces.
 void unshare(int flags);
@@ -80,13 +84,40 @@ UniqueFd pidfd_open(pid_t pid);
 void prctl(int option, unsigned long arg, const std::string& what);
 void close_range_cloexec(unsigned first);
 void pipe(UniqueFd& read_end, UniqueFd& write_end);
-// A connected AF_UNIX stream pair (close-on-exec), and an fd passed over it with one byte:
-// send_fd(sock, -1) sends the byte alone. recv_fd is false at EOF; `out` is the fd or empty.
+// A connected AF_UNIX SOCK_SEQPACKET pair (close-on-exec): each send is one frame, delivered
+// whole and never interleaved with another writer's, EOF once every peer end is closed.
 void socketpair(UniqueFd& a, UniqueFd& b);
-void send_fd(int sock, int fd, const std::string& what);
-bool recv_fd(int sock, UniqueFd& out, const std::string& what);
+// One frame: `bytes` (never empty) and optionally one fd beside it (SCM_RIGHTS). A peer that
+// is gone answers EPIPE (no SIGPIPE). `what` names the channel in errors.
+void send_frame(int sock, std::string_view bytes, int fd, const std::string& what);
+// The next frame's first byte, left queued; -1 at EOF.
+int peek_frame(int sock, const std::string& what);
+// The next frame and its fd, if one came (close-on-exec); false at EOF.
+bool recv_frame(int sock, std::string& bytes, UniqueFd& fd, const std::string& what);
 UniqueFd memfd(const std::string& name);
 void install_seccomp_filter(const void* prog_bytes, std::size_t len);
+
+// Processes and signals (the sandbox's init and workload, the monitor).
+pid_t clone3(void* args, std::size_t size, int ns_flags);  // clone3(2); isolate/spawn.cpp only
+pid_t fork();
+void setsid();
+[[noreturn]] void exit_now(int code);  // _exit(2): no atexit handlers, no stdio flush
+mode_t set_umask(mode_t mask);
+int try_execve(const std::string& path, char* const argv[], char* const envp[]);  // its errno
+void unblock_all_signals();
+void default_signal(int sig);
+void ignore_signal(int sig);
+// sigtimedwait for a signal of `set` (blocked), for at most `ns` (nullopt: for ever): the
+// signal, or -1 when the time ran out or a handler interrupted it.
+int wait_signal(const sigset_t& set, std::optional<std::uint64_t> ns);
+void signal_group(pid_t pid, int sig);  // kill(-pid), else kill(pid): best effort
+pid_t reap_any(int& status);            // waitpid(-1, WNOHANG): a pid, 0 or -1 (none left)
+bool poll_readable(int fd, int timeout_ms);
+// sched_setaffinity, best effort: where refused (or with one usable CPU) nothing changes.
+void set_affinity(pid_t pid, const cpu_set_t& cpus);
+cpu_set_t affinity();                   // empty where it cannot be read (> 1024 CPUs)
+unsigned usable_cpus();                 // at least 1
+std::uint64_t monotonic_ns();
 
 // uname(2)'s release ("6.18.44-fc") and whether it is at least major.minor.
 std::string kernel_release();

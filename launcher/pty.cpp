@@ -7,25 +7,12 @@
 #include <string>
 
 #include "common/sys.hpp"
+#include "launcher/channel.hpp"
 
 namespace gpubox::launcher::pty {
 
 bool wanted(bool stdin_tty, bool stdout_tty, bool output_capped) {
     return stdin_tty && stdout_tty && !output_capped;
-}
-
-void enter_new_pty(const PtySpec& spec) {
-    UniqueFd master = sys::open_at(AT_FDCWD, "/dev/ptmx", O_RDWR | O_NOCTTY);  // the sandbox's devpts
-    int unlock = 0;
-    if (::ioctl(master.get(), TIOCSPTLCK, &unlock) < 0) sys::fail("ioctl(\"/dev/ptmx\", TIOCSPTLCK)", errno);
-    UniqueFd slave(::ioctl(master.get(), TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC));
-    if (!slave.valid()) sys::fail("ioctl(\"/dev/ptmx\", TIOCGPTPEER)", errno);
-    if (spec.size.ws_row && ::ioctl(slave.get(), TIOCSWINSZ, &spec.size) < 0) sys::fail("ioctl(pty, TIOCSWINSZ)", errno);
-    sys::send_fd(spec.sock, master.get(), "pty socket");
-    ::close(spec.sock);
-    for (int fd = 0; fd <= (spec.stderr_too ? 2 : 1); ++fd)
-        if (::dup2(slave.get(), fd) < 0) sys::fail("dup2(pty)", errno);
-    if (::ioctl(STDIN_FILENO, TIOCSCTTY, 0) < 0) sys::fail("ioctl(pty, TIOCSCTTY)", errno);
 }
 
 namespace {
@@ -50,20 +37,19 @@ std::string take_typeahead(cc_t eof) {
 
 }  // namespace
 
-int Terminal::prepare(PtySpec& spec, bool output_capped) {
-    if (!wanted(::isatty(STDIN_FILENO) == 1, ::isatty(STDOUT_FILENO) == 1, output_capped)) return -1;
-    sys::socketpair(mine_, child_end_);
-    spec.sock = child_end_.get();
+bool Terminal::prepare(PtySpec& spec, bool output_capped) {
+    if (!wanted(::isatty(STDIN_FILENO) == 1, ::isatty(STDOUT_FILENO) == 1, output_capped)) return false;
     spec.stderr_too = ::isatty(STDERR_FILENO) == 1;
     if (::ioctl(STDIN_FILENO, TIOCGWINSZ, &spec.size) < 0) spec.size = {};
-    return mine_.get();
+    return true;
 }
 
-void Terminal::attach() {
-    if (!mine_.valid()) return;
-    const bool got = sys::recv_fd(mine_.get(), master_, "pty socket");
-    mine_.reset();
-    if (!got || !master_.valid()) return;
+void Terminal::attach(UniqueFd sock) {
+    if (!sock.valid()) return;
+    std::optional<channel::Frame> got = channel::receive(sock.get());
+    sock.reset();
+    if (!got || !std::holds_alternative<channel::PtyMaster>(*got)) return;
+    master_ = std::move(std::get<channel::PtyMaster>(*got).master);
     master_fd_ = master_.get();
     // Non-blocking: a workload that does not read its terminal stalls nothing in the monitor.
     if (::fcntl(master_.get(), F_SETFL, O_NONBLOCK) < 0) sys::fail("fcntl(pty, O_NONBLOCK)", errno);

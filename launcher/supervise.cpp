@@ -11,7 +11,9 @@
 #include <chrono>
 #include <cstring>
 
+#include "common/error.hpp"
 #include "common/sys.hpp"
+#include "launcher/channel.hpp"
 #include "isolate/usage.hpp"
 #include "launcher/child_main.hpp"
 #include "launcher/pty.hpp"
@@ -76,14 +78,14 @@ public:
     }
 
     RunOutcome run() {
-        report_fd_ = s_.report_fd;
+        control_ = s_.control;
         while (!exited_) step();
         stdin_.stop();
         rusage ru{};
         while (::wait4(s_.child.pid, &out_.init_status, 0, &ru) < 0 && errno == EINTR) {
         }
         out_.wall_seconds = std::chrono::duration<double>(Clock::now() - start_).count();
-        while (report_fd_ >= 0) read_report();
+        while (control_ >= 0) read_report();
         for (Relay& r : relays_)
             while (r.in >= 0) relay(r);
         finish(ru);
@@ -109,7 +111,7 @@ private:
     }
 
     void step() {
-        pollfd fds[7] = {{sigfd_.get(), POLLIN, 0}, {s_.child.pidfd.get(), POLLIN, 0}, {report_fd_, POLLIN, 0},
+        pollfd fds[7] = {{sigfd_.get(), POLLIN, 0}, {s_.child.pidfd.get(), POLLIN, 0}, {control_, POLLIN, 0},
                          {relays_[0].in, POLLIN, 0}, {relays_[1].in, POLLIN, 0}, {stdin_.fd(), stdin_.wants(), 0},
                          {out_.killed_for.empty() ? s_.parent_pidfd : -1, POLLIN, 0}};
         int n = ::poll(fds, 7, timeout_ms());
@@ -142,21 +144,23 @@ private:
     }
 
     void read_report() {
-        isolate::Message m;
-        if (!isolate::read_message(report_fd_, m)) {
-            report_fd_ = -1;
+        std::optional<channel::Frame> f;
+        try {
+            f = channel::receive(control_);
+        } catch (const SetupError&) {
+            return;  // cannot come from our own sandbox code: dropped, the run goes on
+        }
+        if (!f) {
+            control_ = -1;
             return;
         }
-        if (m.type == isolate::MsgType::error && !out_.setup_failed)
-            out_.setup_failed = true, out_.setup_code = m.code, out_.message = m.text;
-        if (m.type == isolate::MsgType::status) out_.have_status = true, out_.status = m.code;
-        if (m.type == isolate::MsgType::usage) on_usage(m.text);
+        if (auto* x = std::get_if<channel::Failure>(&*f); x && !out_.setup_failed)
+            out_.setup_failed = true, out_.setup_code = x->code, out_.message = std::move(x->text);
+        if (auto* x = std::get_if<channel::Exited>(&*f)) out_.have_status = true, out_.status = x->wait_status;
+        if (auto* x = std::get_if<channel::Sample>(&*f)) on_usage(x->usage);
     }
 
-    void on_usage(const std::string& bytes) {
-        isolate::Usage u;
-        if (bytes.size() != sizeof u) return;
-        std::memcpy(&u, bytes.data(), sizeof u);
+    void on_usage(const isolate::Usage& u) {
         sampled_peak_ = std::max(sampled_peak_, u.memory_bytes);
         sampled_cpu_ns_ = std::max(sampled_cpu_ns_, u.cpu_ns);
         if (s_.limits.cpu_seconds && !s_.cgroup.caps.usable && u.cpu_ns > *s_.limits.cpu_seconds * 1e9) kill_for("cpu_time");
@@ -211,7 +215,7 @@ private:
     std::optional<Clock::time_point> deadline_;
     std::optional<Clock::time_point> grace_end_;  // set by the first SIGTERM, SIGINT or SIGHUP
     UniqueFd sigfd_;
-    int report_fd_ = -1;
+    int control_ = -1;
     Relay relays_[2];
     StdinPump stdin_;
     bool exited_ = false;
