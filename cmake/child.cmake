@@ -11,6 +11,7 @@ set(GPUBOX_CHILD_SOURCES
   launcher/channel.cpp      # the typed frames both sides exchange
   launcher/pty_open.cpp     # the workload's own pty
   rootfs/layer.cpp          # the root: gpubox's tmpfs, the overlay's layer and its entries
+  rootfs/entry.cpp          # the one owner of the entries ops need, whatever the target
   rootfs/apply.cpp          # the executor: every op of the plan, by fd
   rootfs/resolve.cpp        # paths inside the root, by fd, never following a link out of it
   rootfs/wire.cpp           # the mount ops' codec (init decodes the late plan)

@@ -15,9 +15,11 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <type_traits>
 #include <cstdio>
 #include <cstring>
@@ -171,6 +173,68 @@ std::string read_file(const std::string& path, std::size_t limit) {
 void write_file(const std::string& path, std::string_view data) {
     UniqueFd fd = open_at(AT_FDCWD, path, O_WRONLY);
     write_all(fd.get(), data, path);
+}
+
+int try_open_at(int dirfd, const std::string& name, int flags, mode_t mode) {
+    const int fd = ::openat(dirfd, name.c_str(), flags | O_CLOEXEC, mode);
+    return fd < 0 ? -errno : fd;
+}
+
+int try_lstat_at(int dirfd, const std::string& name, struct stat& st) {
+    return ::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+}
+
+int try_stat(const std::string& path, struct stat& st) {
+    return ::stat(path.c_str(), &st) < 0 ? -errno : 0;
+}
+
+int try_read_link_at(int dirfd, const std::string& name, std::string& text) {
+    char buf[4096];
+    const ssize_t n = ::readlinkat(dirfd, name.c_str(), buf, sizeof buf);
+    if (n < 0) return -errno;
+    if (static_cast<std::size_t>(n) == sizeof buf) return -ENAMETOOLONG;
+    text.assign(buf, static_cast<std::size_t>(n));
+    return 0;
+}
+
+int try_mkdir_at(int dirfd, const std::string& name, mode_t mode) {
+    return ::mkdirat(dirfd, name.c_str(), mode) < 0 ? -errno : 0;
+}
+
+int try_mknod_file_at(int dirfd, const std::string& name, mode_t mode) {
+    return ::mknodat(dirfd, name.c_str(), S_IFREG | mode, 0) < 0 ? -errno : 0;
+}
+
+int try_symlink_at(const std::string& text, int dirfd, const std::string& name) {
+    return ::symlinkat(text.c_str(), dirfd, name.c_str()) < 0 ? -errno : 0;
+}
+
+int try_unlink_at(int dirfd, const std::string& name) {
+    return ::unlinkat(dirfd, name.c_str(), 0) < 0 ? -errno : 0;
+}
+
+void fchmod_at(int dirfd, const std::string& name, mode_t mode) {
+    if (::fchmodat(dirfd, name.c_str(), mode, 0) < 0)
+        fail(cat("fchmodat(", quote(name), ", 0", std::oct, mode, ")"), errno);
+}
+
+mode_t set_umask(mode_t mask) { return ::umask(mask); }
+
+pid_t fork(const std::string& what) {
+    return check(::fork(), [&] { return cat("fork() for ", what); });
+}
+
+int wait_status(pid_t pid) {
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) fail(cat("waitpid(", pid, ")"), errno);
+    return status;
+}
+
+void kill_and_reap(pid_t pid) noexcept {
+    ::kill(pid, SIGKILL);
+    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
 }
 
 UniqueFd fsopen(const std::string& fstype) {

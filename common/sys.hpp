@@ -40,6 +40,24 @@ std::string read_all(int fd, const std::string& what, std::size_t limit = 64 << 
 std::string read_file(const std::string& path, std::size_t limit = 1 << 20);
 void write_file(const std::string& path, std::string_view data);
 
+// Probes for the in-root walk and the entry writers, which decide per errno (a missing
+// component is made, an existing entry kept): the fd or 0, else -errno. O_CLOEXEC is added.
+int try_open_at(int dirfd, const std::string& name, int flags, mode_t mode = 0);
+int try_lstat_at(int dirfd, const std::string& name, struct stat& st);
+int try_stat(const std::string& path, struct stat& st);
+int try_read_link_at(int dirfd, const std::string& name, std::string& text);
+int try_mkdir_at(int dirfd, const std::string& name, mode_t mode);     // EEXIST is an error here
+int try_mknod_file_at(int dirfd, const std::string& name, mode_t mode);  // an empty file
+int try_symlink_at(const std::string& text, int dirfd, const std::string& name);
+int try_unlink_at(int dirfd, const std::string& name);
+void fchmod_at(int dirfd, const std::string& name, mode_t mode);  // never follows a final link
+mode_t set_umask(mode_t mask);                                     // umask(2): the previous mask
+// A helper process: fork(2) naming `what`; its exit status (waitpid, EINTR retried); and, on
+// a failure path, SIGKILL and reaping, errors ignored, so no zombie is left behind.
+pid_t fork(const std::string& what);
+int wait_status(pid_t pid);
+void kill_and_reap(pid_t pid) noexcept;
+
 // Mounts: only the new mount API, plus make_rprivate.
 UniqueFd fsopen(const std::string& fstype);
 void fsconfig_string(int fsfd, const std::string& fstype, const std::string& key,
@@ -99,10 +117,8 @@ void install_seccomp_filter(const void* prog_bytes, std::size_t len);
 
 // Processes and signals (the sandbox's init and workload, the monitor).
 pid_t clone3(void* args, std::size_t size, int ns_flags);  // clone3(2); isolate/spawn.cpp only
-pid_t fork();
 void setsid();
 [[noreturn]] void exit_now(int code);  // _exit(2): no atexit handlers, no stdio flush
-mode_t set_umask(mode_t mask);
 int try_execve(const std::string& path, char* const argv[], char* const envp[]);  // its errno
 void unblock_all_signals();
 void default_signal(int sig);

@@ -94,22 +94,12 @@ pid_t clone3(void* args, std::size_t size, int ns_flags) {
     return static_cast<pid_t>(pid);
 }
 
-pid_t fork() {
-    const pid_t pid = ::fork();
-    if (pid < 0) fail("fork()", errno);
-    return pid;
-}
-
 void setsid() {
     if (::setsid() < 0) fail("setsid()", errno);
 }
 
 void exit_now(int code) {
     ::_exit(code);
-}
-
-mode_t set_umask(mode_t mask) {
-    return ::umask(mask);
 }
 
 int try_execve(const std::string& path, char* const argv[], char* const envp[]) {

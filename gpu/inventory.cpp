@@ -153,6 +153,47 @@ Node find_node(HostFiles& files, const std::string& path) {
     return n;
 }
 
+// One directory of /proc/driver/nvidia/gpus, and the bus address its name spells, if any.
+struct ProcGpuDir {
+    std::string dir;
+    std::optional<PciAddress> pci;
+};
+
+enum class GpuRead { ok, unusable, reorder };
+
+// GPU `g`, listed as `e`, from its information file: ok (a problem may still be noted),
+// unusable (`why` says why), or reorder: `lazy` placed it by its name, which its file
+// contradicts, and only the full read can order the GPUs.
+GpuRead read_nvidia_gpu(int root, HostFiles& files, const ProcGpuDir& e, bool lazy, Gpu& g,
+                        std::string& why) {
+    const std::string dir = "/proc/driver/nvidia/gpus/" + e.dir, path = dir + "/information";
+    auto text = read_in(root, path);
+    if (!text) return why = cat(quote(path), " cannot be read"), GpuRead::unusable;
+    GpuInformation info;
+    try {
+        info = parse_gpu_information(*text, path);
+    } catch (const PlanError& x) {
+        return why = x.what(), GpuRead::unusable;
+    }
+    auto pci = parse_pci_address(info.bus_location);
+    if (!pci) pci = e.pci;
+    if (!pci) return why = cat("its Bus Location ", quote(info.bus_location), " is not one"), GpuRead::unusable;
+    if (lazy && pci != e.pci) return GpuRead::reorder;
+    g.pci = *pci;
+    g.model = info.model;
+    g.uuid = info.uuid;
+    g.minor = info.device_minor;
+    // Its directory is bound into the sandbox: from where it is inside the driver root.
+    if (const HostFiles::Found d = files.find(dir); d.exists && S_ISDIR(d.st.st_mode))
+        g.proc_host = d.host;
+    else
+        g.problem = cat(quote(dir), " is not a directory inside the driver root");
+    g.nodes.push_back(find_node(files, cat("/dev/nvidia", info.device_minor)));
+    for (const std::string& name : list_dir(root, cat("/proc/driver/nvidia/capabilities/gpu", g.minor, "/mig")))
+        if (starts_with(name, "gi")) ++g.mig_instances;
+    return GpuRead::ok;
+}
+
 // The driver's GPUs, indexed in PCI bus order, as nvidia-smi numbers them (one whose
 // information file cannot be read or parsed is kept, unusable). With `only` (indices), the
 // others get their place in that order from their directory's name alone, with no read of their
@@ -160,11 +201,7 @@ Node find_node(HostFiles& files, const std::string& path) {
 // eight.
 void add_nvidia_gpus(int root, HostFiles& files, GpuInventory& inv, const std::vector<Gpu>& sysfs_nvidia,
                      const std::vector<int>& only) {
-    struct Entry {
-        std::string dir;
-        std::optional<PciAddress> pci;  // from the directory's name
-    };
-    std::vector<Entry> dirs;
+    std::vector<ProcGpuDir> dirs;
     bool named = true;  // every directory is named by its bus address, as the driver names them
     for (std::string& dir : list_dir(root, "/proc/driver/nvidia/gpus")) {
         auto pci = parse_pci_address(dir);
@@ -178,10 +215,10 @@ void add_nvidia_gpus(int root, HostFiles& files, GpuInventory& inv, const std::v
         auto it = std::find_if(sysfs_nvidia.begin(), sysfs_nvidia.end(), [&](const Gpu& x) { return x.pci == pci; });
         return it != sysfs_nvidia.end() ? it->pci_class : 0;
     };
-    if (lazy) std::sort(dirs.begin(), dirs.end(), [](const Entry& a, const Entry& b) { return *a.pci < *b.pci; });
+    if (lazy) std::sort(dirs.begin(), dirs.end(), [](const ProcGpuDir& a, const ProcGpuDir& b) { return *a.pci < *b.pci; });
     std::vector<Gpu> found;
     std::vector<std::string> unplaced;
-    for (const Entry& e : dirs) {
+    for (const ProcGpuDir& e : dirs) {
         Gpu g{Vendor::nvidia};
         g.pci_name = g.proc_dir = e.dir;
         const int index = static_cast<int>(found.size());
@@ -190,50 +227,20 @@ void add_nvidia_gpus(int root, HostFiles& files, GpuInventory& inv, const std::v
             found.push_back(std::move(g));
             continue;
         }
-        const std::string dir = "/proc/driver/nvidia/gpus/" + e.dir, path = dir + "/information";
+        std::string why;
+        const GpuRead r = read_nvidia_gpu(root, files, e, lazy, g, why);
+        if (r == GpuRead::reorder) return add_nvidia_gpus(root, files, inv, sysfs_nvidia, {});
         // A GPU the driver lists but does not describe keeps its place, by its directory's
         // name, with the reason: left out, every later index would name the next GPU; failing
         // the whole read would hide the healthy ones. Without a name to place it by, it is
         // recorded as unplaced, which makes every index uncertain.
-        const auto keep_unusable = [&](std::string why) {
-            if (!e.pci)
-                return unplaced.push_back(cat(quote(dir), " is not named by a PCI address, and ", why));
-            g.pci = *e.pci, g.pci_class = sysfs_class(g.pci), g.problem = std::move(why);
-            found.push_back(std::move(g));
-        };
-        auto text = read_in(root, path);
-        if (!text) {
-            keep_unusable(cat(quote(path), " cannot be read"));
+        if (r == GpuRead::unusable && !e.pci) {
+            unplaced.push_back(cat(quote("/proc/driver/nvidia/gpus/" + e.dir),
+                                   " is not named by a PCI address, and ", why));
             continue;
         }
-        GpuInformation info;
-        try {
-            info = parse_gpu_information(*text, path);
-        } catch (const PlanError& x) {
-            keep_unusable(x.what());
-            continue;
-        }
-        auto pci = parse_pci_address(info.bus_location);
-        if (!pci) pci = e.pci;
-        if (!pci) {
-            keep_unusable(cat("its Bus Location ", quote(info.bus_location), " is not one"));
-            continue;
-        }
-        // Only the full read can order GPUs whose files disagree with their directories' names.
-        if (lazy && pci != e.pci) return add_nvidia_gpus(root, files, inv, sysfs_nvidia, {});
-        g.pci = *pci;
+        if (r == GpuRead::unusable) g.pci = *e.pci, g.problem = std::move(why);
         g.pci_class = sysfs_class(g.pci);
-        g.model = info.model;
-        g.uuid = info.uuid;
-        g.minor = info.device_minor;
-        // Its directory is bound into the sandbox: from where it is inside the driver root.
-        if (const HostFiles::Found d = files.find(dir); d.exists && S_ISDIR(d.st.st_mode))
-            g.proc_host = d.host;
-        else
-            g.problem = cat(quote(dir), " is not a directory inside the driver root");
-        g.nodes.push_back(find_node(files, cat("/dev/nvidia", info.device_minor)));
-        for (const std::string& name : list_dir(root, cat("/proc/driver/nvidia/capabilities/gpu", g.minor, "/mig")))
-            if (starts_with(name, "gi")) ++g.mig_instances;
         found.push_back(std::move(g));
     }
     std::stable_sort(found.begin(), found.end(), [](const Gpu& a, const Gpu& b) { return a.pci < b.pci; });
@@ -336,6 +343,27 @@ const char* to_string(Vendor v) {
     return "?";
 }
 
+// The shared nodes found, and every NVIDIA node checked against the numbers the driver
+// registered in /proc/devices: a node with other numbers is not the one the driver made.
+void check_nvidia_nodes(int r, HostFiles& files, GpuInventory& inv) {
+    const std::string devices = read_in(r, "/proc/devices").value_or("");
+    for (const char* n : {"nvidiactl", "nvidia-modeset", "nvidia-uvm", "nvidia-uvm-tools"})
+        inv.shared_nodes[n] = find_node(files, cat("/dev/", n));
+    int major = parse_char_major(devices, "nvidia");
+    if (major < 0) major = parse_char_major(devices, "nvidia-frontend");
+    if (major < 0) major = kNvidiaMajor;
+    for (Gpu& g : inv.gpus)
+        if (g.vendor == Vendor::nvidia && !g.nodes.empty() && g.nodes[0].exists && g.nodes[0].rdev != makedev(major, g.minor))
+            g.nodes[0].is_char = false;  // not the node the driver made for this minor
+    inv.shared_nodes["nvidiactl"].is_char &= inv.shared_nodes["nvidiactl"].rdev == makedev(major, 255);
+    inv.shared_nodes["nvidia-modeset"].is_char &= inv.shared_nodes["nvidia-modeset"].rdev == makedev(major, 254);
+    const int uvm = parse_char_major(devices, "nvidia-uvm");
+    if (uvm >= 0) {
+        inv.shared_nodes["nvidia-uvm"].is_char &= inv.shared_nodes["nvidia-uvm"].rdev == makedev(uvm, 0);
+        inv.shared_nodes["nvidia-uvm-tools"].is_char &= inv.shared_nodes["nvidia-uvm-tools"].rdev == makedev(uvm, 1);
+    }
+}
+
 GpuInventory discover_gpus(const std::string& driver_root, unsigned caps, Scope scope, const std::vector<int>& only) {
     GpuInventory inv;
     inv.driver_root = driver_root.size() > 1 && driver_root.back() == '/' ? driver_root.substr(0, driver_root.size() - 1) : driver_root;
@@ -373,22 +401,7 @@ GpuInventory discover_gpus(const std::string& driver_root, unsigned caps, Scope 
     add_nvidia_gpus(r, files, inv, sysfs_nvidia, only);
     inv.gpus.insert(inv.gpus.end(), others.begin(), others.end());
 
-    const std::string devices = read_in(r, "/proc/devices").value_or("");
-    for (const char* n : {"nvidiactl", "nvidia-modeset", "nvidia-uvm", "nvidia-uvm-tools"})
-        inv.shared_nodes[n] = find_node(files, cat("/dev/", n));
-    int major = parse_char_major(devices, "nvidia");
-    if (major < 0) major = parse_char_major(devices, "nvidia-frontend");
-    if (major < 0) major = kNvidiaMajor;
-    for (Gpu& g : inv.gpus)
-        if (g.vendor == Vendor::nvidia && !g.nodes.empty() && g.nodes[0].exists && g.nodes[0].rdev != makedev(major, g.minor))
-            g.nodes[0].is_char = false;  // not the node the driver made for this minor
-    inv.shared_nodes["nvidiactl"].is_char &= inv.shared_nodes["nvidiactl"].rdev == makedev(major, 255);
-    inv.shared_nodes["nvidia-modeset"].is_char &= inv.shared_nodes["nvidia-modeset"].rdev == makedev(major, 254);
-    const int uvm = parse_char_major(devices, "nvidia-uvm");
-    if (uvm >= 0) {
-        inv.shared_nodes["nvidia-uvm"].is_char &= inv.shared_nodes["nvidia-uvm"].rdev == makedev(uvm, 0);
-        inv.shared_nodes["nvidia-uvm-tools"].is_char &= inv.shared_nodes["nvidia-uvm-tools"].rdev == makedev(uvm, 1);
-    }
+    check_nvidia_nodes(r, files, inv);
     if (std::any_of(inv.gpus.begin(), inv.gpus.end(), [](auto& g) { return g.vendor == Vendor::nvidia; })) {
         add_binaries(r, files, inv, caps, add_libraries(r, files, inv, caps));
         // Path, and whether it is read-only inside: the socket and the pipes must stay usable.

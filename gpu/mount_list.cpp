@@ -21,7 +21,7 @@ BindDev device(const Node& n, const char* hint) {
     if (!n.is_char)
         throw PlanError(cat("host device node ", quote(n.path), " is not the expected character device"),
                         "the node does not match the driver's major:minor; recreate it (nvidia-modprobe)");
-    return BindDev{n.host, n.path, Need::required, n.rdev, Place::gpubox};
+    return BindDev{.source = n.host, .target = n.path, .rdev = n.rdev, .place = Place::gpubox};
 }
 
 void check_driver(const GpuInventory& inv) {
@@ -39,9 +39,9 @@ void check_driver(const GpuInventory& inv) {
                         "install the NVIDIA user-space driver and run ldconfig");
 }
 
-void add_nvidia(const GpuInventory& inv, const std::vector<Gpu>& sel, unsigned caps, const ImageInfo& image,
-                GpuPlan& p) {
-    check_driver(inv);
+// The device nodes: the control node, each selected GPU's, and those its capabilities need.
+void add_nvidia_devices(const GpuInventory& inv, const std::vector<Gpu>& sel, unsigned caps,
+                        GpuPlan& p) {
     const char* uvm_hint = "run 'nvidia-modprobe -u -c=0' (or any CUDA program) once on the host to create it";
     p.ops.push_back(device(inv.shared_nodes.at("nvidiactl"), "is the NVIDIA driver loaded? run nvidia-modprobe"));
     for (const Gpu& g : sel) {
@@ -60,30 +60,40 @@ void add_nvidia(const GpuInventory& inv, const std::vector<Gpu>& sel, unsigned c
         p.ops.push_back(device(inv.shared_nodes.at("nvidia-uvm-tools"), uvm_hint));
     }
     if (needs_modeset(caps)) p.ops.push_back(device(inv.shared_nodes.at("nvidia-modeset"), "run nvidia-modprobe -m"));
+}
 
-    // /proc/driver/nvidia: copies of the driver's files, and only the selected GPUs' entries. The
-    // tmpfs covers /proc/driver, so nvidia-caps and other drivers' entries are hidden too. It is
-    // read-only, as the driver's own files are.
-    p.ops.push_back(Tmpfs{"/proc/driver", 0555, true, true, Place::kernel});
-    p.ops.push_back(MakeDir{"/proc/driver/nvidia", 0555});
-    p.ops.push_back(MakeDir{"/proc/driver/nvidia/gpus", 0555});
-    if (!inv.proc_version.empty()) p.ops.push_back(WriteFile{"/proc/driver/nvidia/version", inv.proc_version, 0444});
-    p.ops.push_back(WriteFile{"/proc/driver/nvidia/params", rewrite_params(inv.proc_params), 0444});
-    if (!inv.proc_registry.empty()) p.ops.push_back(WriteFile{"/proc/driver/nvidia/registry", inv.proc_registry, 0444});
+// /proc/driver/nvidia: copies of the driver's files, and only the selected GPUs' entries. The
+// tmpfs covers /proc/driver, so nvidia-caps and other drivers' entries are hidden too. It is
+// read-only, as the driver's own files are.
+void add_nvidia_proc(const GpuInventory& inv, const std::vector<Gpu>& sel, GpuPlan& p) {
+    p.ops.push_back(Tmpfs{.target = "/proc/driver", .mode = 0555, .noexec = true, .read_only = true,
+                          .place = Place::kernel});
+    p.ops.push_back(MakeDir{.target = "/proc/driver/nvidia", .mode = 0555});
+    p.ops.push_back(MakeDir{.target = "/proc/driver/nvidia/gpus", .mode = 0555});
+    const auto file = [&](const char* name, std::string content) {
+        p.ops.push_back(WriteFile{.target = cat("/proc/driver/nvidia/", name), .content = std::move(content),
+                                  .mode = 0444});
+    };
+    if (!inv.proc_version.empty()) file("version", inv.proc_version);
+    file("params", rewrite_params(inv.proc_params));
+    if (!inv.proc_registry.empty()) file("registry", inv.proc_registry);
     for (const Gpu& g : sel)
-        p.ops.push_back(Bind{g.proc_host, "/proc/driver/nvidia/gpus/" + g.proc_dir, true, Need::required, Place::image,
-                             SourceKind::dir});
+        p.ops.push_back(Bind{.source = g.proc_host, .target = "/proc/driver/nvidia/gpus/" + g.proc_dir,
+                             .place = Place::image, .kind = SourceKind::dir});
+}
 
-    // Libraries at the image's default library path, with their soname links, plus an
-    // ld.so.cache that sends every driver soname there: the host's libraries win over any
-    // the image ships, for any layout, without running ldconfig.
-    // ld.so.cache lists files, and the utilities are files: a host where one is not fails at
-    // move_mount() with a clear error instead of mounting it.
+// Libraries at the image's default library path, with their soname links, plus an
+// ld.so.cache that sends every driver soname there: the host's libraries win over any
+// the image ships, for any layout, without running ldconfig.
+// ld.so.cache lists files, and the utilities are files: a host where one is not fails at
+// move_mount() with a clear error instead of mounting it.
+void add_nvidia_libraries(const GpuInventory& inv, const ImageInfo& image, GpuPlan& p) {
     std::vector<LdCacheEntry> cache;
     std::vector<std::string> ours;
     for (const DriverLib& lib : inv.libs) {
         const std::string file = image.libdir + "/" + lib.file;
-        p.ops.push_back(Bind{lib.host_path, file, true, Need::required, Place::image, SourceKind::file});
+        p.ops.push_back(Bind{.source = lib.host_path, .target = file, .place = Place::image,
+                             .kind = SourceKind::file});
         std::vector<std::pair<std::string, std::string>> links;  // name -> link text
         for (const std::string& so : lib.sonames) links.emplace_back(so, lib.file);
         // The development name where programs use it (dlopen("libcuda.so"), -lcuda, -lnvidia-ml),
@@ -94,7 +104,7 @@ void add_nvidia(const GpuInventory& inv, const std::vector<Gpu>& sel, unsigned c
             std::find(lib.sonames.begin(), lib.sonames.end(), dev) == lib.sonames.end())
             links.emplace_back(dev, lib.sonames.empty() ? lib.file : lib.sonames.front());
         for (const auto& [name, text] : links) {
-            p.ops.push_back(Symlink{text, image.libdir + "/" + name, Place::image});
+            p.ops.push_back(Symlink{.link_text = text, .path = image.libdir + "/" + name, .place = Place::image});
             cache.push_back({kLdFlagsNative, name, file, 0});
             ours.push_back(name);
         }
@@ -102,22 +112,33 @@ void add_nvidia(const GpuInventory& inv, const std::vector<Gpu>& sel, unsigned c
     for (const LdCacheEntry& e : image.ldcache)
         if (!(e.hwcap & kLdHwcapExtension) && std::find(ours.begin(), ours.end(), e.key) == ours.end())
             cache.push_back(e);
-    p.ops.push_back(WriteFile{"/etc/ld.so.cache", render_ldcache(cache), 0644, Place::image});
+    p.ops.push_back(WriteFile{.target = "/etc/ld.so.cache", .content = render_ldcache(cache), .mode = 0644,
+                              .place = Place::image});
+}
+
+void add_nvidia(const GpuInventory& inv, const std::vector<Gpu>& sel, unsigned caps, const ImageInfo& image,
+                GpuPlan& p) {
+    check_driver(inv);
+    add_nvidia_devices(inv, sel, caps, p);
+    add_nvidia_proc(inv, sel, p);
+    add_nvidia_libraries(inv, image, p);
     // OpenCL's ICD loader finds platforms through /etc/OpenCL/vendors; NVIDIA's own OpenCL
     // images write this file themselves, and without it libnvidia-opencl is never loaded.
     for (const DriverLib& lib : inv.libs) {
         if (!starts_with(lib.file, "libnvidia-opencl.so.")) continue;
         const auto so = std::find_if(lib.sonames.begin(), lib.sonames.end(),
                                      [](const std::string& n) { return n.find(".so.") != std::string::npos; });
-        p.ops.push_back(WriteFile{"/etc/OpenCL/vendors/nvidia.icd", (so == lib.sonames.end() ? lib.file : *so) + "\n",
-                                  0644, Place::image});
+        p.ops.push_back(WriteFile{.target = "/etc/OpenCL/vendors/nvidia.icd",
+                                  .content = (so == lib.sonames.end() ? lib.file : *so) + "\n",
+                                  .mode = 0644, .place = Place::image});
     }
-
     for (const auto& [name, host] : inv.binaries)
-        p.ops.push_back(Bind{host, "/usr/bin/" + name, true, Need::required, Place::image, SourceKind::file});
+        p.ops.push_back(Bind{.source = host, .target = "/usr/bin/" + name, .place = Place::image,
+                             .kind = SourceKind::file});
     for (const auto& x : inv.optional_paths)
-        p.ops.push_back(Bind{x.host, x.path, x.read_only, Need::optional, Place::image,
-                             x.is_dir ? SourceKind::dir : SourceKind::file});
+        p.ops.push_back(Bind{.source = x.host, .target = x.path, .read_only = x.read_only,
+                             .need = Need::optional, .place = Place::image,
+                             .kind = x.is_dir ? SourceKind::dir : SourceKind::file});
 }
 
 void add_drm(const GpuInventory& inv, const Gpu& g, GpuPlan& p) {
@@ -125,8 +146,9 @@ void add_drm(const GpuInventory& inv, const Gpu& g, GpuPlan& p) {
     for (const Node& n : g.nodes) {
         p.ops.push_back(device(n, "is the GPU's DRM driver loaded?"));
         const std::string kind = n.path.find("renderD") != std::string::npos ? "render" : "card";
-        p.ops.push_back(Symlink{"../" + n.path.substr(n.path.rfind('/') + 1),
-                                cat("/dev/dri/by-path/pci-", g.pci_name, "-", kind), Place::gpubox});
+        p.ops.push_back(Symlink{.link_text = "../" + n.path.substr(n.path.rfind('/') + 1),
+                                .path = cat("/dev/dri/by-path/pci-", g.pci_name, "-", kind),
+                                .place = Place::gpubox});
     }
     std::string nodes;
     for (const Node& n : g.nodes) nodes += " " + n.path;

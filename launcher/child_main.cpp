@@ -152,7 +152,7 @@ const std::vector<int>& forwarded_signals() {
                                                      spec.late_plan ? &late : nullptr);
         rootfs::apply_mount_plan(plan, root);             // fresh /proc while the old root is visible
         rootfs::enter_root(root.mnt.get());
-        const pid_t pid = sys::fork();
+        const pid_t pid = sys::fork("the workload");
         if (pid == 0) workload_main(spec, own);
         init_loop(spec, own, pid, root.tmpfs.get());
     } catch (...) {

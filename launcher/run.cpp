@@ -46,11 +46,6 @@
 namespace gpubox::launcher {
 namespace {
 
-void kill_and_reap(const isolate::Spawned& child) {
-    ::kill(child.pid, SIGKILL);
-    ::waitpid(child.pid, nullptr, 0);
-}
-
 // A frame to init, which may have failed and gone already: then its Failure is queued for
 // supervise(), which reports it.
 void send_unless_gone(int control, const channel::Frame& frame) {
@@ -274,7 +269,7 @@ isolate::Spawned start_sandbox(const RunPlan& plan, RunFds& fds, isolate::Cgroup
     try {
         isolate::write_outer_id_maps(child.pid, plan.spec.ids);
     } catch (...) {
-        kill_and_reap(child);
+        sys::kill_and_reap(child.pid);
         std::throw_with_nested(SetupError("user namespace id maps"));
     }
     if (plan.devices_later) keep_off_my_cpu(child.pid, plan.spec.cpus);
@@ -295,7 +290,7 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup&
         try {
             send_device_ops(o, plan, fds);
         } catch (...) {
-            kill_and_reap(child);  // it waits for the plan; nothing of it outlives it
+            sys::kill_and_reap(child.pid);  // it waits for the plan; nothing of it outlives it
             throw;
         }
         fds.rootfs.reset();

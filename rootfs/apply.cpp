@@ -26,14 +26,13 @@
 #include "common/sys.hpp"
 #include "common/text.hpp"
 #include "rootfs/apply.hpp"
+#include "rootfs/entry.hpp"
 #include "rootfs/paths.hpp"
 #include "rootfs/plan.hpp"
 #include "rootfs/resolve.hpp"
 
 namespace gpubox::rootfs {
 namespace {
-
-enum class Kind { dir, file };
 
 // The new root and the filesystems gpubox mounted in it: the only places where a missing mount
 // point may be created. A host bind or a --writable ROOTFS is never written to.
@@ -48,7 +47,6 @@ struct Ctx {
     bool tmpfs_attached = false;
     // A bound ROOTFS: the overlays of its directories that take gpubox's entries (see
     // overlay_missing_dirs), their upper layers in gpubox's tmpfs.
-    int upper_dirs = 0;  // made in `tmpfs`, also for an overlay that then failed
     std::vector<UniqueFd> overlays;
     // Directories of file mount points, by the path the plan spells, held while a run of binds
     // goes into them (a driver's libraries share one). Any other mount may cover one of them:
@@ -58,6 +56,7 @@ struct Ctx {
     // then looks up one name instead of walking the host path. Emptied with `dirs`, as a mount
     // over a directory could cover one of them (a source inside ROOTFS).
     std::map<std::string, UniqueFd> sources;
+    EntryTarget* live = nullptr;  // the live root, where the ops that are an entry are made
     void own_mount(int mnt) { own.push_back(sys::fstat(mnt, "new mount").st_dev); }
 };
 
@@ -77,8 +76,7 @@ int clone_file_source(Ctx& c, const std::string& source, std::uint64_t attrs) {
     if (source.empty() || source.front() != '/' || !is_plain_name(name))
         return sys::try_open_tree_attr(AT_FDCWD, source, false, attrs);
     const int dir = held_dir(c.sources, parent_of(source), [&] {
-        const int fd = ::open(parent_of(source).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-        return fd < 0 ? -errno : fd;
+        return sys::try_open_at(AT_FDCWD, parent_of(source), O_PATH | O_DIRECTORY);
     });
     return sys::try_open_tree_attr(dir < 0 ? AT_FDCWD : dir, dir < 0 ? source : name, false, attrs);
 }
@@ -90,53 +88,42 @@ void require_owned(const Ctx& c, int dir, const std::string& path) {
                   EPERM);
 }
 
-// mkdir -p of `path` under the root: each component is looked up on its parent's fd; a symlink
-// is followed (inside the root, at most 40 hops) by restarting at its target; each new entry is
-// made with *at() calls on a parent that must belong to one of gpubox's own filesystems.
-void create_in_root(const Ctx& c, const std::string& path, Kind kind, int hops = 0) {
+// A missing entry `name` in `dir`, on one of gpubox's own filesystems: a directory, or the
+// empty file a file mount point is.
+void make_owned(const Ctx& c, int dir, const std::string& name, bool is_dir) {
+    require_owned(c, dir, name);
+    if (is_dir) sys::mkdir_at(dir, name, 0755);
+    else sys::mknod_file_at(dir, name, 0644);
+}
+
+// mkdir -p of a mount point under the root: its links are followed inside the root
+// (resolve_in_root's create mode), each missing entry made on a filesystem gpubox mounted.
+void make_mount_point(const Ctx& c, const std::string& path, const Entry& e) {
+    const bool dir = e.kind == EntryKind::dir;
     // Usually only the last component is missing (a node in gpubox's /dev): make it on its
     // parent without walking from the root. A symlink there takes the full walk below.
     if (int fd = try_open_in_root(c.root, parent_of(path), O_PATH | O_DIRECTORY); fd >= 0) {
-        UniqueFd dir(fd);
-        const std::string name = base_name(path);
+        UniqueFd parent(fd);
         struct stat st {};
-        if (sys::lstat_at(dir.get(), name, st)) {
-            if (!S_ISLNK(st.st_mode)) return;
-        } else {
-            require_owned(c, dir.get(), path);
-            if (kind == Kind::dir) sys::mkdir_at(dir.get(), name, 0755);
-            else sys::mknod_file_at(dir.get(), name, 0644);
-            return;
-        }
+        if (!sys::lstat_at(fd, base_name(path), st)) return make_owned(c, fd, base_name(path), dir);
+        if (!S_ISLNK(st.st_mode)) return;
     }
-    const auto parts = split_path(path);
-    std::string prefix;
-    for (std::size_t i = 0; i < parts.size(); ++i) {
-        const std::string parent = prefix.empty() ? "/" : prefix;
-        prefix += "/" + parts[i];
-        UniqueFd dir = open_in_root(c.root, parent, O_PATH | O_DIRECTORY);
-        struct stat st {};
-        if (sys::lstat_at(dir.get(), parts[i], st)) {
-            if (!S_ISLNK(st.st_mode)) continue;
-            if (++hops > 40) sys::fail(cat("resolve(", quote(path), ")"), ELOOP);
-            std::string next = sys::read_link_at(dir.get(), parts[i]);
-            if (next.empty() || next.front() != '/') next = parent + "/" + next;
-            for (std::size_t j = i + 1; j < parts.size(); ++j) next += "/" + parts[j];
-            return create_in_root(c, next, kind, hops);
-        }
-        require_owned(c, dir.get(), prefix);
-        if (i + 1 < parts.size() || kind == Kind::dir) sys::mkdir_at(dir.get(), parts[i], 0755);
-        else sys::mknod_file_at(dir.get(), parts[i], 0644);
-    }
+    ResolveHooks hooks;
+    hooks.make = [&](int at, const std::string& name, bool last) {
+        make_owned(c, at, name, !last || dir);
+    };
+    const Resolved r = resolve_in_root(c.root, path, ResolveMode::create, O_PATH, hooks);
+    if (r.fd < 0) sys::fail(cat("resolve(", quote(path), ")"), -r.fd);
+    UniqueFd made(r.fd);
 }
 
-// The mount point for `target`, as an O_PATH fd, created if missing (see create_in_root). Its
-// kind is left to move_mount() to check (see attach).
-UniqueFd mount_point(const Ctx& c, const std::string& target, Kind kind) {
-    int raw = try_open_in_root(c.root, target, O_PATH);
+// The mount point for `target`, as an O_PATH fd, made as `e` says if missing. Its kind is left
+// to move_mount() to check (see attach).
+UniqueFd mount_point(const Ctx& c, const std::string& target, const Entry& e, int flags = O_PATH) {
+    int raw = try_open_in_root(c.root, target, flags);
     if (raw == -ENOENT) {
-        create_in_root(c, target, kind);
-        raw = try_open_in_root(c.root, target, O_PATH);
+        make_mount_point(c, target, e);
+        raw = try_open_in_root(c.root, target, flags);
     }
     if (raw < 0) sys::fail(cat("openat2(root, ", quote(target), ", RESOLVE_IN_ROOT)"), -raw);
     return UniqueFd(raw);
@@ -166,10 +153,11 @@ void explain_kinds(int mnt, const std::string& what, int at, const std::string& 
 bool attach_in_dir(Ctx& c, int mnt, const std::string& target) {
     const std::string name = base_name(target);
     if (!is_plain_name(name)) return false;
-    const int dir = held_dir(c.dirs, parent_of(target),
-                             [&] { return try_open_in_root(c.root, parent_of(target), O_PATH | O_DIRECTORY); });
+    const int dir = held_dir(c.dirs, parent_of(target), [&] {
+        return try_open_in_root(c.root, parent_of(target), O_PATH | O_DIRECTORY);
+    });
     struct stat st {};
-    if (dir < 0 || ::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISLNK(st.st_mode) ||
+    if (dir < 0 || sys::try_lstat_at(dir, name, st) < 0 || S_ISLNK(st.st_mode) ||
         S_ISDIR(st.st_mode))
         return false;
     return sys::try_move_mount_at(mnt, dir, name) == 0;
@@ -182,50 +170,52 @@ void move_onto(Ctx& c, int mnt, const std::string& what, int at, const std::stri
     sys::move_mount(mnt, what, at, target);
 }
 
-void attach(Ctx& c, const UniqueFd& mnt, const std::string& what, const std::string& target, Kind kind,
-            bool owned) {
-    if (kind == Kind::file && !owned && attach_in_dir(c, mnt.get(), target)) return;
-    UniqueFd at = mount_point(c, target, kind);
+// Mount `mnt` at `target`, whose mount point, where missing, is made as `e` says.
+void attach(Ctx& c, const UniqueFd& mnt, const std::string& what, const std::string& target,
+            const Entry& e, bool owned) {
+    if (e.kind == EntryKind::file && !owned && attach_in_dir(c, mnt.get(), target)) return;
+    UniqueFd at = mount_point(c, target, e);
     try {
         move_onto(c, mnt.get(), what, at.get(), target);
-    } catch (const SysError& e) {
-        if (e.err() == EINVAL) explain_kinds(mnt.get(), what, at.get(), target);
+    } catch (const SysError& err) {
+        if (err.err() == EINVAL) explain_kinds(mnt.get(), what, at.get(), target);
         throw;
     }
     if (owned) c.own_mount(mnt.get());
 }
 
-std::string octal(mode_t m) { return cat(std::oct, m); }
-
-// A bind of host `source` (already open) onto `target`, recursive, with `attrs` on every mount.
-void bind_fd(Ctx& c, int src, const std::string& source, const std::string& target, std::uint64_t attrs) {
-    const bool dir = S_ISDIR(sys::fstat(src, source).st_mode);
+// A bind of `source` (already open) onto `target`, recursive, with `attrs` on every mount.
+void bind_fd(Ctx& c, int src, const std::string& source, const std::string& target,
+             std::uint64_t attrs, const Entry& e) {
     UniqueFd tree = sys::open_tree_clone(src, source, true);
     sys::mount_setattr(tree.get(), source, attrs, 0, true);
-    attach(c, tree, source, target, dir ? Kind::dir : Kind::file, false);
+    attach(c, tree, source, target, e, false);
 }
 
-void apply_one(const Bind& b, Ctx& c) {
+void apply_one(const Bind& b, Ctx& c, const Entry& e) {
     // Cloned from the host path, a file by its name in its held directory: the tree's root is
     // what the path named. Nothing can be mounted below a file, so a file the planner knows of
     // is cloned alone (no walk of its mount's submounts).
-    const std::uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (b.read_only ? MOUNT_ATTR_RDONLY : 0);
-    int fd = b.kind == SourceKind::file ? clone_file_source(c, b.source, attrs)
-                                        : sys::try_open_tree_attr(AT_FDCWD, b.source, true, attrs);
+    const std::uint64_t attrs =
+        MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (b.read_only ? MOUNT_ATTR_RDONLY : 0);
+    const bool file = b.kind == SourceKind::file;
+    const int fd = file ? clone_file_source(c, b.source, attrs)
+                        : sys::try_open_tree_attr(AT_FDCWD, b.source, true, attrs);
     if (fd == -ENOENT && b.need == Need::optional) {
         log::debug(cat("skipping optional ", quote(b.source), ": not found"));
         return;
     }
     if (fd < 0)
-        sys::fail(cat("open_tree(", quote(b.source), ", OPEN_TREE_CLONE", b.kind != SourceKind::file ? "|AT_RECURSIVE)" : ")"),
-                  -fd);
+        sys::fail(cat("open_tree(", quote(b.source), ", OPEN_TREE_CLONE",
+                      file ? ")" : "|AT_RECURSIVE)"), -fd);
     UniqueFd tree(fd);
-    const bool dir = b.kind == SourceKind::unknown ? S_ISDIR(sys::fstat(tree.get(), b.source).st_mode)
-                                                   : b.kind == SourceKind::dir;
-    attach(c, tree, b.source, b.target, dir ? Kind::dir : Kind::file, false);
+    Entry at = e;  // a source stat() could not look at, which the clone then could: its kind
+    if (e.source_err)
+        at.kind = S_ISDIR(sys::fstat(fd, b.source).st_mode) ? EntryKind::dir : EntryKind::file;
+    attach(c, tree, b.source, b.target, at, false);
 }
 
-void apply_one(const BindDev& d, Ctx& c) {
+void apply_one(const BindDev& d, Ctx& c, const Entry& e) {
     // Checked on the cloned tree itself: what is checked is what gets mounted.
     int fd = clone_file_source(c, d.source, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
     if (fd == -ENOENT && d.need == Need::optional) return;
@@ -236,94 +226,30 @@ void apply_one(const BindDev& d, Ctx& c) {
         sys::fail(cat("check ", quote(d.source), ": not the expected character device",
                       d.rdev ? cat(" ", major(*d.rdev), ":", minor(*d.rdev)) : std::string()),
                   ENODEV);
-    attach(c, tree, d.source, d.target, Kind::file, false);
+    attach(c, tree, d.source, d.target, e, false);
 }
 
-void apply_one(const Proc& p, Ctx& c) {
+void apply_one(const Proc& p, Ctx& c, const Entry& e) {
     UniqueFd m = new_fs("proc", {}, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
-    attach(c, m, "proc", p.target, Kind::dir, false);
+    attach(c, m, "proc", p.target, e, false);
 }
 
-void apply_one(const Sysfs& s, Ctx& c) {
-    const unsigned attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
+void apply_one(const Sysfs& s, Ctx& c, const Entry& e) {
+    const unsigned attrs =
+        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
     if (s.fresh) {
-        attach(c, new_fs("sysfs", {}, attrs), "sysfs", s.target, Kind::dir, false);
+        attach(c, new_fs("sysfs", {}, attrs), "sysfs", s.target, e, false);
         return;
     }
     UniqueFd src = sys::open_at(AT_FDCWD, "/sys", O_PATH | O_DIRECTORY);
-    bind_fd(c, src.get(), "/sys", s.target, attrs);
+    bind_fd(c, src.get(), "/sys", s.target, attrs, e);
 }
 
-bool is_mount(const MountOp& op) { return !creates_entry(op); }
-
-// The later ops whose targets lie in the filesystem op i mounts, with no mount in between
-// holding them. One pass: only a mount inside that filesystem, or over it, can hold one.
-std::vector<std::size_t> contents_of(const MountPlan& plan, std::size_t i) {
-    const std::string& fs = target_of(plan.ops[i]);
-    std::vector<const std::string*> mounts;
-    std::vector<std::size_t> out;
-    for (std::size_t j = i + 1; j < plan.ops.size(); ++j) {
-        const std::string& t = target_of(plan.ops[j]);
-        const bool held = std::any_of(mounts.begin(), mounts.end(),
-                                      [&](const std::string* m) { return *m != t && is_within(t, *m); });
-        if (t != fs && is_within(t, fs) && !held) out.push_back(j);
-        if (is_mount(plan.ops[j]) && (is_within(t, fs) || is_within(fs, t))) mounts.push_back(&t);
-    }
-    return out;
-}
-
-// A fresh tmpfs, still detached (or a layer directory that stands in for one), filled with the
-// mount points and entries the plan puts in it, by fd and without following any link: cheaper
-// than making them through the new root later, and the tmpfs appears complete. make() returns
-// false where that is not possible (the op is then applied the usual way).
-class FreshFs {
-public:
-    explicit FreshFs(int top) : dirs_(top) {}
-
-    bool make(const std::string& rel, Kind kind, const std::string* link, const WriteFile* file, mode_t mode) {
-        const int dir = parent(rel);
-        if (dir < 0) return false;
-        const std::string name = base_name("/" + rel);
-        if (link) return ::symlinkat(link->c_str(), dir, name.c_str()) == 0;
-        if (kind == Kind::dir) return dirs_.make(dir, name, mode);
-        if (!file) return ::mknodat(dir, name.c_str(), S_IFREG | 0644, 0) == 0 || errno == EEXIST;
-        UniqueFd f(::openat(dir, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, file->mode));
-        if (!f.valid()) return false;
-        sys::write_all(f.get(), file->content, file->target);
-        return true;
-    }
-
-    void seal() { dirs_.seal(); }
-
-private:
-    int parent(const std::string& rel) {
-        const auto parts = split_path("/" + rel);
-        return parts.empty() ? -EINVAL : dirs_.open(parts, parts.size() - 1);
-    }
-
-    OwnDirs dirs_;
-};
-
-// Makes op's entry or mount point in `fs`; true when that completes the op (an entry).
-bool fill_one(FreshFs& fs, const std::string& rel, const MountOp& op) {
-    if (auto* s = std::get_if<Symlink>(&op)) return fs.make(rel, Kind::file, &s->link_text, nullptr, 0);
-    if (auto* w = std::get_if<WriteFile>(&op)) return fs.make(rel, Kind::file, nullptr, w, w->mode);
-    if (auto* m = std::get_if<MakeDir>(&op)) return fs.make(rel, Kind::dir, nullptr, nullptr, m->mode);
-    if (auto* b = std::get_if<Bind>(&op)) {
-        bool dir = false;
-        if (bind_source_is_dir(*b, dir) == 0)  // else the bind reports it when applied
-            fs.make(rel, dir ? Kind::dir : Kind::file, nullptr, nullptr, 0755);
-    } else if (std::holds_alternative<BindDev>(op)) {
-        fs.make(rel, Kind::file, nullptr, nullptr, 0);
-    } else if (std::holds_alternative<Tmpfs>(op) || std::holds_alternative<Devpts>(op) ||
-               std::holds_alternative<Proc>(op) || std::holds_alternative<Sysfs>(op)) {
-        fs.make(rel, Kind::dir, nullptr, nullptr, 0755);
-    }
-    return false;  // a mount: its mount point is ready, the mount is still to do
-}
+std::string octal(mode_t m) { return cat(std::oct, m); }
 
 // A directory of gpubox's tmpfs for writable tmpfs op i, filled, then bound at its target.
-void apply_tmpfs_dir(const MountPlan& plan, std::size_t i, Ctx& c, std::vector<bool>& done) {
+void apply_tmpfs_dir(const MountPlan& plan, std::size_t i, Ctx& c, std::vector<bool>& done,
+                     const Entry& e) {
     const Tmpfs& t = std::get<Tmpfs>(plan.ops[i]);
     const std::string name = cat("tmpfs", i);
     sys::mkdir_at(c.tmpfs, name, 0700);
@@ -331,47 +257,42 @@ void apply_tmpfs_dir(const MountPlan& plan, std::size_t i, Ctx& c, std::vector<b
         UniqueFd top = sys::open_at(c.tmpfs, name, O_PATH | O_DIRECTORY | O_NOFOLLOW);
         fill_fresh_fs(plan, i, top.get(), done);
     }
-    if (::fchmodat(c.tmpfs, name.c_str(), t.mode, 0) < 0)
-        sys::fail(cat("fchmodat(", quote(name), ", ", octal(t.mode), ")"), errno);
+    sys::fchmod_at(c.tmpfs, name, t.mode);
     if (!c.tmpfs_attached) {
-        UniqueFd at = mount_point(c, t.target, Kind::dir);
+        UniqueFd at = mount_point(c, t.target, e);
         move_onto(c, c.tmpfs, "gpubox's tmpfs", at.get(), t.target);
         c.own_mount(c.tmpfs);
         c.tmpfs_attached = true;
     }
     UniqueFd dir = sys::open_at(c.tmpfs, name, O_PATH | O_DIRECTORY | O_NOFOLLOW);
     UniqueFd tree = sys::open_tree_clone(dir.get(), t.target, false);
-    sys::mount_setattr(tree.get(), t.target, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (t.noexec ? MOUNT_ATTR_NOEXEC : 0),
+    sys::mount_setattr(tree.get(), t.target,
+                       MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (t.noexec ? MOUNT_ATTR_NOEXEC : 0),
                        0, false);
-    attach(c, tree, "gpubox's tmpfs", t.target, Kind::dir, true);
+    attach(c, tree, "gpubox's tmpfs", t.target, e, true);
 }
 
 // Op i is a tmpfs. Writable: a directory of gpubox's tmpfs. Read-only: mounted, filled while
 // detached (marking the entries it made as done), sealed, then attached.
-void apply_tmpfs(const MountPlan& plan, std::size_t i, Ctx& c, std::vector<bool>& done) {
+void apply_tmpfs(const MountPlan& plan, std::size_t i, Ctx& c, std::vector<bool>& done,
+                 const Entry& e) {
     const Tmpfs& t = std::get<Tmpfs>(plan.ops[i]);
-    if (!t.read_only) return apply_tmpfs_dir(plan, i, c, done);
+    if (!t.read_only) return apply_tmpfs_dir(plan, i, c, done, e);
     UniqueFd mnt = new_fs("tmpfs", {{"mode", octal(t.mode)}},
                           MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (t.noexec ? MOUNT_ATTR_NOEXEC : 0));
     fill_fresh_fs(plan, i, mnt.get(), done);
     sys::mount_setattr(mnt.get(), t.target, MOUNT_ATTR_RDONLY, 0, false);
-    attach(c, mnt, "tmpfs", t.target, Kind::dir, true);
+    attach(c, mnt, "tmpfs", t.target, e, true);
 }
 
-void apply_one(const Devpts& d, Ctx& c) {
+void apply_one(const Devpts& d, Ctx& c, const Entry& e) {
     UniqueFd m = new_fs("devpts", {{"newinstance", ""}, {"ptmxmode", "0666"}, {"mode", "0620"}},
                         MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
-    attach(c, m, "devpts", d.target, Kind::dir, false);
+    attach(c, m, "devpts", d.target, e, false);
 }
 
 UniqueFd owned_parent(Ctx& c, const std::string& path) {
-    int fd = try_open_in_root(c.root, parent_of(path), O_PATH | O_DIRECTORY);
-    if (fd == -ENOENT) {
-        create_in_root(c, parent_of(path), Kind::dir);
-        fd = try_open_in_root(c.root, parent_of(path), O_PATH | O_DIRECTORY);
-    }
-    if (fd < 0) sys::fail(cat("openat2(root, ", quote(parent_of(path)), ", RESOLVE_IN_ROOT)"), -fd);
-    UniqueFd parent(fd);
+    UniqueFd parent = mount_point(c, parent_of(path), Entry{}, O_PATH | O_DIRECTORY);
     require_owned(c, parent.get(), path);
     return parent;
 }
@@ -387,59 +308,83 @@ std::optional<UniqueFd> parent_if_owned(Ctx& c, const std::string& path) {
     }
 }
 
-void apply_one(const Symlink& s, Ctx& c) {
-    const std::string name = base_name(s.path);
-    std::string have;  // the link already there, if any
-    struct stat st {};
-    if (auto parent = parent_if_owned(c, s.path)) {
-        if (!sys::lstat_at(parent->get(), name, st)) return sys::symlink_at(s.link_text, parent->get(), name);
-        if (S_ISLNK(st.st_mode) && sys::read_link_at(parent->get(), name) == s.link_text) return;
-        // The image's own entry, in an overlay of a bound ROOTFS's directory (an overlay root's
-        // layer shadows it instead): replaced by a rename, which copies nothing up.
-        const std::string fresh = ".gpubox-" + name;
-        sys::symlink_at(s.link_text, parent->get(), fresh);
-        return sys::rename_at(parent->get(), fresh, name);
+// The live root as an EntryTarget, for the ops that are an entry (Symlink, WriteFile, MakeDir):
+// made in its directory where that is on a filesystem gpubox mounted (made if missing). Where
+// the image has an entry there (a bound ROOTFS's overlay; an overlay root's layer shadows it
+// instead), a link is replaced by a rename, which copies nothing up, and a file is covered by
+// a bind of gpubox's copy. Where the directory is a read-only ROOTFS, the op is skipped with a
+// warning: the links and generated files help the image's loaders find the driver, which still
+// loads from the image's library directory, and sonames resolve through the ld.so.cache too.
+class LiveRoot : public EntryTarget {
+public:
+    explicit LiveRoot(Ctx& c) : c_(c) {}
+
+    bool put(const std::string& target, const Entry& e) override {
+        if (!e.is_op) return make_mount_point(c_, target, e), true;
+        if (e.kind == EntryKind::content) return put_content(target, e);
+        const std::string name = base_name(target);
+        if (e.kind == EntryKind::dir) return sys::mkdir_at(owned_parent(c_, target).get(), name, e.mode), true;
+        std::optional<UniqueFd> parent = parent_if_owned(c_, target);
+        if (!parent) return skip(target, e);
+        struct stat st {};
+        const std::string text(e.text);
+        if (!sys::lstat_at(parent->get(), name, st)) return sys::symlink_at(text, parent->get(), name), true;
+        if (S_ISLNK(st.st_mode) && sys::read_link_at(parent->get(), name) == text) return true;
+        sys::symlink_at(text, parent->get(), ".gpubox-" + name);
+        sys::rename_at(parent->get(), ".gpubox-" + name, name);
+        return true;
     }
-    // A read-only ROOTFS: an identical link may already be there; a missing one is not
-    // essential, since sonames also resolve through the generated ld.so.cache.
-    if (int fd = try_open_in_root(c.root, parent_of(s.path), O_PATH | O_DIRECTORY); fd >= 0) {
-        UniqueFd dir(fd);
-        if (sys::lstat_at(fd, name, st) && S_ISLNK(st.st_mode)) have = sys::read_link_at(fd, name);
+
+private:
+    // A read-only ROOTFS: an identical link may already be there.
+    bool skip(const std::string& target, const Entry& e) {
+        std::string have;
+        const std::string name = base_name(target);
+        if (int fd = try_open_in_root(c_.root, parent_of(target), O_PATH | O_DIRECTORY); fd >= 0) {
+            UniqueFd dir(fd);
+            struct stat st {};
+            if (e.kind == EntryKind::symlink && sys::lstat_at(fd, name, st) && S_ISLNK(st.st_mode))
+                have = sys::read_link_at(fd, name);
+        }
+        if (e.kind != EntryKind::symlink || have != e.text)
+            log::warn(cat("cannot create ", quote(target), " in a read-only ROOTFS; skipped"));
+        return false;
     }
-    if (have != s.link_text) log::warn(cat("cannot create ", quote(s.path), " in a read-only ROOTFS; skipped"));
-}
 
-void write_into(int dir, const std::string& path, const WriteFile& w) {
-    UniqueFd f = sys::open_at(dir, base_name(path), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, w.mode);
-    sys::write_all(f.get(), w.content, path);
-    sys::fchmod(f.get(), w.mode, path);
-}
-
-void apply_one(const WriteFile& w, Ctx& c) {
-    const int fd = try_open_in_root(c.root, w.target, O_PATH);
-    if (fd == -ENOENT) {
-        if (auto parent = parent_if_owned(c, w.target)) return write_into(parent->get(), w.target, w);
-        // A read-only ROOTFS where no overlay could take it: go without, as for a link. The
-        // generated files help the image's loaders find the driver, which still loads from the
-        // image's library directory.
-        return log::warn(cat("cannot create ", quote(w.target), " in a read-only ROOTFS; skipped"));
+    bool put_content(const std::string& target, const Entry& e) {
+        const int fd = try_open_in_root(c_.root, target, O_PATH);
+        if (fd == -ENOENT) {
+            std::optional<UniqueFd> parent = parent_if_owned(c_, target);
+            return parent ? write_into(parent->get(), target, e) : skip(target, e);
+        }
+        if (fd < 0) sys::fail(cat("openat2(root, ", quote(target), ", RESOLVE_IN_ROOT)"), -fd);
+        UniqueFd have(fd);
+        // The image has one: written in gpubox's /run tmpfs and bound over it, so that nothing
+        // of the image is copied up or written.
+        const std::string stash = cat("/run/.gpubox/", c_.stashed++, "-", base_name(target));
+        write_into(owned_parent(c_, stash).get(), stash, e);
+        UniqueFd src = open_in_root(c_.root, stash, O_PATH);
+        bind_fd(c_, src.get(), stash, target, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                Entry{.kind = EntryKind::file});
+        return true;
     }
-    if (fd < 0) sys::fail(cat("openat2(root, ", quote(w.target), ", RESOLVE_IN_ROOT)"), -fd);
-    ::close(fd);
-    // The image has one (where the layer did not shadow it): written in gpubox's /run tmpfs and
-    // bound over it, so that nothing of the image is copied up or written.
-    const std::string stash = cat("/run/.gpubox/", c.stashed++, "-", base_name(w.target));
-    write_into(owned_parent(c, stash).get(), stash, w);
-    UniqueFd src = open_in_root(c.root, stash, O_PATH);
-    bind_fd(c, src.get(), stash, w.target, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
-}
 
-void apply_one(const MakeDir& d, Ctx& c) {
-    UniqueFd parent = owned_parent(c, d.target);
-    sys::mkdir_at(parent.get(), base_name(d.target), d.mode);
-}
+    static bool write_into(int dir, const std::string& path, const Entry& e) {
+        UniqueFd f = sys::open_at(dir, base_name(path), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, e.mode);
+        sys::write_all(f.get(), e.text, path);
+        sys::fchmod(f.get(), e.mode, path);
+        return true;
+    }
 
-void apply_one(const MaskPath& m, Ctx& c) {
+    Ctx& c_;
+};
+
+// The ops that are an entry: made through the live root (LiveRoot).
+void apply_one(const Symlink& s, Ctx& c, const Entry& e) { c.live->put(s.path, e); }
+void apply_one(const WriteFile& w, Ctx& c, const Entry& e) { c.live->put(w.target, e); }
+void apply_one(const MakeDir& d, Ctx& c, const Entry& e) { c.live->put(d.target, e); }
+
+void apply_one(const MaskPath& m, Ctx& c, const Entry&) {
     int fd = try_open_in_root(c.root, m.target, O_PATH | O_NOFOLLOW);
     if (fd == -ENOENT) return;  // nothing to hide
     if (fd < 0) sys::fail(cat("openat2(root, ", quote(m.target), ", RESOLVE_IN_ROOT)"), -fd);
@@ -459,7 +404,7 @@ void apply_one(const MaskPath& m, Ctx& c) {
     move_onto(c, tree.get(), "/dev/null", at.get(), m.target);
 }
 
-void apply_one(const RemountRo& r, Ctx& c) {
+void apply_one(const RemountRo& r, Ctx& c, const Entry&) {
     int fd = try_open_in_root(c.root, r.target, O_PATH | O_DIRECTORY);
     if (fd == -ENOENT) return;
     if (fd < 0) sys::fail(cat("openat2(root, ", quote(r.target), ", RESOLVE_IN_ROOT)"), -fd);
@@ -470,134 +415,46 @@ void apply_one(const RemountRo& r, Ctx& c) {
     move_onto(c, tree.get(), r.target, at.get(), r.target);
 }
 
-// A tmpfs-upper overlay of directory `dir` of the bound root, mounted over it. Its root is the
-// upper directory, gpubox's own (with the image directory's mode), so entries are made in it
-// without a copy-up of the image's directory, which a root-owned image would refuse.
-void overlay_dir(Ctx& c, const std::string& dir) {
-    UniqueFd lower = open_in_root(c.root, dir, O_PATH | O_DIRECTORY);
-    const std::string n = std::to_string(c.upper_dirs++);
-    sys::mkdir_at(c.tmpfs, "upper" + n, 0755);
-    sys::mkdir_at(c.tmpfs, "work" + n, 0700);
-    UniqueFd upper = sys::open_at(c.tmpfs, "upper" + n, O_RDONLY | O_DIRECTORY);
-    UniqueFd work = sys::open_at(c.tmpfs, "work" + n, O_PATH | O_DIRECTORY);
-    sys::fchmod(upper.get(), sys::fstat(lower.get(), dir).st_mode & 07777, dir);
-    UniqueFd mnt = new_fs("overlay",
-                          {{"source", "gpubox"},
-                           {"lowerdir", cat("/proc/self/fd/", lower.get())},
-                           {"upperdir", cat("/proc/self/fd/", upper.get())},
-                           {"workdir", cat("/proc/self/fd/", work.get())},
-                           {"userxattr", ""}},
-                          MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
-    move_onto(c, mnt.get(), "overlay", lower.get(), dir);
-    c.own_mount(mnt.get());
-    c.overlays.push_back(std::move(mnt));
-}
-
-// A bound ROOTFS (one with mounts below it, such as the host's "/": no overlay of the whole can
-// be had in a user namespace) gets gpubox's entries in overlays of just the directories that
-// lack one: the nearest existing directory above each missing target of an image-place op. They are mounted before any op, since an overlay would hide whatever the plan
-// had already mounted below its lower directory. One that cannot be had (mounts below that
-// directory, or it is ROOTFS's top) is left out, and the op fails or is skipped as it would have.
-void overlay_missing_dirs(const MountPlan& plan, Ctx& c) {
-    std::vector<std::string> dirs;
-    for (const MountOp& op : plan.ops) {
-        // Ops with a Place make their target; /proc, /sys and the masks need theirs to exist.
-        if (place_of(op) != Place::image) continue;
-        int fd = try_open_in_root(c.root, target_of(op), O_PATH | O_NOFOLLOW);
-        if (fd != -ENOENT) {
-            if (fd >= 0) ::close(fd);
-            continue;
-        }
-        std::string dir = parent_of(target_of(op));
-        while (dir != "/" && (fd = try_open_in_root(c.root, dir, O_PATH | O_DIRECTORY)) == -ENOENT) dir = parent_of(dir);
-        if (fd >= 0) ::close(fd);
-        if (dir != "/" && fd >= 0 && std::find(dirs.begin(), dirs.end(), dir) == dirs.end()) dirs.push_back(dir);
-    }
-    std::sort(dirs.begin(), dirs.end());  // each before the directories below it
-    for (const std::string& d : dirs) {
-        try {
-            overlay_dir(c, d);
-            log::info(cat("ROOTFS is bound: ", quote(d), " gets an overlay of its own for gpubox's entries"));
-        } catch (const SysError& e) {
-            log::info(cat("ROOTFS is bound, and ", quote(d), " cannot be overlaid: ", e.what()));
-        }
-    }
+// Op i at its step, with the entry it needs (entry_of); `tree`: its contents, made in gpubox's
+// layer (NewRoot::trees), attached in place of a tmpfs.
+void apply_step(const MountPlan& plan, std::size_t i, Ctx& c, std::vector<bool>& done,
+                const UniqueFd* tree) {
+    const Entry e = entry_of(plan.ops[i]).value_or(Entry{});
+    if (tree) return attach(c, *tree, "gpubox's layer", target_of(plan.ops[i]), e, false);
+    std::visit(
+        [&](const auto& op) {
+            if constexpr (std::is_same_v<std::decay_t<decltype(op)>, Tmpfs>)
+                apply_tmpfs(plan, i, c, done, e);
+            else
+                apply_one(op, c, e);
+        },
+        plan.ops[i]);
 }
 
 }  // namespace
 
-int OwnDirs::open(const std::vector<std::string>& parts, std::size_t n, const std::vector<mode_t>& modes) {
-    int dir = top_;
-    std::string key;
-    for (std::size_t i = 0; i < n; ++i) {
-        key += "/" + parts[i];
-        auto it = dirs_.find(key);
-        if (it == dirs_.end()) {
-            if (!make(dir, parts[i], i < modes.size() && modes[i] ? modes[i] : 0755)) return -errno;
-            UniqueFd next(::openat(dir, parts[i].c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-            if (!next.valid()) return -errno;
-            it = dirs_.emplace(key, std::move(next)).first;
-        }
-        dir = it->second.get();
-    }
-    return dir;
-}
-
-void fill_fresh_fs(const MountPlan& plan, std::size_t i, int top, std::vector<bool>& done) {
-    const std::size_t skip = target_of(plan.ops[i]).size() + 1;
-    FreshFs fs(top);
-    for (std::size_t j : contents_of(plan, i))
-        if (!done[j]) done[j] = fill_one(fs, target_of(plan.ops[j]).substr(skip), plan.ops[j]);
-    fs.seal();
-}
-
-bool OwnDirs::make(int dir, const std::string& name, mode_t mode) {
-    if (::mkdirat(dir, name.c_str(), mode | 0700) < 0) return errno == EEXIST;
-    if ((mode & 0700) != 0700) pending_.push_back({dir, name, mode});
-    return true;
-}
-
-void OwnDirs::seal() {
-    for (auto it = pending_.rbegin(); it != pending_.rend(); ++it)
-        if (::fchmodat(it->dir, it->name.c_str(), it->mode, 0) < 0)
-            sys::fail(cat("fchmodat(", quote(it->name), ", ", octal(it->mode), ")"), errno);
-    pending_.clear();
-}
-
-int bind_source_is_dir(const Bind& b, bool& dir) {
-    if (b.kind != SourceKind::unknown) return dir = b.kind == SourceKind::dir, 0;
-    struct stat st {};
-    if (::stat(b.source.c_str(), &st) < 0) return errno;
-    dir = S_ISDIR(st.st_mode);
-    return 0;
-}
-
 void apply_mount_plan(const MountPlan& plan, const NewRoot& root) {
     Ctx c{root.mnt.get(), {}};
+    LiveRoot live(c);
+    c.live = &live;
     c.tmpfs = root.tmpfs.get();
     c.tmpfs_attached = root.tmpfs_attached;
     // A bound root: before its directories' overlays take their layers from the tmpfs.
-    if (!root.writable_layer && !c.tmpfs_attached) c.tmpfs_attached = attach_gpubox_tmpfs(c.tmpfs, c.root);
+    if (!root.writable_layer && !c.tmpfs_attached)
+        c.tmpfs_attached = attach_gpubox_tmpfs(c.tmpfs, c.root);
     if (c.tmpfs_attached) c.own_mount(c.tmpfs);
     if (root.writable_layer) c.own_mount(c.root);  // the overlay (tmpfs-backed)
-    else if (plan.root.mode != RootMode::writable) overlay_missing_dirs(plan, c);
-    std::vector<bool> done = root.prepared;  // entries already made, in the layer or a fresh tmpfs
+    else if (plan.root.mode != RootMode::writable)
+        for (UniqueFd& o : overlay_missing_dirs(plan, c.root, c.tmpfs))
+            c.own_mount(o.get()), c.overlays.push_back(std::move(o));
+    std::vector<bool> done = root.prepared;  // entries made already, in a layer or a fresh fs
     done.resize(plan.ops.size());
     for (std::size_t i = 0; i < plan.ops.size(); ++i) {
         const auto tree = root.trees.find(i);
         if (done[i] && tree == root.trees.end()) continue;
         try {
-            if (log::level() >= log::Level::debug)
-                log::debug(step_name(plan, i));
-            if (tree != root.trees.end())  // its contents, made in gpubox's layer
-                attach(c, tree->second, "gpubox's layer", target_of(plan.ops[i]), Kind::dir, false);
-            else
-                std::visit(
-                    [&](const auto& op) {
-                        if constexpr (std::is_same_v<std::decay_t<decltype(op)>, Tmpfs>) apply_tmpfs(plan, i, c, done);
-                        else apply_one(op, c);
-                    },
-                    plan.ops[i]);
+            if (log::level() >= log::Level::debug) log::debug(step_name(plan, i));
+            apply_step(plan, i, c, done, tree == root.trees.end() ? nullptr : &tree->second);
         } catch (...) {
             std::throw_with_nested(SetupError(step_name(plan, i)));
         }

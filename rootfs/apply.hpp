@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/unique_fd.hpp"
+#include "rootfs/entry.hpp"
 #include "rootfs/mount_op.hpp"
 
 namespace gpubox::rootfs {
@@ -46,6 +47,10 @@ struct RootLayer {
 };
 RootLayer open_root_layer(const MountPlan& plan, bool late_ops);
 
+// A bound ROOTFS (see has_submounts) gets gpubox's entries in overlays of just the directories
+// of `root` that lack one, their layers in gpubox's tmpfs (attached); the overlays' mounts.
+std::vector<UniqueFd> overlay_missing_dirs(const MountPlan& plan, int root, int tmpfs);
+
 // Does ROOTFS have mounts below it (so that, unless --writable, it is bound read-only, and the
 // directories that lack an entry gpubox adds get overlays of their own)?
 bool has_submounts(const std::string& rootfs);
@@ -79,45 +84,6 @@ std::vector<bool> prepare_late_entries(const MountPlan& full, std::size_t at, st
 
 // Apply every op under the new root, in plan order; failures are wrapped as "mount step i/n (op)".
 void apply_mount_plan(const MountPlan& plan, const NewRoot& root);
-
-// Fill `top`, the root of the fresh filesystem op i mounts (or a directory standing in for one),
-// with the entries and mount points of the later ops that lie in it, by fd and following no
-// link; done[j] is set for each entry made (a mount is still to do at its own step).
-void fill_fresh_fs(const MountPlan& plan, std::size_t i, int top, std::vector<bool>& done);
-
-// Whether a bind's mount point must be a directory: the plan's SourceKind where it says, else a
-// stat() of the source. Returns 0, or stat's errno (the source is missing or unreadable).
-int bind_source_is_dir(const Bind& b, bool& dir);
-
-// Directories made below the root of a filesystem gpubox owns and nothing else can reach (its
-// layer, a tmpfs not yet attached), held open by their path below it: a run of entries in one
-// directory makes and opens it once, and no lookup there can meet a link gpubox did not make.
-// Each is made writable by its owner (mode | 0700) and gets its exact mode from seal(): the
-// monitor fills the late layer as the user, whom a 0555 directory (an image's /usr/lib64 or
-// /usr/bin on RHEL, /proc/driver/nvidia) would shut out, where init, root in its namespace,
-// is let by.
-class OwnDirs {
-public:
-    explicit OwnDirs(int top) : top_(top) {}
-    // The directory parts[0..n) below the top, each made where missing with modes[i] (0, or no
-    // modes: 0755). An fd valid while this lives, or -errno.
-    int open(const std::vector<std::string>& parts, std::size_t n, const std::vector<mode_t>& modes = {});
-    // mkdir `name` in `dir` (the top or one of these), to have `mode` once sealed. False, with
-    // errno set, on a failure other than EEXIST (an existing one is kept as it is).
-    bool make(int dir, const std::string& name, mode_t mode);
-    // Every directory made here gets its exact mode: call once nothing more goes in.
-    void seal();
-
-private:
-    struct Pending {
-        int dir;
-        std::string name;
-        mode_t mode;
-    };
-    int top_;
-    std::map<std::string, UniqueFd> dirs_;
-    std::vector<Pending> pending_;
-};
 
 // pivot_root into `root` and detach the old root.
 void enter_root(int root);

@@ -36,9 +36,8 @@ const char* const kGlibc[] = {"libc.so.6",   "libm.so.6",    "libdl.so.2",     "
 std::vector<std::string> busybox_applets(const std::string& busybox) {
     UniqueFd rd, wr;
     sys::pipe(rd, wr);
-    pid_t pid = ::fork();
-    if (pid < 0) sys::fail("fork()", errno);
-    if (pid == 0) {
+    const pid_t pid = sys::fork(busybox + " --list");
+    if (pid == 0) {  // async-signal-safe calls only until execve: nothing here may throw
         ::dup2(wr.get(), STDOUT_FILENO);
         ::close_range(3, ~0U, 0);
         char* const argv[] = {const_cast<char*>(busybox.c_str()), const_cast<char*>("--list"), nullptr};
@@ -51,12 +50,10 @@ std::vector<std::string> busybox_applets(const std::string& busybox) {
     try {
         out = sys::read_all(rd.get(), busybox + " --list");
     } catch (...) {
-        ::kill(pid, SIGKILL);  // no zombie left behind by a failed read
-        ::waitpid(pid, nullptr, 0);
+        sys::kill_and_reap(pid);  // no zombie left behind by a failed read
         throw;
     }
-    int status = 0;
-    ::waitpid(pid, &status, 0);
+    const int status = sys::wait_status(pid);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         throw SetupError(cat(quote(busybox), " --list failed; install busybox-static or pass --busybox"));
     std::vector<std::string> applets;
@@ -84,7 +81,7 @@ void create_rootfs(const CreateOptions& opt) {
     std::error_code ec;
     if (fs::exists(root, ec) && !(fs::is_directory(root) && fs::is_empty(root)))
         throw UsageError(cat("rootfs create: ", quote(opt.dir), " exists and is not an empty directory"));
-    if (::access(opt.busybox.c_str(), X_OK) != 0)
+    if (sys::try_faccessat(opt.busybox, X_OK) != 0)
         throw PlanError(cat("rootfs create: no busybox at ", quote(opt.busybox)),
                         "install Debian's busybox-static, or pass --busybox PATH");
     try {

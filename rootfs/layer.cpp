@@ -14,7 +14,6 @@
 #include <climits>
 #include <cerrno>
 #include <cstdlib>
-#include <deque>
 #include <map>
 #include <optional>
 #include <vector>
@@ -24,14 +23,13 @@
 #include "common/sys.hpp"
 #include "common/text.hpp"
 #include "rootfs/apply.hpp"
+#include "rootfs/entry.hpp"
 #include "rootfs/paths.hpp"
 #include "rootfs/plan.hpp"
 #include "rootfs/resolve.hpp"
 
 namespace gpubox::rootfs {
 namespace {
-
-constexpr int kMaxHops = 40;
 
 struct Canonical {
     std::vector<std::string> dirs;  // canonical components of the parent, relative to root
@@ -78,56 +76,18 @@ std::optional<Canonical> plain_parent(int image, const std::string& target, cons
 // image were "/", and return the canonical path the kernel will later resolve to.
 Canonical canonical_parent(int image, const std::string& target, const Covered& covered) {
     if (auto plain = plain_parent(image, target, covered)) return std::move(*plain);
-    std::deque<std::string> todo;
-    for (auto& c : split_path(parent_of(target))) todo.push_back(c);
-    Canonical out;
-    std::vector<UniqueFd> stack;
-    stack.push_back(sys::open_at(image, ".", O_PATH | O_DIRECTORY));
-    bool exists = true;
-    int hops = 0;
-    while (!todo.empty()) {
-        std::string c = todo.front();
-        todo.pop_front();
-        if (c == "..") {
-            if (!out.dirs.empty()) out.dirs.pop_back(), out.modes.pop_back();
-            if (exists && stack.size() > 1) stack.pop_back();
-            continue;
-        }
-        out.dirs.push_back(c), out.modes.push_back(0);
-        if (is_covered(covered, out.dirs)) {  // the executor makes it, in gpubox's mount
-            out.covered = true;
-            return out;
-        }
-        out.dirs.pop_back(), out.modes.pop_back();
-        struct stat st {};
-        if (!exists || !sys::lstat_at(stack.back().get(), c, st)) {
-            exists = false;
-            out.dirs.push_back(c), out.modes.push_back(0);
-            continue;
-        }
-        if (S_ISLNK(st.st_mode)) {
-            if (++hops > kMaxHops) sys::fail(cat("resolve(", quote(target), ")"), ELOOP);
-            std::string text = sys::read_link_at(stack.back().get(), c);
-            auto parts = split_path("/" + text);
-            for (auto it = parts.rbegin(); it != parts.rend(); ++it) todo.push_front(*it);
-            if (!text.empty() && text.front() == '/') stack.resize(1), out.dirs.clear(), out.modes.clear();
-            continue;
-        }
-        if (!S_ISDIR(st.st_mode))
-            sys::fail(cat("resolve(", quote(target), "): ", quote(c), " in ROOTFS"), ENOTDIR);
-        stack.push_back(sys::open_at(stack.back().get(), c, O_PATH | O_DIRECTORY | O_NOFOLLOW));
-        out.dirs.push_back(c), out.modes.push_back(st.st_mode & 07777);
-    }
-    if (exists) out.lower = std::move(stack.back());
+    ResolveHooks hooks;  // stop where the executor makes the rest, in gpubox's mount
+    hooks.stop = [&](const std::vector<std::string>& parts) { return is_covered(covered, parts); };
+    Resolved r = resolve_in_root(image, parent_of(target), ResolveMode::canonical, O_PATH, hooks);
+    if (r.fd < 0 && r.fd != -ENOENT) sys::fail(cat("resolve(", quote(target), ") in ROOTFS"), -r.fd);
+    Canonical out{std::move(r.parts), std::move(r.modes), UniqueFd(r.fd), r.stopped};
     return out;
 }
 
-enum class Entry { dir, file, symlink, content };
-
 // A file mount point is made in the layer without asking: over the image's own file it only
 // shadows what the mount hides anyway, and it saves a lookup per bind.
-bool image_has(const Canonical& c, const std::string& name, Entry kind) {
-    if (!c.lower.valid() || kind != Entry::dir) return false;
+bool image_has(const Canonical& c, const std::string& name, EntryKind kind) {
+    if (!c.lower.valid() || kind != EntryKind::dir) return false;
     struct stat st {};
     if (!sys::lstat_at(c.lower.get(), name, st)) return false;
     return S_ISDIR(st.st_mode);
@@ -136,7 +96,7 @@ bool image_has(const Canonical& c, const std::string& name, Entry kind) {
 // gpubox's layer as it is being filled. ROOTFS is only read, so a directory's resolution holds
 // for the whole plan: each parent is walked once and each layer directory made and opened once,
 // however many entries share it (a driver's libraries and their links all do).
-class Layer {
+class Layer : public EntryTarget {
 public:
     // The mount targets of `plan` hide what the image has below them.
     Layer(int image, int layer, const MountPlan& plan) : image_(image), dirs_(layer) {
@@ -146,34 +106,17 @@ public:
                 covered_.push_back(target_of(op));
     }
 
-    // Make `target` in the layer (mkdir -p of its canonical parent, then the entry). False where
+    // Make `target` in the layer (mkdir -p of its canonical parent, then the entry; an entry
+    // the layer holds already, from two plan entries for one path, is replaced). False where
     // the image already has it or another mount of the plan covers it.
-    bool make(const std::string& target, Entry kind, const std::string& payload, mode_t mode) {
+    bool put(const std::string& target, const Entry& e) override {
         const Canonical& c = parent(target);
         const std::string name = base_name(target);
-        if (c.covered || image_has(c, name, kind)) return false;
-        const int dir = layer_dir(c);
-        // The layer may hold the entry already (two plan entries for one path): made once.
-        switch (kind) {
-            case Entry::dir:
-                if (!dirs_.make(dir, name, mode)) sys::fail(cat("mkdirat(", quote(name), ")"), errno);
-                break;
-            case Entry::file:
-                sys::mknod_file_at(dir, name, 0644);
-                break;
-            case Entry::symlink:
-                if (::symlinkat(payload.c_str(), dir, name.c_str()) == 0) break;
-                if (errno != EEXIST || ::unlinkat(dir, name.c_str(), 0) < 0)
-                    sys::fail(cat("symlinkat(", quote(payload), " -> ", quote(target), ")"), errno);
-                sys::symlink_at(payload, dir, name);
-                break;
-            case Entry::content: {
-                UniqueFd f = sys::open_at(dir, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, mode);
-                sys::write_all(f.get(), payload, target);
-                sys::fchmod(f.get(), mode, target);
-                break;
-            }
-        }
+        if (c.covered || image_has(c, name, e.kind)) return false;
+        const int dir = dirs_.open(c.dirs, c.dirs.size(), c.modes);
+        if (dir < 0) sys::fail(cat("mkdir -p ", quote("/" + join(c.dirs, "/")), " in gpubox's layer"), -dir);
+        if (const int r = write_entry(dir, name, e, dirs_, true); r < 0)
+            sys::fail(cat(entry_call(e.kind), "(", quote(target), ") in gpubox's layer"), -r);
         return true;
     }
 
@@ -188,44 +131,26 @@ private:
         return it->second;
     }
 
-    int layer_dir(const Canonical& c) {
-        const int dir = dirs_.open(c.dirs, c.dirs.size(), c.modes);
-        if (dir < 0) sys::fail(cat("mkdir -p ", quote("/" + join(c.dirs, "/")), " in gpubox's layer"), -dir);
-        return dir;
-    }
-
     int image_;
     Covered covered_;
     std::map<std::string, Canonical> parents_;  // by the parent path the plan spells
     OwnDirs dirs_;                              // by canonical path in the layer
 };
 
-// False where a missing optional source needs no mount point; throws for any other failure.
-bool source_usable(const std::string& source, int err, Need need) {
+// False where a missing optional source needs no mount point; throws for any other failure. A
+// device's source is looked at here: only the image's layer leaves out a missing one's entry.
+bool source_usable(const Entry& e) {
+    int err = e.source_err;
+    struct stat st {};
+    if (e.device) err = -sys::try_stat(*e.source, st);
     if (!err) return true;
-    if (err == ENOENT && need == Need::optional) return false;
-    sys::fail(cat("stat(", quote(source), ")"), err);
+    if (err == ENOENT && e.need == Need::optional) return false;
+    sys::fail(cat("stat(", quote(*e.source), ")"), err);
 }
 
 bool prepare_entry(Layer& layer, const MountOp& op) {
-    const std::string& t = target_of(op);
-    if (auto* b = std::get_if<Bind>(&op)) {
-        bool dir = false;
-        return source_usable(b->source, bind_source_is_dir(*b, dir), b->need) &&
-               layer.make(t, dir ? Entry::dir : Entry::file, "", 0755);
-    }
-    if (auto* d = std::get_if<BindDev>(&op)) {
-        struct stat st {};
-        return source_usable(d->source, ::stat(d->source.c_str(), &st) < 0 ? errno : 0, d->need) &&
-               layer.make(t, Entry::file, "", 0644);
-    }
-    if (std::holds_alternative<Tmpfs>(op) || std::holds_alternative<Proc>(op) ||
-        std::holds_alternative<Sysfs>(op) || std::holds_alternative<Devpts>(op))
-        return layer.make(t, Entry::dir, "", 0755);
-    if (auto* s = std::get_if<Symlink>(&op)) return layer.make(t, Entry::symlink, s->link_text, 0);
-    if (auto* w = std::get_if<WriteFile>(&op)) return layer.make(t, Entry::content, w->content, w->mode);
-    if (auto* m = std::get_if<MakeDir>(&op)) return layer.make(t, Entry::dir, "", m->mode);
-    return false;
+    const std::optional<Entry> e = entry_of(op);
+    return e && source_usable(*e) && layer.put(target_of(op), *e);
 }
 
 bool in_image(const MountOp& op) {
@@ -355,12 +280,70 @@ UniqueFd bind_root(const MountPlan& plan, int rootfs, bool read_only) {
     return mnt;
 }
 
+// A tmpfs-upper overlay of directory `dir` of the bound root, mounted over it. Its root is the
+// upper directory, gpubox's own (with the image directory's mode), so entries are made in it
+// without a copy-up of the image's directory, which a root-owned image would refuse.
+UniqueFd overlay_dir(int root, int tmpfs, int n_dir, const std::string& dir) {
+    UniqueFd lower = open_in_root(root, dir, O_PATH | O_DIRECTORY);
+    const std::string n = std::to_string(n_dir);
+    sys::mkdir_at(tmpfs, "upper" + n, 0755);
+    sys::mkdir_at(tmpfs, "work" + n, 0700);
+    UniqueFd upper = sys::open_at(tmpfs, "upper" + n, O_RDONLY | O_DIRECTORY);
+    UniqueFd work = sys::open_at(tmpfs, "work" + n, O_PATH | O_DIRECTORY);
+    sys::fchmod(upper.get(), sys::fstat(lower.get(), dir).st_mode & 07777, dir);
+    UniqueFd fs = sys::fsopen("overlay");
+    sys::fsconfig_string(fs.get(), "overlay", "source", "gpubox");
+    sys::fsconfig_string(fs.get(), "overlay", "lowerdir", cat("/proc/self/fd/", lower.get()));
+    sys::fsconfig_string(fs.get(), "overlay", "upperdir", cat("/proc/self/fd/", upper.get()));
+    sys::fsconfig_string(fs.get(), "overlay", "workdir", cat("/proc/self/fd/", work.get()));
+    sys::fsconfig_flag(fs.get(), "overlay", "userxattr");
+    sys::fsconfig_create(fs.get(), "overlay");
+    UniqueFd mnt = sys::fsmount(fs.get(), "overlay", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+    sys::move_mount(mnt.get(), "overlay", lower.get(), dir);
+    return mnt;
+}
+
 }  // namespace
+
+// A bound ROOTFS (one with mounts below it, such as the host's "/": no overlay of the whole can
+// be had in a user namespace) gets gpubox's entries in overlays of just the directories that
+// lack one: the nearest existing directory above each missing target of an image-place op. They are mounted before any op, since an overlay would hide whatever the plan
+// had already mounted below its lower directory. One that cannot be had (mounts below that
+// directory, or it is ROOTFS's top) is left out, and the op fails or is skipped as it would have.
+std::vector<UniqueFd> overlay_missing_dirs(const MountPlan& plan, int root, int tmpfs) {
+    std::vector<std::string> dirs;
+    for (const MountOp& op : plan.ops) {
+        // Ops with a Place make their target; /proc, /sys and the masks need theirs to exist.
+        if (place_of(op) != Place::image) continue;
+        int fd = try_open_in_root(root, target_of(op), O_PATH | O_NOFOLLOW);
+        UniqueFd held(fd);
+        if (fd != -ENOENT) continue;
+        std::string dir = parent_of(target_of(op));
+        while (dir != "/" && (fd = try_open_in_root(root, dir, O_PATH | O_DIRECTORY)) == -ENOENT)
+            dir = parent_of(dir);
+        held.reset(fd);
+        if (dir != "/" && fd >= 0 && std::find(dirs.begin(), dirs.end(), dir) == dirs.end())
+            dirs.push_back(dir);
+    }
+    std::sort(dirs.begin(), dirs.end());  // each before the directories below it
+    std::vector<UniqueFd> out;
+    for (std::size_t n = 0; n < dirs.size(); ++n) {  // n: also for an overlay that then failed
+        const std::string& d = dirs[n];
+        try {
+            out.push_back(overlay_dir(root, tmpfs, static_cast<int>(n), d));
+            log::info(cat("ROOTFS is bound: ", quote(d), " gets an overlay of its own for gpubox's entries"));
+        } catch (const SysError& e) {
+            log::info(cat("ROOTFS is bound, and ", quote(d), " cannot be overlaid: ", e.what()));
+        }
+    }
+    return out;
+}
 
 bool attach_gpubox_tmpfs(int tmpfs, int root) {
     for (const char* name : {"proc", "dev", "sys", "tmp", "run"}) {
-        UniqueFd at(::openat(root, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-        if (!at.valid()) continue;
+        const int fd = sys::try_open_at(root, name, O_PATH | O_DIRECTORY | O_NOFOLLOW);
+        if (fd < 0) continue;
+        UniqueFd at(fd);
         sys::move_mount(tmpfs, "gpubox's tmpfs", at.get(), cat("/", name));
         return true;
     }
@@ -454,8 +437,8 @@ std::vector<bool> prepare_late_entries(const MountPlan& full, std::size_t at, st
     // The plan's modes are exact: the monitor's umask (the user's) must not trim them, as the
     // child's umask(0) does not. The monitor is single-threaded; its umask is back on return.
     struct Umask {
-        mode_t old = ::umask(0);
-        ~Umask() { ::umask(old); }
+        mode_t old = sys::set_umask(0);
+        ~Umask() { sys::set_umask(old); }
     } umask0;
     Layer entries(rootfs, dir, full);
     std::vector<bool> prepared(full.ops.size());

@@ -29,20 +29,22 @@ void add_base_ops(const PlanInputs& in, std::vector<MountOp>& ops) {
         throw PlanError("a fresh /proc needs a new pid namespace",
                         "gpubox always creates one; this is a bug");
     ops.push_back(Proc{});
-    for (const char* p : kProcMasks) ops.push_back(MaskPath{p});
-    for (const char* p : kProcReadOnly) ops.push_back(RemountRo{p});
-    ops.push_back(Sysfs{"/sys", in.new_net_ns});
+    for (const char* p : kProcMasks) ops.push_back(MaskPath{.target = p});
+    for (const char* p : kProcReadOnly) ops.push_back(RemountRo{.target = p});
+    ops.push_back(Sysfs{.target = "/sys", .fresh = in.new_net_ns});
     // Sealed once filled: it holds gpubox's nodes and links, and takes no file of the workload's.
     ops.push_back(Tmpfs{.target = "/dev", .noexec = true, .read_only = true});
     for (std::size_t i = 0; i < std::size(kDevNodes); ++i)
-        ops.push_back(BindDev{cat("/dev/", kDevNodes[i]), cat("/dev/", kDevNodes[i]),
-                              Need::required, kDevRdev[i], Place::gpubox});
-    ops.push_back(Devpts{"/dev/pts"});
-    ops.push_back(Symlink{"pts/ptmx", "/dev/ptmx"});
-    ops.push_back(Symlink{"/proc/self/fd", "/dev/fd"});
-    ops.push_back(Symlink{"/proc/self/fd/0", "/dev/stdin"});
-    ops.push_back(Symlink{"/proc/self/fd/1", "/dev/stdout"});
-    ops.push_back(Symlink{"/proc/self/fd/2", "/dev/stderr"});
+        ops.push_back(BindDev{.source = cat("/dev/", kDevNodes[i]),
+                              .target = cat("/dev/", kDevNodes[i]),
+                              .rdev = kDevRdev[i],
+                              .place = Place::gpubox});
+    ops.push_back(Devpts{.target = "/dev/pts"});
+    ops.push_back(Symlink{.link_text = "pts/ptmx", .path = "/dev/ptmx"});
+    ops.push_back(Symlink{.link_text = "/proc/self/fd", .path = "/dev/fd"});
+    ops.push_back(Symlink{.link_text = "/proc/self/fd/0", .path = "/dev/stdin"});
+    ops.push_back(Symlink{.link_text = "/proc/self/fd/1", .path = "/dev/stdout"});
+    ops.push_back(Symlink{.link_text = "/proc/self/fd/2", .path = "/dev/stderr"});
     ops.push_back(Tmpfs{.target = "/dev/shm", .mode = 01777, .noexec = true, .place = Place::gpubox});
     ops.push_back(Tmpfs{.target = "/tmp", .mode = 01777});
     ops.push_back(Tmpfs{.target = "/run"});
@@ -84,8 +86,10 @@ void add_user_mounts(const PlanInputs& in, std::vector<MountOp>& ops) {
         if (m.type == UserMount::Type::tmpfs)
             op = Tmpfs{.target = m.target};
         else
-            op = Bind{m.source, m.target, m.type == UserMount::Type::ro_bind, Need::required,
-                      Place::image};
+            op = Bind{.source = m.source,
+                      .target = m.target,
+                      .read_only = m.type == UserMount::Type::ro_bind,
+                      .place = Place::image};
         Place p = place_for(m.target, ops);
         if (p == Place::kernel)
             throw PlanError(cat("cannot mount on ", quote(m.target),

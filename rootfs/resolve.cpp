@@ -2,13 +2,9 @@
 
 #include <fcntl.h>
 #include <linux/openat2.h>
-#include <signal.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
-#include <cstdint>
 #include <deque>
 #include <vector>
 
@@ -17,53 +13,7 @@
 #include "rootfs/paths.hpp"
 
 namespace gpubox::rootfs {
-
-// A live mapping, as the SIGBUS handler sees it; its MappedFile holds its slot.
-struct MappingGuard {
-    const char* data;
-    std::size_t size;
-    volatile sig_atomic_t shrunk;
-};
-
 namespace {
-
-constexpr int kMaxHops = 40;
-
-// The slots of the live mappings: a handful at most are alive at once.
-MappingGuard g_live[8];
-struct sigaction g_previous_sigbus;
-std::uintptr_t g_page_mask;
-
-void on_sigbus(int, siginfo_t* si, void*) {
-    const char* at = static_cast<const char*>(si->si_addr);
-    for (MappingGuard& m : g_live) {
-        if (!m.data || at < m.data || at >= m.data + m.size) continue;
-        void* page = reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(at) & g_page_mask);
-        if (::mmap(page, ~g_page_mask + 1, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED) break;
-        m.shrunk = 1;
-        return;  // the read is retried, on zeros
-    }
-    ::sigaction(SIGBUS, &g_previous_sigbus, nullptr);  // not ours: the fault repeats, as if never caught
-}
-
-MappingGuard* track(const char* data, std::size_t size) {
-    static const bool installed = [] {
-        g_page_mask = ~(static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE)) - 1);
-        struct sigaction sa {};
-        sa.sa_sigaction = on_sigbus;
-        sa.sa_flags = SA_SIGINFO;
-        sigemptyset(&sa.sa_mask);
-        return ::sigaction(SIGBUS, &sa, &g_previous_sigbus) == 0;
-    }();
-    for (MappingGuard& m : g_live) {
-        if (!installed || m.data) continue;
-        m.size = size;
-        m.shrunk = 0;
-        m.data = data;
-        return &m;
-    }
-    return nullptr;
-}
 
 std::string relative(const std::string& path) {
     std::string rel = path;
@@ -71,59 +21,135 @@ std::string relative(const std::string& path) {
     return rel.empty() ? "." : rel;
 }
 
-// One step of the fallback walk: `stack` holds the directories from root to the current one,
-// so ".." pops (and stops at root, as RESOLVE_IN_ROOT does).
-int walk(int root, const std::string& path, int flags) {
-    std::deque<std::string> todo;
-    for (auto& c : split_path("/" + path)) todo.push_back(c);
-    std::vector<UniqueFd> stack;
-    stack.emplace_back(::openat(root, ".", O_PATH | O_DIRECTORY | O_CLOEXEC));
-    if (!stack.back().valid()) return -errno;
-    int hops = 0;
-    while (!todo.empty()) {
-        std::string c = todo.front();
-        todo.pop_front();
-        if (c == "..") {
-            if (stack.size() > 1) stack.pop_back();
-            continue;
-        }
-        const bool last = todo.empty();
-        int cur = stack.back().get();
-        struct stat st {};
-        if (::fstatat(cur, c.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0) {
-            if (errno == ENOENT && last && (flags & O_CREAT)) {
-                int fd = ::openat(cur, c.c_str(), flags | O_NOFOLLOW | O_CLOEXEC, 0644);
-                return fd < 0 ? -errno : fd;
+// One resolution. `stack_` holds the directories from the root to the current one, one per
+// component of out_.parts that exists; past a missing component (canonical mode only) the parts
+// run ahead of it.
+class Walk {
+public:
+    Walk(int root, ResolveMode mode, int flags, const ResolveHooks& hooks)
+        : root_(root), mode_(mode), flags_(flags), hooks_(hooks) {}
+
+    Resolved run(const std::string& path) {
+        for (auto& c : split_path("/" + path)) todo_.push_back(std::move(c));
+        const int top = sys::try_open_at(root_, ".", O_PATH | O_DIRECTORY);
+        if (top < 0) return end(top);
+        stack_.emplace_back(top);
+        while (!todo_.empty()) {
+            std::string c = std::move(todo_.front());
+            todo_.pop_front();
+            if (c == "..") {
+                up();
+                continue;
             }
-            return -errno;
+            if (const int r = next(c, todo_.empty()); r != 0) return end(r);
         }
-        if (S_ISLNK(st.st_mode) && (!last || !(flags & O_NOFOLLOW))) {
-            if (++hops > kMaxHops) return -ELOOP;
-            char buf[4096];
-            ssize_t n = ::readlinkat(cur, c.c_str(), buf, sizeof buf - 1);
-            if (n < 0) return -errno;
-            std::string target(buf, static_cast<std::size_t>(n));
-            auto parts = split_path("/" + target);
-            for (auto it = parts.rbegin(); it != parts.rend(); ++it) todo.push_front(*it);
-            if (!target.empty() && target.front() == '/') stack.resize(1);
-            continue;
-        }
-        if (last) {
-            int fd = ::openat(cur, c.c_str(), (flags | O_NOFOLLOW | O_CLOEXEC) & ~O_CREAT);
-            return fd < 0 ? -errno : fd;
-        }
-        if (!S_ISDIR(st.st_mode)) return -ENOTDIR;
-        UniqueFd next(::openat(cur, c.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-        if (!next.valid()) return -errno;
-        stack.push_back(std::move(next));
+        return finish();
     }
-    int fd = ::openat(stack.back().get(), ".", (flags & ~O_CREAT) | O_CLOEXEC);
-    return fd < 0 ? -errno : fd;
-}
+
+private:
+    static constexpr int kDone = 1;  // next(): out_.fd is set
+
+    int cur() const { return stack_.back().get(); }
+    bool missing() const { return stack_.size() <= out_.parts.size(); }
+
+    void up() {  // ".." at the root stays there, as RESOLVE_IN_ROOT does
+        if (out_.parts.empty()) return;
+        if (!missing()) stack_.pop_back();
+        out_.parts.pop_back();
+        out_.modes.pop_back();
+    }
+
+    void lexical(const std::string& c) {
+        out_.parts.push_back(c);
+        out_.modes.push_back(0);
+    }
+
+    bool stop_at(const std::string& c) {
+        if (mode_ != ResolveMode::canonical || !hooks_.stop) return false;
+        lexical(c);
+        if (hooks_.stop(out_.parts)) return out_.stopped = true;
+        up();
+        return false;
+    }
+
+    // 0 to go on, kDone, or -errno.
+    int next(const std::string& c, bool last) {
+        if (stop_at(c)) return kDone;
+        if (missing()) return lexical(c), 0;
+        struct stat st {};
+        int err = sys::try_lstat_at(cur(), c, st);
+        if (err == -ENOENT) {
+            if (mode_ == ResolveMode::canonical) return lexical(c), 0;
+            if (mode_ == ResolveMode::follow && !(last && (flags_ & O_CREAT))) return err;
+            if (mode_ == ResolveMode::follow) return open_last(c, flags_, 0644);
+            hooks_.make(cur(), c, last);
+            err = sys::try_lstat_at(cur(), c, st);
+        }
+        if (err < 0) return err;
+        if (S_ISLNK(st.st_mode) && (!last || !(flags_ & O_NOFOLLOW))) return follow_link(c);
+        if (last && mode_ != ResolveMode::canonical) return open_last(c, flags_ & ~O_CREAT, 0);
+        if (!S_ISDIR(st.st_mode)) return -ENOTDIR;
+        const int fd = sys::try_open_at(cur(), c, O_PATH | O_DIRECTORY | O_NOFOLLOW);
+        if (fd < 0) return fd;
+        stack_.emplace_back(fd);
+        out_.parts.push_back(c);
+        out_.modes.push_back(st.st_mode & 07777);
+        return 0;
+    }
+
+    int open_last(const std::string& c, int flags, mode_t mode) {
+        out_.fd = sys::try_open_at(cur(), c, flags | O_NOFOLLOW, mode);
+        return out_.fd < 0 ? out_.fd : kDone;
+    }
+
+    int follow_link(const std::string& c) {
+        if (++hops_ > kMaxSymlinkHops) return -ELOOP;
+        std::string text;
+        if (const int err = sys::try_read_link_at(cur(), c, text); err < 0) return err;
+        const auto parts = split_path("/" + text);
+        for (auto it = parts.rbegin(); it != parts.rend(); ++it) todo_.push_front(*it);
+        if (!text.empty() && text.front() == '/') {
+            stack_.resize(1);
+            out_.parts.clear();
+            out_.modes.clear();
+        }
+        return 0;
+    }
+
+    Resolved end(int r) {
+        if (r < 0) out_.fd = r;
+        return std::move(out_);
+    }
+
+    // The path ended on a directory (the root, a "..", or every component in canonical mode).
+    Resolved finish() {
+        if (mode_ == ResolveMode::canonical)
+            out_.fd = missing() ? -ENOENT : stack_.back().release();
+        else
+            out_.fd = sys::try_open_at(cur(), ".", flags_ & ~O_CREAT);
+        return std::move(out_);
+    }
+
+    int root_;
+    ResolveMode mode_;
+    int flags_;
+    const ResolveHooks& hooks_;
+    std::deque<std::string> todo_;
+    std::vector<UniqueFd> stack_;
+    Resolved out_;
+    int hops_ = 0;
+};
 
 }  // namespace
 
-int walk_in_root(int root, const std::string& path, int flags) { return walk(root, path, flags); }
+Resolved resolve_in_root(int root, const std::string& path, ResolveMode mode, int flags,
+                         const ResolveHooks& hooks) {
+    return Walk(root, mode, flags, hooks).run(path);
+}
+
+int walk_in_root(int root, const std::string& path, int flags) {
+    return resolve_in_root(root, path, ResolveMode::follow, flags).fd;
+}
 
 int try_open_in_root(int root, const std::string& path, int flags) {
     int fd = sys::try_openat2(root, relative(path), static_cast<std::uint64_t>(flags),
@@ -131,25 +157,10 @@ int try_open_in_root(int root, const std::string& path, int flags) {
                               (flags & O_CREAT) ? 0644 : 0);
     // Refused (an old kernel, an outer seccomp filter), or still racing mounts after the
     // retries: the walk has the same semantics, one component at a time.
-    if (fd == -ENOSYS || fd == -EPERM || fd == -EINVAL || fd == -EAGAIN) return walk(root, relative(path), flags);
+    if (fd == -ENOSYS || fd == -EPERM || fd == -EINVAL || fd == -EAGAIN)
+        return walk_in_root(root, path, flags);
     return fd;
 }
-
-MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
-    if (this != &o) {
-        this->~MappedFile();
-        data_ = o.data_, size_ = o.size_, guard_ = o.guard_;
-        o.data_ = nullptr, o.size_ = 0, o.guard_ = nullptr;
-    }
-    return *this;
-}
-
-MappedFile::~MappedFile() {
-    if (guard_) guard_->data = nullptr;
-    if (size_) ::munmap(const_cast<char*>(data_), size_);
-}
-
-bool MappedFile::truncated() const { return guard_ && guard_->shrunk; }
 
 int try_open_beneath(int dir, const std::string& rel, int flags, std::uint64_t resolve) {
     return sys::try_openat2(dir, rel, static_cast<std::uint64_t>(flags),
@@ -157,19 +168,10 @@ int try_open_beneath(int dir, const std::string& rel, int flags, std::uint64_t r
 }
 
 std::optional<MappedFile> map_regular_in_root(int root, const std::string& path, std::size_t limit) {
-    int fd = try_open_in_root(root, path, O_RDONLY | O_NONBLOCK);  // a FIFO must not block the open
+    // O_NONBLOCK: a FIFO must not block the open.
+    const int fd = try_open_in_root(root, path, O_RDONLY | O_NONBLOCK);
     if (fd < 0) return std::nullopt;
-    UniqueFd f(fd);
-    struct stat st {};
-    if (::fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) > limit) return std::nullopt;
-    const auto size = static_cast<std::size_t>(st.st_size);
-    if (size == 0) return MappedFile();
-    void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) return std::nullopt;
-    MappingGuard* guard = track(static_cast<const char*>(p), size);
-    MappedFile out(static_cast<const char*>(p), size, guard);
-    if (!guard) return std::nullopt;  // unguarded: as good as unreadable
-    return out;
+    return map_regular(UniqueFd(fd), limit);
 }
 
 UniqueFd open_in_root(int root, const std::string& path, int flags) {

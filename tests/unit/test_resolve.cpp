@@ -17,6 +17,7 @@
 #include <fstream>
 
 #include "common/sys.hpp"
+#include "common/text.hpp"
 #include "rootfs/resolve.hpp"
 #include "tests/unit/temp_dir.hpp"
 
@@ -181,4 +182,82 @@ TEST_CASE("open_in_root falls back when an outer seccomp filter answers ENOSYS f
     ::waitpid(pid, &status, 0);
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
+}
+
+// The modes of the one in-root walk, on the same hostile tree: canonical (the layer's parents),
+// create (the executor's mount points), and the one hop limit the kernel also keeps.
+namespace {
+
+std::string joined(const rootfs::Resolved& r) {
+    std::string out;
+    for (std::size_t i = 0; i < r.parts.size(); ++i)
+        out += "/" + r.parts[i] + (r.modes[i] ? "" : "?");  // "?": missing in the root
+    return out.empty() ? "/" : out;
+}
+
+}  // namespace
+
+TEST_CASE("resolve_in_root, canonical: the path the kernel will reach, missing parts as spelled") {
+    TempTree t;
+    UniqueFd root = sys::open_at(AT_FDCWD, (t.dir / "root").string(), O_PATH | O_DIRECTORY);
+    using rootfs::ResolveMode;
+    const auto canonical = [&](const std::string& p, const rootfs::ResolveHooks& hooks = {}) {
+        rootfs::Resolved r = rootfs::resolve_in_root(root.get(), p, ResolveMode::canonical, O_PATH, hooks);
+        UniqueFd held(r.fd);
+        return joined(r) + (r.fd >= 0 ? " fd" : r.fd == -ENOENT ? "" : " E" + std::to_string(-r.fd)) +
+               (r.stopped ? " stopped" : "");
+    };
+    CHECK(canonical("dirlink/sub") == "/dir/sub fd");
+    CHECK(canonical("dirlink/sub/new/more") == "/dir/sub/new?/more?");
+    CHECK(canonical("dir/sub/../../dirlink") == "/dir fd");
+    CHECK(canonical("escape") == "/outside?");       // inside the root, never the host's
+    CHECK(canonical("escape_abs") == "/outside?");
+    CHECK(canonical("new/../dir") == "/dir fd");     // ".." past a missing part, lexically
+    CHECK(canonical("a/x") == "/ E40");              // the loop: ELOOP
+    CHECK(canonical("file/x") == "/ E20");           // ENOTDIR
+    rootfs::ResolveHooks stop;
+    stop.stop = [](const std::vector<std::string>& parts) { return parts.size() == 1 && parts[0] == "dir"; };
+    CHECK(canonical("dirlink/sub", stop) == "/dir? stopped");
+}
+
+TEST_CASE("resolve_in_root, create: missing parts made where the root's links lead, inside it") {
+    TempTree t;
+    UniqueFd root = sys::open_at(AT_FDCWD, (t.dir / "root").string(), O_PATH | O_DIRECTORY);
+    std::vector<std::string> made;
+    rootfs::ResolveHooks hooks;
+    hooks.make = [&](int dir, const std::string& name, bool last) {
+        made.push_back(name + (last ? "" : "/"));
+        if (last) sys::mknod_file_at(dir, name, 0644);
+        else sys::mkdir_at(dir, name, 0755);
+    };
+    const auto create = [&](const std::string& p) {
+        made.clear();
+        rootfs::Resolved r = rootfs::resolve_in_root(root.get(), p, rootfs::ResolveMode::create, O_PATH, hooks);
+        UniqueFd held(r.fd);
+        return r.fd >= 0 ? join(made, " ") : "E" + std::to_string(-r.fd);
+    };
+    CHECK(create("dirlink/new/leaf") == "new/ leaf");
+    CHECK(fs::is_regular_file(t.dir / "root/dir/new/leaf"));
+    CHECK(create("dirlink/new/leaf").empty());  // there now: nothing more made
+    CHECK(create("escape") == "outside");       // the host's file is not touched
+    CHECK(fs::is_regular_file(t.dir / "root/outside"));
+    std::string host;
+    std::getline(std::ifstream(t.dir / "outside"), host);
+    CHECK(host == "out");
+    CHECK(create("a/x") == "E40");
+    CHECK(made.empty());
+}
+
+TEST_CASE("the walk gives up after kMaxSymlinkHops links, exactly where openat2 does") {
+    TempTree t;
+    // l0 -> l1 -> ... -> l40 -> file: from l1, kMaxSymlinkHops links; from l0, one more.
+    for (int i = 0; i < rootfs::kMaxSymlinkHops; ++i)
+        fs::create_symlink("l" + std::to_string(i + 1), t.dir / ("root/l" + std::to_string(i)));
+    fs::create_symlink("file", t.dir / ("root/l" + std::to_string(rootfs::kMaxSymlinkHops)));
+    UniqueFd root = sys::open_at(AT_FDCWD, (t.dir / "root").string(), O_PATH | O_DIRECTORY);
+    for (bool fallback : {false, true}) {
+        INFO("fallback walk: " << fallback);
+        CHECK(resolve(root.get(), "l1", fallback) == "in");
+        CHECK(resolve(root.get(), "l0", fallback) == "ELOOP");
+    }
 }
