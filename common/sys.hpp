@@ -3,7 +3,9 @@
 // the call, its quoted paths and symbolic flags, so `grep sys::mount` has one answer and every
 // failure reads "op(args): reason".
 #include <sched.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -92,7 +94,11 @@ int try_faccessat(const std::string& path, int mode);
 void ftruncate(int fd, off_t size, const std::string& what);
 UniqueFd dup_cloexec(int fd);           // fcntl(F_DUPFD_CLOEXEC)
 void dup2(int from, int to);
-void set_nonblocking(int fd, const std::string& what);  // fcntl(F_SETFL, O_NONBLOCK)            // onto `to`, which stays open across exec
+void set_nonblocking(int fd, const std::string& what);  // fcntl(F_SETFL, O_NONBLOCK)
+// ioctl(2) with a pointer (or integer) argument; `what` names the fd and request for errors,
+// e.g. "ioctl(\"/dev/ptmx\", TIOCSPTLCK)". Returns ioctl's result.
+int ioctl(int fd, unsigned long request, void* arg, const std::string& what);
+int ioctl(int fd, unsigned long request, long arg, const std::string& what);            // onto `to`, which stays open across exec
 
 // Processes and namespaces.
 void unshare(int flags);
@@ -129,6 +135,17 @@ int wait_signal(const sigset_t& set, std::optional<std::uint64_t> ns);
 void signal_group(pid_t pid, int sig);  // kill(-pid), else kill(pid): best effort
 pid_t reap_any(int& status);            // waitpid(-1, WNOHANG): a pid, 0 or -1 (none left)
 bool poll_readable(int fd, int timeout_ms);
+int poll(pollfd* fds, std::size_t n, int timeout_ms);  // the ready count; 0 also on EINTR
+UniqueFd signalfd(const sigset_t& set);                // close-on-exec
+sigset_t block_signals(const sigset_t& set);           // sigprocmask(SIG_BLOCK): the old mask
+void set_signal_mask(const sigset_t& set);             // sigprocmask(SIG_SETMASK)
+void send_signal(pid_t pid, int sig);                  // kill(2), best effort
+// wait4(2) for `pid`, EINTR retried: its status and rusage (left as they are on ECHILD).
+void wait_rusage(pid_t pid, int& status, rusage& ru);
+// read(2) and write(2) as they are, for relays that decide per errno: the count, or -errno.
+ssize_t try_read(int fd, void* buf, std::size_t n);
+ssize_t try_write(int fd, const void* buf, std::size_t n);
+int current_cpu();                                     // sched_getcpu(): -1 where unknown
 // sched_setaffinity, best effort: where refused (or with one usable CPU) nothing changes.
 void set_affinity(pid_t pid, const cpu_set_t& cpus);
 cpu_set_t affinity();                   // empty where it cannot be read (> 1024 CPUs)

@@ -3,6 +3,9 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -88,6 +91,18 @@ void set_nonblocking(int fd, const std::string& what) {
     if (::fcntl(fd, F_SETFL, O_NONBLOCK) < 0) fail(cat("fcntl(", what, ", O_NONBLOCK)"), errno);
 }
 
+int ioctl(int fd, unsigned long request, void* arg, const std::string& what) {
+    const int rc = ::ioctl(fd, request, arg);
+    if (rc < 0) fail(what, errno);
+    return rc;
+}
+
+int ioctl(int fd, unsigned long request, long arg, const std::string& what) {
+    const int rc = ::ioctl(fd, request, arg);
+    if (rc < 0) fail(what, errno);
+    return rc;
+}
+
 pid_t clone3(void* args, std::size_t size, int ns_flags) {
     const long pid = ::syscall(SYS_clone3, args, size);
     if (pid < 0) fail(cat("clone3(", ns_flags, ")"), errno);
@@ -139,6 +154,51 @@ pid_t reap_any(int& status) {
 bool poll_readable(int fd, int timeout_ms) {
     pollfd p{fd, POLLIN, 0};
     return ::poll(&p, 1, timeout_ms) > 0;
+}
+
+int poll(pollfd* fds, std::size_t n, int timeout_ms) {
+    const int rc = ::poll(fds, n, timeout_ms);
+    if (rc < 0 && errno != EINTR) fail("poll()", errno);
+    return std::max(rc, 0);
+}
+
+UniqueFd signalfd(const sigset_t& set) {
+    UniqueFd fd(::signalfd(-1, &set, SFD_CLOEXEC));
+    if (!fd.valid()) fail("signalfd()", errno);
+    return fd;
+}
+
+sigset_t block_signals(const sigset_t& set) {
+    sigset_t old;
+    ::sigprocmask(SIG_BLOCK, &set, &old);
+    return old;
+}
+
+void set_signal_mask(const sigset_t& set) {
+    ::sigprocmask(SIG_SETMASK, &set, nullptr);
+}
+
+void send_signal(pid_t pid, int sig) {
+    ::kill(pid, sig);
+}
+
+void wait_rusage(pid_t pid, int& status, rusage& ru) {
+    while (::wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {
+    }
+}
+
+ssize_t try_read(int fd, void* buf, std::size_t n) {
+    const ssize_t r = ::read(fd, buf, n);
+    return r < 0 ? -errno : r;
+}
+
+ssize_t try_write(int fd, const void* buf, std::size_t n) {
+    const ssize_t w = ::write(fd, buf, n);
+    return w < 0 ? -errno : w;
+}
+
+int current_cpu() {
+    return ::sched_getcpu();
 }
 
 void set_affinity(pid_t pid, const cpu_set_t& cpus) {

@@ -63,7 +63,7 @@ void send_unless_gone(int control, const channel::Frame& frame) {
 // the user's CPUs (spec.cpus) itself, before anything runs in the sandbox. Best effort: with
 // one usable CPU, or where the call is refused, nothing changes.
 void keep_off_my_cpu(pid_t init, const cpu_set_t& cpus) {
-    const int me = ::sched_getcpu();
+    const int me = sys::current_cpu();
     if (CPU_COUNT(&cpus) < 2 || me < 0 || me >= CPU_SETSIZE || !CPU_ISSET(me, &cpus)) return;
     cpu_set_t others = cpus;
     CPU_CLR(me, &others);
@@ -283,8 +283,7 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup&
     RunFds fds = open_run_fds(o, plan.spec, term);
     if (plan.devices_later) plan.spec.cpus = sys::affinity();
     const sigset_t set = monitor_signals();
-    sigset_t old;
-    ::sigprocmask(SIG_BLOCK, &set, &old);
+    const sigset_t old = sys::block_signals(set);
     isolate::Spawned child = start_sandbox(plan, fds, cgroup);
     if (plan.devices_later) {
         try {
@@ -301,7 +300,7 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup&
                                 m.stdin_relay.valid() ? m.stdin_relay.release() : term.take_input(),
                                 m.stdout_relay.valid() ? m.stdout_relay.release() : term.take_output(),
                                 m.stderr_relay.release(), term.master(), o.kill_after, parent_pidfd});
-    ::sigprocmask(SIG_SETMASK, &old, nullptr);
+    sys::set_signal_mask(old);
     return out;
 }
 
