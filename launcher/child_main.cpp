@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 #include "common/error.hpp"
 #include "common/sys.hpp"
@@ -27,7 +28,8 @@ namespace {
 
 void die_with_parent(const UniqueFd& monitor) {
     sys::prctl(PR_SET_PDEATHSIG, SIGKILL, "PR_SET_PDEATHSIG, SIGKILL");
-    if (sys::poll_readable(monitor.get(), 0)) sys::exit_now(kExitSetupFailed);  // died before we armed it
+    // The monitor died before we armed it: it reports nothing, and we go.
+    if (sys::poll_readable(monitor.get(), 0)) sys::exit_now(kExitSetupFailed);
 }
 
 void wait_for_go(const Ends& own) {
@@ -40,21 +42,37 @@ void wait_for_go(const Ends& own) {
 UniqueFd reopen_rootfs(const ChildSpec& spec, UniqueFd monitors) {
     const std::string& path = spec.plan.root.rootfs;
     UniqueFd fd = sys::open_at(AT_FDCWD, path, O_PATH | O_DIRECTORY);
-    struct stat a = sys::fstat(fd.get(), path);
-    struct stat b = sys::fstat(monitors.get(), path);
+    const struct stat a = sys::fstat(fd.get(), path);
+    const struct stat b = sys::fstat(monitors.get(), path);
     if (a.st_dev != b.st_dev || a.st_ino != b.st_ino)
         sys::fail(cat("open(", quote(path), "): ROOTFS was replaced during start-up"), ESTALE);
     return fd;
 }
 
-// The run's one synchronisation point: the plan grown by the GPU's ops, which the monitor
-// planned and placed (and made the entries of, in our layer's late directory) while we set up.
-rootfs::LatePlan receive_late_plan(const ChildSpec& spec, const Ends& own) {
-    std::optional<channel::DevicePlan> got = channel::receive_if<channel::DevicePlan>(own.control.get());
+// The late directory of our layer, for the monitor to make the GPU's entries in (none where
+// the root is bound).
+void send_late_dir(const Ends& own, const rootfs::RootLayer& layer) {
+    UniqueFd dir = layer.late.valid() ? sys::dup_cloexec(layer.late.get()) : UniqueFd();
+    channel::send(own.control.get(), channel::LateDir{std::move(dir)});
+}
+
+// Our own network namespace, owned by our user namespace as a clone flag would make it (the
+// monitor leaves it to us: it is the costly one), and its loopback up.
+void enter_new_net() {
+    sys::unshare(CLONE_NEWNET);
+    sys::set_loopback_up();
+}
+
+// The run's one synchronisation point: the whole plan, grown by the GPU's ops, which the
+// monitor planned and placed (and made the entries of, in our layer's late directory) while we
+// set up. Nullopt where there are no late ops.
+std::optional<rootfs::LatePlan> receive_late_plan(const ChildSpec& spec, const Ends& own) {
+    if (!spec.late_plan) return std::nullopt;
+    auto got = channel::receive_if<channel::DevicePlan>(own.control.get());
     // The monitor kept us off its CPU while it planned them (see keep_off_my_cpu): from here on,
     // the user's CPUs, which the workload inherits.
     if (CPU_COUNT(&spec.cpus) > 0) sys::set_affinity(0, spec.cpus);
-    if (!got) sys::exit_now(kExitSetupFailed);  // the monitor could not plan them, and reports why
+    if (!got) sys::exit_now(kExitSetupFailed);  // the monitor could not plan them, and says why
     got->late.full.root = spec.plan.root;
     return std::move(got->late);
 }
@@ -91,10 +109,10 @@ void take_relays(const Ends& own) {
         take_relays(own);
         sys::setsid();                                     // no controlling tty: no TIOCSTI
         if (own.pty.valid()) pty::enter_new_pty(spec.pty, std::move(own.pty));  // its own one
-        sys::prctl(PR_SET_DUMPABLE, 1, "PR_SET_DUMPABLE, 1");  // init's 0 would lock its /proc/self
+        sys::prctl(PR_SET_DUMPABLE, 1, "PR_SET_DUMPABLE, 1");  // init's 0 locks /proc/self
         isolate::enter_nested_userns(spec.ids);            // see its own uid; no caps over mounts
         sys::chdir(spec.workdir);
-        isolate::apply_rlimits(spec.rlimits);              // in its own user ns: NPROC is per sandbox
+        isolate::apply_rlimits(spec.rlimits);              // own user ns: NPROC per sandbox
         isolate::drop_all_privileges();                    // caps (incl. bounding, ambient), NNP
         sys::set_umask(022);
         sys::close_range_cloexec(3);                       // inherited fds never reach CMD
@@ -130,27 +148,25 @@ const std::vector<int>& forwarded_signals() {
 [[noreturn]] void sandbox_init(const ChildSpec& spec, RunFds& fds) noexcept {
     Ends& own = fds.sandbox;
     try {
-        fds.monitor = {};                                 // first: EOF on ours means it died
+        fds.monitor = {};  // first: EOF on ours means the monitor died
         die_with_parent(fds.monitor_pidfd);
-        wait_for_go(own);                                 // the monitor wrote our id maps
+        wait_for_go(own);  // the monitor wrote our id maps
         sys::prctl(PR_SET_DUMPABLE, 0, "PR_SET_DUMPABLE, 0");  // /proc/1/exe stays closed
-        isolate::apply_ipc_limits(spec.ipc);              // our IPC namespace's, through the host's /proc
+        isolate::apply_ipc_limits(spec.ipc);  // our IPC namespace's, through the host's /proc
         sys::set_umask(0);
         // The layer first, so that the monitor can make the GPU's entries in it while we go on.
         rootfs::RootLayer layer = rootfs::open_root_layer(spec.plan, spec.late_plan);
-        if (spec.late_plan)
-            channel::send(own.control.get(), channel::LateDir{layer.late.valid() ? sys::dup_cloexec(layer.late.get()) : UniqueFd()});
-        if (spec.new_net) sys::unshare(CLONE_NEWNET);     // owned by our user namespace, as a clone flag would be
-        if (spec.new_net) sys::set_loopback_up();         // before the wait for the GPU's ops, if any
+        if (spec.late_plan) send_late_dir(own, layer);
+        if (spec.new_net) enter_new_net();  // before the wait for the GPU's ops, if any
         sys::sethostname(spec.hostname);
         sys::make_rprivate();
         UniqueFd image = reopen_rootfs(spec, std::move(fds.rootfs));
-        rootfs::RootDraft draft = rootfs::draft_root(spec.plan, image.get(), std::move(layer));  // our own entries
-        const rootfs::LatePlan late = spec.late_plan ? receive_late_plan(spec, own) : rootfs::LatePlan{};
-        const rootfs::MountPlan& plan = spec.late_plan ? late.full : spec.plan;
-        rootfs::NewRoot root = rootfs::assemble_root(spec.plan, image.get(), std::move(draft),
-                                                     spec.late_plan ? &late : nullptr);
-        rootfs::apply_mount_plan(plan, root);             // fresh /proc while the old root is visible
+        rootfs::RootDraft draft = rootfs::draft_root(spec.plan, image.get(), std::move(layer));
+        const std::optional<rootfs::LatePlan> late = receive_late_plan(spec, own);
+        const rootfs::MountPlan& plan = late ? late->full : spec.plan;
+        const rootfs::LatePlan* with = late ? &*late : nullptr;
+        rootfs::NewRoot root = rootfs::assemble_root(spec.plan, image.get(), std::move(draft), with);
+        rootfs::apply_mount_plan(plan, root);  // fresh /proc while the old root is visible
         rootfs::enter_root(root.mnt.get());
         const pid_t pid = sys::fork("the workload");
         if (pid == 0) workload_main(spec, own);
