@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <seccomp.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -39,7 +41,15 @@ void write_map(const char* file, const std::string& text) {
 }
 
 // The child: its own user and mount namespace, then the sandbox's root assembly and the plan.
-std::string run_child(const rootfs::MountPlan& plan) {
+void refuse_openat2() {
+    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+    if (!ctx || seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(openat2), 0) != 0 ||
+        ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || seccomp_load(ctx) != 0)
+        throw std::runtime_error("cannot install the openat2 filter");
+    seccomp_release(ctx);
+}
+
+std::string run_child(const rootfs::MountPlan& plan, bool no_openat2) {
     const uid_t uid = ::getuid();
     const gid_t gid = ::getgid();
     sys::unshare(CLONE_NEWUSER | CLONE_NEWNS);
@@ -47,6 +57,7 @@ std::string run_child(const rootfs::MountPlan& plan) {
     write_map("/proc/self/uid_map", "0 " + std::to_string(uid) + " 1");
     write_map("/proc/self/gid_map", "0 " + std::to_string(gid) + " 1");
     sys::make_rprivate();
+    if (no_openat2) refuse_openat2();
     const std::set<std::string> before = mount_points();
     std::string out;
     try {
@@ -93,7 +104,7 @@ std::map<std::string, std::string> snapshot(const std::string& dir) {
     return out;
 }
 
-Outcome apply_in_userns(const rootfs::MountPlan& plan) {
+Outcome apply_in_userns(const rootfs::MountPlan& plan, bool no_openat2) {
     int fds[2];
     if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
     const pid_t pid = ::fork();
@@ -101,7 +112,7 @@ Outcome apply_in_userns(const rootfs::MountPlan& plan) {
         ::close(fds[0]);
         std::string text;
         try {
-            text = run_child(plan);
+            text = run_child(plan, no_openat2);
         } catch (...) {
             text = "harness: " + describe(std::current_exception()) + '\0';
         }

@@ -33,8 +33,10 @@ struct Outcome {
 };
 
 // In a forked child: unshare(CLONE_NEWUSER | CLONE_NEWNS), map its uid to 0, make the mounts
-// private, then assemble the root and apply `plan`, as the sandbox's init does.
-Outcome apply_in_userns(const rootfs::MountPlan& plan);
+// private, then assemble the root and apply `plan`, as the sandbox's init does. With
+// `no_openat2`, a seccomp filter first makes openat2 fail with ENOSYS (as an outer sandbox's
+// might), so the resolver's own walk does every lookup.
+Outcome apply_in_userns(const rootfs::MountPlan& plan, bool no_openat2);
 
 // A plan of `ops` over ROOTFS `rootfs` (an overlay root, as gpubox's default).
 rootfs::MountPlan plan_over(const std::string& rootfs, std::vector<rootfs::MountOp> ops,
