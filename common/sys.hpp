@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <termios.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -98,7 +99,14 @@ void set_nonblocking(int fd, const std::string& what);  // fcntl(F_SETFL, O_NONB
 // ioctl(2) with a pointer (or integer) argument; `what` names the fd and request for errors,
 // e.g. "ioctl(\"/dev/ptmx\", TIOCSPTLCK)". Returns ioctl's result.
 int ioctl(int fd, unsigned long request, void* arg, const std::string& what);
-int ioctl(int fd, unsigned long request, long arg, const std::string& what);            // onto `to`, which stays open across exec
+int ioctl(int fd, unsigned long request, long arg, const std::string& what);
+int try_ioctl(int fd, unsigned long request, void* arg);  // its result, or -errno
+// The caller's terminal (launcher/pty.cpp), best effort where it says nothing else.
+bool is_terminal(int fd);                          // isatty(3)
+int file_flags(int fd);                            // fcntl(F_GETFL): the flags, or -errno
+int set_file_flags(int fd, int flags);             // fcntl(F_SETFL): 0, or -errno
+bool terminal_attrs(int fd, termios& t);           // tcgetattr(3): false where fd is none
+void set_terminal_attrs(int fd, int when, const termios& t);  // tcsetattr(3)            // onto `to`, which stays open across exec
 
 // Processes and namespaces.
 void unshare(int flags);

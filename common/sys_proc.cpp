@@ -103,6 +103,32 @@ int ioctl(int fd, unsigned long request, long arg, const std::string& what) {
     return rc;
 }
 
+int try_ioctl(int fd, unsigned long request, void* arg) {
+    const int rc = ::ioctl(fd, request, arg);
+    return rc < 0 ? -errno : rc;
+}
+
+bool is_terminal(int fd) {
+    return ::isatty(fd) == 1;
+}
+
+int file_flags(int fd) {
+    const int flags = ::fcntl(fd, F_GETFL);
+    return flags < 0 ? -errno : flags;
+}
+
+int set_file_flags(int fd, int flags) {
+    return ::fcntl(fd, F_SETFL, flags) < 0 ? -errno : 0;
+}
+
+bool terminal_attrs(int fd, termios& t) {
+    return ::tcgetattr(fd, &t) == 0;
+}
+
+void set_terminal_attrs(int fd, int when, const termios& t) {
+    ::tcsetattr(fd, when, &t);
+}
+
 pid_t clone3(void* args, std::size_t size, int ns_flags) {
     const long pid = ::syscall(SYS_clone3, args, size);
     if (pid < 0) fail(cat("clone3(", ns_flags, ")"), errno);
