@@ -122,7 +122,7 @@ void make_mount_point(const Ctx& c, const std::string& path, const Entry& e) {
 UniqueFd mount_point(const Ctx& c, const std::string& target, const Entry& e, int flags = O_PATH) {
     int raw = try_open_in_root(c.root, target, flags);
     if (raw == -ENOENT) {
-        make_mount_point(c, target, e);
+        c.live->put(target, e);  // LiveRoot: make_mount_point()
         raw = try_open_in_root(c.root, target, flags);
     }
     if (raw < 0) sys::fail(cat("openat2(root, ", quote(target), ", RESOLVE_IN_ROOT)"), -raw);

@@ -49,7 +49,9 @@ int write_content(int dir, const std::string& name, const Entry& e, bool replace
     if (fd < 0) return fd;
     UniqueFd f(fd);
     sys::write_all(fd, e.text, name);
-    sys::fchmod(fd, e.mode, name);  // exact, whatever the umask
+    // The layer's file may be there already with another mode; a new one has its mode from
+    // openat, since every filler runs with umask 0 (init's, and the monitor's while it fills).
+    if (replace) sys::fchmod(fd, e.mode, name);
     return 0;
 }
 

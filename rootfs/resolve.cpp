@@ -164,10 +164,12 @@ int try_open_in_root(int root, const std::string& path, int flags) {
 
 int try_open_beneath(int dir, const std::string& rel, int flags, std::uint64_t resolve) {
     return sys::try_openat2(dir, rel, static_cast<std::uint64_t>(flags),
-                            RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | resolve);
+                            RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+                                resolve);
 }
 
-std::optional<MappedFile> map_regular_in_root(int root, const std::string& path, std::size_t limit) {
+std::optional<MappedFile> map_regular_in_root(int root, const std::string& path,
+                                              std::size_t limit) {
     // O_NONBLOCK: a FIFO must not block the open.
     const int fd = try_open_in_root(root, path, O_RDONLY | O_NONBLOCK);
     if (fd < 0) return std::nullopt;
