@@ -15,14 +15,13 @@
 # aim is 1,000. What stands between: the layer's late-entry machinery, which the monitor shares
 # (GPU entries made beside init), the executor's bound-root overlays, and the sampler, which
 # could leave the sandbox if the monitor read the sandbox's /proc itself. Lower the budget as
-# the code shrinks; raise it
-# only with a reason in the commit that does.
+# the code shrinks; raise it only with a reason in the commit that does.
 #
-# Usage: child-boundary.sh SRC_DIR CHILD_LIB COMMON_LIB ROOTFS_LIB ISOLATE_LIB SOURCE...
+# Usage: child-boundary.sh SRC_DIR CHILD_LIB COMMON_LIB ROOTFS_LIB SOURCE...
 set -euo pipefail
 BUDGET=2200
-src=$1 child_lib=$2 common_lib=$3 rootfs_lib=$4 isolate_lib=$5
-shift 5
+src=$1 child_lib=$2 common_lib=$3 rootfs_lib=$4
+shift 4
 fail=0
 bad() { echo "child-boundary: $*" >&2; fail=1; }
 
