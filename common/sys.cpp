@@ -409,66 +409,10 @@ void pipe(UniqueFd& read_end, UniqueFd& write_end) {
 
 void socketpair(UniqueFd& a, UniqueFd& b) {
     int fds[2];
-    check(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), "socketpair(AF_UNIX, SOCK_STREAM)");
+    check(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds),
+          "socketpair(AF_UNIX, SOCK_SEQPACKET)");
     a.reset(fds[0]);
     b.reset(fds[1]);
-}
-
-namespace {
-
-// What send_fd and recv_fd exchange: one byte, and room for one fd beside it where there is one
-// (always, to receive).
-struct FdMessage {
-    char byte = 0;
-    iovec iov{&byte, 1};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr msg{};
-    explicit FdMessage(bool with_fd) {
-        msg.msg_iov = &iov;
-        msg.msg_iovlen = 1;
-        if (!with_fd) return;
-        msg.msg_control = control;
-        msg.msg_controllen = sizeof control;
-    }
-    FdMessage(const FdMessage&) = delete;  // points into itself
-    FdMessage& operator=(const FdMessage&) = delete;
-};
-
-}  // namespace
-
-void send_fd(int sock, int fd, const std::string& what) {
-    FdMessage m(fd >= 0);
-    msghdr& msg = m.msg;
-    m.byte = fd >= 0 ? 'f' : 'n';
-    if (fd >= 0) {
-        cmsghdr* c = CMSG_FIRSTHDR(&msg);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    }
-    ssize_t n;
-    do n = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
-    while (n < 0 && errno == EINTR);
-    check(n, [&] { return cat("sendmsg(", what, ", SCM_RIGHTS)"); });
-}
-
-bool recv_fd(int sock, UniqueFd& out, const std::string& what) {
-    FdMessage m(true);
-    msghdr& msg = m.msg;
-    ssize_t n;
-    do n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
-    while (n < 0 && errno == EINTR);
-    check(n, [&] { return cat("recvmsg(", what, ")"); });
-    out.reset();
-    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int))) {
-            int fd;
-            std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
-            out.reset(fd);
-        }
-    if (n > 0 && (m.byte == 'f') != out.valid()) fail(cat("recvmsg(", what, "): the fd sent with it is missing"), EPROTO);
-    return n > 0;
 }
 
 UniqueFd memfd(const std::string& name) {

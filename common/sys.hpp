@@ -2,10 +2,16 @@
 // THE syscall wrappers. Each one captures errno on failure and throws SysError whose text names
 // the call, its quoted paths and symbolic flags, so `grep sys::mount` has one answer and every
 // failure reads "op(args): reason".
+#include <sched.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <termios.h>
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -94,7 +100,19 @@ bool flock_try(int fd, bool shared, const std::string& what);
 int try_faccessat(const std::string& path, int mode);
 void ftruncate(int fd, off_t size, const std::string& what);
 UniqueFd dup_cloexec(int fd);           // fcntl(F_DUPFD_CLOEXEC)
-void dup2(int from, int to);            // onto `to`, which stays open across exec
+void dup2(int from, int to);
+void set_nonblocking(int fd, const std::string& what);  // fcntl(F_SETFL, O_NONBLOCK)
+// ioctl(2) with a pointer (or integer) argument; `what` names the fd and request for errors,
+// e.g. "ioctl(\"/dev/ptmx\", TIOCSPTLCK)". Returns ioctl's result.
+int ioctl(int fd, unsigned long request, void* arg, const std::string& what);
+int ioctl(int fd, unsigned long request, long arg, const std::string& what);
+int try_ioctl(int fd, unsigned long request, void* arg);  // its result, or -errno
+// The caller's terminal (launcher/pty.cpp), best effort where it says nothing else.
+bool is_terminal(int fd);                          // isatty(3)
+int file_flags(int fd);                            // fcntl(F_GETFL): the flags, or -errno
+int set_file_flags(int fd, int flags);             // fcntl(F_SETFL): 0, or -errno
+bool terminal_attrs(int fd, termios& t);           // tcgetattr(3): false where fd is none
+void set_terminal_attrs(int fd, int when, const termios& t);  // tcsetattr(3)            // onto `to`, which stays open across exec
 
 // Processes and namespaces.
 void unshare(int flags);
@@ -108,13 +126,49 @@ void lower_rlimit(int resource, std::uint64_t value, const std::string& name);
 std::uint64_t page_size();
 void close_range_cloexec(unsigned first);
 void pipe(UniqueFd& read_end, UniqueFd& write_end);
-// A connected AF_UNIX stream pair (close-on-exec), and an fd passed over it with one byte:
-// send_fd(sock, -1) sends the byte alone. recv_fd is false at EOF; `out` is the fd or empty.
+// A connected AF_UNIX SOCK_SEQPACKET pair (close-on-exec): each send is one frame, delivered
+// whole and never interleaved with another writer's, EOF once every peer end is closed.
 void socketpair(UniqueFd& a, UniqueFd& b);
-void send_fd(int sock, int fd, const std::string& what);
-bool recv_fd(int sock, UniqueFd& out, const std::string& what);
+// One frame: `bytes` (never empty) and optionally one fd beside it (SCM_RIGHTS). A peer that
+// is gone answers EPIPE (no SIGPIPE). `what` names the channel in errors.
+void send_frame(int sock, std::string_view bytes, int fd, const std::string& what);
+// The next frame's first byte, left queued; -1 at EOF.
+int peek_frame(int sock, const std::string& what);
+// The next frame and its fd, if one came (close-on-exec); false at EOF.
+bool recv_frame(int sock, std::string& bytes, UniqueFd& fd, const std::string& what);
 UniqueFd memfd(const std::string& name);
 void install_seccomp_filter(const void* prog_bytes, std::size_t len);
+
+// Processes and signals (the sandbox's init and workload, the monitor).
+pid_t clone3(void* args, std::size_t size, int ns_flags);  // clone3(2); isolate/spawn.cpp only
+void setsid();
+[[noreturn]] void exit_now(int code);  // _exit(2): no atexit handlers, no stdio flush
+int try_execve(const std::string& path, char* const argv[], char* const envp[]);  // its errno
+void unblock_all_signals();
+void default_signal(int sig);
+void ignore_signal(int sig);
+// sigtimedwait for a signal of `set` (blocked), for at most `ns` (nullopt: for ever): the
+// signal, or -1 when the time ran out or a handler interrupted it.
+int wait_signal(const sigset_t& set, std::optional<std::uint64_t> ns);
+void signal_group(pid_t pid, int sig);  // kill(-pid), else kill(pid): best effort
+pid_t reap_any(int& status);            // waitpid(-1, WNOHANG): a pid, 0 or -1 (none left)
+bool poll_readable(int fd, int timeout_ms);
+int poll(pollfd* fds, std::size_t n, int timeout_ms);  // the ready count; 0 also on EINTR
+UniqueFd signalfd(const sigset_t& set);                // close-on-exec
+sigset_t block_signals(const sigset_t& set);           // sigprocmask(SIG_BLOCK): the old mask
+void set_signal_mask(const sigset_t& set);             // sigprocmask(SIG_SETMASK)
+void send_signal(pid_t pid, int sig);                  // kill(2), best effort
+// wait4(2) for `pid`, EINTR retried: its status and rusage (left as they are on ECHILD).
+void wait_rusage(pid_t pid, int& status, rusage& ru);
+// read(2) and write(2) as they are, for relays that decide per errno: the count, or -errno.
+ssize_t try_read(int fd, void* buf, std::size_t n);
+ssize_t try_write(int fd, const void* buf, std::size_t n);
+int current_cpu();                                     // sched_getcpu(): -1 where unknown
+// sched_setaffinity, best effort: where refused (or with one usable CPU) nothing changes.
+void set_affinity(pid_t pid, const cpu_set_t& cpus);
+cpu_set_t affinity();                   // empty where it cannot be read (> 1024 CPUs)
+unsigned usable_cpus();                 // at least 1
+std::uint64_t monotonic_ns();
 
 // uname(2)'s release ("6.18.44-fc") and whether it is at least major.minor.
 std::string kernel_release();

@@ -87,29 +87,6 @@ BpfProgram load_bpf_file(const std::string& path) {
     return p;
 }
 
-void send_bpf(int fd, const BpfProgram& prog) {
-    const auto len = static_cast<std::uint32_t>(prog.bytes.size());
-    sys::write_all(fd, std::string_view(reinterpret_cast<const char*>(&len), sizeof len), "seccomp pipe");
-    sys::write_all(fd, prog.bytes, "seccomp pipe");
-}
-
-BpfProgram receive_bpf(int fd) {
-    auto read_exact = [&](char* p, std::size_t n) {
-        while (n > 0) {
-            ssize_t r = ::read(fd, p, n);
-            if (r < 0 && errno == EINTR) continue;
-            if (r <= 0) sys::fail("read(seccomp pipe): the monitor sent no filter", r < 0 ? errno : EPIPE);
-            p += r, n -= static_cast<std::size_t>(r);
-        }
-    };
-    std::uint32_t len = 0;
-    read_exact(reinterpret_cast<char*>(&len), sizeof len);
-    if (len == 0 || len > (1u << 20)) sys::fail("read(seccomp pipe): bad filter length", EINVAL);
-    BpfProgram prog{std::string(len, '\0')};
-    read_exact(prog.bytes.data(), len);
-    return prog;
-}
-
 void install(const BpfProgram& prog) {
     if (prog.empty()) return;
     sys::install_seccomp_filter(prog.bytes.data(), prog.bytes.size());

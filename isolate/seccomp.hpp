@@ -18,11 +18,6 @@ std::string export_pfc(const SeccompPolicy& policy);
 // A user-supplied profile: a file of raw BPF (bwrap --seccomp format).
 BpfProgram load_bpf_file(const std::string& path);
 
-// The program travels over a pipe as a 4-byte length and the bytes, so the monitor can compile
-// it while the child sets up its mounts (it is needed only just before exec).
-void send_bpf(int fd, const BpfProgram& prog);
-BpfProgram receive_bpf(int fd);
-
 // Child side: seccomp(SECCOMP_SET_MODE_FILTER). no_new_privs must be set first.
 void install(const BpfProgram& prog);
 

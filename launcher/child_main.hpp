@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "common/unique_fd.hpp"
 #include "isolate/id_map.hpp"
 #include "isolate/limits.hpp"
 #include "isolate/seccomp.hpp"
@@ -17,7 +18,9 @@ namespace gpubox::launcher {
 struct ChildSpec {
     rootfs::MountPlan plan;
     isolate::IdMaps ids;
-    bool seccomp = true;     // the filter arrives on seccomp_fd, compiled while we set up
+    bool seccomp = true;
+    isolate::BpfProgram bpf;  // with seccomp: the default filter (built in) or --seccomp-bpf;
+                              // in the child's copy of memory, installed last before exec
     std::string hostname;
     bool new_net = true;
     std::vector<std::string> argv;
@@ -28,22 +31,30 @@ struct ChildSpec {
     isolate::IpcLimits ipc;
     int sample_ms = 0;       // > 0: init reports the sandbox's CPU and memory use this often
     std::uint64_t sampled_memory_limit = 0;  // the memory limit init's samples enforce, if they do
-    int stdin_fd = -1;       // read end of the monitor's stdin relay (see launcher/stdio.hpp)
-    int stdout_fd = -1;      // write ends of the monitor's output relays (may be one pipe)
-    int stderr_fd = -1;
-    int rootfs_fd = -1;      // O_PATH of ROOTFS, opened by the monitor
-    int parent_pidfd = -1;   // the monitor, for die-with-parent
-    int go_fd = -1;          // read end: the monitor wrote the id maps
-    int report_fd = -1;      // write end: framed messages to the monitor
-    int seccomp_fd = -1;     // read end: the BPF program, length-prefixed
-    int device_fd = -1;      // socket: our layer's late directory goes out, the GPU's mount ops come back (or -1)
-    cpu_set_t cpus{};        // with device_fd: the user's CPUs, restored once the ops arrive
-    std::vector<int> monitor_fds;  // the monitor's pipe ends: closed first, so EOF means death
+    // The GPU's ops are planned by the monitor while init sets up: init sends its layer's late
+    // directory and receives the whole plan (channel::DevicePlan) before it mounts the root.
+    bool late_plan = false;
+    cpu_set_t cpus{};        // with late_plan: the user's CPUs, restored once the plan arrives
     pty::PtySpec pty;        // with the caller at a terminal: the workload makes a pty of its own
 };
 
-// The sandbox's init (pid 1): set up, fork the workload, reap, forward signals, report.
-[[noreturn]] void sandbox_init(const ChildSpec& spec) noexcept;
+// One side's ends of the run's channels. Every fd is owned once: after clone() each process
+// closes the other side's copies (EOF on the control channel then means the other is gone).
+struct Ends {
+    UniqueFd control;                                  // typed frames: launcher/channel.hpp
+    UniqueFd stdin_relay, stdout_relay, stderr_relay;  // launcher/stdio.hpp; none: not relayed
+    UniqueFd pty;                                      // the pty's master: launcher/pty.hpp
+};
+struct RunFds {
+    Ends monitor, sandbox;
+    UniqueFd rootfs;         // O_PATH of ROOTFS: init checks its own against it; the monitor
+                             // makes the GPU's entries below it
+    UniqueFd monitor_pidfd;  // the monitor, for init's die-with-parent
+};
+
+// The sandbox's init (pid 1): set up, fork the workload, reap, forward signals, report. `fds`
+// is the child's copy: it closes the monitor's ends first.
+[[noreturn]] void sandbox_init(const ChildSpec& spec, RunFds& fds) noexcept;
 
 // Signals the monitor forwards to the sandbox, and init to the workload.
 const std::vector<int>& forwarded_signals();

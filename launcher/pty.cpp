@@ -7,25 +7,12 @@
 #include <string>
 
 #include "common/sys.hpp"
+#include "launcher/channel.hpp"
 
 namespace gpubox::launcher::pty {
 
 bool wanted(bool stdin_tty, bool stdout_tty, bool output_capped) {
     return stdin_tty && stdout_tty && !output_capped;
-}
-
-void enter_new_pty(const PtySpec& spec) {
-    UniqueFd master = sys::open_at(AT_FDCWD, "/dev/ptmx", O_RDWR | O_NOCTTY);  // the sandbox's devpts
-    int unlock = 0;
-    if (::ioctl(master.get(), TIOCSPTLCK, &unlock) < 0) sys::fail("ioctl(\"/dev/ptmx\", TIOCSPTLCK)", errno);
-    UniqueFd slave(::ioctl(master.get(), TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC));
-    if (!slave.valid()) sys::fail("ioctl(\"/dev/ptmx\", TIOCGPTPEER)", errno);
-    if (spec.size.ws_row && ::ioctl(slave.get(), TIOCSWINSZ, &spec.size) < 0) sys::fail("ioctl(pty, TIOCSWINSZ)", errno);
-    sys::send_fd(spec.sock, master.get(), "pty socket");
-    ::close(spec.sock);
-    for (int fd = 0; fd <= (spec.stderr_too ? 2 : 1); ++fd)
-        if (::dup2(slave.get(), fd) < 0) sys::fail("dup2(pty)", errno);
-    if (::ioctl(STDIN_FILENO, TIOCSCTTY, 0) < 0) sys::fail("ioctl(pty, TIOCSCTTY)", errno);
 }
 
 namespace {
@@ -35,58 +22,56 @@ namespace {
 // line discipline) into a NUL byte: read it here instead, line by line, an EOF as `eof`.
 std::string take_typeahead(cc_t eof) {
     std::string typed;
-    const int flags = ::fcntl(STDIN_FILENO, F_GETFL);
-    if (flags < 0 || ::fcntl(STDIN_FILENO, F_SETFL, flags | O_NONBLOCK) < 0) return typed;
+    const int flags = sys::file_flags(STDIN_FILENO);
+    if (flags < 0 || sys::set_file_flags(STDIN_FILENO, flags | O_NONBLOCK) < 0) return typed;
     char buf[4096];
     for (int i = 0; i < 64; ++i) {  // a hung-up terminal reads EOF for ever
-        const ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
+        const ssize_t n = sys::try_read(STDIN_FILENO, buf, sizeof buf);
         if (n < 0) break;  // EAGAIN: nothing more
         if (n == 0) typed += static_cast<char>(eof);
         else typed.append(buf, static_cast<std::size_t>(n));
     }
-    ::fcntl(STDIN_FILENO, F_SETFL, flags);
+    sys::set_file_flags(STDIN_FILENO, flags);
     return typed;
 }
 
 }  // namespace
 
-int Terminal::prepare(PtySpec& spec, bool output_capped) {
-    if (!wanted(::isatty(STDIN_FILENO) == 1, ::isatty(STDOUT_FILENO) == 1, output_capped)) return -1;
-    sys::socketpair(mine_, child_end_);
-    spec.sock = child_end_.get();
-    spec.stderr_too = ::isatty(STDERR_FILENO) == 1;
-    if (::ioctl(STDIN_FILENO, TIOCGWINSZ, &spec.size) < 0) spec.size = {};
-    return mine_.get();
+bool Terminal::prepare(PtySpec& spec, bool output_capped) {
+    if (!wanted(sys::is_terminal(STDIN_FILENO), sys::is_terminal(STDOUT_FILENO), output_capped))
+        return false;
+    spec.stderr_too = sys::is_terminal(STDERR_FILENO);
+    if (sys::try_ioctl(STDIN_FILENO, TIOCGWINSZ, &spec.size) < 0) spec.size = {};
+    return true;
 }
 
-void Terminal::attach() {
-    if (!mine_.valid()) return;
-    const bool got = sys::recv_fd(mine_.get(), master_, "pty socket");
-    mine_.reset();
-    if (!got || !master_.valid()) return;
+void Terminal::attach(UniqueFd sock) {
+    if (!sock.valid()) return;
+    std::optional<channel::Frame> got = channel::receive(sock.get());
+    sock.reset();
+    if (!got || !std::holds_alternative<channel::PtyMaster>(*got)) return;
+    master_ = std::move(std::get<channel::PtyMaster>(*got).master);
     master_fd_ = master_.get();
     // Non-blocking: a workload that does not read its terminal stalls nothing in the monitor.
-    if (::fcntl(master_.get(), F_SETFL, O_NONBLOCK) < 0) sys::fail("fcntl(pty, O_NONBLOCK)", errno);
-    input_.reset(::fcntl(master_.get(), F_DUPFD_CLOEXEC, 3));  // the stdin relay closes its own
-    if (!input_.valid()) sys::fail("fcntl(pty, F_DUPFD_CLOEXEC)", errno);
+    sys::set_nonblocking(master_.get(), "pty");
+    input_ = sys::dup_cloexec(master_.get());  // the stdin relay closes its own
     termios t{};
-    if (::tcgetattr(STDIN_FILENO, &t) < 0) return;
+    if (!sys::terminal_attrs(STDIN_FILENO, t)) return;
     saved_ = t;
     const std::string typed = take_typeahead(t.c_cc[VEOF]);
     ::cfmakeraw(&t);
-    ::tcsetattr(STDIN_FILENO, TCSANOW, &t);
-    if (!typed.empty() && ::write(master_.get(), typed.data(), typed.size()) < 0) {
-        // best effort: what was typed before the sandbox's terminal existed
-    }
+    sys::set_terminal_attrs(STDIN_FILENO, TCSANOW, t);
+    // Best effort: what was typed before the sandbox's terminal existed.
+    if (!typed.empty()) sys::try_write(master_.get(), typed.data(), typed.size());
 }
 
 Terminal::~Terminal() {
-    if (saved_) ::tcsetattr(STDIN_FILENO, TCSADRAIN, &*saved_);
+    if (saved_) sys::set_terminal_attrs(STDIN_FILENO, TCSADRAIN, *saved_);
 }
 
 void Terminal::copy_window_size(int from, int to) {
     winsize ws{};
-    if (::ioctl(from, TIOCGWINSZ, &ws) == 0) ::ioctl(to, TIOCSWINSZ, &ws);
+    if (sys::try_ioctl(from, TIOCGWINSZ, &ws) == 0) sys::try_ioctl(to, TIOCSWINSZ, &ws);
 }
 
 }  // namespace gpubox::launcher::pty

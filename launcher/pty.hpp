@@ -21,8 +21,9 @@
 
 namespace gpubox::launcher::pty {
 
+// With a pty, the run's fds hold a socket pair (Ends::pty) over which the workload sends the
+// master as a channel::PtyMaster frame.
 struct PtySpec {
-    int sock = -1;            // the workload sends its pty's master over it; -1: no pty
     bool stderr_too = false;  // fd 2 is the caller's terminal too, so it becomes the pty as well
     winsize size{};           // the caller's window size when the run starts
 };
@@ -31,8 +32,8 @@ struct PtySpec {
 bool wanted(bool stdin_tty, bool stdout_tty, bool output_capped);
 
 // [workload, after setsid()] Opens a pty in the sandbox's devpts, sends the master over
-// spec.sock, and makes the slave fds 0 and 1 (and 2) and the controlling terminal.
-void enter_new_pty(const PtySpec& spec);
+// `sock` (then closed), and makes the slave fds 0 and 1 (and 2) and the controlling terminal.
+void enter_new_pty(const PtySpec& spec, UniqueFd sock);
 
 // [monitor] The caller's terminal while the sandbox runs.
 class Terminal {
@@ -42,14 +43,12 @@ public:
     Terminal& operator=(const Terminal&) = delete;
     ~Terminal();  // the caller's terminal settings come back
 
-    // Before clone(): fills `spec` when a pty is wanted; returns the monitor's end of the socket
-    // (-1 without a pty), which the sandbox must close.
-    int prepare(PtySpec& spec, bool output_capped);
-    // After clone(): the workload's end is its own now.
-    void child_started() { child_end_.reset(); }
-    // Waits for the master (none: the sandbox failed before, and reports why), then puts the
-    // caller's terminal in raw mode: the pty's line discipline does the rest.
-    void attach();
+    // Before clone(): whether a pty is wanted (then the run makes the socket pair), filling `spec`.
+    bool prepare(PtySpec& spec, bool output_capped);
+    // Waits on `sock` (the monitor's end; none: no pty) for the master (none: the sandbox failed
+    // before, and reports why), then puts the caller's terminal in raw mode: the pty's line
+    // discipline does the rest.
+    void attach(UniqueFd sock);
     // The relays' ends, for the monitor's loop to own (it closes them at EOF); -1 without a pty.
     int take_input() { return input_.release(); }     // written with what the caller types
     int take_output() { return master_.release(); }   // read for what the workload prints
@@ -58,7 +57,7 @@ public:
     static void copy_window_size(int from, int to);
 
 private:
-    UniqueFd mine_, child_end_, master_, input_;
+    UniqueFd master_, input_;
     int master_fd_ = -1;
     std::optional<termios> saved_;
 };

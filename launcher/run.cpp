@@ -30,6 +30,7 @@
 #include "gpu/slurm.hpp"
 #include "gpu/inventory.hpp"
 #include "gpu/mount_list.hpp"
+#include "launcher/channel.hpp"
 #include "launcher/environment.hpp"
 #include "launcher/exit_codes.hpp"
 #include "launcher/pty.hpp"
@@ -45,7 +46,15 @@
 namespace gpubox::launcher {
 namespace {
 
-void child_entry(const void* arg) { sandbox_init(*static_cast<const ChildSpec*>(arg)); }
+// A frame to init, which may have failed and gone already: then its Failure is queued for
+// supervise(), which reports it.
+void send_unless_gone(int control, const channel::Frame& frame) {
+    try {
+        channel::send(control, frame);
+    } catch (const SysError& e) {
+        if (e.err() != EPIPE) throw;
+    }
+}
 
 // Init sets up while the monitor discovers GPUs: with two CPUs, discovery costs init nothing.
 // But the scheduler places a freshly cloned child, and wakes it from a pipe, on its parent's
@@ -54,11 +63,11 @@ void child_entry(const void* arg) { sandbox_init(*static_cast<const ChildSpec*>(
 // the user's CPUs (spec.cpus) itself, before anything runs in the sandbox. Best effort: with
 // one usable CPU, or where the call is refused, nothing changes.
 void keep_off_my_cpu(pid_t init, const cpu_set_t& cpus) {
-    const int me = ::sched_getcpu();
+    const int me = sys::current_cpu();
     if (CPU_COUNT(&cpus) < 2 || me < 0 || me >= CPU_SETSIZE || !CPU_ISSET(me, &cpus)) return;
     cpu_set_t others = cpus;
     CPU_CLR(me, &others);
-    ::sched_setaffinity(init, sizeof others, &others);
+    sys::set_affinity(init, others);
 }
 
 UniqueFd open_rootfs(const std::string& path) {
@@ -167,14 +176,15 @@ RunPlan plan_run(const Options& o) {
         else in.device_ops = plan_gpus(o, p);
     }
     s.plan = rootfs::build_mount_plan(in);
+    s.late_plan = p.devices_later;
     s.seccomp = o.seccomp;
     if (!o.seccomp) {
         p.seccomp_text = "off (--no-seccomp)\n";
     } else if (!o.seccomp_bpf.empty()) {
-        p.bpf = isolate::load_bpf_file(o.seccomp_bpf);  // validated before anything runs
-        p.seccomp_text = cat("custom BPF from ", quote(o.seccomp_bpf), " (", p.bpf.bytes.size() / 8, " instructions)\n");
+        s.bpf = isolate::load_bpf_file(o.seccomp_bpf);  // validated before anything runs
+        p.seccomp_text = cat("custom BPF from ", quote(o.seccomp_bpf), " (", s.bpf.bytes.size() / 8, " instructions)\n");
     } else {
-        p.bpf = isolate::default_filter();
+        s.bpf = isolate::default_filter();
         p.seccomp_text = isolate::to_string(isolate::default_seccomp_policy());
     }
     s.hostname = o.hostname;
@@ -188,110 +198,109 @@ RunPlan plan_run(const Options& o) {
 
 namespace {
 
-// The GPU's ops, planned now that the sandbox is setting up, sent to its init. They go where
-// the plan would have had them (before the user's mounts) and are placed by the same planner.
+// The GPU's ops, planned now that the sandbox is setting up, placed where the plan would have
+// had them (before the user's mounts) by the same planner, and sent to init as the whole plan.
 // Their entries (mount points, links, the ld.so.cache) are made here too, in the late directory
-// of init's layer, which init passed over first: init meanwhile creates its network namespace
-// and fills the rest of its layer, instead of doing it all in turn. Init sends that fd with
-// nothing in its way that could block; at EOF it failed first, and reports why.
-void send_device_ops(const Options& o, RunPlan& plan, int sock, int image) {
+// of init's layer, which init sent first: init meanwhile creates its network namespace and fills
+// the rest of its layer, instead of doing it all in turn. A frame other than LateDir (or EOF):
+// init failed first, and its Failure stays queued for supervise().
+void send_device_ops(const Options& o, RunPlan& plan, RunFds& fds) {
     const rootfs::MountPlan& base = plan.spec.plan;
     std::vector<rootfs::MountOp> ops = rootfs::place_device_ops(base, plan_gpus(o, plan));
-    UniqueFd late;
-    if (!sys::recv_fd(sock, late, "device plan socket")) return;
-    std::span<const rootfs::MountOp> placed(ops);
-    rootfs::MountPlan full;  // with the layer: the plan grown by them, as init will grow it
-    std::vector<bool> prepared;
-    if (late.valid()) {
-        const std::size_t n = ops.size();
-        full = rootfs::with_device_ops(base, std::move(ops));
-        placed = {full.ops.data() + base.user_from, n};
-        prepared = rootfs::prepare_late_entries(full, base.user_from, n, image, late.get());
-    }
-    try {
-        sys::write_all(sock, rootfs::encode_ops(placed, prepared), "device plan socket");
-    } catch (const SysError& e) {
-        if (e.err() != EPIPE) throw;  // else the sandbox failed first, and reports why
-    }
+    const int control = fds.monitor.control.get();
+    std::optional<channel::LateDir> dir = channel::receive_if<channel::LateDir>(control);
+    if (!dir) return;
+    const std::size_t n = ops.size();
+    channel::DevicePlan msg;
+    msg.late.full = rootfs::with_device_ops(base, std::move(ops));
+    msg.late.prepared.assign(n, false);
+    if (dir->dir.valid())
+        msg.late.prepared = rootfs::prepare_late_entries(msg.late.full, base.user_from, n, fds.rootfs.get(), dir->dir.get());
+    send_unless_gone(control, msg);
 }
 
-// Everything from the pipes to the verdict; exceptions before the sandbox exists propagate.
-RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup& cgroup, int parent_pidfd) {
-    ChildSpec& spec = plan.spec;
-    UniqueFd rootfs = open_rootfs(o.rootfs);
-    UniqueFd go_r, go_w, rep_r, rep_w, in_r, in_w, out_r, out_w, err_r, err_w, bpf_r, bpf_w, dev_r, dev_w;
-    sys::pipe(go_r, go_w);
-    sys::pipe(rep_r, rep_w);
-    sys::pipe(bpf_r, bpf_w);
-    if (plan.devices_later) {
-        sys::socketpair(dev_r, dev_w), spec.device_fd = dev_r.get();
-        if (::sched_getaffinity(0, sizeof spec.cpus, &spec.cpus) != 0) CPU_ZERO(&spec.cpus);  // > 1024 CPUs
-        ::signal(SIGPIPE, SIG_IGN);  // a sandbox that failed early has closed its end
-    }
+// The ends of every channel of the run: the control channel, the relays the caller's fds 0-2
+// need (launcher/stdio.hpp), the pty's socket; ROOTFS and the monitor's pidfd for init.
+RunFds open_run_fds(const Options& o, ChildSpec& spec, pty::Terminal& term) {
+    RunFds f;
+    f.rootfs = open_rootfs(o.rootfs);
+    sys::socketpair(f.monitor.control, f.sandbox.control);
+    const bool capped = o.limits.stdout_bytes || o.limits.stderr_bytes;
     const StdioPlan stdio = plan_stdio(inspect_stdio(), {false, o.limits.stdout_bytes.has_value(),
                                                          o.limits.stderr_bytes.has_value()});
     if (stdio.relay[0]) {
-        sys::pipe(in_r, in_w), spec.stdin_fd = in_r.get();
+        sys::pipe(f.sandbox.stdin_relay, f.monitor.stdin_relay);
         // The monitor never blocks on it: a workload that does not read its stdin stalls nothing.
-        if (::fcntl(in_w.get(), F_SETFL, O_NONBLOCK) < 0) sys::fail("fcntl(stdin relay, O_NONBLOCK)", errno);
+        sys::set_nonblocking(f.monitor.stdin_relay.get(), "stdin relay");
     }
-    if (stdio.relay[1]) sys::pipe(out_r, out_w), spec.stdout_fd = out_w.get();
-    if (stdio.err_into_out) spec.stderr_fd = out_w.get();
-    else if (stdio.relay[2]) sys::pipe(err_r, err_w), spec.stderr_fd = err_w.get();
-    if (in_w.valid() || out_w.valid() || err_w.valid()) ::signal(SIGPIPE, SIG_IGN);  // a closed reader must not kill us
-    UniqueFd self = sys::pidfd_open(::getpid());
-    spec.rootfs_fd = rootfs.get();
-    spec.parent_pidfd = self.get();
-    spec.go_fd = go_r.get();
-    spec.report_fd = rep_w.get();
-    spec.seccomp_fd = bpf_r.get();
-    spec.monitor_fds = {go_w.get(), rep_r.get(), bpf_w.get()};
-    if (dev_w.valid()) spec.monitor_fds.push_back(dev_w.get());
-    if (in_w.valid()) spec.monitor_fds.push_back(in_w.get());
-    if (out_r.valid()) spec.monitor_fds.push_back(out_r.get());
-    if (err_r.valid()) spec.monitor_fds.push_back(err_r.get());
-    pty::Terminal term;  // with the caller at a terminal: the workload's own pty, relayed
-    if (int mine = term.prepare(spec.pty, o.limits.stdout_bytes || o.limits.stderr_bytes); mine >= 0) spec.monitor_fds.push_back(mine);
+    if (stdio.relay[1]) sys::pipe(f.monitor.stdout_relay, f.sandbox.stdout_relay);
+    if (stdio.err_into_out) f.sandbox.stderr_relay = sys::dup_cloexec(f.sandbox.stdout_relay.get());
+    else if (stdio.relay[2]) sys::pipe(f.monitor.stderr_relay, f.sandbox.stderr_relay);
+    if (f.monitor.stdin_relay.valid() || f.monitor.stdout_relay.valid() || f.monitor.stderr_relay.valid())
+        sys::ignore_signal(SIGPIPE);  // a closed reader must not kill us
+    if (term.prepare(spec.pty, capped)) sys::socketpair(f.monitor.pty, f.sandbox.pty);
+    f.monitor_pidfd = sys::pidfd_open(::getpid());
+    return f;
+}
 
-    sigset_t set = monitor_signals(), old;
-    ::sigprocmask(SIG_BLOCK, &set, &old);
+struct ChildArgs {
+    const ChildSpec* spec;
+    RunFds* fds;
+};
+
+void child_entry(void* arg) {
+    auto* a = static_cast<ChildArgs*>(arg);
+    sandbox_init(*a->spec, *a->fds);
+}
+
+// clone(), then what only the monitor can do before init goes on: the id maps, then Go.
+isolate::Spawned start_sandbox(const RunPlan& plan, RunFds& fds, isolate::Cgroup& cgroup) {
     std::cout.flush();
     std::cerr.flush();
     // The network namespace is the costly one to create: init unshares it itself, so the monitor
     // is back from clone() sooner and plans the GPU's ops while init does that.
     const int clone_flags = plan.spec.new_net ? plan.ns_flags & ~CLONE_NEWNET : plan.ns_flags;
+    ChildArgs args{&plan.spec, &fds};
     isolate::Spawned child = isolate::spawn_sandbox(clone_flags, cgroup.caps.usable ? cgroup.dir.get() : -1,
-                                                    child_entry, &spec);
-    go_r.reset(), rep_w.reset(), in_r.reset(), out_w.reset(), err_w.reset(), bpf_r.reset(), dev_r.reset();
-    term.child_started();
-    if (!dev_w.valid()) rootfs.reset();  // else the GPU's entries are resolved in it
+                                                    child_entry, &args);
+    fds.sandbox = {};  // init's now
+    fds.monitor_pidfd.reset();
+    if (!plan.devices_later) fds.rootfs.reset();  // else the GPU's entries are resolved in it
     try {
-        isolate::write_outer_id_maps(child.pid, spec.ids);
+        isolate::write_outer_id_maps(child.pid, plan.spec.ids);
     } catch (...) {
-        ::kill(child.pid, SIGKILL);
-        ::waitpid(child.pid, nullptr, 0);
+        sys::kill_and_reap(child.pid);
         std::throw_with_nested(SetupError("user namespace id maps"));
     }
-    if (dev_w.valid()) keep_off_my_cpu(child.pid, spec.cpus);
-    sys::write_all(go_w.get(), "g", "sync pipe");
-    go_w.reset();
-    if (spec.seccomp) isolate::send_bpf(bpf_w.get(), plan.bpf);  // a few KiB: fits the pipe
-    bpf_w.reset();
-    if (dev_w.valid()) {
+    if (plan.devices_later) keep_off_my_cpu(child.pid, plan.spec.cpus);
+    send_unless_gone(fds.monitor.control.get(), channel::Go{});
+    return child;
+}
+
+// Everything from the channels to the verdict; exceptions before the sandbox exists propagate.
+RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup& cgroup, int parent_pidfd) {
+    pty::Terminal term;  // with the caller at a terminal: the workload's own pty, relayed
+    RunFds fds = open_run_fds(o, plan.spec, term);
+    if (plan.devices_later) plan.spec.cpus = sys::affinity();
+    const sigset_t set = monitor_signals();
+    const sigset_t old = sys::block_signals(set);
+    isolate::Spawned child = start_sandbox(plan, fds, cgroup);
+    if (plan.devices_later) {
         try {
-            send_device_ops(o, plan, dev_w.get(), rootfs.get());
+            send_device_ops(o, plan, fds);
         } catch (...) {
-            ::kill(child.pid, SIGKILL);  // it waits for the ops; nothing of it outlives it
-            ::waitpid(child.pid, nullptr, 0);
+            sys::kill_and_reap(child.pid);  // it waits for the plan; nothing of it outlives it
             throw;
         }
-        dev_w.reset(), rootfs.reset();
+        fds.rootfs.reset();
     }
-    term.attach();
-    RunOutcome out = supervise({child, rep_r.get(), o.limits, cgroup, in_w.valid() ? in_w.get() : term.take_input(),
-                                out_r.valid() ? out_r.get() : term.take_output(), err_r.get(), term.master(),
-                                o.kill_after, parent_pidfd});
-    ::sigprocmask(SIG_SETMASK, &old, nullptr);
+    term.attach(std::move(fds.monitor.pty));
+    Ends& m = fds.monitor;
+    RunOutcome out = supervise({child, m.control.get(), o.limits, cgroup,
+                                m.stdin_relay.valid() ? m.stdin_relay.release() : term.take_input(),
+                                m.stdout_relay.valid() ? m.stdout_relay.release() : term.take_output(),
+                                m.stderr_relay.release(), term.master(), o.kill_after, parent_pidfd});
+    sys::set_signal_mask(old);
     return out;
 }
 

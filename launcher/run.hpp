@@ -17,10 +17,9 @@ struct RunPlan {
     int ns_flags = 0;
     ChildSpec spec;
     std::string seccomp_text;  // the policy as --print-plan shows it
-    isolate::BpfProgram bpf;  // the default filter (compiled at build time) or --seccomp-bpf
     std::vector<std::string> gpu_summary;  // index -> bus -> node -> UUID, per selected GPU
     // Set when the GPU's ops are planned after clone(), while the sandbox sets up, and placed
-    // against spec.plan. The sandbox's init reads them from spec.device_fd.
+    // against spec.plan. The sandbox's init receives the whole plan (channel::DevicePlan).
     bool devices_later = false;
     gpu::GpuSpec gpus;  // --gpu, with slurm and env resolved
     gpu::Lease lease;   // --gpu auto: held by the monitor until it exits

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include "common/sys.hpp"
+
 namespace gpubox::launcher {
 
 StdioPlan plan_stdio(const std::array<StdioFd, 3>& fds, const std::array<bool, 3>& capped) {
@@ -27,7 +29,7 @@ std::array<StdioFd, 3> inspect_stdio() {
     for (int i = 0; i < 3; ++i) {
         struct stat st {};
         if (::fstat(i, &st) < 0) continue;
-        fds[static_cast<std::size_t>(i)] = {st, S_ISCHR(st.st_mode) && ::isatty(i) == 1};
+        fds[static_cast<std::size_t>(i)] = {st, S_ISCHR(st.st_mode) && sys::is_terminal(i)};
     }
     return fds;
 }

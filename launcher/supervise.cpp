@@ -11,7 +11,9 @@
 #include <chrono>
 #include <cstring>
 
+#include "common/error.hpp"
 #include "common/sys.hpp"
+#include "launcher/channel.hpp"
 #include "isolate/usage.hpp"
 #include "launcher/child_main.hpp"
 #include "launcher/pty.hpp"
@@ -43,17 +45,17 @@ struct StdinPump {
     int fd() const { return dst < 0 ? -1 : len > off ? dst : src; }
     void step() {
         if (len == off) {
-            ssize_t n = ::read(src, buf, sizeof buf);
-            if (n < 0 && errno == EINTR) return;
+            const ssize_t n = sys::try_read(src, buf, sizeof buf);
+            if (n == -EINTR) return;
             if (n <= 0) return stop();  // EOF (or an unreadable stdin): the workload sees EOF
             off = 0, len = static_cast<std::size_t>(n);
         }
-        ssize_t w = ::write(dst, buf + off, len - off);
+        const ssize_t w = sys::try_write(dst, buf + off, len - off);
         if (w > 0) off += static_cast<std::size_t>(w);
-        else if (w < 0 && errno != EAGAIN && errno != EINTR) stop();  // EPIPE: it closed its stdin
+        else if (w < 0 && w != -EAGAIN && w != -EINTR) stop();  // EPIPE: it closed its stdin
     }
     void stop() {
-        if (dst >= 0) ::close(dst);
+        UniqueFd closed(dst);
         dst = -1;
     }
 };
@@ -66,8 +68,7 @@ public:
         for (int sig : forwarded_signals()) sigaddset(&set, sig);
         sigaddset(&set, SIGCHLD);
         sigaddset(&set, SIGWINCH);
-        sigfd_.reset(::signalfd(-1, &set, SFD_CLOEXEC));
-        if (!sigfd_.valid()) sys::fail("signalfd()", errno);
+        sigfd_ = sys::signalfd(set);
         stdin_.dst = s.stdin_relay;
         relays_[0] = {s.stdout_relay, STDOUT_FILENO, s.limits.stdout_bytes, 0, "stdout", KillReason::stdout_};
         relays_[1] = {s.stderr_relay, STDERR_FILENO, s.limits.stderr_bytes, 0, "stderr", KillReason::stderr_};
@@ -77,14 +78,13 @@ public:
     }
 
     RunOutcome run() {
-        report_fd_ = s_.report_fd;
+        control_ = s_.control;
         while (!exited_) step();
         stdin_.stop();
         rusage ru{};
-        while (::wait4(s_.child.pid, &out_.init_status, 0, &ru) < 0 && errno == EINTR) {
-        }
+        sys::wait_rusage(s_.child.pid, out_.init_status, ru);
         out_.wall_seconds = std::chrono::duration<double>(Clock::now() - start_).count();
-        while (report_fd_ >= 0) read_report();
+        while (control_ >= 0) read_report();
         for (Relay& r : relays_)
             while (r.in >= 0) relay(r);
         finish(ru);
@@ -95,7 +95,7 @@ private:
     void kill_for(KillReason reason) {
         if (out_.killed_for != KillReason::none) return;
         out_.killed_for = reason;
-        if (!isolate::cgroup_kill(s_.cgroup)) ::kill(s_.child.pid, SIGKILL);  // init: the whole pid ns
+        if (!isolate::cgroup_kill(s_.cgroup)) sys::send_signal(s_.child.pid, SIGKILL);  // init: the whole pid ns
     }
 
     int timeout_ms() const {
@@ -110,11 +110,10 @@ private:
     }
 
     void step() {
-        pollfd fds[7] = {{sigfd_.get(), POLLIN, 0}, {s_.child.pidfd.get(), POLLIN, 0}, {report_fd_, POLLIN, 0},
+        pollfd fds[7] = {{sigfd_.get(), POLLIN, 0}, {s_.child.pidfd.get(), POLLIN, 0}, {control_, POLLIN, 0},
                          {relays_[0].in, POLLIN, 0}, {relays_[1].in, POLLIN, 0}, {stdin_.fd(), stdin_.wants(), 0},
                          {out_.killed_for == KillReason::none ? s_.parent_pidfd : -1, POLLIN, 0}};
-        int n = ::poll(fds, 7, timeout_ms());
-        if (n < 0 && errno != EINTR) sys::fail("poll()", errno);
+        sys::poll(fds, 7, timeout_ms());
         if (fds[0].revents & POLLIN) forward_signal();
         if (fds[2].revents & (POLLIN | POLLHUP)) read_report();
         for (int i = 0; i < 2; ++i)
@@ -130,10 +129,10 @@ private:
 
     void forward_signal() {
         signalfd_siginfo si{};
-        if (::read(sigfd_.get(), &si, sizeof si) != sizeof si || si.ssi_signo == SIGCHLD) return;
+        if (sys::try_read(sigfd_.get(), &si, sizeof si) != sizeof si || si.ssi_signo == SIGCHLD) return;
         if (si.ssi_signo == SIGWINCH) return pty::Terminal::copy_window_size(STDIN_FILENO, s_.pty_master);
         const int sig = static_cast<int>(si.ssi_signo);
-        ::kill(s_.child.pid, sig);
+        sys::send_signal(s_.child.pid, sig);
         // A request to end (a scheduler's scancel or time limit, ^C, a hangup): the workload
         // has the grace to end itself, then everything in the sandbox is killed.
         if ((sig == SIGTERM || sig == SIGINT || sig == SIGHUP) && !grace_end_) {
@@ -143,21 +142,23 @@ private:
     }
 
     void read_report() {
-        isolate::Message m;
-        if (!isolate::read_message(report_fd_, m)) {
-            report_fd_ = -1;
+        std::optional<channel::Frame> f;
+        try {
+            f = channel::receive(control_);
+        } catch (const SetupError&) {
+            return;  // cannot come from our own sandbox code: dropped, the run goes on
+        }
+        if (!f) {
+            control_ = -1;
             return;
         }
-        if (m.type == isolate::MsgType::error && !out_.setup_failed)
-            out_.setup_failed = true, out_.setup_code = m.code, out_.message = m.text;
-        if (m.type == isolate::MsgType::status) out_.have_status = true, out_.status = m.code;
-        if (m.type == isolate::MsgType::usage) on_usage(m.text);
+        if (auto* x = std::get_if<channel::Failure>(&*f); x && !out_.setup_failed)
+            out_.setup_failed = true, out_.setup_code = x->code, out_.message = std::move(x->text);
+        if (auto* x = std::get_if<channel::Exited>(&*f)) out_.have_status = true, out_.status = x->wait_status;
+        if (auto* x = std::get_if<channel::Sample>(&*f)) on_usage(x->usage);
     }
 
-    void on_usage(const std::string& bytes) {
-        isolate::Usage u;
-        if (bytes.size() != sizeof u) return;
-        std::memcpy(&u, bytes.data(), sizeof u);
+    void on_usage(const isolate::Usage& u) {
         sampled_peak_ = std::max(sampled_peak_, u.memory_bytes);
         sampled_cpu_ns_ = std::max(sampled_cpu_ns_, u.cpu_ns);
         if (s_.limits.cpu_seconds && !s_.cgroup.caps.usable && u.cpu_ns > *s_.limits.cpu_seconds * 1e9) kill_for(KillReason::cpu_time);
@@ -167,10 +168,10 @@ private:
     // Stream at most 64 KiB at a time: the monitor's memory does not grow with the output.
     void relay(Relay& r) {
         char buf[65536];
-        ssize_t n = ::read(r.in, buf, sizeof buf);
-        if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;  // EAGAIN: a pty's master, non-blocking
+        const ssize_t n = sys::try_read(r.in, buf, sizeof buf);
+        if (n == -EINTR || n == -EAGAIN) return;  // EAGAIN: a pty's master, non-blocking
         if (n <= 0) {
-            ::close(r.in);
+            UniqueFd closed(r.in);
             r.in = -1;
             return;
         }
@@ -181,8 +182,8 @@ private:
         }
         r.bytes += static_cast<std::uint64_t>(n);
         for (std::size_t off = 0; off < keep;) {
-            ssize_t w = ::write(r.out, buf + off, keep - off);
-            if (w < 0 && errno == EINTR) continue;
+            const ssize_t w = sys::try_write(r.out, buf + off, keep - off);
+            if (w == -EINTR) continue;
             if (w <= 0) break;  // the reader went away: keep draining, drop the rest
             off += static_cast<std::size_t>(w);
         }
@@ -212,7 +213,7 @@ private:
     std::optional<Clock::time_point> deadline_;
     std::optional<Clock::time_point> grace_end_;  // set by the first SIGTERM, SIGINT or SIGHUP
     UniqueFd sigfd_;
-    int report_fd_ = -1;
+    int control_ = -1;
     Relay relays_[2];
     StdinPump stdin_;
     bool exited_ = false;

@@ -2,13 +2,14 @@
 #include "isolate/cgroup.hpp"
 #include "isolate/limits.hpp"
 #include "isolate/spawn.hpp"
+#include "isolate/usage.hpp"
 #include "launcher/verdict.hpp"
 
 namespace gpubox::launcher {
 
 struct Supervised {
     const isolate::Spawned& child;
-    int report_fd;                  // framed messages from init and the workload
+    int control;                    // the control channel: frames from init and the workload
     const isolate::Limits& limits;
     isolate::Cgroup& cgroup;        // may be unusable
     int stdin_relay = -1;           // write end of the stdin pipe (non-blocking), fed from fd 0

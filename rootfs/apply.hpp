@@ -1,7 +1,6 @@
 #pragma once
 #include <sys/types.h>
 
-#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -56,19 +55,26 @@ std::vector<UniqueFd> overlay_missing_dirs(const MountPlan& plan, int root, int 
 // directories that lack an entry gpubox adds get overlays of their own)?
 bool has_submounts(const std::string& rootfs);
 
-// The late ops as the child receives them: the plan grown by them (inserted at plan.user_from),
-// and prepared[i] for late op i: its entry is made in RootLayer::late already.
+// The late ops as the child receives them (launcher/channel.hpp's DevicePlan): the plan grown
+// by them (inserted at plan.user_from), and prepared[i] for late op i: its entry is made in
+// RootLayer::late already.
 struct LatePlan {
     MountPlan full;
     std::vector<bool> prepared;
 };
-using LateOps = std::function<const LatePlan&()>;
 
-// Child side. Assemble the new root over `rootfs` (an O_PATH fd of ROOTFS) in `layer`, as the
-// plan's root mode says, realising image-place entries in the layer first. `late`, when set, is
-// called once the plan's own entries are in the layer, before the overlay is mounted; the plan
-// it returns is the one to apply.
-NewRoot assemble_root(const MountPlan& plan, int rootfs, RootLayer layer, const LateOps& late = {});
+// Child side, step one: the layer with the plan's own entries (image-place entries of an
+// overlay root); nothing is mounted over ROOTFS yet, so the late ops may still join.
+struct RootDraft {
+    RootLayer layer;
+    std::vector<bool> prepared;  // by op index of `plan`: entries made in the layer
+    bool tmpfs_attached = false;
+};
+RootDraft draft_root(const MountPlan& plan, int rootfs, RootLayer layer);
+
+// Child side, step two: assemble the new root over `rootfs` (an O_PATH fd of ROOTFS) from the
+// draft, as the plan's root mode says. With `late`, its plan is the one to apply.
+NewRoot assemble_root(const MountPlan& plan, int rootfs, RootDraft draft, const LatePlan* late);
 
 // Monitor side: the entries of ops full.ops[at, at + n) made in `dir` (a RootLayer's late
 // directory, passed over from the child) as the child would make them in its layer, ROOTFS

@@ -238,22 +238,15 @@ void prepare_entries(Layer& layer, const MountPlan& plan, std::size_t from, std:
     }
 }
 
-NewRoot overlay_root(const MountPlan& plan, int rootfs, const RootLayer& layer, const LateOps& late) {
+NewRoot overlay_root(const MountPlan& plan, int rootfs, const RootDraft& draft, const LatePlan* late) {
     const bool ro = plan.root.mode == RootMode::read_only;
-    // The overlay will cover the whole of ROOTFS: any directory of the image hides the tmpfs.
-    const bool attached = attach_gpubox_tmpfs(layer.tmpfs.get(), rootfs);
-    sys::fchmod(sys::open_at(layer.tmpfs.get(), "upper", O_RDONLY | O_DIRECTORY).get(),
-                sys::fstat(rootfs, plan.root.rootfs).st_mode & 07777, "upper");
-    NewRoot out{{}, true, std::vector<bool>(plan.ops.size())};
-    Layer entries(rootfs, layer.upper.get(), plan);
-    prepare_entries(entries, plan, 0, plan.ops.size(), out.prepared);
-    entries.seal();
+    const RootLayer& layer = draft.layer;
+    NewRoot out{{}, true, draft.prepared};
     const MountPlan* full = &plan;
     if (late) {  // inserted at user_from; the monitor made their entries in layer.late
-        const LatePlan& lp = late();
-        full = &lp.full;
-        std::vector<bool> done = lp.prepared;
-        done.resize(lp.full.ops.size() - plan.ops.size());
+        full = &late->full;
+        std::vector<bool> done = late->prepared;
+        done.resize(late->full.ops.size() - plan.ops.size());
         out.prepared.insert(out.prepared.begin() + static_cast<std::ptrdiff_t>(plan.user_from), done.begin(), done.end());
     }
     const std::string upper_path = cat("/proc/self/fd/", layer.upper.get());
@@ -274,7 +267,7 @@ NewRoot overlay_root(const MountPlan& plan, int rootfs, const RootLayer& layer, 
                                 MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (ro ? MOUNT_ATTR_RDONLY : 0));
     sys::move_mount(mnt.get(), "overlay", rootfs, plan.root.rootfs);
     out.mnt = std::move(mnt);
-    out.tmpfs_attached = attached;
+    out.tmpfs_attached = draft.tmpfs_attached;
     clone_prepared_dirs(*full, out);
     return out;
 }
@@ -399,20 +392,39 @@ RootLayer open_root_layer(const MountPlan& plan, bool late_ops) {
     }
 }
 
-NewRoot assemble_root(const MountPlan& plan, int rootfs, RootLayer layer, const LateOps& late) {
+RootDraft draft_root(const MountPlan& plan, int rootfs, RootLayer layer) {
+    RootDraft d{std::move(layer)};
+    if (!d.layer.upper.valid()) return d;  // a bound root: no layer to fill
+    try {
+        // The overlay will cover the whole of ROOTFS: any directory of the image hides the tmpfs.
+        d.tmpfs_attached = attach_gpubox_tmpfs(d.layer.tmpfs.get(), rootfs);
+        sys::fchmod(sys::open_at(d.layer.tmpfs.get(), "upper", O_RDONLY | O_DIRECTORY).get(),
+                    sys::fstat(rootfs, plan.root.rootfs).st_mode & 07777, "upper");
+        d.prepared.assign(plan.ops.size(), false);
+        Layer entries(rootfs, d.layer.upper.get(), plan);
+        prepare_entries(entries, plan, 0, plan.ops.size(), d.prepared);
+        entries.seal();
+        return d;
+    } catch (const SetupError&) {
+        throw;
+    } catch (...) {
+        std::throw_with_nested(SetupError(cat("root (", to_string(plan.root), ")")));
+    }
+}
+
+NewRoot assemble_root(const MountPlan& plan, int rootfs, RootDraft draft, const LatePlan* late) {
     try {
         NewRoot root;
-        if (layer.upper.valid()) {
-            root = overlay_root(plan, rootfs, layer, late);
+        if (draft.layer.upper.valid()) {
+            root = overlay_root(plan, rootfs, draft, late);
         } else {
-            if (late) late();
             const bool writable = plan.root.mode == RootMode::writable;
             if (!writable)
                 log::info(cat("ROOTFS ", quote(plan.root.rootfs), " has mounts below it: bound read-only and "
                               "recursively instead of an overlay (writes only in gpubox's tmpfs mounts)"));
             root = {bind_root(plan, rootfs, !writable), false, {}};
         }
-        root.tmpfs = std::move(layer.tmpfs);
+        root.tmpfs = std::move(draft.layer.tmpfs);
         return root;
     } catch (const SetupError&) {
         throw;

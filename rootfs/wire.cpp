@@ -10,20 +10,43 @@
 namespace gpubox::rootfs {
 namespace {
 
-// Each op's fields, in one list that both directions walk (O may be const, for encoding).
-template <typename O, typename F>
-void fields(O& o, F&& f) {
-    using T = std::remove_const_t<O>;
-    if constexpr (std::is_same_v<T, Bind>) f(o.source), f(o.target), f(o.read_only), f(o.need), f(o.place), f(o.kind);
-    else if constexpr (std::is_same_v<T, BindDev>) f(o.source), f(o.target), f(o.need), f(o.rdev), f(o.place);
-    else if constexpr (std::is_same_v<T, Sysfs>) f(o.target), f(o.fresh);
-    else if constexpr (std::is_same_v<T, Tmpfs>)
-        f(o.target), f(o.mode), f(o.noexec), f(o.read_only), f(o.place);
-    else if constexpr (std::is_same_v<T, Symlink>) f(o.link_text), f(o.path), f(o.place);
-    else if constexpr (std::is_same_v<T, WriteFile>) f(o.target), f(o.content), f(o.mode), f(o.place);
-    else if constexpr (std::is_same_v<T, MakeDir>) f(o.target), f(o.mode), f(o.place);
-    else f(o.target);  // Proc, Devpts, MaskPath, RemountRo
-}
+// Each op's fields, in one list per op type that both directions walk (O may be const, for
+// encoding). One overload per type, no fallback: an op type without one is a compile error
+// (kEveryOpHasFields below), never an op whose fields are silently dropped.
+template <typename O, typename F> requires std::is_same_v<std::remove_const_t<O>, Bind>
+void fields(O& o, F&& f) { f(o.source), f(o.target), f(o.read_only), f(o.need), f(o.place), f(o.kind); }
+template <typename O, typename F> requires std::is_same_v<std::remove_const_t<O>, BindDev>
+void fields(O& o, F&& f) { f(o.source), f(o.target), f(o.need), f(o.rdev), f(o.place); }
+template <typename O, typename F> requires std::is_same_v<std::remove_const_t<O>, Proc>
+void fields(O& o, F&& f) { f(o.target); }
+template <typename O, typename F> requires std::is_same_v<std::remove_const_t<O>, Sysfs>
+void fields(O& o, F&& f) { f(o.target), f(o.fresh); }
+template <typename O, typename F> requires std::is_same_v<std::remove_const_t<O>, Tmpfs>
+void fields(O& o, F&& f) { f(o.target), f(o.mode), f(o.noexec), f(o.read_only), f(o.place); }
+template <typename O, typename F> requires std::is_same_v<std::remove_const_t<O>, Devpts>
+void fields(O& o, F&& f) { f(o.target); }
+template <typename O, typename F> requires std::is_same_v<std::remove_const_t<O>, Symlink>
+void fields(O& o, F&& f) { f(o.link_text), f(o.path), f(o.place); }
+template <typename O, typename F> requires std::is_same_v<std::remove_const_t<O>, MaskPath>
+void fields(O& o, F&& f) { f(o.target); }
+template <typename O, typename F> requires std::is_same_v<std::remove_const_t<O>, RemountRo>
+void fields(O& o, F&& f) { f(o.target); }
+template <typename O, typename F> requires std::is_same_v<std::remove_const_t<O>, WriteFile>
+void fields(O& o, F&& f) { f(o.target), f(o.content), f(o.mode), f(o.place); }
+template <typename O, typename F> requires std::is_same_v<std::remove_const_t<O>, MakeDir>
+void fields(O& o, F&& f) { f(o.target), f(o.mode), f(o.place); }
+
+struct AnyField {
+    template <typename T>
+    void operator()(T&) const {}
+};
+template <typename T>
+concept HasFields = requires(T& op) { fields(op, AnyField{}); };
+template <typename V>
+struct EveryOpHasFields;
+template <typename... Ops>
+struct EveryOpHasFields<std::variant<Ops...>> : std::bool_constant<(HasFields<Ops> && ...)> {};
+static_assert(EveryOpHasFields<MountOp>::value, "a MountOp type has no fields() list in rootfs/wire.cpp");
 
 template <typename E> constexpr std::uint64_t kLast = 0;
 template <> constexpr std::uint64_t kLast<Need> = static_cast<std::uint64_t>(Need::optional);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # README's second command: install dependencies, build, and run the whole test suite
-# (unit, end-to-end as an unprivileged user, GPU-simulated, unit tests under sanitizers, fuzz smoke).
+# (unit, the executor in a user namespace, end-to-end as an unprivileged user, GPU-simulated, unit tests under sanitizers, fuzz smoke).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash .ci/install-deps.sh

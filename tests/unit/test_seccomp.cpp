@@ -61,15 +61,6 @@ TEST_CASE("the filter compiled at build time is exactly today's policy") {
     CHECK(default_filter().bytes == compile(default_seccomp_policy()).bytes);
 }
 
-TEST_CASE("the filter travels over a pipe intact") {
-    int fds[2];
-    REQUIRE(::pipe(fds) == 0);
-    send_bpf(fds[1], default_filter());
-    ::close(fds[1]);
-    CHECK(receive_bpf(fds[0]).bytes == default_filter().bytes);
-    ::close(fds[0]);
-}
-
 TEST_CASE("policy text lists every rule with its reason") {
     std::string text = to_string(default_seccomp_policy());
     CHECK(text.find("ENOSYS clone3") != std::string::npos);

@@ -1,0 +1,104 @@
+// The control channel's frames over a real socket pair: every frame type round-trips, an fd
+// travels beside its frame, receive_if leaves other frames queued, EOF is nullopt, and frames
+// that do not decode are refused.
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include "common/error.hpp"
+#include "common/sys.hpp"
+#include "launcher/channel.hpp"
+
+using namespace gpubox;
+using namespace gpubox::launcher;
+
+namespace {
+
+struct Pair {
+    UniqueFd a, b;
+    Pair() { sys::socketpair(a, b); }
+};
+
+template <typename T>
+T round_trip(const channel::Frame& f) {
+    Pair p;
+    channel::send(p.a.get(), f);
+    std::optional<channel::Frame> got = channel::receive(p.b.get());
+    REQUIRE(got);
+    REQUIRE(std::holds_alternative<T>(*got));
+    return std::move(std::get<T>(*got));
+}
+
+}  // namespace
+
+TEST_CASE("every frame type round-trips") {
+    round_trip<channel::Go>(channel::Go{});
+    CHECK(round_trip<channel::Failure>(channel::Failure{126, "execve(\"x\"): Permission denied\nhint"}).text ==
+          "execve(\"x\"): Permission denied\nhint");
+    CHECK(round_trip<channel::Failure>(channel::Failure{127, ""}).code == 127);
+    CHECK(round_trip<channel::Exited>(channel::Exited{0x0900}).wait_status == 0x0900);
+    const isolate::Usage u{123456789012ULL, 1ULL << 40, 17};
+    const isolate::Usage back = round_trip<channel::Sample>(channel::Sample{u}).usage;
+    CHECK(back.cpu_ns == u.cpu_ns);
+    CHECK(back.memory_bytes == u.memory_bytes);
+    CHECK(back.processes == u.processes);
+    CHECK_FALSE(round_trip<channel::LateDir>(channel::LateDir{}).dir.valid());
+}
+
+TEST_CASE("the device plan arrives whole: ops, user_from and the late ops' prepared flags") {
+    channel::DevicePlan sent;
+    sent.late.full.ops = {rootfs::Tmpfs{.target = "/tmp"}, rootfs::BindDev{.source = "/dev/nvidia0", .target = "/dev/nvidia0"},
+                          rootfs::Symlink{.link_text = "a", .path = "/b"}, rootfs::Bind{.source = "/s", .target = "/t"}};
+    sent.late.full.user_from = 3;  // late ops: [1, 3)
+    sent.late.prepared = {false, true};
+    const channel::DevicePlan got = round_trip<channel::DevicePlan>(sent);
+    CHECK(got.late.full.user_from == 3);
+    CHECK(got.late.prepared == std::vector<bool>{false, true});
+    REQUIRE(got.late.full.ops.size() == 4);
+    CHECK(std::get<rootfs::Bind>(got.late.full.ops[3]).target == "/t");
+    CHECK(std::get<rootfs::BindDev>(got.late.full.ops[1]).source == "/dev/nvidia0");
+}
+
+TEST_CASE("an fd travels beside its frame") {
+    Pair p;
+    UniqueFd dir = sys::open_at(AT_FDCWD, "/", O_PATH | O_DIRECTORY);
+    const struct stat want = sys::fstat(dir.get(), "/");
+    channel::send(p.a.get(), channel::PtyMaster{std::move(dir)});
+    std::optional<channel::Frame> got = channel::receive(p.b.get());
+    REQUIRE(got);
+    const UniqueFd& fd = std::get<channel::PtyMaster>(*got).master;
+    REQUIRE(fd.valid());
+    CHECK(sys::fstat(fd.get(), "received").st_ino == want.st_ino);
+    CHECK((::fcntl(fd.get(), F_GETFD) & FD_CLOEXEC) != 0);
+}
+
+TEST_CASE("receive_if takes only its own type, and EOF is nullopt") {
+    Pair p;
+    channel::send(p.a.get(), channel::Failure{125, "early"});
+    CHECK_FALSE(channel::receive_if<channel::LateDir>(p.b.get()));  // left queued ...
+    const auto f = channel::receive_if<channel::Failure>(p.b.get());  // ... for whoever wants it
+    REQUIRE(f);
+    CHECK(f->text == "early");
+    p.a.reset();
+    CHECK_FALSE(channel::receive(p.b.get()));
+    CHECK_FALSE(channel::receive_if<channel::Go>(p.b.get()));
+}
+
+TEST_CASE("frames that do not decode are refused") {
+    auto raw = [](const std::string& bytes) {
+        Pair p;
+        sys::send_frame(p.a.get(), bytes, -1, "test");
+        return channel::receive(p.b.get());
+    };
+    CHECK_THROWS_AS(raw(std::string(1, '\x7f')), SetupError);            // unknown tag
+    const char exited = static_cast<char>(channel::tag_of<channel::Exited>());
+    CHECK_THROWS_AS(raw(std::string(1, exited) + "ab"), SetupError);     // truncated
+    CHECK_THROWS_AS(raw(std::string(1, exited) + "abcde"), SetupError);  // trailing bytes
+    const char pty = static_cast<char>(channel::tag_of<channel::PtyMaster>());
+    CHECK_THROWS_AS(raw(std::string(1, pty)), SetupError);               // its fd missing
+    const char plan = static_cast<char>(channel::tag_of<channel::DevicePlan>());
+    CHECK_THROWS_AS(raw(std::string(1, plan) + std::string(24, '\xff')), SetupError);
+}
