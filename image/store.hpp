@@ -44,3 +44,34 @@ std::optional<Stored> find(const std::filesystem::path& store, std::string_view 
 std::vector<Stored> list(const std::filesystem::path& store);
 
 }  // namespace gpubox::image
+
+namespace gpubox::image {
+
+// Writers (pull, rmi). Every change is a rename under STORE/lock, so readers never see half of
+// one and a failed pull leaves nothing but its own temp directory, which it removes.
+class StoreLock {
+public:
+    explicit StoreLock(const std::filesystem::path& store);  // flock(LOCK_EX), waits
+    ~StoreLock();
+    StoreLock(const StoreLock&) = delete;
+    StoreLock& operator=(const StoreLock&) = delete;
+
+private:
+    int fd_ = -1;
+};
+
+// A new STORE/tmp/pull-XXXXXX (mode 0700), the store's directories made first.
+std::filesystem::path make_temp_dir(const std::filesystem::path& store, const std::string& prefix);
+// Moves `image_dir` (holding rootfs/, config.json, info.json) to STORE/blobs/sha256/<hex>;
+// false when that digest is stored already (the caller removes `image_dir`). Hold the lock.
+bool commit_image(const std::filesystem::path& store, const std::filesystem::path& image_dir,
+                  const std::string& digest);
+// Points NAME at DIGEST (replacing what it named). Hold the lock.
+void write_name(const std::filesystem::path& store, const std::string& name, const std::string& digest,
+                const std::string& source, std::int64_t pulled_unix);
+// Removes NAME, and its digest's tree when no other name points at it. False: no such name.
+bool remove_name(const std::filesystem::path& store, const std::string& name);
+// Removes a tree without following any symlink in it, read-only directories included.
+void remove_tree(const std::filesystem::path& path);
+
+}  // namespace gpubox::image
