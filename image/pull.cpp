@@ -130,7 +130,7 @@ std::vector<std::string> plan_skopeo_args(const PullRequest& r, const std::strin
 }
 
 std::string render_summary(const PullResult& r) {
-    if (r.reused) return cat("pull: ", r.name, ": ", r.digest.substr(0, 19), " is stored already: reused it, nothing unpacked");
+    if (r.reused) return cat("pull: ", r.name, ": ", r.digest.substr(0, 19), " is stored already: reused it");
     std::string s = cat("pulled ", r.name, " (", r.digest.substr(0, 19), "): ", r.layers, r.layers == 1 ? " layer, " : " layers, ",
                         r.bytes_read, " bytes read, ", r.size, " bytes unpacked; dropped ", r.devices, " device nodes, ",
                         r.setid, " setuid/setgid bits, ", r.caps, " file capabilities");
@@ -139,6 +139,11 @@ std::string render_summary(const PullResult& r) {
 }
 
 namespace {
+
+void write_new(const fs::path& path, const std::string& text) {
+    UniqueFd f = sys::open_at(AT_FDCWD, path.string(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
+    sys::write_all(f.get(), text, path.string());
+}
 
 [[noreturn]] void fail(const PullRequest& r, const std::string& reason) {
     throw PlanError(cat("pull ", r.source, ": ", reason));
@@ -181,9 +186,9 @@ void unpack(const PullRequest& r, const Source& s, const fs::path& tmp, const fs
         {"layers", &out.layers}, {"bytes_read", &out.bytes_read}, {"size", &out.size}, {"devices", &out.devices},
         {"setid", &out.setid},   {"caps", &out.caps},             {"unsafe", &out.unsafe}};
     for (const auto& [key, field] : fields) *field = j.value(key, std::uint64_t{0});
-    sys::write_file((dir / "config.json").string(), config);
+    write_new(dir / "config.json", config);
     const Json info = {{"size_bytes", out.size}, {"layers", out.layers}};
-    sys::write_file((dir / "info.json").string(), info.dump(2) + "\n");
+    write_new(dir / "info.json", info.dump(2) + "\n");
 }
 
 // The digest of the manifest skopeo wrote, to reuse a stored image without unpacking it again.
@@ -197,8 +202,10 @@ std::string layout_digest(const fs::path& tmp) {
 
 }  // namespace
 
-PullResult pull(const fs::path& store, const PullRequest& r, const std::map<std::string, std::string>& env,
-                bool progress) {
+namespace {
+
+PullResult pull_into(const fs::path& store, const PullRequest& r, const std::map<std::string, std::string>& env,
+                     bool progress) {
     const Source s = parse_source(r.source);
     check_request(r, s);
     PullResult out;
@@ -225,6 +232,21 @@ PullResult pull(const fs::path& store, const PullRequest& r, const std::map<std:
     }
     write_name(store, out.name, out.digest, r.source, static_cast<std::int64_t>(std::time(nullptr)));
     return out;
+}
+
+}  // namespace
+
+PullResult pull(const fs::path& store, const PullRequest& r, const std::map<std::string, std::string>& env,
+                bool progress) {
+    try {
+        return pull_into(store, r, env, progress);
+    } catch (const PlanError&) {
+        throw;
+    } catch (const UsageError&) {
+        throw;
+    } catch (...) {
+        std::throw_with_nested(PlanError(cat("pull ", r.source)));  // "pull SOURCE: open(...): reason"
+    }
 }
 
 }  // namespace gpubox::image

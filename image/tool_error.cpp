@@ -46,6 +46,10 @@ std::string last_line(const std::string& text, std::size_t max) {
     if (const auto m = line.find("msg=\""); m != std::string::npos) {
         line = line.substr(m + 5);
         if (!line.empty() && line.back() == '"') line.pop_back();
+        std::string plain;  // its quotes come escaped: \"
+        for (std::size_t i = 0; i < line.size(); ++i)
+            if (!(line[i] == '\\' && i + 1 < line.size() && line[i + 1] == '"')) plain += line[i];
+        line = plain;
     }
     if (line.size() > max) line = line.substr(0, max) + "...";
     return line;
