@@ -185,13 +185,17 @@ UniqueFd Unpacker::parent_of(const std::string& path, bool create) {
     const std::string dir = dir_of(path);
     int fd = rootfs::try_open_in_root(root_.get(), dir.empty() ? "." : dir, O_PATH | O_DIRECTORY);
     if (fd >= 0) return UniqueFd(fd);
-    if (fd != -ENOENT || !create) {
-        if (fd == -ENOENT) return UniqueFd();
-        sys::fail(cat("openat2(rootfs, ", quote(dir), ", RESOLVE_IN_ROOT)"), -fd);
-    }
+    if (fd == -ENOTDIR || fd == -ELOOP || (fd == -ENOENT && !create)) return UniqueFd();
+    if (fd != -ENOENT) sys::fail(cat("openat2(rootfs, ", quote(dir), ", RESOLVE_IN_ROOT)"), -fd);
     UniqueFd up = parent_of(dir, true);
-    if (::mkdirat(up.get(), base_of(dir).c_str(), 0700) != 0 && errno != EEXIST)
+    if (!up.valid()) return up;
+    if (::mkdirat(up.get(), base_of(dir).c_str(), 0700) != 0) {
+        // Something is there but does not resolve to a directory inside the image: a link
+        // dangling inside it (it pointed out of the image) or at a file. Tar would write
+        // through it; we skip the member (counted as unsafe).
+        if (errno == EEXIST) return UniqueFd();
         sys::fail(cat("mkdirat(", quote(dir), ")"), errno);
+    }
     modes_.emplace(dir, 0755);
     return rootfs::open_in_root(root_.get(), dir, O_PATH | O_DIRECTORY);
 }
@@ -199,15 +203,19 @@ UniqueFd Unpacker::parent_of(const std::string& path, bool create) {
 namespace {
 
 // Hard link targets are image paths too: resolved in the root, never a ".." or an absolute
-// host path, and the final component itself is linked (no AT_SYMLINK_FOLLOW).
-void make_hardlink(int root, int parent, const std::string& base, const std::string& target_member) {
+// host path, and the final component itself is linked (no AT_SYMLINK_FOLLOW). False: a target
+// that leaves the image, or that a link on its way makes unreachable (skipped, counted).
+bool make_hardlink(int root, int parent, const std::string& base, const std::string& target_member) {
     std::string target;
-    if (!normalize_member(target_member, target) || target.empty())
-        throw std::runtime_error(cat("hard link to ", quote(target_member), " leaves the image"));
+    if (!normalize_member(target_member, target) || target.empty()) return false;
     const std::string tdir = dir_of(target);
-    UniqueFd tparent = rootfs::open_in_root(root, tdir.empty() ? "." : tdir, O_PATH | O_DIRECTORY);
+    const int fd = rootfs::try_open_in_root(root, tdir.empty() ? "." : tdir, O_PATH | O_DIRECTORY);
+    if (fd == -ENOENT || fd == -ENOTDIR || fd == -ELOOP) return false;
+    if (fd < 0) sys::fail(cat("openat2(rootfs, ", quote(tdir), ", RESOLVE_IN_ROOT)"), -fd);
+    UniqueFd tparent(fd);
     if (::linkat(tparent.get(), base_of(target).c_str(), parent, base.c_str(), 0) != 0)
         sys::fail(cat("linkat(", quote(target), " -> ", quote(base), ")"), errno);
+    return true;
 }
 
 unsigned count_drops(struct archive_entry* e, unsigned mode, UnpackCounts& c) {
@@ -233,12 +241,19 @@ void Unpacker::create(struct archive* a, struct archive_entry* e, const std::str
     if (!hardlink && type == AE_IFSOCK) return;  // a socket in a tar is a leftover, never usable
     const unsigned mode = count_drops(e, archive_entry_mode(e) & 07777, counts_);
     UniqueFd parent = parent_of(path, true);
+    if (!parent.valid()) {
+        ++counts_.unsafe;
+        return;
+    }
     const std::string base = base_of(path);
     struct stat st {};
     const bool exists = sys::lstat_at(parent.get(), base, st);
     if (exists && !(type == AE_IFDIR && !hardlink && S_ISDIR(st.st_mode))) remove_at(parent.get(), base);
     added_.insert(path);
-    if (hardlink) return make_hardlink(root_.get(), parent.get(), base, hardlink);
+    if (hardlink) {
+        if (!make_hardlink(root_.get(), parent.get(), base, hardlink)) ++counts_.unsafe;
+        return;
+    }
     switch (type) {
         case AE_IFDIR:
             if (!exists || !S_ISDIR(st.st_mode)) sys::mkdir_at(parent.get(), base, 0700);
