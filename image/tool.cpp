@@ -20,8 +20,8 @@
 namespace gpubox::image {
 namespace {
 
-[[noreturn]] void exec_child(const std::string& path, char* const* argv, char* const* envp, int null_fd,
-                             int out_fd, int err_fd) {
+[[noreturn]] void exec_child(const std::string& path, char* const* argv, char* const* envp,
+                             int null_fd, int out_fd, int err_fd) {
     // dup2 clears FD_CLOEXEC on 0-2; every other fd is closed by the exec.
     if (::dup2(null_fd, 0) < 0 || ::dup2(out_fd, 1) < 0 || ::dup2(err_fd, 2) < 0) ::_exit(127);
     if (::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) < 0) ::_exit(127);
@@ -64,7 +64,8 @@ void drain(int out_fd, int err_fd, std::string& out, std::string& err) {
 // owner, with no group or world write bit.
 std::string helper_problem(const struct stat& st, uid_t exe_owner) {
     if (!S_ISREG(st.st_mode)) return "not a regular file";
-    if (st.st_uid != 0 && st.st_uid != exe_owner) return cat("owned by uid ", st.st_uid, ", neither root nor gpubox's owner");
+    if (st.st_uid != 0 && st.st_uid != exe_owner)
+        return cat("owned by uid ", st.st_uid, ", neither root nor gpubox's owner");
     if (st.st_mode & (S_IWGRP | S_IWOTH)) return "writable by group or others";
     if (!(st.st_mode & S_IXUSR)) return "not executable";
     return "";
@@ -91,7 +92,9 @@ ToolResult run_tool(const std::string& path, const std::vector<std::string>& arg
     sys::pipe(err_r, err_w);
     const pid_t pid = ::fork();
     if (pid < 0) sys::fail("fork()", errno);
-    if (pid == 0) exec_child(path, argv.data(), envp.data(), null.get(), stdout_to_stderr ? 2 : out_w.get(), err_w.get());
+    if (pid == 0)
+        exec_child(path, argv.data(), envp.data(), null.get(), stdout_to_stderr ? 2 : out_w.get(),
+                   err_w.get());
     out_w.reset(), err_w.reset(), null.reset();
     ToolResult r;
     drain(out_r.valid() ? out_r.get() : -1, err_r.get(), r.out, r.err);
@@ -109,7 +112,8 @@ std::string find_unpack_helper() {
     if (::stat("/proc/self/exe", &self) < 0) sys::fail("stat(\"/proc/self/exe\")", errno);
     const std::string e = exe;
     const std::string dir = e.substr(0, e.rfind('/'));
-    const std::vector<std::string> candidates = {dir + "/gpubox-unpack", dir + "/../libexec/gpubox/gpubox-unpack"};
+    const std::vector<std::string> candidates = {dir + "/gpubox-unpack",
+                                                 dir + "/../libexec/gpubox/gpubox-unpack"};
     for (const std::string& path : candidates) {
         struct stat st {};
         if (::stat(path.c_str(), &st) != 0) continue;
@@ -123,8 +127,9 @@ std::string find_unpack_helper() {
 std::string find_skopeo() {
     for (const char* p : {"/usr/bin/skopeo", "/bin/skopeo"})
         if (::access(p, X_OK) == 0) return p;
-    throw PlanError("skopeo is not installed (it fetches images for gpubox pull)",
-                    "install it: apt install skopeo (Debian, Ubuntu), dnf install skopeo (Fedora, RHEL)");
+    throw PlanError(
+        "skopeo is not installed (it fetches images for gpubox pull)",
+        "install it: apt install skopeo (Debian, Ubuntu), dnf install skopeo (Fedora, RHEL)");
 }
 
 }  // namespace gpubox::image

@@ -51,7 +51,8 @@ struct HashingSource {
         do n = ::read(fd, buf.data(), buf.size());
         while (n < 0 && errno == EINTR);
         if (n < 0) sys::fail(cat("read(", quote(what), ")"), errno);
-        sha256_update(&ctx, static_cast<std::size_t>(n), reinterpret_cast<const std::uint8_t*>(buf.data()));
+        sha256_update(&ctx, static_cast<std::size_t>(n),
+                      reinterpret_cast<const std::uint8_t*>(buf.data()));
         total += static_cast<std::uint64_t>(n);
         if (*progress) (*progress)(total);
         *out = buf.data();
@@ -71,7 +72,9 @@ la_ssize_t read_cb(struct archive* a, void* p, const void** out) {
 using Archive = std::unique_ptr<struct archive, decltype(&archive_read_free)>;
 
 void check(struct archive* a, int rc, const std::string& what) {
-    if (rc < ARCHIVE_WARN) throw std::runtime_error(cat(what, ": ", archive_error_string(a) ? archive_error_string(a) : "unreadable"));
+    if (rc < ARCHIVE_WARN)
+        throw std::runtime_error(
+            cat(what, ": ", archive_error_string(a) ? archive_error_string(a) : "unreadable"));
 }
 
 std::string base_of(const std::string& path) { return path.substr(path.rfind('/') + 1); }
@@ -82,10 +85,12 @@ std::string dir_of(const std::string& path) {
 
 void chmod_fd(int opath_fd, unsigned mode, const std::string& what) {
     const std::string proc = cat("/proc/self/fd/", opath_fd);
-    if (::chmod(proc.c_str(), mode) != 0) sys::fail(cat("chmod(", quote(what), ", 0", std::oct, mode, ")"), errno);
+    if (::chmod(proc.c_str(), mode) != 0)
+        sys::fail(cat("chmod(", quote(what), ", 0", std::oct, mode, ")"), errno);
 }
 
-void write_data(struct archive* a, int fd, const std::string& path, std::uint64_t size, UnpackCounts& counts) {
+void write_data(struct archive* a, int fd, const std::string& path, std::uint64_t size,
+                UnpackCounts& counts) {
     const void* buf;
     std::size_t len;
     la_int64_t off;
@@ -116,12 +121,14 @@ std::string sha256_fd(int fd, const std::string& what) {
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) sys::fail(cat("read(", quote(what), ")"), errno);
         if (n == 0) break;
-        sha256_update(&ctx, static_cast<std::size_t>(n), reinterpret_cast<const std::uint8_t*>(buf.data()));
+        sha256_update(&ctx, static_cast<std::size_t>(n),
+                      reinterpret_cast<const std::uint8_t*>(buf.data()));
     }
     return hex_digest(ctx);
 }
 
-Unpacker::Unpacker(const std::string& rootfs) : root_(sys::open_at(AT_FDCWD, rootfs, O_PATH | O_DIRECTORY)) {}
+Unpacker::Unpacker(const std::string& rootfs)
+    : root_(sys::open_at(AT_FDCWD, rootfs, O_PATH | O_DIRECTORY)) {}
 
 std::string Unpacker::layer(int blob_fd, const std::string& what, const std::string& digest,
                             const std::function<void(std::uint64_t)>& progress) {
@@ -159,23 +166,30 @@ void Unpacker::apply(struct archive* a, struct archive_entry* e) {
     const EntryPlan plan = plan_entry(name ? name : "..");
     using K = EntryPlan::Kind;
     switch (plan.kind) {
-        case K::unsafe: ++counts_.unsafe; return;
-        case K::root: modes_[""] = archive_entry_mode(e) & 01777; return;
+        case K::unsafe:
+            ++counts_.unsafe;
+            return;
+        case K::root:
+            modes_[""] = archive_entry_mode(e) & 01777;
+            return;
         case K::whiteout: {
             UniqueFd parent = parent_of(plan.path, false);
             if (parent.valid()) remove_at(parent.get(), base_of(plan.path));
             return;
         }
         case K::opaque: {
-            const int fd = rootfs::try_open_in_root(root_.get(), plan.path.empty() ? "." : plan.path,
-                                                    O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+            const int fd =
+                rootfs::try_open_in_root(root_.get(), plan.path.empty() ? "." : plan.path,
+                                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
             if (fd >= 0) {
                 UniqueFd dir(fd);
                 remove_lower_entries(dir.get(), plan.path, added_);
             }
             return;
         }
-        case K::create: create(a, e, plan.path); return;
+        case K::create:
+            create(a, e, plan.path);
+            return;
     }
 }
 
@@ -205,7 +219,8 @@ namespace {
 // Hard link targets are image paths too: resolved in the root, never a ".." or an absolute
 // host path, and the final component itself is linked (no AT_SYMLINK_FOLLOW). False: a target
 // that leaves the image, or that a link on its way makes unreachable (skipped, counted).
-bool make_hardlink(int root, int parent, const std::string& base, const std::string& target_member) {
+bool make_hardlink(int root, int parent, const std::string& base,
+                   const std::string& target_member) {
     std::string target;
     if (!normalize_member(target_member, target) || target.empty()) return false;
     const std::string tdir = dir_of(target);
@@ -248,7 +263,8 @@ void Unpacker::create(struct archive* a, struct archive_entry* e, const std::str
     const std::string base = base_of(path);
     struct stat st {};
     const bool exists = sys::lstat_at(parent.get(), base, st);
-    if (exists && !(type == AE_IFDIR && !hardlink && S_ISDIR(st.st_mode))) remove_at(parent.get(), base);
+    if (exists && !(type == AE_IFDIR && !hardlink && S_ISDIR(st.st_mode)))
+        remove_at(parent.get(), base);
     added_.insert(path);
     if (hardlink) {
         if (!make_hardlink(root_.get(), parent.get(), base, hardlink)) ++counts_.unsafe;
@@ -259,12 +275,18 @@ void Unpacker::create(struct archive* a, struct archive_entry* e, const std::str
             if (!exists || !S_ISDIR(st.st_mode)) sys::mkdir_at(parent.get(), base, 0700);
             modes_[path] = mode;
             return;
-        case AE_IFLNK: return sys::symlink_at(archive_entry_symlink(e) ? archive_entry_symlink(e) : "", parent.get(), base);
+        case AE_IFLNK:
+            return sys::symlink_at(archive_entry_symlink(e) ? archive_entry_symlink(e) : "",
+                                   parent.get(), base);
         case AE_IFIFO:
-            if (::mknodat(parent.get(), base.c_str(), S_IFIFO | mode, 0) != 0) sys::fail(cat("mknodat(", quote(path), ", S_IFIFO)"), errno);
+            if (::mknodat(parent.get(), base.c_str(), S_IFIFO | mode, 0) != 0)
+                sys::fail(cat("mknodat(", quote(path), ", S_IFIFO)"), errno);
             return;
-        case AE_IFREG: break;
-        default: ++counts_.unsafe; return;
+        case AE_IFREG:
+            break;
+        default:
+            ++counts_.unsafe;
+            return;
     }
     UniqueFd f = sys::open_at(parent.get(), base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
     write_data(a, f.get(), path, static_cast<std::uint64_t>(archive_entry_size(e)), counts_);
@@ -277,10 +299,14 @@ void Unpacker::create(struct archive* a, struct archive_entry* e, const std::str
 void Unpacker::finish() {
     std::vector<std::pair<std::string, unsigned>> dirs(modes_.begin(), modes_.end());
     // Deepest first, the root last: a directory closed to us can no longer be walked through.
-    const auto depth = [](const std::string& p) { return p.empty() ? -1L : std::count(p.begin(), p.end(), '/'); };
-    std::sort(dirs.begin(), dirs.end(), [&](const auto& x, const auto& y) { return depth(x.first) > depth(y.first); });
+    const auto depth = [](const std::string& p) {
+        return p.empty() ? -1L : std::count(p.begin(), p.end(), '/');
+    };
+    std::sort(dirs.begin(), dirs.end(),
+              [&](const auto& x, const auto& y) { return depth(x.first) > depth(y.first); });
     for (const auto& [path, mode] : dirs) {
-        const int fd = rootfs::try_open_in_root(root_.get(), path.empty() ? "." : path, O_PATH | O_DIRECTORY | O_NOFOLLOW);
+        const int fd = rootfs::try_open_in_root(root_.get(), path.empty() ? "." : path,
+                                                O_PATH | O_DIRECTORY | O_NOFOLLOW);
         if (fd < 0) continue;  // whited out by a later layer, or a link replaced it
         UniqueFd d(fd);
         chmod_fd(d.get(), mode, path);

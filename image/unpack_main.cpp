@@ -43,7 +43,9 @@ std::string read_verified(const std::string& layout, const Descriptor& d, const 
     const std::string text = sys::read_file(blob_path(layout, d.digest), 16 << 20);
     UniqueFd fd = sys::open_at(AT_FDCWD, blob_path(layout, d.digest), O_RDONLY | O_NOFOLLOW);
     const std::string got = sha256_fd(fd.get(), what);
-    if (got != d.digest) throw std::runtime_error(cat(what, ": digest mismatch: expected ", d.digest, ", read ", got));
+    if (got != d.digest)
+        throw std::runtime_error(
+            cat(what, ": digest mismatch: expected ", d.digest, ", read ", got));
     return text;
 }
 
@@ -63,8 +65,10 @@ Json unpack_layout(const Args& args, Unpacker& u) {
     const std::string config = read_verified(args.layout, m.config, "image config");
     parse_config(config);  // a malformed config fails the pull, not every later run
     for (std::size_t i = 0; i < m.layers.size(); ++i) {
-        const std::string what = cat("layer ", i + 1, "/", m.layers.size(), " (", m.layers[i].digest.substr(0, 19), ")");
-        UniqueFd fd = sys::open_at(AT_FDCWD, blob_path(args.layout, m.layers[i].digest), O_RDONLY | O_NOFOLLOW);
+        const std::string what =
+            cat("layer ", i + 1, "/", m.layers.size(), " (", m.layers[i].digest.substr(0, 19), ")");
+        UniqueFd fd = sys::open_at(AT_FDCWD, blob_path(args.layout, m.layers[i].digest),
+                                   O_RDONLY | O_NOFOLLOW);
         u.layer(fd.get(), what, m.layers[i].digest, progress_for(args, i + 1, m.layers.size()));
     }
     return {{"digest", index.digest}, {"config", config}};
@@ -87,10 +91,14 @@ Args parse_args(int argc, char** argv) {
     int i = 1;
     for (; i < argc; ++i) {
         const std::string s = argv[i];
-        if (s == "--progress") a.progress = true;
-        else if (s == "--layout" && i + 1 < argc) a.layout = argv[++i];
-        else if (s == "--tar" && i + 1 < argc) a.tar = argv[++i];
-        else break;
+        if (s == "--progress")
+            a.progress = true;
+        else if (s == "--layout" && i + 1 < argc)
+            a.layout = argv[++i];
+        else if (s == "--tar" && i + 1 < argc)
+            a.tar = argv[++i];
+        else
+            break;
     }
     if (i + 1 != argc || a.layout.empty() == a.tar.empty())
         throw UsageError("usage: gpubox-unpack [--progress] --layout DIR|--tar FILE ROOTFS");
@@ -109,8 +117,13 @@ int main(int argc, char** argv) {
         u.finish();
         if (args.progress) std::fputs("\r\033[K", stderr);
         const UnpackCounts& c = u.counts();
-        out.update({{"layers", c.layers}, {"bytes_read", c.bytes_read}, {"size", c.bytes_written},
-                    {"devices", c.devices}, {"setid", c.setid}, {"caps", c.caps}, {"unsafe", c.unsafe}});
+        out.update({{"layers", c.layers},
+                    {"bytes_read", c.bytes_read},
+                    {"size", c.bytes_written},
+                    {"devices", c.devices},
+                    {"setid", c.setid},
+                    {"caps", c.caps},
+                    {"unsafe", c.unsafe}});
         std::cout << out.dump() << "\n";
         return 0;
     } catch (...) {

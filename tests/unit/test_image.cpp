@@ -52,7 +52,8 @@ TEST_CASE("archives and layouts: the path, and oci:DIR:TAG's tag") {
     const Source o = parse_source("oci:/srv/layouts/app:v2");
     CHECK(o.path == "/srv/layouts/app");
     CHECK(o.tag == "v2");
-    CHECK(parse_source("oci:/srv/lay:outs/app").tag.empty());  // a ':' followed by '/' is the path's
+    CHECK(
+        parse_source("oci:/srv/lay:outs/app").tag.empty());  // a ':' followed by '/' is the path's
     CHECK(skopeo_source(parse_source("oci:rel/app:v2"), "/home/u") == "oci:/home/u/rel/app:v2");
     CHECK(skopeo_source(parse_source("docker-archive:/a.tar"), "/x") == "docker-archive:/a.tar");
     CHECK(skopeo_source(parse_source("docker://h/x:1"), "/x") == "docker://h/x:1");
@@ -61,7 +62,8 @@ TEST_CASE("archives and layouts: the path, and oci:DIR:TAG's tag") {
 TEST_CASE("default names") {
     CHECK(default_name(parse_source("docker://h:5000/lab/cuda:12")) == "cuda:12");
     CHECK(default_name(parse_source("docker://h:5000/lab/cuda")) == "cuda:latest");
-    CHECK(default_name(parse_source("docker://h/lab/cuda@sha256:" + kHex)) == "cuda@sha256:0123456789ab");
+    CHECK(default_name(parse_source("docker://h/lab/cuda@sha256:" + kHex)) ==
+          "cuda@sha256:0123456789ab");
     CHECK(default_name(parse_source("docker-archive:/x/deb.tar")) == "deb");
     CHECK(default_name(parse_source("oci-archive:/x/app.oci.tar.gz")) == "app");
     CHECK(default_name(parse_source("tar:rootfs.tgz")) == "rootfs");
@@ -70,8 +72,11 @@ TEST_CASE("default names") {
 }
 
 TEST_CASE("names: no '/', no '..', printable, not hidden") {
-    for (const char* ok : {"cuda:12", "a", "x@sha256:0123456789ab", "my_img-1.0+b"}) CHECK(valid_name(ok));
-    for (const char* bad : {"", "a/b", "..", "a..b", ".hidden", "-flag", "a b", "tab\t", "\xc3\xa9"}) CHECK_FALSE(valid_name(bad));
+    for (const char* ok : {"cuda:12", "a", "x@sha256:0123456789ab", "my_img-1.0+b"})
+        CHECK(valid_name(ok));
+    for (const char* bad :
+         {"", "a/b", "..", "a..b", ".hidden", "-flag", "a b", "tab\t", "\xc3\xa9"})
+        CHECK_FALSE(valid_name(bad));
     CHECK(!valid_name(std::string(129, 'a')));
     CHECK_THROWS_WITH(validate_name("../x"), StartsWith("invalid image name \"../x\""));
 }
@@ -91,7 +96,8 @@ TEST_CASE("image config: the fields gpubox honours") {
     CHECK(empty.env.empty());
     CHECK(empty.cmd.empty());
     CHECK(parse_config(R"({"architecture":"arm64"})").architecture == "arm64");
-    CHECK_THROWS_WITH(parse_config(R"({"config":{"Env":"PATH=/x"}})"), Contains("Env is not a list"));
+    CHECK_THROWS_WITH(parse_config(R"({"config":{"Env":"PATH=/x"}})"),
+                      Contains("Env is not a list"));
     CHECK_THROWS_WITH(parse_config(R"({"config":{"Cmd":[1]}})"), Contains("Cmd is not a list"));
     CHECK_THROWS_AS(parse_config("[]"), std::runtime_error);
     CHECK(parse_config(render_config(c)).cmd == c.cmd);
@@ -99,19 +105,26 @@ TEST_CASE("image config: the fields gpubox honours") {
 
 TEST_CASE("manifests and index.json") {
     const std::string d = "sha256:" + kHex;
-    const Manifest m = parse_manifest(R"({"schemaVersion":2,"config":{"digest":")" + d + R"(","size":5},
-        "layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":")" + d + R"(","size":7}]})");
+    const Manifest m =
+        parse_manifest(R"({"schemaVersion":2,"config":{"digest":")" + d + R"(","size":5},
+        "layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":")" +
+                       d + R"(","size":7}]})");
     CHECK(m.config.size == 5);
     REQUIRE(m.layers.size() == 1);
     CHECK(m.layers[0].size == 7);
     CHECK(parse_index(R"({"manifests":[{"digest":")" + d + R"(","size":9}]})").digest == d);
     CHECK_THROWS_WITH(parse_index(R"({"manifests":[]})"), Contains("exactly one"));
-    CHECK_THROWS_WITH(parse_manifest(R"({"schemaVersion":2,"config":{"digest":"sha512:00","size":1},"layers":[]})"),
-                      Contains("only sha256"));
-    CHECK_THROWS_WITH(parse_manifest(R"({"schemaVersion":2,"manifests":[],"layers":[]})"), Contains("an index"));
-    CHECK_THROWS_WITH(parse_manifest(R"({"schemaVersion":2,"config":{"digest":")" + d + R"(","size":5},
-        "layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip+encrypted","digest":")" + d + R"(","size":7}]})"),
-                      Contains("encrypted"));
+    CHECK_THROWS_WITH(
+        parse_manifest(
+            R"({"schemaVersion":2,"config":{"digest":"sha512:00","size":1},"layers":[]})"),
+        Contains("only sha256"));
+    CHECK_THROWS_WITH(parse_manifest(R"({"schemaVersion":2,"manifests":[],"layers":[]})"),
+                      Contains("an index"));
+    CHECK_THROWS_WITH(
+        parse_manifest(R"({"schemaVersion":2,"config":{"digest":")" + d + R"(","size":5},
+        "layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip+encrypted","digest":")" +
+                       d + R"(","size":7}]})"),
+        Contains("encrypted"));
     CHECK(valid_digest(d));
     CHECK_FALSE(valid_digest("sha256:" + kHex.substr(1) + "G"));
     CHECK_FALSE(valid_digest("sha256:../../etc/passwd"));
@@ -120,23 +133,31 @@ TEST_CASE("manifests and index.json") {
 TEST_CASE("skopeo's failures become one line a user can act on") {
     const Source s = parse_source("docker://127.0.0.1:5000/lab/x:1");
     const auto explain = [&](const std::string& err) { return explain_pull_failure(s, err); };
-    CHECK(explain("time=\"..\" level=fatal msg=\"initializing source docker://127.0.0.1:5000/lab/x:1: reading manifest 1 in "
+    CHECK(explain("time=\"..\" level=fatal msg=\"initializing source "
+                  "docker://127.0.0.1:5000/lab/x:1: reading manifest 1 in "
                   "127.0.0.1:5000/lab/x: unauthorized: authentication required\"\n") ==
-          "authentication failed (check --creds, --authfile or the registry login in ~/.config/containers/auth.json)");
-    CHECK(explain("msg=\"reading manifest nope in 127.0.0.1:5000/lab/x: manifest unknown: manifest unknown\"") ==
-          "no such image/tag");
-    CHECK_THAT(explain("msg=\"pinging container registry 127.0.0.1:5000: Get \\\"https://127.0.0.1:5000/v2/\\\": dial tcp "
+          "authentication failed (check --creds, --authfile or the registry login in "
+          "~/.config/containers/auth.json)");
+    CHECK(explain("msg=\"reading manifest nope in 127.0.0.1:5000/lab/x: manifest unknown: manifest "
+                  "unknown\"") == "no such image/tag");
+    CHECK_THAT(explain("msg=\"pinging container registry 127.0.0.1:5000: Get "
+                       "\\\"https://127.0.0.1:5000/v2/\\\": dial tcp "
                        "127.0.0.1:5000: connect: connection refused\""),
-               StartsWith("cannot connect to 127.0.0.1:5000 (") && Contains("\"https://127.0.0.1:5000/v2/\""));
-    CHECK_THAT(explain("writing blob: Digest did not match, expected sha256:" + kHex + ", got sha256:00"),
-               StartsWith("digest mismatch") && Contains("expected sha256:0123456789ab"));
+               StartsWith("cannot connect to 127.0.0.1:5000 (") &&
+                   Contains("\"https://127.0.0.1:5000/v2/\""));
+    CHECK_THAT(
+        explain("writing blob: Digest did not match, expected sha256:" + kHex + ", got sha256:00"),
+        StartsWith("digest mismatch") && Contains("expected sha256:0123456789ab"));
     CHECK_THAT(explain("x509: certificate signed by unknown authority"),
-               StartsWith("TLS: the certificate of 127.0.0.1:5000 is not trusted") && Contains("--cert-dir"));
+               StartsWith("TLS: the certificate of 127.0.0.1:5000 is not trusted") &&
+                   Contains("--cert-dir"));
     CHECK_THAT(explain("http: server gave HTTP response to HTTPS client"), Contains("--insecure"));
-    CHECK_THAT(explain("no image found in manifest list for architecture arm64"), Contains("--platform"));
+    CHECK_THAT(explain("no image found in manifest list for architecture arm64"),
+               Contains("--platform"));
     // A digest's hex digits are not status codes.
     CHECK(explain("unknown blob sha256:401404") == "unknown blob sha256:401404");
-    CHECK(explain_pull_failure(parse_source("docker://reg.example/x"), "dial tcp: lookup reg.example: no such host")
+    CHECK(explain_pull_failure(parse_source("docker://reg.example/x"),
+                               "dial tcp: lookup reg.example: no such host")
               .rfind("cannot connect to reg.example:443", 0) == 0);
     CHECK(last_line("one\ntwo\x1b[31m\n\n") == "two [31m");
     CHECK(last_line(std::string(400, 'x')).size() == 303);
@@ -145,13 +166,16 @@ TEST_CASE("skopeo's failures become one line a user can act on") {
 TEST_CASE("the skopeo command line") {
     PullRequest r;
     r.insecure = true, r.cert_dir = "/c", r.platform = "linux/arm64/v8";
-    const auto a = plan_skopeo_args(r, "docker://h/x:1", "/s/tmp/p/layout", "/s/tmp/p/auth.json", false);
-    CHECK(a == std::vector<std::string>{"skopeo", "copy", "--remove-signatures", "--quiet", "--src-tls-verify=false",
-                                        "--src-cert-dir", "/c", "--src-authfile", "/s/tmp/p/auth.json", "--override-os",
-                                        "linux", "--override-arch", "arm64", "--override-variant", "v8",
-                                        "docker://h/x:1", "oci:/s/tmp/p/layout:gpubox"});
+    const auto a =
+        plan_skopeo_args(r, "docker://h/x:1", "/s/tmp/p/layout", "/s/tmp/p/auth.json", false);
+    CHECK(a == std::vector<std::string>{"skopeo", "copy", "--remove-signatures", "--quiet",
+                                        "--src-tls-verify=false", "--src-cert-dir", "/c",
+                                        "--src-authfile", "/s/tmp/p/auth.json", "--override-os",
+                                        "linux", "--override-arch", "arm64", "--override-variant",
+                                        "v8", "docker://h/x:1", "oci:/s/tmp/p/layout:gpubox"});
     const auto b = plan_skopeo_args(PullRequest{}, "oci-archive:/a.tar", "/l", "", true);
-    CHECK(b == std::vector<std::string>{"skopeo", "copy", "--remove-signatures", "oci-archive:/a.tar", "oci:/l:gpubox"});
+    CHECK(b == std::vector<std::string>{"skopeo", "copy", "--remove-signatures",
+                                        "oci-archive:/a.tar", "oci:/l:gpubox"});
 }
 
 TEST_CASE("run IMAGE: the image's config under the command line's") {
@@ -161,8 +185,12 @@ TEST_CASE("run IMAGE: the image's config under the command line's") {
     Stored img;
     img.name = "cuda:12";
     img.rootfs = "/store/blobs/sha256/x/rootfs";
-    img.config.env = {"PATH=/opt/bin", "B=image", "NVIDIA_DRIVER_CAPABILITIES=compute,utility,video",
-                      "NVIDIA_VISIBLE_DEVICES=all", "=bad", "novalue"};
+    img.config.env = {"PATH=/opt/bin",
+                      "B=image",
+                      "NVIDIA_DRIVER_CAPABILITIES=compute,utility,video",
+                      "NVIDIA_VISIBLE_DEVICES=all",
+                      "=bad",
+                      "novalue"};
     img.config.working_dir = "/app//";
     img.config.entrypoint = {"/entry"};
     img.config.cmd = {"default"};

@@ -43,7 +43,8 @@ fs::path staged(const fs::path& store, const std::string& env) {
 TEST_CASE("store_root: GPUBOX_IMAGES, else XDG_DATA_HOME, else HOME") {
     CHECK(store_root({{"GPUBOX_IMAGES", "/s"}, {"HOME", "/h"}}) == "/s");
     CHECK(store_root({{"XDG_DATA_HOME", "/x"}, {"HOME", "/h"}}) == "/x/gpubox/images");
-    CHECK(store_root({{"XDG_DATA_HOME", "rel"}, {"HOME", "/h"}}) == "/h/.local/share/gpubox/images");
+    CHECK(store_root({{"XDG_DATA_HOME", "rel"}, {"HOME", "/h"}}) ==
+          "/h/.local/share/gpubox/images");
     CHECK(store_root({{"HOME", "/h"}}) == "/h/.local/share/gpubox/images");
     CHECK_THROWS_AS(store_root({}), UsageError);
 }
@@ -112,7 +113,8 @@ TEST_CASE("layer members: create, whiteout, opaque, root, unsafe") {
     CHECK(plan("a/b/.wh..wh..opq").kind == K::opaque);
     CHECK(plan("a/b/.wh..wh..opq").path == "a/b");
     CHECK(plan(".wh..wh..opq").path == "");
-    for (const char* bad : {"../escape", "a/../../b", "a/..", "a/.wh.", "a/.wh..", "a/.wh..wh.plnk"})
+    for (const char* bad :
+         {"../escape", "a/../../b", "a/..", "a/.wh.", "a/.wh..", "a/.wh..wh.plnk"})
         CHECK(plan(bad).kind == K::unsafe);
     CHECK(keeps_under_opaque({"d/new"}, "d/new"));
     CHECK_FALSE(keeps_under_opaque({"d/new"}, "d/old"));
