@@ -172,7 +172,7 @@ void fetch(const PullRequest& r, const Source& s, const fs::path& tmp,
     const std::string cwd = fs::current_path().string();
     const auto args =
         plan_skopeo_args(r, skopeo_source(s, cwd), (tmp / "layout").string(), authfile, progress);
-    const ToolResult res = run_tool(skopeo, args, skopeo_env(env, tmp), progress);
+    const ToolResult res = run_tool({skopeo}, args, skopeo_env(env, tmp), progress);
     if (!res.ok()) {
         log::debug(cat("skopeo ", res.failure(), ": ", res.err));
         fail(r, explain_pull_failure(s, res.err.empty() ? res.failure() : res.err));
@@ -192,7 +192,9 @@ void unpack(const PullRequest& r, const Source& s, const fs::path& tmp, const fs
         args.insert(args.end(), {"--layout", (tmp / "layout").string()});
     }
     args.push_back((dir / "rootfs").string());
-    const ToolResult res = run_tool(find_unpack_helper(), args, {}, false);
+    const Program helper = find_unpack_helper();
+    UniqueFd helper_fd(helper.fd);
+    const ToolResult res = run_tool(helper, args, {}, false);
     if (!res.ok())
         fail(r,
              explain_pull_failure(s, res.err.empty() ? "gpubox-unpack " + res.failure() : res.err));

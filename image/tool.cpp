@@ -20,7 +20,7 @@
 namespace gpubox::image {
 namespace {
 
-[[noreturn]] void exec_child(const std::string& path, char* const* argv, char* const* envp,
+[[noreturn]] void exec_child(const Program& prog, char* const* argv, char* const* envp,
                              int null_fd, int out_fd, int err_fd) {
     // dup2 clears FD_CLOEXEC on 0-2; every other fd is closed by the exec.
     if (::dup2(null_fd, 0) < 0 || ::dup2(out_fd, 1) < 0 || ::dup2(err_fd, 2) < 0) ::_exit(127);
@@ -29,8 +29,12 @@ namespace {
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     ::signal(SIGPIPE, SIG_DFL);
-    ::execve(path.c_str(), argv, envp);
-    const std::string msg = cat("execve(", quote(path), "): ", std::strerror(errno), "\n");
+    if (prog.fd >= 0) {
+        ::syscall(SYS_execveat, prog.fd, "", argv, envp, AT_EMPTY_PATH);
+    } else {
+        ::execve(prog.path.c_str(), argv, envp);
+    }
+    const std::string msg = cat("execve(", quote(prog.path), "): ", std::strerror(errno), "\n");
     [[maybe_unused]] ssize_t ignored = ::write(2, msg.data(), msg.size());
     ::_exit(127);
 }
@@ -80,7 +84,7 @@ std::string ToolResult::failure() const {
     return cat("exited with status ", WEXITSTATUS(status));
 }
 
-ToolResult run_tool(const std::string& path, const std::vector<std::string>& args,
+ToolResult run_tool(const Program& path, const std::vector<std::string>& args,
                     const std::vector<std::string>& env, bool stdout_to_stderr) {
     std::vector<char*> argv, envp;
     for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -103,7 +107,7 @@ ToolResult run_tool(const std::string& path, const std::vector<std::string>& arg
     return r;
 }
 
-std::string find_unpack_helper() {
+Program find_unpack_helper() {
     char exe[PATH_MAX];
     const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n < 0) sys::fail("readlink(\"/proc/self/exe\")", errno);
@@ -115,11 +119,13 @@ std::string find_unpack_helper() {
     const std::vector<std::string> candidates = {dir + "/gpubox-unpack",
                                                  dir + "/../libexec/gpubox/gpubox-unpack"};
     for (const std::string& path : candidates) {
-        struct stat st {};
-        if (::stat(path.c_str(), &st) != 0) continue;
-        const std::string problem = helper_problem(st, self.st_uid);
+        const int fd = ::open(path.c_str(), O_PATH | O_CLOEXEC);
+        if (fd < 0 && errno == ENOENT) continue;
+        if (fd < 0) sys::fail(cat("open(", quote(path), ", O_PATH)"), errno);
+        UniqueFd owned(fd);
+        const std::string problem = helper_problem(sys::fstat(fd, path), self.st_uid);
         if (!problem.empty()) throw SetupError(cat("helper ", quote(path), ": ", problem));
-        return path;
+        return {path, owned.release()};
     }
     throw SetupError(cat("no helper gpubox-unpack (looked for ", join(candidates, " and "), ")"));
 }

@@ -174,4 +174,17 @@ expect_eq "the last name's removal removed the image's files" \
     "$(ls "$GPUBOX_IMAGES/blobs/sha256" | grep -c "^${digest#sha256:}")" 0
 box rmi entry plain
 expect_eq "rmi: everything" "$(ls "$GPUBOX_IMAGES/blobs/sha256" "$GPUBOX_IMAGES/names" "$GPUBOX_IMAGES/tmp" | grep -vc ':$\|^$')" 0
+
+# --- two pulls of one image at once: both succeed, one tree is stored ---
+"$GPUBOX" pull --name c1 "oci-archive:$I/envimg.oci.tar" >"$WORK/c1.out" 2>"$WORK/c1.err" &
+p1=$!
+"$GPUBOX" pull --name c2 "oci-archive:$I/envimg.oci.tar" >"$WORK/c2.out" 2>"$WORK/c2.err"
+rc2=$?
+wait "$p1"
+expect_eq "concurrent pulls: both exit 0 and print their names" "$? $rc2 $(cat "$WORK/c1.out" "$WORK/c2.out" | tr '\n' ' ')" "0 0 c1 c2 "
+expect_eq "concurrent pulls: one stored tree" "$(ls "$GPUBOX_IMAGES/blobs/sha256" | wc -l)" 1
+box run c1 /bin/cat /data/keep
+expect_eq "concurrent pulls: the image runs" "$out" "kept"
+expect_eq "concurrent pulls: no temp left" "$(ls "$GPUBOX_IMAGES/tmp" | wc -l)" 0
+box rmi c1 c2
 finish
