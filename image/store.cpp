@@ -88,7 +88,7 @@ fs::path store_root(const std::map<std::string, std::string>& env) {
     const std::string home = get("HOME");
     if (home.empty() || home[0] != '/')
         throw UsageError(
-            "images: neither GPUBOX_IMAGES, XDG_DATA_HOME nor HOME is set to an absolute path");
+            "image store: neither GPUBOX_IMAGES, XDG_DATA_HOME nor HOME is set to an absolute path");
     return fs::path(home) / ".local/share/gpubox/images";
 }
 

@@ -150,7 +150,13 @@ Options resolve_run_image(const Options& o) {
     if (o.rootfs.find('/') != std::string::npos || !image::valid_name(o.rootfs) ||
         (::stat(o.rootfs.c_str(), &st) == 0 && S_ISDIR(st.st_mode)))
         return missing_cmd();
-    const std::optional<image::Stored> img = image::find(image::store_root(caller_env()), o.rootfs);
+    std::filesystem::path store;
+    try {
+        store = image::store_root(caller_env());
+    } catch (const UsageError&) {
+        return missing_cmd();  // no store to look in: ROOTFS as before
+    }
+    const std::optional<image::Stored> img = image::find(store, o.rootfs);
     if (!img) {
         if (::lstat(o.rootfs.c_str(), &st) == 0)
             return missing_cmd();  // run's own "not a usable directory"
