@@ -39,8 +39,26 @@ namespace {
     ::_exit(127);
 }
 
+// The helper's "progress: TEXT" lines, shown on gpubox's stderr (a terminal) over each other;
+// everything else stays in `err` for the failure message.
+void relay_progress(std::string& err, std::size_t& scanned, bool& shown) {
+    static const std::string kTag = "progress: ";
+    for (std::size_t nl; (nl = err.find('\n', scanned)) != std::string::npos;) {
+        if (err.compare(scanned, kTag.size(), kTag) != 0) {
+            scanned = nl + 1;
+            continue;
+        }
+        const std::string line = "\r" + err.substr(scanned + kTag.size(), nl - scanned - kTag.size());
+        [[maybe_unused]] ssize_t ignored = ::write(2, line.data(), line.size());
+        shown = true;
+        err.erase(scanned, nl + 1 - scanned);
+    }
+}
+
 // Reads both pipes to EOF without letting either fill up.
-void drain(int out_fd, int err_fd, std::string& out, std::string& err) {
+void drain(int out_fd, int err_fd, std::string& out, std::string& err, bool relay) {
+    std::size_t scanned = 0;
+    bool shown = false;
     pollfd p[2] = {{out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}};
     std::string* sink[2] = {&out, &err};
     int open = (out_fd >= 0) + (err_fd >= 0);
@@ -59,8 +77,10 @@ void drain(int out_fd, int err_fd, std::string& out, std::string& err) {
                 continue;
             }
             if (sink[i]->size() < (1u << 20)) sink[i]->append(buf, static_cast<std::size_t>(n));
+            if (relay && i == 1) relay_progress(err, scanned, shown);
         }
     }
+    if (shown) [[maybe_unused]] ssize_t ignored = ::write(2, "\r\033[K", 4);
 }
 
 // As gpubox-scope (isolate/cgroup_plan.cpp): a helper someone else could rewrite would run with
@@ -85,7 +105,7 @@ std::string ToolResult::failure() const {
 }
 
 ToolResult run_tool(const Program& path, const std::vector<std::string>& args,
-                    const std::vector<std::string>& env, bool stdout_to_stderr) {
+                    const std::vector<std::string>& env, bool stdout_to_stderr, bool relay_progress) {
     std::vector<char*> argv, envp;
     for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
@@ -101,7 +121,7 @@ ToolResult run_tool(const Program& path, const std::vector<std::string>& args,
                    err_w.get());
     out_w.reset(), err_w.reset(), null.reset();
     ToolResult r;
-    drain(out_r.valid() ? out_r.get() : -1, err_r.get(), r.out, r.err);
+    drain(out_r.valid() ? out_r.get() : -1, err_r.get(), r.out, r.err, relay_progress);
     while (::waitpid(pid, &r.status, 0) < 0)
         if (errno != EINTR) sys::fail(cat("waitpid(", pid, ")"), errno);
     return r;

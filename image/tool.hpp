@@ -21,9 +21,11 @@ struct Program {
     int fd = -1;  // owned by the caller
 };
 
-// `argv[0]` is the name it runs as.
+// `argv[0]` is the name it runs as. `relay_progress`: its stderr lines "progress: TEXT" are
+// shown on gpubox's stderr as they come, each over the last, not kept in `err`.
 ToolResult run_tool(const Program& program, const std::vector<std::string>& argv,
-                    const std::vector<std::string>& env, bool stdout_to_stderr);
+                    const std::vector<std::string>& env, bool stdout_to_stderr,
+                    bool relay_progress = false);
 
 // gpubox-unpack beside gpubox (/proc/self/exe), else in ../libexec/gpubox/; it must be owned by
 // root or gpubox's owner and writable by nobody else. Throws SetupError naming where it looked.

@@ -6,6 +6,7 @@
 //   gpubox-unpack [--progress] --layout DIR ROOTFS   verified against the layout's digests
 //   gpubox-unpack [--progress] --tar FILE ROOTFS     one layer; its digest is computed
 //
+// --progress: "progress: TEXT" lines on stderr, which gpubox shows on the terminal.
 // stdout: one JSON object (digest, config, counts). Failure: one line on stderr, exit 1.
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -54,7 +55,7 @@ std::function<void(std::uint64_t)> progress_for(const Args& args, std::size_t i,
     return [i, n, last = std::uint64_t{0}](std::uint64_t bytes) mutable {
         if (bytes - last < (8u << 20) && bytes != 0) return;
         last = bytes;
-        std::fprintf(stderr, "\rgpubox: pull: layer %zu/%zu: %llu MiB   ", i, n,
+        std::fprintf(stderr, "progress: gpubox: pull: unpacking layer %zu/%zu: %llu MiB   \n", i, n,
                      static_cast<unsigned long long>(bytes >> 20));
     };
 }
@@ -115,7 +116,6 @@ int main(int argc, char** argv) {
         Unpacker u(args.rootfs);
         Json out = args.layout.empty() ? unpack_tar(args, u) : unpack_layout(args, u);
         u.finish();
-        if (args.progress) std::fputs("\r\033[K", stderr);
         const UnpackCounts& c = u.counts();
         out.update({{"layers", c.layers},
                     {"bytes_read", c.bytes_read},
