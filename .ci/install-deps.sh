@@ -6,11 +6,9 @@ pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
       libcap-ng-dev libseccomp-dev catch2 nlohmann-json3-dev
       busybox-static util-linux bsdutils procps iproute2 bubblewrap hyperfine time
       libsystemd-dev qemu-system-x86 mmdebstrap e2fsprogs
+      skopeo libarchive-dev nettle-dev python3  # gpubox pull: skopeo fetches, gpubox-unpack unpacks
       slurm-wlm munge)  # tests/e2e/test_slurm.sh starts its own munged, slurmctld and slurmd
 pkgs+=(zsh)  # tests/e2e/test_install.sh: zsh completion
-# gpubox pull: skopeo fetches (registry v2, auth, TLS, archives); gpubox-unpack links libarchive
-# (tar, gzip, zstd) and nettle (sha256); tests/e2e/test_images.sh crafts layers with python3.
-pkgs+=(skopeo libarchive-dev nettle-dev python3)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
