@@ -104,7 +104,12 @@ std::vector<Stored> list(const fs::path& store) {
     for (const auto& e : fs::directory_iterator(store / "names", ec)) {
         const std::string n = e.path().filename().string();
         if (!valid_name(n)) continue;  // our own temp files start with '.'
-        if (auto s = load(store, n)) out.push_back(std::move(*s));
+        // A record whose tree is unreadable (a crash mid-rmi, a hand edit) is left out, so that
+        // `images` still lists the rest; `run` and `rmi` of that name say what is wrong.
+        try {
+            if (auto s = load(store, n)) out.push_back(std::move(*s));
+        } catch (const std::exception&) {
+        }
     }
     std::sort(out.begin(), out.end(),
               [](const Stored& a, const Stored& b) { return a.name < b.name; });
@@ -146,10 +151,17 @@ void write_name(const fs::path& store, const std::string& name, const std::strin
 
 bool remove_name(const fs::path& store, const std::string& name) {
     StoreLock lock(store);
-    const auto gone = find(store, name);
-    if (!gone) return false;
-    if (::unlink((store / "names" / name).c_str()) != 0)
-        sys::fail(cat("unlink(", quote((store / "names" / name).string()), ")"), errno);
+    std::optional<Stored> gone;
+    try {
+        gone = find(store, name);
+    } catch (const std::exception&) {
+        // A broken record: it goes; a tree it may have named stays for the next pull to reuse.
+    }
+    struct stat st {};
+    const fs::path record = store / "names" / name;
+    if (!gone && (!valid_name(name) || ::lstat(record.c_str(), &st) != 0)) return false;
+    if (::unlink(record.c_str()) != 0) sys::fail(cat("unlink(", quote(record.string()), ")"), errno);
+    if (!gone) return true;
     for (const Stored& other : list(store))
         if (other.digest == gone->digest) return true;  // still named: its tree stays
     // Renamed away first, so a crash mid-removal leaves a temp dir, not half an image.

@@ -98,6 +98,10 @@ TEST_CASE("store: a name pointed elsewhere moves atomically; bad records are err
     CHECK_THROWS_AS(write_name(s, "a/b", kDigestA, "", 0), UsageError);
     put(s / "names/broken", R"({"digest": "sha256:../../x"})");
     CHECK_THROWS_AS(find(s, "broken"), std::runtime_error);
+    REQUIRE(list(s).size() == 1);  // the broken record is left out, the rest listed
+    CHECK(list(s)[0].name == "n");
+    CHECK(remove_name(s, "broken"));  // rmi still removes it
+    CHECK_FALSE(fs::exists(s / "names/broken"));
 }
 
 TEST_CASE("layer members: create, whiteout, opaque, root, unsafe") {
