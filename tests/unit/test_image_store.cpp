@@ -89,11 +89,13 @@ TEST_CASE("store: commit, names, find, list, reuse and rmi") {
 TEST_CASE("store: a name pointed elsewhere moves atomically; bad records are errors, not crashes") {
     test::TempDir t("store2");
     const fs::path s = t.dir;
-    StoreLock lock(s);
-    commit_image(s, staged(s, "A=1"), kDigestA);
-    commit_image(s, staged(s, "B=1"), kDigestB);
-    write_name(s, "n", kDigestA, "a", 1);
-    write_name(s, "n", kDigestB, "b", 2);
+    {
+        StoreLock lock(s);  // released before remove_name, which takes it itself
+        commit_image(s, staged(s, "A=1"), kDigestA);
+        commit_image(s, staged(s, "B=1"), kDigestB);
+        write_name(s, "n", kDigestA, "a", 1);
+        write_name(s, "n", kDigestB, "b", 2);
+    }
     CHECK(find(s, "n")->digest == kDigestB);
     CHECK_THROWS_AS(write_name(s, "a/b", kDigestA, "", 0), UsageError);
     put(s / "names/broken", R"({"digest": "sha256:../../x"})");
