@@ -29,9 +29,11 @@ bench_setup() {
             for i in $(seq 5000); do entries+=("libunrelated$i.so.1=/usr/lib/x86_64-linux-gnu/unrelated-$i.so"); done
             "$W/fake-gpu-host" --write-ldcache "$W/host8big/etc/ld.so.cache" "${entries[@]}"
             mkdir "$W/work" && chown 65534:65534 "$W/work"
+            # (|| rc=$?: under set -e a failed run would exit here and leave $W behind)
+            rc=0
             setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
-                env GPUBOX_BENCH_UNPRIVILEGED=1 W="$W" HOME="$W/work" PATH="$PATH" bash "$0" "$@"
-            rc=$?
+                env GPUBOX_BENCH_UNPRIVILEGED=1 W="$W" HOME="$W/work" PATH="$PATH" bash "$0" "$@" ||
+                rc=$?
             rm -rf "$W"
             exit $rc
         fi

@@ -1,10 +1,10 @@
 # Sourced by tests/e2e/test_images_registry.sh and bench/images.sh: Debian's registry server (the
 # distribution project's v2 registry, `docker-registry`) on 127.0.0.1, with TLS from a CA made
 # here and htpasswd (bcrypt) basic auth, or plain HTTP; test images pushed to it with skopeo.
-# reg_init first; reg_stop_all on every exit path (the callers' EXIT traps).
+# reg_init first; reg_stop_all on every exit path (the callers' EXIT traps). Safe under set -e.
 REG_TOOLS=(docker-registry skopeo htpasswd openssl python3)
 REG_USER=gpubox-tester
-REG_PASS=s3cret-$$-pass
+REG_PASS=${REG_PASS:-s3cret-$$-pass}  # kept when the script re-runs itself as another user
 
 # reg_missing_tools: the names of the tools this needs that are not on PATH.
 reg_missing_tools() {
@@ -92,8 +92,8 @@ reg_start() {
             fi
             sleep 0.1
         done
-        kill "$pid" 2>/dev/null
-        wait "$pid" 2>/dev/null
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
     done
     echo "registry $name did not start:" >&2
     tail -5 "$REG_TOP/$name.log" >&2
@@ -102,8 +102,8 @@ reg_start() {
 
 # reg_stop PID: stops one registry and waits for it, so its port is closed on return.
 reg_stop() {
-    kill "$1" 2>/dev/null
-    wait "$1" 2>/dev/null
+    kill "$1" 2>/dev/null || true
+    wait "$1" 2>/dev/null || true
     local keep=() p
     for p in "${REG_PIDS[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
     REG_PIDS=("${keep[@]}")
@@ -111,8 +111,8 @@ reg_stop() {
 
 reg_stop_all() {
     local p
-    for p in "${REG_PIDS[@]}"; do kill "$p" 2>/dev/null; done
-    for p in "${REG_PIDS[@]}"; do wait "$p" 2>/dev/null; done
+    for p in "${REG_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${REG_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
     REG_PIDS=()
 }
 
