@@ -64,7 +64,9 @@ const Flags& run_flags() {
         {"--tmpfs-size", "SIZE", "one budget for every writable tmpfs place and the root's layer (default: the memory limit, else 1/4 of MemAvailable)",
          [](Options& o, const std::string& v) { o.tmpfs_size = parse_size(v, "--tmpfs-size"); }},
         {"--workdir", "DIR", "working directory inside (default /)",
-         [](Options& o, const std::string& v) { o.workdir = rootfs::normalize_container_path(v, "--workdir"); }},
+         [](Options& o, const std::string& v) {
+             o.workdir = rootfs::normalize_container_path(v, "--workdir"), o.workdir_given = true;
+         }},
         {"--hostname", "NAME", "hostname inside (default gpubox)",
          [](Options& o, const std::string& v) {
              if (v.empty() || v.size() > 64 || v.find_first_of("/\n\t ") != std::string::npos)
@@ -104,7 +106,7 @@ const Flags& run_flags() {
         {"--die-with-parent", nullptr, "kill the sandbox, and exit, when gpubox's parent dies",
          [](Options& o, const std::string&) { o.die_with_parent = true; }},
         {"--gpu-caps", "LIST", "driver capabilities: compute,utility (default), graphics, video, display, ngx, all",
-         [](Options& o, const std::string& v) { o.gpu_caps = gpu::parse_capabilities(v); }},
+         [](Options& o, const std::string& v) { o.gpu_caps = gpu::parse_capabilities(v), o.gpu_caps_given = true; }},
         {"--driver-root", "DIR", "where the host's driver lives (default /); every host GPU path is read below it",
          [](Options& o, const std::string& v) { o.driver_root = v; }},
         {"--wall-time-limit", "SEC", "kill the sandbox after SEC seconds of wall-clock time (status TO)",
@@ -176,8 +178,39 @@ const Flags& create_flags() {
     return flags;
 }
 
+const Flags& pull_flags() {
+    static const Flags flags = {
+        {"--name", "NAME", "store the image as NAME (default: REPO's last part:TAG, or the archive's base name)",
+         [](Options& o, const std::string& v) { o.pull.name = v; }},
+        {"--insecure", nullptr, "allow plain HTTP, and HTTPS without certificate checks, for this registry",
+         [](Options& o, const std::string&) { o.pull.insecure = true; }},
+        {"--cert-dir", "DIR", "CA certificates (*.crt) for the registry (default ~/.config/containers/certs.d/HOST:PORT)",
+         [](Options& o, const std::string& v) { o.pull.cert_dir = v; }},
+        {"--creds", "USER:PASS", "registry credentials (default: containers/auth.json, ~/.docker/config.json)",
+         [](Options& o, const std::string& v) { o.pull.creds = v; }},
+        {"--authfile", "FILE", "a containers-auth.json(5) file with the registry's credentials",
+         [](Options& o, const std::string& v) { o.pull.authfile = v; }},
+        {"--platform", "OS/ARCH", "the image to take from a multi-platform index (default: this host's)",
+         [](Options& o, const std::string& v) { o.pull.platform = v; }},
+    };
+    return flags;
+}
+
+const Flags& images_flags() {
+    static const Flags flags = {
+        {"--json", nullptr, "machine-readable output: name, digest, source, size, pulled time, rootfs",
+         [](Options& o, const std::string&) { o.json = true; }},
+    };
+    return flags;
+}
+
 // isolate's own options are parsed by launcher/isolate_cli.cpp; listed by `gpubox isolate --help`.
 const Flags& isolate_flags() {
+    static const Flags none;
+    return none;
+}
+
+const Flags& no_flags() {
     static const Flags none;
     return none;
 }
@@ -191,9 +224,10 @@ struct CommandInfo {
 
 const std::vector<CommandInfo>& commands() {
     static const std::vector<CommandInfo> table = {
-        {"run", "[OPTIONS] ROOTFS [--] CMD [ARGS...]",
+        {"run", "[OPTIONS] ROOTFS|IMAGE [--] CMD [ARGS...]",
          "Run CMD in a new sandbox whose root is ROOTFS (a directory; never written: writes go to a tmpfs "
-         "layer discarded at exit). Options stop at ROOTFS, so CMD keeps its own flags. A SIZE takes a "
+         "layer discarded at exit), or a pulled IMAGE (its Env, WorkingDir and Entrypoint apply; with no "
+         "CMD its Cmd runs; a directory of that name wins). Options stop at ROOTFS, so CMD keeps its own flags. A SIZE takes a "
          "unit: B, K, M or G (1K = 1024 bytes); a bare number is an error.",
          run_flags()},
         {"list", "[--json] [--driver-root DIR]",
@@ -202,6 +236,14 @@ const std::vector<CommandInfo>& commands() {
          "Check that this host can run sandboxes (user namespaces, AppArmor, kernel, GPU driver, nodes, "
          "libraries) and print the fix for each problem. Exits 1 when it found one.",
          doctor_flags()},
+        {"pull", "[OPTIONS] SOURCE",
+         "Store an image for this user and print its name. SOURCE: docker://HOST[:PORT]/REPO[:TAG|@DIGEST], "
+         "docker-archive:FILE, oci-archive:FILE, oci:DIR[:TAG] or tar:FILE (a root filesystem). Layers are "
+         "checked against their digests; device nodes, setuid/setgid bits and file capabilities are dropped. "
+         "Store: $GPUBOX_IMAGES, else $XDG_DATA_HOME/gpubox/images. Needs skopeo.",
+         pull_flags()},
+        {"images", "[--json]", "List the pulled images: name, digest, size, when pulled.", images_flags()},
+        {"rmi", "NAME...", "Remove pulled images (an image's files go with the last name for them).", no_flags()},
         {"rootfs create", "[--busybox PATH] DIR",
          "Make a minimal ROOTFS in DIR, offline: busybox and the host's glibc.", create_flags()},
         {"isolate", "[ISOLATE OPTIONS] --init | --run [--] PROG [ARGS...] | --cleanup",
@@ -266,8 +308,7 @@ void parse_run(Options& o, const std::vector<std::string>& args, std::size_t i) 
     if (i >= args.size()) throw UsageError("run: missing ROOTFS (usage: gpubox run [OPTIONS] ROOTFS [--] CMD [ARGS...])");
     o.rootfs = args[i++];
     if (i < args.size() && args[i] == "--") ++i;
-    o.argv.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
-    if (o.argv.empty()) throw UsageError("run: missing CMD (usage: gpubox run [OPTIONS] ROOTFS [--] CMD [ARGS...])");
+    o.argv.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());  // none: an image's own
     if (!o.seccomp_bpf.empty() && !o.seccomp)
         throw UsageError("run: --seccomp-bpf and --no-seccomp contradict each other");
 }
@@ -286,6 +327,24 @@ void parse_rootfs(Options& o, const std::vector<std::string>& args, std::size_t 
     }
     if (o.command == Command::help) return;
     if (o.create_dir.empty()) throw UsageError("rootfs create: missing DIR");
+}
+
+// pull SOURCE, images, rmi NAME...
+void parse_image_command(Options& o, const std::vector<std::string>& args) {
+    const std::string& cmd = args[0];
+    const Flags& table = o.command == Command::pull ? pull_flags() : o.command == Command::images ? images_flags() : no_flags();
+    std::size_t i = parse_flags(o, cmd, table, args, 1);
+    if (o.command == Command::help) return;
+    const std::vector<std::string> operands(args.begin() + static_cast<std::ptrdiff_t>(std::min(i, args.size())), args.end());
+    if (o.command == Command::pull) {
+        if (operands.size() != 1) throw UsageError("pull: expected one SOURCE (usage: gpubox pull [OPTIONS] SOURCE)");
+        o.pull.source = operands[0];
+    } else if (o.command == Command::images) {
+        if (!operands.empty()) throw UsageError(cat("images: unexpected argument ", quote(operands[0])));
+    } else {
+        if (operands.empty()) throw UsageError("rmi: expected NAME... (gpubox images lists them)");
+        o.image_names = operands;
+    }
 }
 
 // list and doctor take options only.
@@ -386,6 +445,9 @@ Options parse_command_line(const std::vector<std::string>& args) {
     else if (cmd == "rootfs") parse_rootfs(o, args, 1);
     else if (cmd == "list") o.command = Command::list, parse_host_command(o, args);
     else if (cmd == "doctor") o.command = Command::doctor, parse_host_command(o, args);
+    else if (cmd == "pull") o.command = Command::pull, parse_image_command(o, args);
+    else if (cmd == "images") o.command = Command::images, parse_image_command(o, args);
+    else if (cmd == "rmi") o.command = Command::rmi, parse_image_command(o, args);
     else throw UsageError(cat("unknown command ", quote(cmd), " (try gpubox --help)"));
     if (o.help_topic == "rootfs") o.help_topic = "rootfs create";
     if (!o.help_topic.empty()) command_info(o.help_topic);  // an unknown topic is an error

@@ -12,6 +12,7 @@
 #include "launcher/cli.hpp"
 #include "launcher/commands.hpp"
 #include "launcher/exit_codes.hpp"
+#include "launcher/image_commands.hpp"
 #include "launcher/isolate_box.hpp"
 #include "launcher/run.hpp"
 
@@ -48,7 +49,10 @@ int main(int argc, char** argv) {
             case Command::help: std::cout << (o.help_topic.empty() ? usage_text() : command_help(o.help_topic)); return 0;
             case Command::man: std::cout << man_page(); return 0;
             case Command::version: std::cout << version_text(); return 0;
-            case Command::run: return run_sandbox(o);
+            case Command::run: return run_sandbox(resolve_run_image(o));
+            case Command::pull: return pull_command(o);
+            case Command::images: return images_command(o);
+            case Command::rmi: return rmi_command(o);
             case Command::rootfs_create: return create_rootfs_command(o);
             case Command::list: return list_command(o);
             case Command::doctor: return doctor_command(o);

@@ -13,7 +13,7 @@
 
 namespace gpubox::launcher {
 
-enum class Command { help, version, man, run, list, doctor, rootfs_create };
+enum class Command { help, version, man, run, list, doctor, rootfs_create, pull, images, rmi };
 
 struct Options {
     Command command = Command::help;
@@ -30,6 +30,7 @@ struct Options {
     rootfs::RootMode root_mode = rootfs::RootMode::overlay;
     std::vector<rootfs::UserMount> mounts;
     std::string workdir = "/";
+    bool workdir_given = false;  // an image's WorkingDir is the default only
     std::string hostname = "gpubox";
     std::vector<std::pair<std::string, std::string>> env;  // --env-file and --env, in order
     bool bare_env = false;  // exactly `env`, without gpubox's PATH, HOME, LANG, TERM (isolate mode)
@@ -47,6 +48,7 @@ struct Options {
     std::string gpu = "none";
     bool gpu_given = false;  // a second --gpu merges with the first
     unsigned gpu_caps = 3;  // compute,utility (gpu::kCapDefault)
+    bool gpu_caps_given = false;  // an image's NVIDIA_DRIVER_CAPABILITIES is the default only
     std::string driver_root = "/";
     bool json = false;
     bool gpu_share = false;   // --gpu-share: --gpu auto leases GPUs shared (LOCK_SH)
@@ -55,6 +57,13 @@ struct Options {
     // Scheduler signals
     double kill_after = 5;         // --kill-after SEC: grace after SIGTERM/INT/HUP, then kill
     bool die_with_parent = false;  // --die-with-parent
+
+    // pull, images, rmi (image/)
+    struct Pull {
+        std::string source, name, cert_dir, creds, authfile, platform;
+        bool insecure = false;
+    } pull;
+    std::vector<std::string> image_names;  // rmi
 
     // rootfs create
     std::string create_dir;

@@ -1,0 +1,35 @@
+#pragma once
+// OCI image layout documents (index.json, manifests, image configs), parsed. Pure: text in,
+// typed values out; UsageError-free, throws std::runtime_error naming the document and field.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "image/store.hpp"
+
+namespace gpubox::image {
+
+struct Descriptor {
+    std::string media_type, digest;  // digest: "sha256:<64 hex>", validated
+    std::uint64_t size = 0;
+};
+
+struct Manifest {
+    Descriptor config;
+    std::vector<Descriptor> layers;
+};
+
+// index.json of a layout with exactly the one manifest skopeo wrote.
+Descriptor parse_index(const std::string& json);
+// An OCI or Docker schema 2 image manifest (not a list: skopeo resolved that already).
+Manifest parse_manifest(const std::string& json);
+// The image config: Env, WorkingDir, Entrypoint, Cmd, User, os, architecture. Missing fields
+// are empty; a wrongly typed one is an error.
+Config parse_config(const std::string& json);
+// What gpubox writes for a tar: image (no config of its own).
+std::string render_config(const Config& c);
+
+// "sha256:<64 lower-case hex>"
+bool valid_digest(const std::string& digest);
+
+}  // namespace gpubox::image

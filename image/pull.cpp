@@ -1,0 +1,252 @@
+#include "image/pull.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "common/sys.hpp"
+#include "common/text.hpp"
+#include "image/oci.hpp"
+#include "image/reference.hpp"
+#include "image/store.hpp"
+#include "image/tool.hpp"
+#include "image/tool_error.hpp"
+#include "image/tree.hpp"
+
+namespace gpubox::image {
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+namespace {
+
+// The temp directory of one pull, removed whatever happens (a SIGKILLed pull's is removed by
+// the next pull: its name carries the pid).
+class TempTree {
+public:
+    explicit TempTree(fs::path p) : path_(std::move(p)) {}
+    ~TempTree() {
+        try {
+            remove_tree(path_);
+        } catch (...) {
+        }
+    }
+    const fs::path& path() const { return path_; }
+
+private:
+    fs::path path_;
+};
+
+void remove_stale_temps(const fs::path& store) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(store / "tmp", ec)) {
+        const std::string n = e.path().filename().string();
+        const auto dash = n.find('-'), dash2 = n.find('-', dash + 1);
+        if (dash == std::string::npos || dash2 == std::string::npos) continue;
+        const long pid = std::strtol(n.substr(dash + 1, dash2 - dash - 1).c_str(), nullptr, 10);
+        if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) remove_tree(e.path());
+    }
+}
+
+std::string base64(const std::string& in) {
+    static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string out;
+    std::size_t i = 0;
+    for (; i + 2 < in.size(); i += 3) {
+        const unsigned v = (static_cast<unsigned char>(in[i]) << 16) | (static_cast<unsigned char>(in[i + 1]) << 8) |
+                           static_cast<unsigned char>(in[i + 2]);
+        out += t[v >> 18], out += t[(v >> 12) & 63], out += t[(v >> 6) & 63], out += t[v & 63];
+    }
+    if (i < in.size()) {
+        const unsigned v = (static_cast<unsigned char>(in[i]) << 16) |
+                           (i + 1 < in.size() ? static_cast<unsigned char>(in[i + 1]) << 8 : 0);
+        out += t[v >> 18], out += t[(v >> 12) & 63];
+        out += i + 1 < in.size() ? t[(v >> 6) & 63] : '=';
+        out += '=';
+    }
+    return out;
+}
+
+// --creds go to skopeo in an auth file (mode 0600, in the pull's own temp directory), not on its
+// command line, where every user of the host could read them in /proc/PID/cmdline.
+std::string write_creds_file(const fs::path& dir, const Source& s, const std::string& creds) {
+    const Json j = {{"auths", {{s.host, {{"auth", base64(creds)}}}}}};
+    const std::string path = (dir / "auth.json").string();
+    UniqueFd f = sys::open_at(AT_FDCWD, path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
+    sys::write_all(f.get(), j.dump(), path);
+    return path;
+}
+
+// Only what tells skopeo where the user's credentials, certificates and proxies are.
+std::vector<std::string> skopeo_env(const std::map<std::string, std::string>& env, const fs::path& tmp) {
+    std::vector<std::string> out = {"PATH=/usr/bin:/bin", "TMPDIR=" + tmp.string()};
+    for (const char* k : {"HOME", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "REGISTRY_AUTH_FILE", "DOCKER_CONFIG",
+                          "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"})
+        if (const auto it = env.find(k); it != env.end() && !it->second.empty()) out.push_back(cat(k, "=", it->second));
+    return out;
+}
+
+void check_request(const PullRequest& r, const Source& s) {
+    if (s.kind != Source::Kind::docker && (r.insecure || !r.creds.empty() || !r.authfile.empty() || !r.cert_dir.empty()))
+        throw UsageError(cat("pull ", r.source, ": --insecure, --creds, --authfile and --cert-dir are for docker:// only"));
+    if (!r.creds.empty() && (r.creds.find(':') == std::string::npos || r.creds[0] == ':'))
+        throw UsageError(cat("pull: --creds expects USER:PASSWORD"));
+    if (!r.creds.empty() && !r.authfile.empty()) throw UsageError("pull: --creds and --authfile contradict each other");
+    if (!r.platform.empty()) {
+        const auto slash = r.platform.find('/');
+        if (slash == std::string::npos || slash == 0 || slash + 1 == r.platform.size())
+            throw UsageError(cat("pull: --platform expects OS/ARCH[/VARIANT], got ", quote(r.platform)));
+    }
+}
+
+}  // namespace
+
+std::vector<std::string> plan_skopeo_args(const PullRequest& r, const std::string& source,
+                                          const std::string& layout, const std::string& authfile,
+                                          bool progress) {
+    std::vector<std::string> a = {"skopeo", "copy", "--remove-signatures"};
+    if (!progress) a.push_back("--quiet");
+    if (starts_with(source, "docker://")) {
+        a.push_back(r.insecure ? "--src-tls-verify=false" : "--src-tls-verify=true");
+        if (!r.cert_dir.empty()) a.insert(a.end(), {"--src-cert-dir", r.cert_dir});
+        if (!authfile.empty()) a.insert(a.end(), {"--src-authfile", authfile});
+    }
+    if (!r.platform.empty()) {
+        const auto s1 = r.platform.find('/'), s2 = r.platform.find('/', s1 + 1);
+        a.insert(a.end(), {"--override-os", r.platform.substr(0, s1), "--override-arch",
+                           r.platform.substr(s1 + 1, s2 == std::string::npos ? std::string::npos : s2 - s1 - 1)});
+        if (s2 != std::string::npos) a.insert(a.end(), {"--override-variant", r.platform.substr(s2 + 1)});
+    }
+    a.push_back(source);
+    a.push_back("oci:" + layout + ":gpubox");
+    return a;
+}
+
+std::string render_summary(const PullResult& r) {
+    if (r.reused) return cat("pull: ", r.name, ": ", r.digest.substr(0, 19), " is stored already: reused it");
+    std::string s = cat("pulled ", r.name, " (", r.digest.substr(0, 19), "): ", r.layers, r.layers == 1 ? " layer, " : " layers, ",
+                        r.bytes_read, " bytes read, ", r.size, " bytes unpacked; dropped ", r.devices, " device nodes, ",
+                        r.setid, " setuid/setgid bits, ", r.caps, " file capabilities");
+    if (r.unsafe) s += cat("; skipped ", r.unsafe, " unsafe entries");
+    return s;
+}
+
+namespace {
+
+void write_new(const fs::path& path, const std::string& text) {
+    UniqueFd f = sys::open_at(AT_FDCWD, path.string(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
+    sys::write_all(f.get(), text, path.string());
+}
+
+[[noreturn]] void fail(const PullRequest& r, const std::string& reason) {
+    throw PlanError(cat("pull ", r.source, ": ", reason));
+}
+
+void fetch(const PullRequest& r, const Source& s, const fs::path& tmp, const std::map<std::string, std::string>& env,
+           bool progress) {
+    const std::string skopeo = find_skopeo();
+    std::string authfile = r.authfile;
+    if (!r.creds.empty()) authfile = write_creds_file(tmp, s, r.creds);
+    const std::string cwd = fs::current_path().string();
+    const auto args = plan_skopeo_args(r, skopeo_source(s, cwd), (tmp / "layout").string(), authfile, progress);
+    const ToolResult res = run_tool(skopeo, args, skopeo_env(env, tmp), progress);
+    if (!res.ok()) {
+        log::debug(cat("skopeo ", res.failure(), ": ", res.err));
+        fail(r, explain_pull_failure(s, res.err.empty() ? res.failure() : res.err));
+    }
+}
+
+void unpack(const PullRequest& r, const Source& s, const fs::path& tmp, const fs::path& dir, bool progress,
+            PullResult& out) {
+    sys::mkdir_at(AT_FDCWD, dir.string(), 0755);
+    sys::mkdir_at(AT_FDCWD, (dir / "rootfs").string(), 0755);
+    std::vector<std::string> args = {"gpubox-unpack"};
+    if (progress) args.push_back("--progress");
+    if (s.kind == Source::Kind::tar) {
+        args.insert(args.end(), {"--tar", s.path[0] == '/' ? s.path : (fs::current_path() / s.path).string()});
+    } else {
+        args.insert(args.end(), {"--layout", (tmp / "layout").string()});
+    }
+    args.push_back((dir / "rootfs").string());
+    const ToolResult res = run_tool(find_unpack_helper(), args, {}, false);
+    if (!res.ok()) fail(r, explain_pull_failure(s, res.err.empty() ? "gpubox-unpack " + res.failure() : res.err));
+    const Json j = Json::parse(res.out, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !valid_digest(j.value("digest", "")))
+        fail(r, "gpubox-unpack gave no summary");
+    out.digest = j["digest"];
+    const std::string config = j.value("config", "");
+    const std::pair<const char*, std::uint64_t*> fields[] = {
+        {"layers", &out.layers}, {"bytes_read", &out.bytes_read}, {"size", &out.size}, {"devices", &out.devices},
+        {"setid", &out.setid},   {"caps", &out.caps},             {"unsafe", &out.unsafe}};
+    for (const auto& [key, field] : fields) *field = j.value(key, std::uint64_t{0});
+    write_new(dir / "config.json", config);
+    const Json info = {{"size_bytes", out.size}, {"layers", out.layers}};
+    write_new(dir / "info.json", info.dump(2) + "\n");
+}
+
+// The digest of the manifest skopeo wrote, to reuse a stored image without unpacking it again.
+std::string layout_digest(const fs::path& tmp) {
+    try {
+        return parse_index(sys::read_file((tmp / "layout/index.json").string())).digest;
+    } catch (...) {
+        return "";  // gpubox-unpack reports what is wrong with it
+    }
+}
+
+}  // namespace
+
+namespace {
+
+PullResult pull_into(const fs::path& store, const PullRequest& r, const std::map<std::string, std::string>& env,
+                     bool progress) {
+    const Source s = parse_source(r.source);
+    check_request(r, s);
+    PullResult out;
+    out.name = r.name.empty() ? default_name(s) : r.name;
+    validate_name(out.name);
+    if (s.kind == Source::Kind::tar && ::access(s.path.c_str(), R_OK) != 0)
+        fail(r, cat("cannot read ", quote(s.path), ": ", std::strerror(errno)));
+    remove_stale_temps(store);
+    TempTree tmp(make_temp_dir(store, cat("pull-", ::getpid())));
+    if (s.kind != Source::Kind::tar) fetch(r, s, tmp.path(), env, progress);
+    const std::string known = s.kind == Source::Kind::tar ? "" : layout_digest(tmp.path());
+    const fs::path dir = tmp.path() / "image";
+    struct stat st {};
+    if (!known.empty() && ::lstat((store / "blobs/sha256" / known.substr(7)).c_str(), &st) == 0) {
+        out.digest = known, out.reused = true;
+    } else {
+        unpack(r, s, tmp.path(), dir, progress, out);
+    }
+    StoreLock lock(store);
+    if (!out.reused) {
+        out.reused = !commit_image(store, dir, out.digest);
+    } else if (::lstat((store / "blobs/sha256" / out.digest.substr(7)).c_str(), &st) != 0) {
+        fail(r, "the stored image was removed while this pull ran (by gpubox rmi); pull again");
+    }
+    write_name(store, out.name, out.digest, r.source, static_cast<std::int64_t>(std::time(nullptr)));
+    return out;
+}
+
+}  // namespace
+
+PullResult pull(const fs::path& store, const PullRequest& r, const std::map<std::string, std::string>& env,
+                bool progress) {
+    try {
+        return pull_into(store, r, env, progress);
+    } catch (const PlanError&) {
+        throw;
+    } catch (const UsageError&) {
+        throw;
+    } catch (...) {
+        std::throw_with_nested(PlanError(cat("pull ", r.source)));  // "pull SOURCE: open(...): reason"
+    }
+}
+
+}  // namespace gpubox::image

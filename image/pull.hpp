@@ -1,0 +1,40 @@
+#pragma once
+// `gpubox pull`: skopeo fetches (registry protocol, auth, TLS, platform choice, archive
+// transports) into an OCI layout in the store's temp space; gpubox-unpack verifies and unpacks
+// it; the result is renamed into the store under the store's lock. A failure leaves nothing.
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace gpubox::image {
+
+struct PullRequest {
+    std::string source, name;  // name: "" for the default
+    bool insecure = false;     // plain HTTP, or HTTPS without verification
+    std::string cert_dir, creds, authfile, platform;
+};
+
+struct PullResult {
+    std::string name, digest;
+    bool reused = false;  // the digest was stored already: nothing was unpacked
+    std::uint64_t layers = 0, bytes_read = 0, size = 0;
+    std::uint64_t devices = 0, setid = 0, caps = 0, unsafe = 0;
+};
+
+// `env` is the caller's environment, of which only the variables skopeo needs to find the
+// user's credentials, certificates and proxies are passed on. Throws PlanError
+// "pull SOURCE: <reason>" (exit 125) on any failure, UsageError on a bad request.
+PullResult pull(const std::filesystem::path& store, const PullRequest& r,
+                const std::map<std::string, std::string>& env, bool progress);
+
+// The skopeo command line for a request (without the binary): pure, unit-tested.
+std::vector<std::string> plan_skopeo_args(const PullRequest& r, const std::string& source,
+                                          const std::string& layout, const std::string& authfile,
+                                          bool progress);
+
+// The summary line `gpubox pull` prints on stderr.
+std::string render_summary(const PullResult& r);
+
+}  // namespace gpubox::image

@@ -1,0 +1,158 @@
+#include "image/store.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <nlohmann/json.hpp>
+
+#include "common/error.hpp"
+#include "common/sys.hpp"
+#include "common/text.hpp"
+#include "image/oci.hpp"
+#include "image/reference.hpp"
+
+namespace gpubox::image {
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+namespace {
+
+std::string hex_of(const std::string& digest) { return digest.substr(7); }
+
+fs::path image_dir(const fs::path& store, const std::string& digest) {
+    return store / "blobs" / "sha256" / hex_of(digest);
+}
+
+Json read_json(const fs::path& p) {
+    Json j = Json::parse(sys::read_file(p.string(), 16 << 20), nullptr, false);
+    if (j.is_discarded() || !j.is_object()) throw std::runtime_error(cat(quote(p.string()), ": not a JSON object"));
+    return j;
+}
+
+// Writes `text` to DIR/NAME through a temp file and rename(2): all or nothing.
+void write_atomic(const fs::path& dir, const std::string& name, const std::string& text) {
+    const std::string tmp = cat(".", name, ".", ::getpid(), ".tmp");
+    UniqueFd d = sys::open_at(AT_FDCWD, dir.string(), O_PATH | O_DIRECTORY);
+    {
+        UniqueFd f = sys::open_at(d.get(), tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
+        sys::write_all(f.get(), text, (dir / tmp).string());
+        if (::fsync(f.get()) < 0) sys::fail(cat("fsync(", quote((dir / tmp).string()), ")"), errno);
+    }
+    sys::rename_at(d.get(), tmp, name);
+}
+
+void make_dirs(const fs::path& store) {
+    for (const char* sub : {"blobs/sha256", "names", "tmp"}) {
+        std::error_code ec;
+        fs::create_directories(store / sub, ec);
+        if (ec) throw SysError(ec.value(), cat("mkdir(", quote((store / sub).string()), ")"));
+    }
+}
+
+std::optional<Stored> load(const fs::path& store, const std::string& name) {
+    const fs::path record = store / "names" / name;
+    struct stat st {};
+    if (::lstat(record.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+    const Json r = read_json(record);
+    Stored s;
+    s.name = name;
+    s.digest = r.value("digest", "");
+    if (!valid_digest(s.digest)) throw std::runtime_error(cat(quote(record.string()), ": bad digest"));
+    s.source = r.value("source", "");
+    s.pulled_unix = r.value("pulled_unix", std::int64_t{0});
+    const fs::path dir = image_dir(store, s.digest);
+    s.rootfs = dir / "rootfs";
+    s.config = parse_config(sys::read_file((dir / "config.json").string(), 16 << 20));
+    s.size_bytes = read_json(dir / "info.json").value("size_bytes", std::uint64_t{0});
+    return s;
+}
+
+}  // namespace
+
+fs::path store_root(const std::map<std::string, std::string>& env) {
+    const auto get = [&](const char* k) {
+        const auto it = env.find(k);
+        return it == env.end() ? std::string() : it->second;
+    };
+    if (const std::string s = get("GPUBOX_IMAGES"); !s.empty()) return s;
+    // XDG: a relative XDG_DATA_HOME is invalid and ignored.
+    if (const std::string x = get("XDG_DATA_HOME"); !x.empty() && x[0] == '/') return fs::path(x) / "gpubox/images";
+    const std::string home = get("HOME");
+    if (home.empty() || home[0] != '/')
+        throw UsageError("images: neither GPUBOX_IMAGES, XDG_DATA_HOME nor HOME is set to an absolute path");
+    return fs::path(home) / ".local/share/gpubox/images";
+}
+
+std::optional<Stored> find(const fs::path& store, std::string_view name) {
+    const std::string n(name);
+    if (!valid_name(n)) return std::nullopt;
+    return load(store, n);
+}
+
+std::vector<Stored> list(const fs::path& store) {
+    std::vector<Stored> out;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(store / "names", ec)) {
+        const std::string n = e.path().filename().string();
+        if (!valid_name(n)) continue;  // our own temp files start with '.'
+        if (auto s = load(store, n)) out.push_back(std::move(*s));
+    }
+    std::sort(out.begin(), out.end(), [](const Stored& a, const Stored& b) { return a.name < b.name; });
+    return out;
+}
+
+StoreLock::StoreLock(const fs::path& store) {
+    make_dirs(store);
+    UniqueFd fd = sys::open_at(AT_FDCWD, (store / "lock").string(), O_RDWR | O_CREAT | O_NOFOLLOW, 0600);
+    sys::flock_exclusive(fd.get(), true, (store / "lock").string());
+    fd_ = fd.release();
+}
+
+StoreLock::~StoreLock() { ::close(fd_); }
+
+fs::path make_temp_dir(const fs::path& store, const std::string& prefix) {
+    make_dirs(store);
+    std::string templ = (store / "tmp" / (prefix + "-XXXXXX")).string();
+    if (!::mkdtemp(templ.data())) sys::fail(cat("mkdtemp(", quote(templ), ")"), errno);
+    return templ;
+}
+
+bool commit_image(const fs::path& store, const fs::path& dir, const std::string& digest) {
+    const fs::path target = image_dir(store, digest);
+    struct stat st {};
+    if (::lstat(target.c_str(), &st) == 0) return false;
+    if (::rename(dir.c_str(), target.c_str()) != 0)
+        sys::fail(cat("rename(", quote(dir.string()), " -> ", quote(target.string()), ")"), errno);
+    return true;
+}
+
+void write_name(const fs::path& store, const std::string& name, const std::string& digest,
+                const std::string& source, std::int64_t pulled_unix) {
+    validate_name(name);
+    const Json r = {{"digest", digest}, {"source", source}, {"pulled_unix", pulled_unix}};
+    write_atomic(store / "names", name, r.dump(2) + "\n");
+}
+
+bool remove_name(const fs::path& store, const std::string& name) {
+    StoreLock lock(store);
+    const auto gone = find(store, name);
+    if (!gone) return false;
+    if (::unlink((store / "names" / name).c_str()) != 0)
+        sys::fail(cat("unlink(", quote((store / "names" / name).string()), ")"), errno);
+    for (const Stored& other : list(store))
+        if (other.digest == gone->digest) return true;  // still named: its tree stays
+    // Renamed away first, so a crash mid-removal leaves a temp dir, not half an image.
+    const fs::path doomed = make_temp_dir(store, "rm");
+    const fs::path moved = doomed / "image";
+    if (::rename(image_dir(store, gone->digest).c_str(), moved.c_str()) != 0)
+        sys::fail(cat("rename(", quote(image_dir(store, gone->digest).string()), ")"), errno);
+    remove_tree(doomed);
+    return true;
+}
+
+}  // namespace gpubox::image

@@ -1,0 +1,77 @@
+#pragma once
+// The image store: content-addressed by manifest digest, names are small records pointing at a
+// digest, so a re-pull reuses and `rmi` of one name keeps a digest another name still uses.
+//
+//   STORE/blobs/sha256/<hex>/rootfs        the unpacked root filesystem (never written by a run)
+//   STORE/blobs/sha256/<hex>/config.json   the image config (OCI/Docker "config" object)
+//   STORE/blobs/sha256/<hex>/info.json     source, size, pulled time
+//   STORE/names/<name>                     a record: {"digest": "sha256:<hex>"}
+//   STORE/tmp/                             pulls in progress (renamed into place when complete)
+//   STORE/lock                             flock() serializes writers
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpubox::image {
+
+// The parts of an image's config that gpubox honours, plus what `images` shows.
+struct Config {
+    std::vector<std::string> env;  // "KEY=VALUE", in the image's order
+    std::string working_dir;
+    std::vector<std::string> entrypoint, cmd;
+    std::string user, os, architecture;
+};
+
+struct Stored {
+    std::string name, digest, source;  // digest: "sha256:<64 hex>" of the manifest
+    std::filesystem::path rootfs;
+    Config config;
+    std::uint64_t size_bytes = 0;
+    std::int64_t pulled_unix = 0;
+};
+
+// $GPUBOX_IMAGES, else $XDG_DATA_HOME/gpubox/images, else $HOME/.local/share/gpubox/images.
+// Pure: takes the environment as a map (only those three keys and HOME are read).
+std::filesystem::path store_root(const std::map<std::string, std::string>& env);
+
+// The image stored under NAME, or nullopt when there is none (or NAME is not a valid name).
+std::optional<Stored> find(const std::filesystem::path& store, std::string_view name);
+// Every named image, sorted by name.
+std::vector<Stored> list(const std::filesystem::path& store);
+
+}  // namespace gpubox::image
+
+namespace gpubox::image {
+
+// Writers (pull, rmi). Every change is a rename under STORE/lock, so readers never see half of
+// one and a failed pull leaves nothing but its own temp directory, which it removes.
+class StoreLock {
+public:
+    explicit StoreLock(const std::filesystem::path& store);  // flock(LOCK_EX), waits
+    ~StoreLock();
+    StoreLock(const StoreLock&) = delete;
+    StoreLock& operator=(const StoreLock&) = delete;
+
+private:
+    int fd_ = -1;
+};
+
+// A new STORE/tmp/pull-XXXXXX (mode 0700), the store's directories made first.
+std::filesystem::path make_temp_dir(const std::filesystem::path& store, const std::string& prefix);
+// Moves `image_dir` (holding rootfs/, config.json, info.json) to STORE/blobs/sha256/<hex>;
+// false when that digest is stored already (the caller removes `image_dir`). Hold the lock.
+bool commit_image(const std::filesystem::path& store, const std::filesystem::path& image_dir,
+                  const std::string& digest);
+// Points NAME at DIGEST (replacing what it named). Hold the lock.
+void write_name(const std::filesystem::path& store, const std::string& name, const std::string& digest,
+                const std::string& source, std::int64_t pulled_unix);
+// Removes NAME, and its digest's tree when no other name points at it. False: no such name.
+bool remove_name(const std::filesystem::path& store, const std::string& name);
+// Removes a tree without following any symlink in it, read-only directories included.
+void remove_tree(const std::filesystem::path& path);
+
+}  // namespace gpubox::image

@@ -1,0 +1,49 @@
+#pragma once
+// Unpacking image layers into a root filesystem, as an ordinary user, by fd (gpubox-unpack).
+// Every path is resolved inside the tree being built (openat2 RESOLVE_IN_ROOT), so neither a
+// symlink in a layer nor one already in the tree leads a write out of it; ".." members are
+// skipped. Device nodes, setuid/setgid bits and security.capability xattrs are dropped and
+// counted; ownership is the caller's. Directories stay u+rwx while layers land (a read-only
+// directory must still take its files) and get their own modes back in finish().
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+
+#include "common/unique_fd.hpp"
+
+struct archive;  // libarchive's, kept out of this header
+struct archive_entry;
+
+namespace gpubox::image {
+
+struct UnpackCounts {
+    std::uint64_t layers = 0, bytes_read = 0, bytes_written = 0;
+    std::uint64_t devices = 0, setid = 0, caps = 0, unsafe = 0;
+};
+
+class Unpacker {
+public:
+    explicit Unpacker(const std::string& rootfs);
+    // One layer blob (tar, tar+gzip or tar+zstd). `digest` "sha256:<hex>" is checked against
+    // what was read, the whole blob, before the next layer; "" computes it only. Returns it.
+    std::string layer(int blob_fd, const std::string& what, const std::string& digest,
+                      const std::function<void(std::uint64_t)>& progress);
+    void finish();  // the directories' own modes, deepest first
+    const UnpackCounts& counts() const { return counts_; }
+
+private:
+    void apply(::archive* a, ::archive_entry* e);
+    void create(::archive* a, ::archive_entry* e, const std::string& path);
+    UniqueFd parent_of(const std::string& path, bool create);
+    UniqueFd root_;
+    std::set<std::string> added_;             // paths this layer created (opaque markers)
+    std::map<std::string, unsigned> modes_;  // directory -> its final mode
+    UnpackCounts counts_;
+};
+
+// sha256 of everything left on `fd`, as "sha256:<hex>".
+std::string sha256_fd(int fd, const std::string& what);
+
+}  // namespace gpubox::image
