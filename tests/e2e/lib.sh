@@ -11,6 +11,8 @@ if [ "$(id -u)" = 0 ] && [ -z "${GPUBOX_E2E_UNPRIVILEGED:-}" ] && [ "${E2E_AS_RO
     install -m 0755 "$GPUBOX" "$top/gpubox"
     # its sd-bus helper, beside it as gpubox expects
     [ -x "$(dirname "$GPUBOX")/gpubox-scope" ] && install -m 0755 "$(dirname "$GPUBOX")/gpubox-scope" "$top/"
+    # and its image unpacker (gpubox pull)
+    [ -x "$(dirname "$GPUBOX")/gpubox-unpack" ] && install -m 0755 "$(dirname "$GPUBOX")/gpubox-unpack" "$top/"
     install -m 0755 "$PROBE" "$top/probe"
     extra=()
     if [ -n "${GPUPROBE:-}" ]; then
