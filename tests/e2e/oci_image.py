@@ -206,7 +206,10 @@ APP_CONFIG = {
     "Env": ["PATH=/usr/local/bin:/usr/bin:/bin", "GREETING=hello from the image",
             "CUDA_VERSION=12.4.0"],
     "WorkingDir": "/data/work",
-    "Entrypoint": ["/bin/sh", "-c", 'echo "entry:$0:$1:$(pwd):$GREETING"'],
+    # A wrapper as images' docker-entrypoint.sh are: it marks the environment and runs the
+    # command it is given (a CMD replaces Cmd, the Entrypoint stays, as in docker run).
+    "Entrypoint": ["/bin/sh", "-c", 'export VIA_ENTRYPOINT=yes; if [ "$1" = first ]; '
+                   'then echo "entry:$1:$2:$(pwd):$GREETING"; else exec "$@"; fi', "entrypoint"],
     "Cmd": ["first", "second"],
 }
 

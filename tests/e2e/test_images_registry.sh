@@ -95,6 +95,7 @@ expect_pull_error() {
     shift 3
     before=$(store_state)
     box pull "$@" "$src"
+    printf '# %s\n' "$err"
     expect_eq "$desc: exit 125" "$rc" 125
     expect_eq "$desc: one line on stderr" "$(printf '%s\n' "$err" | wc -l)" 1
     expect_match "$desc: the line names the source and the reason" "$err" \
@@ -105,6 +106,7 @@ expect_pull_error() {
 
 # --- by tag, with the CA and credentials from ~/.config/containers
 box pull "docker://$R/lab/app:1"
+printf '# %s\n' "$err"
 expect_eq "pull by tag: exit 0" "$rc" 0
 expect_eq "pull by tag: stdout is the stored name" "$out" "app:1"
 expect_match "pull by tag: the summary counts what was dropped" "$(tail -1 <<<"$err")" \
@@ -116,9 +118,9 @@ expect_match "images lists app:1 with its digest" "$out" "^app:1 .*${REG_APP_DIG
 box run app:1
 expect_eq "no CMD: the image's Entrypoint + Cmd run, in WorkingDir, with Env" "$rc:$out" \
     "0:entry:first:second:/data/work:hello from the image"
-box run app:1 sh -c 'echo "$GREETING|$CUDA_VERSION|$PATH|$(pwd)"'
-expect_eq "CMD: the image's Env and WorkingDir" "$rc:$out" \
-    "0:hello from the image|12.4.0|/usr/local/bin:/usr/bin:/bin|/data/work"
+box run app:1 sh -c 'echo "$VIA_ENTRYPOINT|$GREETING|$CUDA_VERSION|$PATH|$(pwd)"'
+expect_eq "CMD: run by the image's Entrypoint, with its Env and WorkingDir" "$rc:$out" \
+    "0:yes|hello from the image|12.4.0|/usr/local/bin:/usr/bin:/bin|/data/work"
 box run --env GREETING=mine --workdir /tmp app:1 sh -c 'echo "$GREETING|$CUDA_VERSION|$(pwd)"'
 expect_eq "--env and --workdir override the image's" "$rc:$out" "0:mine|12.4.0|/tmp"
 box run app:1 sh -c '
@@ -221,6 +223,7 @@ expect_eq "run the image pulled over HTTP" "$out" "entry:first:second:/data/work
 # a ../ member name: refused (one line, nothing stored) or kept inside; never written outside.
 before=$(store_state)
 box pull "docker://$R/lab/evil:1"
+printf '# %s\n' "$err"
 if [ "$rc" = 0 ]; then
     expect_eq "evil layer: pulled, named" "$out" "evil:1"
 else
@@ -230,7 +233,8 @@ fi
 expect_eq "evil layer: nothing written outside the image" "$(escape_state)" "$escape0"
 
 # --- nothing left behind by the pulls: no helper process, no temp files
-expect_eq "no skopeo, umoci or gpubox process left" "$(pgrep -u "$(id -u)" -l 'skopeo|umoci|gpubox')" ""
+expect_eq "no skopeo, umoci or gpubox process left" \
+    "$(ps -u "$(id -u)" -o pid=,comm= | grep -E ' (skopeo|umoci|gpubox)')" ""
 expect_eq "nothing left in \$TMPDIR" "$(ls -A "${TMPDIR:-/tmp}" | grep -cvx "${WORK##*/}")" 0
 expect_eq "nothing left in /var/tmp" "$(find /var/tmp -maxdepth 1 -user "$(id -u)" 2>/dev/null)" "$var_tmp0"
 expect_eq "nothing left in the store's tmp/" "$(ls -A "$S/tmp" 2>/dev/null)" ""
