@@ -97,7 +97,7 @@ class Tar:
         self.tar.addfile(info, io.BytesIO(data))
 
     def big_file(self, name, size):
-        """SIZE random bytes: what gzip cannot shrink, like the weights and binaries of real images."""
+        """SIZE random bytes: gzip cannot shrink them, nor the weights and binaries of images."""
         info = self._info(name, tarfile.REGTYPE, 0o644)
         info.size = size
         self.tar.addfile(info, _Random(size))

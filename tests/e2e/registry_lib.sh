@@ -37,8 +37,12 @@ reg_init() {
 }
 
 reg_free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])'
 }
+
+# reg_basic_auth: the test's credentials as auth.json and ~/.docker/config.json hold them.
+reg_basic_auth() { printf '%s:%s' "$REG_USER" "$REG_PASS" | base64 -w0; }
 
 # reg_config NAME PORT tls|plain: the registry's config file for one instance.
 reg_config() {
@@ -140,7 +144,7 @@ reg_user_config() {
     for port in "$@"; do
         mkdir -p "$home/.config/containers/certs.d/127.0.0.1:$port"
         cp "$REG_CA" "$home/.config/containers/certs.d/127.0.0.1:$port/ca.crt"
-        auths+="${auths:+, }\"127.0.0.1:$port\": {\"auth\": \"$(printf '%s:%s' "$REG_USER" "$REG_PASS" | base64 -w0)\"}"
+        auths+="${auths:+, }\"127.0.0.1:$port\": {\"auth\": \"$(reg_basic_auth)\"}"
     done
     printf '{"auths": {%s}}\n' "$auths" >"$home/.config/containers/auth.json"
 }
