@@ -22,11 +22,11 @@ if [ -z "${GPUBOX_BENCH_UNPRIVILEGED:-}" ]; then
     mkdir -p "$REG_TOP/base/bin" "$REG_TOP/base/etc" "$REG_TOP/base/tmp"
     cp /bin/busybox "$REG_TOP/base/bin/busybox"
     for app in sh true ls cat du; do ln -s busybox "$REG_TOP/base/bin/$app"; done
-    s=$EPOCHREALTIME
+    s=$SECONDS
     python3 "$TOP/tests/e2e/oci_image.py" big "$REG_TOP/oci" --base "$REG_TOP/base" \
         --arch "$REG_ARCH" --mib "${BENCH_IMAGE_MIB:-1024}" --layers 5
     reg_push "oci:$REG_TOP/oci:big" "docker://127.0.0.1:$REG_PORT/lab/big:1"
-    echo "bench: made and pushed the image in $(awk -v s="$s" -v e="$EPOCHREALTIME" 'BEGIN { printf "%.0f", e - s }') s" >&2
+    echo "bench: made and pushed the image in $((SECONDS - s)) s" >&2
     rm -rf "$REG_TOP/oci"
     REG_CA=$REG_TOP/ca/ca.crt
     export REG_TOP REG_PORT REG_CA REG_USER REG_PASS
@@ -63,7 +63,11 @@ peer_round() {
     local s=$EPOCHREALTIME
     timed "$OUTDIR/skopeo.log" skopeo --policy "$POLICY" copy -q "$SRC" "oci:$OUTDIR/oci:big"
     timed "$OUTDIR/umoci.log" umoci unpack --rootless --image "$OUTDIR/oci:big" "$OUTDIR/bundle"
-    awk -v s="$s" -v e="$EPOCHREALTIME" 'BEGIN { printf "%.2f\n", e - s }' >>"$OUTDIR/peer.wall"
+    # both steps: wall from here, CPU as the two steps' sum
+    awk -v s="$s" -v e="$EPOCHREALTIME" -v a="$(tail -1 "$OUTDIR/skopeo.log")" \
+        -v b="$(tail -1 "$OUTDIR/umoci.log")" \
+        'BEGIN { split(a, x, " "); split(b, y, " "); printf "%.2f %.2f\n", e - s, x[2] + y[2] }' \
+        >>"$OUTDIR/peer.log"
     echo "$(disk_mib "$OUTDIR/oci") $(disk_mib "$OUTDIR/bundle")" >>"$OUTDIR/peer.du"
     rm -rf "$OUTDIR/oci" "$OUTDIR/bundle"
 }
@@ -81,7 +85,7 @@ echo "machine: $(nproc) cores, $(uname -r); gpubox $("$GPUBOX" --version | cut -
 echo "free on $OUTDIR: $(df -h --output=avail "$OUTDIR" | tail -1 | tr -d ' ')"
 # one warm-up round each, so that the registry's blobs are in the page cache for both alike
 gpubox_round && peer_round
-rm -f "$OUTDIR"/*.log "$OUTDIR"/*.du "$OUTDIR/peer.wall"
+rm -f "$OUTDIR"/*.log "$OUTDIR"/*.du
 for ((i = 0; i < N; i++)); do
     if ((i % 2)); then peer_round && gpubox_round; else gpubox_round && peer_round; fi
 done
@@ -90,8 +94,10 @@ echo "image: ${BENCH_IMAGE_MIB:-1024} MiB of random files in 5 layers + a busybo
 printf '%-48s %s\n' "gpubox pull, wall s" "$(stat_col "$OUTDIR/gpubox.log" 1)"
 printf '%-48s %s\n' "gpubox pull, CPU s (user+sys)" "$(stat_col "$OUTDIR/gpubox.log" 2)"
 printf '%-48s %s\n' "gpubox pull, peak RSS KiB" "$(stat_col "$OUTDIR/gpubox.log" 3)"
-printf '%-48s %s\n' "gpubox pull again (same digest), wall s" "$(stat_col "$OUTDIR/gpubox-again.log" 1)"
-printf '%-48s %s\n' "skopeo copy + umoci unpack, wall s" "$(stat_col "$OUTDIR/peer.wall" 1)"
+printf '%-48s %s\n' "gpubox pull again (same digest), wall s" \
+    "$(stat_col "$OUTDIR/gpubox-again.log" 1)"
+printf '%-48s %s\n' "skopeo copy + umoci unpack, wall s" "$(stat_col "$OUTDIR/peer.log" 1)"
+printf '%-48s %s\n' "skopeo copy + umoci unpack, CPU s" "$(stat_col "$OUTDIR/peer.log" 2)"
 printf '%-48s %s\n' "  skopeo copy docker:// oci:, wall s" "$(stat_col "$OUTDIR/skopeo.log" 1)"
 printf '%-48s %s\n' "  umoci unpack --rootless, wall s" "$(stat_col "$OUTDIR/umoci.log" 1)"
 printf '%-48s %s\n' "  skopeo CPU s, umoci CPU s" \
@@ -99,8 +105,10 @@ printf '%-48s %s\n' "  skopeo CPU s, umoci CPU s" \
 printf '%-48s %s\n' "  skopeo, umoci peak RSS KiB" \
     "$(stat_col "$OUTDIR/skopeo.log" 3), $(stat_col "$OUTDIR/umoci.log" 3)"
 printf '%-48s %s\n' "disk: gpubox store, MiB" "$(stat_col "$OUTDIR/gpubox.du" 1)"
-printf '%-48s %s\n' "disk: peer OCI layout + bundle, MiB" \
-    "$(awk '{ print $1 + $2 }' "$OUTDIR/peer.du" >"$OUTDIR/peer.sum"; stat_col "$OUTDIR/peer.sum" 1)"
+awk '{ print $1 + $2 }' "$OUTDIR/peer.du" >"$OUTDIR/peer.sum"
+printf '%-48s %s\n' "disk: peer OCI layout + bundle, MiB" "$(stat_col "$OUTDIR/peer.sum" 1)"
 printf '%-48s %s\n' "disk: peer bundle alone, MiB" "$(stat_col "$OUTDIR/peer.du" 2)"
-echo "ratio gpubox / peer (wall medians): $(ratio "$(stat_col "$OUTDIR/gpubox.log" 1 | cut -d' ' -f1)" \
-    "$(stat_col "$OUTDIR/peer.wall" 1 | cut -d' ' -f1)")"
+median() { stat_col "$@" | cut -d' ' -f1; }
+echo "ratio gpubox / peer, medians: wall $(ratio "$(median "$OUTDIR/gpubox.log" 1)" \
+    "$(median "$OUTDIR/peer.log" 1)"), CPU $(ratio "$(median "$OUTDIR/gpubox.log" 2)" \
+    "$(median "$OUTDIR/peer.log" 2)")"
