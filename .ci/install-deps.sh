@@ -6,6 +6,7 @@ pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
       libcap-ng-dev libseccomp-dev catch2 nlohmann-json3-dev
       busybox-static util-linux bsdutils procps iproute2 bubblewrap hyperfine time
       libsystemd-dev qemu-system-x86 mmdebstrap e2fsprogs
+      skopeo libarchive-dev nettle-dev python3  # gpubox pull: skopeo fetches, gpubox-unpack unpacks
       slurm-wlm munge)  # tests/e2e/test_slurm.sh starts its own munged, slurmctld and slurmd
 pkgs+=(zsh)  # tests/e2e/test_install.sh: zsh completion
 # tests/e2e/test_images_registry.sh and bench/images.sh: Debian's v2 registry server to pull from,

@@ -30,7 +30,8 @@ EntryPlan plan_entry(std::string_view member) {
     if (base.rfind(".wh.", 0) == 0) {
         const std::string target = base.substr(4);
         // ".wh." alone, ".wh.." or ".wh..wh.x" (AUFS metadata other than the opaque marker).
-        if (target.empty() || target == "." || target == ".." || target.rfind(".wh.", 0) == 0) return p;
+        if (target.empty() || target == "." || target == ".." || target.rfind(".wh.", 0) == 0)
+            return p;
         return {EntryPlan::Kind::whiteout, dir.empty() ? target : dir + "/" + target};
     }
     return {EntryPlan::Kind::create, path};

@@ -12,7 +12,8 @@ using Json = nlohmann::json;
 
 Json parse_json(const std::string& text, const char* what) {
     Json j = Json::parse(text, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) throw std::runtime_error(cat(what, ": not a JSON object"));
+    if (j.is_discarded() || !j.is_object())
+        throw std::runtime_error(cat(what, ": not a JSON object"));
     return j;
 }
 
@@ -20,7 +21,8 @@ Descriptor parse_descriptor(const Json& j, const std::string& what) {
     if (!j.is_object()) throw std::runtime_error(cat(what, ": not an object"));
     Descriptor d;
     d.media_type = j.value("mediaType", "");
-    if (!j.contains("digest") || !j["digest"].is_string() || !valid_digest(j["digest"].get<std::string>()))
+    if (!j.contains("digest") || !j["digest"].is_string() ||
+        !valid_digest(j["digest"].get<std::string>()))
         throw std::runtime_error(cat(what, ": missing or unsupported digest (only sha256 is)"));
     d.digest = j["digest"].get<std::string>();
     if (!j.contains("size") || !j["size"].is_number_unsigned())
@@ -32,9 +34,11 @@ Descriptor parse_descriptor(const Json& j, const std::string& what) {
 std::vector<std::string> strings(const Json& c, const char* key) {
     std::vector<std::string> out;
     if (!c.contains(key) || c[key].is_null()) return out;
-    if (!c[key].is_array()) throw std::runtime_error(cat("image config: ", key, " is not a list of strings"));
+    if (!c[key].is_array())
+        throw std::runtime_error(cat("image config: ", key, " is not a list of strings"));
     for (const Json& v : c[key]) {
-        if (!v.is_string()) throw std::runtime_error(cat("image config: ", key, " is not a list of strings"));
+        if (!v.is_string())
+            throw std::runtime_error(cat("image config: ", key, " is not a list of strings"));
         out.push_back(v.get<std::string>());
     }
     return out;
@@ -64,15 +68,19 @@ Descriptor parse_index(const std::string& text) {
 
 Manifest parse_manifest(const std::string& text) {
     const Json j = parse_json(text, "manifest");
-    if (j.value("schemaVersion", 0) != 2) throw std::runtime_error("manifest: schemaVersion is not 2");
-    if (j.contains("manifests")) throw std::runtime_error("manifest: an index, not an image manifest");
-    if (!j.contains("layers") || !j["layers"].is_array()) throw std::runtime_error("manifest: no layers");
+    if (j.value("schemaVersion", 0) != 2)
+        throw std::runtime_error("manifest: schemaVersion is not 2");
+    if (j.contains("manifests"))
+        throw std::runtime_error("manifest: an index, not an image manifest");
+    if (!j.contains("layers") || !j["layers"].is_array())
+        throw std::runtime_error("manifest: no layers");
     Manifest m;
     m.config = parse_descriptor(j.value("config", Json()), "manifest config");
     for (std::size_t i = 0; i < j["layers"].size(); ++i) {
         m.layers.push_back(parse_descriptor(j["layers"][i], cat("manifest layer ", i + 1)));
         if (m.layers.back().media_type.find("encrypted") != std::string::npos)
-            throw std::runtime_error(cat("manifest layer ", i + 1, ": encrypted layers are not supported"));
+            throw std::runtime_error(
+                cat("manifest layer ", i + 1, ": encrypted layers are not supported"));
     }
     return m;
 }
@@ -82,7 +90,8 @@ Config parse_config(const std::string& text) {
     Config c;
     c.os = string_field(j, "os", "image config");
     c.architecture = string_field(j, "architecture", "image config");
-    const Json& cfg = j.contains("config") && j["config"].is_object() ? j["config"] : Json::object();
+    const Json& cfg =
+        j.contains("config") && j["config"].is_object() ? j["config"] : Json::object();
     c.env = strings(cfg, "Env");
     c.entrypoint = strings(cfg, "Entrypoint");
     c.cmd = strings(cfg, "Cmd");

@@ -51,7 +51,8 @@ void remove_stale_temps(const fs::path& store) {
         const auto dash = n.find('-'), dash2 = n.find('-', dash + 1);
         if (dash == std::string::npos || dash2 == std::string::npos) continue;
         const long pid = std::strtol(n.substr(dash + 1, dash2 - dash - 1).c_str(), nullptr, 10);
-        if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) remove_tree(e.path());
+        if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+            remove_tree(e.path());
     }
 }
 
@@ -60,7 +61,8 @@ std::string base64(const std::string& in) {
     std::string out;
     std::size_t i = 0;
     for (; i + 2 < in.size(); i += 3) {
-        const unsigned v = (static_cast<unsigned char>(in[i]) << 16) | (static_cast<unsigned char>(in[i + 1]) << 8) |
+        const unsigned v = (static_cast<unsigned char>(in[i]) << 16) |
+                           (static_cast<unsigned char>(in[i + 1]) << 8) |
                            static_cast<unsigned char>(in[i + 2]);
         out += t[v >> 18], out += t[(v >> 12) & 63], out += t[(v >> 6) & 63], out += t[v & 63];
     }
@@ -85,24 +87,32 @@ std::string write_creds_file(const fs::path& dir, const Source& s, const std::st
 }
 
 // Only what tells skopeo where the user's credentials, certificates and proxies are.
-std::vector<std::string> skopeo_env(const std::map<std::string, std::string>& env, const fs::path& tmp) {
+std::vector<std::string> skopeo_env(const std::map<std::string, std::string>& env,
+                                    const fs::path& tmp) {
     std::vector<std::string> out = {"PATH=/usr/bin:/bin", "TMPDIR=" + tmp.string()};
-    for (const char* k : {"HOME", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "REGISTRY_AUTH_FILE", "DOCKER_CONFIG",
-                          "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"})
-        if (const auto it = env.find(k); it != env.end() && !it->second.empty()) out.push_back(cat(k, "=", it->second));
+    for (const char* k :
+         {"HOME", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "REGISTRY_AUTH_FILE", "DOCKER_CONFIG",
+          "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"})
+        if (const auto it = env.find(k); it != env.end() && !it->second.empty())
+            out.push_back(cat(k, "=", it->second));
     return out;
 }
 
 void check_request(const PullRequest& r, const Source& s) {
-    if (s.kind != Source::Kind::docker && (r.insecure || !r.creds.empty() || !r.authfile.empty() || !r.cert_dir.empty()))
-        throw UsageError(cat("pull ", r.source, ": --insecure, --creds, --authfile and --cert-dir are for docker:// only"));
+    if (s.kind != Source::Kind::docker &&
+        (r.insecure || !r.creds.empty() || !r.authfile.empty() || !r.cert_dir.empty()))
+        throw UsageError(
+            cat("pull ", r.source,
+                ": --insecure, --creds, --authfile and --cert-dir are for docker:// only"));
     if (!r.creds.empty() && (r.creds.find(':') == std::string::npos || r.creds[0] == ':'))
         throw UsageError(cat("pull: --creds expects USER:PASSWORD"));
-    if (!r.creds.empty() && !r.authfile.empty()) throw UsageError("pull: --creds and --authfile contradict each other");
+    if (!r.creds.empty() && !r.authfile.empty())
+        throw UsageError("pull: --creds and --authfile contradict each other");
     if (!r.platform.empty()) {
         const auto slash = r.platform.find('/');
         if (slash == std::string::npos || slash == 0 || slash + 1 == r.platform.size())
-            throw UsageError(cat("pull: --platform expects OS/ARCH[/VARIANT], got ", quote(r.platform)));
+            throw UsageError(
+                cat("pull: --platform expects OS/ARCH[/VARIANT], got ", quote(r.platform)));
     }
 }
 
@@ -121,8 +131,10 @@ std::vector<std::string> plan_skopeo_args(const PullRequest& r, const std::strin
     if (!r.platform.empty()) {
         const auto s1 = r.platform.find('/'), s2 = r.platform.find('/', s1 + 1);
         a.insert(a.end(), {"--override-os", r.platform.substr(0, s1), "--override-arch",
-                           r.platform.substr(s1 + 1, s2 == std::string::npos ? std::string::npos : s2 - s1 - 1)});
-        if (s2 != std::string::npos) a.insert(a.end(), {"--override-variant", r.platform.substr(s2 + 1)});
+                           r.platform.substr(
+                               s1 + 1, s2 == std::string::npos ? std::string::npos : s2 - s1 - 1)});
+        if (s2 != std::string::npos)
+            a.insert(a.end(), {"--override-variant", r.platform.substr(s2 + 1)});
     }
     a.push_back(source);
     a.push_back("oci:" + layout + ":gpubox");
@@ -130,10 +142,12 @@ std::vector<std::string> plan_skopeo_args(const PullRequest& r, const std::strin
 }
 
 std::string render_summary(const PullResult& r) {
-    if (r.reused) return cat("pull: ", r.name, ": ", r.digest.substr(0, 19), " is stored already: reused it");
-    std::string s = cat("pulled ", r.name, " (", r.digest.substr(0, 19), "): ", r.layers, r.layers == 1 ? " layer, " : " layers, ",
-                        r.bytes_read, " bytes read, ", r.size, " bytes unpacked; dropped ", r.devices, " device nodes, ",
-                        r.setid, " setuid/setgid bits, ", r.caps, " file capabilities");
+    if (r.reused)
+        return cat("pull: ", r.name, ": ", r.digest.substr(0, 19), " is stored already: reused it");
+    std::string s = cat("pulled ", r.name, " (", r.digest.substr(0, 19), "): ", r.layers,
+                        r.layers == 1 ? " layer, " : " layers, ", r.bytes_read, " bytes read, ",
+                        r.size, " bytes unpacked; dropped ", r.devices, " device nodes, ", r.setid,
+                        " setuid/setgid bits, ", r.caps, " file capabilities");
     if (r.unsafe) s += cat("; skipped ", r.unsafe, " unsafe entries");
     return s;
 }
@@ -141,7 +155,8 @@ std::string render_summary(const PullResult& r) {
 namespace {
 
 void write_new(const fs::path& path, const std::string& text) {
-    UniqueFd f = sys::open_at(AT_FDCWD, path.string(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
+    UniqueFd f =
+        sys::open_at(AT_FDCWD, path.string(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
     sys::write_all(f.get(), text, path.string());
 }
 
@@ -149,42 +164,49 @@ void write_new(const fs::path& path, const std::string& text) {
     throw PlanError(cat("pull ", r.source, ": ", reason));
 }
 
-void fetch(const PullRequest& r, const Source& s, const fs::path& tmp, const std::map<std::string, std::string>& env,
-           bool progress) {
+void fetch(const PullRequest& r, const Source& s, const fs::path& tmp,
+           const std::map<std::string, std::string>& env, bool progress) {
     const std::string skopeo = find_skopeo();
     std::string authfile = r.authfile;
     if (!r.creds.empty()) authfile = write_creds_file(tmp, s, r.creds);
     const std::string cwd = fs::current_path().string();
-    const auto args = plan_skopeo_args(r, skopeo_source(s, cwd), (tmp / "layout").string(), authfile, progress);
-    const ToolResult res = run_tool(skopeo, args, skopeo_env(env, tmp), progress);
+    const auto args =
+        plan_skopeo_args(r, skopeo_source(s, cwd), (tmp / "layout").string(), authfile, progress);
+    const ToolResult res = run_tool({skopeo}, args, skopeo_env(env, tmp), progress);
     if (!res.ok()) {
         log::debug(cat("skopeo ", res.failure(), ": ", res.err));
         fail(r, explain_pull_failure(s, res.err.empty() ? res.failure() : res.err));
     }
 }
 
-void unpack(const PullRequest& r, const Source& s, const fs::path& tmp, const fs::path& dir, bool progress,
-            PullResult& out) {
+void unpack(const PullRequest& r, const Source& s, const fs::path& tmp, const fs::path& dir,
+            bool progress, PullResult& out) {
     sys::mkdir_at(AT_FDCWD, dir.string(), 0755);
     sys::mkdir_at(AT_FDCWD, (dir / "rootfs").string(), 0755);
     std::vector<std::string> args = {"gpubox-unpack"};
     if (progress) args.push_back("--progress");
     if (s.kind == Source::Kind::tar) {
-        args.insert(args.end(), {"--tar", s.path[0] == '/' ? s.path : (fs::current_path() / s.path).string()});
+        args.insert(args.end(),
+                    {"--tar", s.path[0] == '/' ? s.path : (fs::current_path() / s.path).string()});
     } else {
         args.insert(args.end(), {"--layout", (tmp / "layout").string()});
     }
     args.push_back((dir / "rootfs").string());
-    const ToolResult res = run_tool(find_unpack_helper(), args, {}, false);
-    if (!res.ok()) fail(r, explain_pull_failure(s, res.err.empty() ? "gpubox-unpack " + res.failure() : res.err));
+    const Program helper = find_unpack_helper();
+    UniqueFd helper_fd(helper.fd);
+    const ToolResult res = run_tool(helper, args, {}, false, progress);
+    if (!res.ok())
+        fail(r,
+             explain_pull_failure(s, res.err.empty() ? "gpubox-unpack " + res.failure() : res.err));
     const Json j = Json::parse(res.out, nullptr, false);
     if (j.is_discarded() || !j.is_object() || !valid_digest(j.value("digest", "")))
         fail(r, "gpubox-unpack gave no summary");
     out.digest = j["digest"];
     const std::string config = j.value("config", "");
     const std::pair<const char*, std::uint64_t*> fields[] = {
-        {"layers", &out.layers}, {"bytes_read", &out.bytes_read}, {"size", &out.size}, {"devices", &out.devices},
-        {"setid", &out.setid},   {"caps", &out.caps},             {"unsafe", &out.unsafe}};
+        {"layers", &out.layers},   {"bytes_read", &out.bytes_read}, {"size", &out.size},
+        {"devices", &out.devices}, {"setid", &out.setid},           {"caps", &out.caps},
+        {"unsafe", &out.unsafe}};
     for (const auto& [key, field] : fields) *field = j.value(key, std::uint64_t{0});
     write_new(dir / "config.json", config);
     const Json info = {{"size_bytes", out.size}, {"layers", out.layers}};
@@ -204,8 +226,8 @@ std::string layout_digest(const fs::path& tmp) {
 
 namespace {
 
-PullResult pull_into(const fs::path& store, const PullRequest& r, const std::map<std::string, std::string>& env,
-                     bool progress) {
+PullResult pull_into(const fs::path& store, const PullRequest& r,
+                     const std::map<std::string, std::string>& env, bool progress) {
     const Source s = parse_source(r.source);
     check_request(r, s);
     PullResult out;
@@ -230,14 +252,15 @@ PullResult pull_into(const fs::path& store, const PullRequest& r, const std::map
     } else if (::lstat((store / "blobs/sha256" / out.digest.substr(7)).c_str(), &st) != 0) {
         fail(r, "the stored image was removed while this pull ran (by gpubox rmi); pull again");
     }
-    write_name(store, out.name, out.digest, r.source, static_cast<std::int64_t>(std::time(nullptr)));
+    write_name(store, out.name, out.digest, r.source,
+               static_cast<std::int64_t>(std::time(nullptr)));
     return out;
 }
 
 }  // namespace
 
-PullResult pull(const fs::path& store, const PullRequest& r, const std::map<std::string, std::string>& env,
-                bool progress) {
+PullResult pull(const fs::path& store, const PullRequest& r,
+                const std::map<std::string, std::string>& env, bool progress) {
     try {
         return pull_into(store, r, env, progress);
     } catch (const PlanError&) {
@@ -245,7 +268,8 @@ PullResult pull(const fs::path& store, const PullRequest& r, const std::map<std:
     } catch (const UsageError&) {
         throw;
     } catch (...) {
-        std::throw_with_nested(PlanError(cat("pull ", r.source)));  // "pull SOURCE: open(...): reason"
+        std::throw_with_nested(
+            PlanError(cat("pull ", r.source)));  // "pull SOURCE: open(...): reason"
     }
 }
 

@@ -10,17 +10,22 @@ namespace {
 
 bool is_hex(const std::string& s) {
     for (char c : s)
-        if (!std::isxdigit(static_cast<unsigned char>(c)) || std::isupper(static_cast<unsigned char>(c))) return false;
+        if (!std::isxdigit(static_cast<unsigned char>(c)) ||
+            std::isupper(static_cast<unsigned char>(c)))
+            return false;
     return true;
 }
 
 // A registry path component: lower-case alphanumerics with single separators, as the
 // distribution spec's grammar allows (we check the character set; the registry checks the rest).
 bool valid_repo(const std::string& repo) {
-    if (repo.empty() || repo.front() == '/' || repo.back() == '/' || repo.find("//") != std::string::npos) return false;
+    if (repo.empty() || repo.front() == '/' || repo.back() == '/' ||
+        repo.find("//") != std::string::npos)
+        return false;
     for (char c : repo)
-        if (!(std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) ||
-              c == '.' || c == '_' || c == '-' || c == '/'))
+        if (!(std::islower(static_cast<unsigned char>(c)) ||
+              std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' ||
+              c == '/'))
             return false;
     return repo.find("..") == std::string::npos;
 }
@@ -28,30 +33,38 @@ bool valid_repo(const std::string& repo) {
 bool valid_tag(const std::string& tag) {
     if (tag.empty() || tag.size() > 128 || tag[0] == '.' || tag[0] == '-') return false;
     for (char c : tag)
-        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-')) return false;
+        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-'))
+            return false;
     return true;
 }
 
 Source parse_docker(Source s, const std::string& rest) {
     const auto slash = rest.find('/');
     if (slash == std::string::npos || slash == 0)
-        throw UsageError(cat("pull ", s.text, ": expected docker://HOST[:PORT]/REPO[:TAG|@DIGEST]"));
+        throw UsageError(
+            cat("pull ", s.text, ": expected docker://HOST[:PORT]/REPO[:TAG|@DIGEST]"));
     s.host = rest.substr(0, slash);
     std::string ref = rest.substr(slash + 1);
     if (const auto at = ref.find('@'); at != std::string::npos) {
         s.digest = ref.substr(at + 1);
         ref = ref.substr(0, at);
-        if (!starts_with(s.digest, "sha256:") || s.digest.size() != 71 || !is_hex(s.digest.substr(7)))
-            throw UsageError(cat("pull ", s.text, ": a digest is sha256: and 64 lower-case hex digits"));
+        if (!starts_with(s.digest, "sha256:") || s.digest.size() != 71 ||
+            !is_hex(s.digest.substr(7)))
+            throw UsageError(
+                cat("pull ", s.text, ": a digest is sha256: and 64 lower-case hex digits"));
     }
-    if (const auto colon = ref.rfind(':'); colon != std::string::npos && ref.find('/', colon) == std::string::npos) {
+    if (const auto colon = ref.rfind(':');
+        colon != std::string::npos && ref.find('/', colon) == std::string::npos) {
         s.tag = ref.substr(colon + 1);
         ref = ref.substr(0, colon);
-        if (!valid_tag(s.tag)) throw UsageError(cat("pull ", s.text, ": invalid tag ", quote(s.tag)));
+        if (!valid_tag(s.tag))
+            throw UsageError(cat("pull ", s.text, ": invalid tag ", quote(s.tag)));
     }
-    if (!valid_repo(ref)) throw UsageError(cat("pull ", s.text, ": invalid repository ", quote(ref)));
+    if (!valid_repo(ref))
+        throw UsageError(cat("pull ", s.text, ": invalid repository ", quote(ref)));
     for (char c : s.host)
-        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == ':' || c == '[' || c == ']'))
+        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == ':' ||
+              c == '[' || c == ']'))
             throw UsageError(cat("pull ", s.text, ": invalid registry host ", quote(s.host)));
     s.repo = ref;
     return s;
@@ -83,26 +96,35 @@ Source parse_source(const std::string& text) {
     const std::string rest = colon == std::string::npos ? "" : text.substr(colon + 1);
     if (text.find('\0') != std::string::npos) throw UsageError("pull: SOURCE contains NUL");
     if (transport == "docker") {
-        if (!starts_with(rest, "//")) throw UsageError(cat("pull ", text, ": expected docker://HOST/REPO"));
+        if (!starts_with(rest, "//"))
+            throw UsageError(cat("pull ", text, ": expected docker://HOST/REPO"));
         s.kind = Source::Kind::docker;
         return parse_docker(s, rest.substr(2));
     }
-    if (transport == "docker-archive") s.kind = Source::Kind::docker_archive;
-    else if (transport == "oci-archive") s.kind = Source::Kind::oci_archive;
-    else if (transport == "oci") s.kind = Source::Kind::oci_dir;
-    else if (transport == "tar") s.kind = Source::Kind::tar;
+    if (transport == "docker-archive")
+        s.kind = Source::Kind::docker_archive;
+    else if (transport == "oci-archive")
+        s.kind = Source::Kind::oci_archive;
+    else if (transport == "oci")
+        s.kind = Source::Kind::oci_dir;
+    else if (transport == "tar")
+        s.kind = Source::Kind::tar;
     else
-        throw UsageError(cat("pull ", text, ": unknown transport (use docker://, docker-archive:, oci-archive:, "
+        throw UsageError(cat("pull ", text,
+                             ": unknown transport (use docker://, docker-archive:, oci-archive:, "
                              "oci: or tar:)"));
     s.path = rest;
     if (s.kind == Source::Kind::oci_dir) {
         // oci:DIR:TAG: the tag is what follows the last ':' when no '/' does.
-        if (const auto c = rest.rfind(':'); c != std::string::npos && rest.find('/', c) == std::string::npos) {
+        if (const auto c = rest.rfind(':');
+            c != std::string::npos && rest.find('/', c) == std::string::npos) {
             s.path = rest.substr(0, c), s.tag = rest.substr(c + 1);
-            if (!valid_tag(s.tag)) throw UsageError(cat("pull ", text, ": invalid tag ", quote(s.tag)));
+            if (!valid_tag(s.tag))
+                throw UsageError(cat("pull ", text, ": invalid tag ", quote(s.tag)));
         }
     }
-    if (s.path.empty()) throw UsageError(cat("pull ", text, ": missing a path after ", transport, ":"));
+    if (s.path.empty())
+        throw UsageError(cat("pull ", text, ": missing a path after ", transport, ":"));
     return s;
 }
 
@@ -121,26 +143,32 @@ bool valid_name(const std::string& name) {
     if (name.empty() || name.size() > 128 || name[0] == '.' || name[0] == '-') return false;
     if (name.find("..") != std::string::npos) return false;
     for (char c : name)
-        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == ':' || c == '@' ||
-              c == '+' || c == '-'))
+        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == ':' ||
+              c == '@' || c == '+' || c == '-'))
             return false;
     return true;
 }
 
 void validate_name(const std::string& name) {
     if (!valid_name(name))
-        throw UsageError(cat("invalid image name ", quote(name), " (1-128 of A-Z a-z 0-9 . _ : @ + -, "
+        throw UsageError(cat("invalid image name ", quote(name),
+                             " (1-128 of A-Z a-z 0-9 . _ : @ + -, "
                              "not starting with . or -, no ..)"));
 }
 
 std::string skopeo_source(const Source& s, const std::string& cwd) {
     const auto abs = [&](const std::string& p) { return p[0] == '/' ? p : cwd + "/" + p; };
     switch (s.kind) {
-        case Source::Kind::docker: return s.text;
-        case Source::Kind::docker_archive: return "docker-archive:" + abs(s.path);
-        case Source::Kind::oci_archive: return "oci-archive:" + abs(s.path);
-        case Source::Kind::oci_dir: return "oci:" + abs(s.path) + (s.tag.empty() ? "" : ":" + s.tag);
-        case Source::Kind::tar: return "";
+        case Source::Kind::docker:
+            return s.text;
+        case Source::Kind::docker_archive:
+            return "docker-archive:" + abs(s.path);
+        case Source::Kind::oci_archive:
+            return "oci-archive:" + abs(s.path);
+        case Source::Kind::oci_dir:
+            return "oci:" + abs(s.path) + (s.tag.empty() ? "" : ":" + s.tag);
+        case Source::Kind::tar:
+            return "";
     }
     return "";
 }

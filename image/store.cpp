@@ -30,7 +30,8 @@ fs::path image_dir(const fs::path& store, const std::string& digest) {
 
 Json read_json(const fs::path& p) {
     Json j = Json::parse(sys::read_file(p.string(), 16 << 20), nullptr, false);
-    if (j.is_discarded() || !j.is_object()) throw std::runtime_error(cat(quote(p.string()), ": not a JSON object"));
+    if (j.is_discarded() || !j.is_object())
+        throw std::runtime_error(cat(quote(p.string()), ": not a JSON object"));
     return j;
 }
 
@@ -62,7 +63,8 @@ std::optional<Stored> load(const fs::path& store, const std::string& name) {
     Stored s;
     s.name = name;
     s.digest = r.value("digest", "");
-    if (!valid_digest(s.digest)) throw std::runtime_error(cat(quote(record.string()), ": bad digest"));
+    if (!valid_digest(s.digest))
+        throw std::runtime_error(cat(quote(record.string()), ": bad digest"));
     s.source = r.value("source", "");
     s.pulled_unix = r.value("pulled_unix", std::int64_t{0});
     const fs::path dir = image_dir(store, s.digest);
@@ -81,10 +83,12 @@ fs::path store_root(const std::map<std::string, std::string>& env) {
     };
     if (const std::string s = get("GPUBOX_IMAGES"); !s.empty()) return s;
     // XDG: a relative XDG_DATA_HOME is invalid and ignored.
-    if (const std::string x = get("XDG_DATA_HOME"); !x.empty() && x[0] == '/') return fs::path(x) / "gpubox/images";
+    if (const std::string x = get("XDG_DATA_HOME"); !x.empty() && x[0] == '/')
+        return fs::path(x) / "gpubox/images";
     const std::string home = get("HOME");
     if (home.empty() || home[0] != '/')
-        throw UsageError("images: neither GPUBOX_IMAGES, XDG_DATA_HOME nor HOME is set to an absolute path");
+        throw UsageError(
+            "image store: neither GPUBOX_IMAGES, XDG_DATA_HOME nor HOME is set to an absolute path");
     return fs::path(home) / ".local/share/gpubox/images";
 }
 
@@ -102,13 +106,15 @@ std::vector<Stored> list(const fs::path& store) {
         if (!valid_name(n)) continue;  // our own temp files start with '.'
         if (auto s = load(store, n)) out.push_back(std::move(*s));
     }
-    std::sort(out.begin(), out.end(), [](const Stored& a, const Stored& b) { return a.name < b.name; });
+    std::sort(out.begin(), out.end(),
+              [](const Stored& a, const Stored& b) { return a.name < b.name; });
     return out;
 }
 
 StoreLock::StoreLock(const fs::path& store) {
     make_dirs(store);
-    UniqueFd fd = sys::open_at(AT_FDCWD, (store / "lock").string(), O_RDWR | O_CREAT | O_NOFOLLOW, 0600);
+    UniqueFd fd =
+        sys::open_at(AT_FDCWD, (store / "lock").string(), O_RDWR | O_CREAT | O_NOFOLLOW, 0600);
     sys::flock_exclusive(fd.get(), true, (store / "lock").string());
     fd_ = fd.release();
 }

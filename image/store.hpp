@@ -67,8 +67,8 @@ std::filesystem::path make_temp_dir(const std::filesystem::path& store, const st
 bool commit_image(const std::filesystem::path& store, const std::filesystem::path& image_dir,
                   const std::string& digest);
 // Points NAME at DIGEST (replacing what it named). Hold the lock.
-void write_name(const std::filesystem::path& store, const std::string& name, const std::string& digest,
-                const std::string& source, std::int64_t pulled_unix);
+void write_name(const std::filesystem::path& store, const std::string& name,
+                const std::string& digest, const std::string& source, std::int64_t pulled_unix);
 // Removes NAME, and its digest's tree when no other name points at it. False: no such name.
 bool remove_name(const std::filesystem::path& store, const std::string& name);
 // Removes a tree without following any symlink in it, read-only directories included.

@@ -14,13 +14,23 @@ struct ToolResult {
     std::string failure() const;  // "exited with status 2", "killed by signal 9"
 };
 
-// `path` absolute; `argv[0]` is the name it runs as.
-ToolResult run_tool(const std::string& path, const std::vector<std::string>& argv,
-                    const std::vector<std::string>& env, bool stdout_to_stderr);
+// A program to run: its path, opened O_PATH when it was checked, so that what was checked is
+// what runs (execveat on the fd); skopeo runs by path.
+struct Program {
+    std::string path;
+    int fd = -1;  // owned by the caller
+};
+
+// `argv[0]` is the name it runs as. `relay_progress`: its stderr lines "progress: TEXT" are
+// shown on gpubox's stderr as they come, each over the last, not kept in `err`.
+ToolResult run_tool(const Program& program, const std::vector<std::string>& argv,
+                    const std::vector<std::string>& env, bool stdout_to_stderr,
+                    bool relay_progress = false);
 
 // gpubox-unpack beside gpubox (/proc/self/exe), else in ../libexec/gpubox/; it must be owned by
 // root or gpubox's owner and writable by nobody else. Throws SetupError naming where it looked.
-std::string find_unpack_helper();
+// The returned fd (O_PATH) is the caller's to close.
+Program find_unpack_helper();
 // skopeo in /usr/bin or /bin; throws PlanError with the package to install.
 std::string find_skopeo();
 

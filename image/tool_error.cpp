@@ -14,7 +14,9 @@ std::string lower(std::string s) {
     return s;
 }
 
-bool has(const std::string& hay, const char* needle) { return hay.find(needle) != std::string::npos; }
+bool has(const std::string& hay, const char* needle) {
+    return hay.find(needle) != std::string::npos;
+}
 
 std::string endpoint(const Source& s) {
     if (s.host.find(':') != std::string::npos) return s.host;
@@ -57,29 +59,39 @@ std::string last_line(const std::string& text, std::size_t max) {
 
 std::string explain_pull_failure(const Source& s, const std::string& err) {
     const std::string t = lower(err);
-    if (has(t, "digest did not match") || has(t, "digest mismatch") || has(t, "does not match digest")) {
+    if (has(t, "digest did not match") || has(t, "digest mismatch") ||
+        has(t, "does not match digest")) {
         const auto at = t.find("expected");
         const std::string want = at == std::string::npos ? "" : digest_after(t, at);
-        return want.empty() ? "digest mismatch: a blob's content does not match its digest"
-                            : cat("digest mismatch: a blob's content does not match its digest (expected ", want, "...)");
+        return want.empty()
+                   ? "digest mismatch: a blob's content does not match its digest"
+                   : cat("digest mismatch: a blob's content does not match its digest (expected ",
+                         want, "...)");
     }
-    if (has(t, "unauthorized") || has(t, "authentication required") || has(t, "invalid username/password") ||
-        has(t, "access to the resource is denied") || has(t, "status code 401"))
+    if (has(t, "unauthorized") || has(t, "authentication required") ||
+        has(t, "invalid username/password") || has(t, "access to the resource is denied") ||
+        has(t, "status code 401"))
         return "authentication failed (check --creds, --authfile or the registry login in "
                "~/.config/containers/auth.json)";
     if (has(t, "server gave http response to https client"))
-        return cat(endpoint(s), " speaks plain HTTP, not HTTPS (add --insecure if you trust the network)");
+        return cat(endpoint(s),
+                   " speaks plain HTTP, not HTTPS (add --insecure if you trust the network)");
     if (has(t, "x509:") || has(t, "certificate") || has(t, "tls:"))
-        return cat("TLS: the certificate of ", endpoint(s), " is not trusted (", last_line(err, 160),
-                   "); put its CA in ~/.config/containers/certs.d/", endpoint(s), "/ca.crt or pass --cert-dir");
+        return cat("TLS: the certificate of ", endpoint(s), " is not trusted (",
+                   last_line(err, 160), "); put its CA in ~/.config/containers/certs.d/",
+                   endpoint(s), "/ca.crt or pass --cert-dir");
     if (has(t, "connection refused") || has(t, "no such host") || has(t, "i/o timeout") ||
-        has(t, "network is unreachable") || has(t, "connection reset") || has(t, "pinging container registry"))
+        has(t, "network is unreachable") || has(t, "connection reset") ||
+        has(t, "pinging container registry"))
         return cat("cannot connect to ", endpoint(s), " (", last_line(err, 160), ")");
-    if (has(t, "manifest unknown") || has(t, "name unknown") || has(t, "not found") || has(t, "status code 404"))
+    if (has(t, "manifest unknown") || has(t, "name unknown") || has(t, "not found") ||
+        has(t, "status code 404"))
         return "no such image/tag";
     if (has(t, "no image found in manifest list") || has(t, "choosing an image from manifest list"))
-        return cat("no image for this platform in the index (", last_line(err, 160), "); see --platform");
-    if (has(t, "no such file or directory")) return cat("no such file or directory (", last_line(err, 160), ")");
+        return cat("no image for this platform in the index (", last_line(err, 160),
+                   "); see --platform");
+    if (has(t, "no such file or directory"))
+        return cat("no such file or directory (", last_line(err, 160), ")");
     return last_line(err);
 }
 

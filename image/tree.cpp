@@ -42,7 +42,8 @@ UniqueFd open_dir_writable(int dirfd, const std::string& name) {
     const struct stat st = sys::fstat(p.get(), name);
     if ((st.st_mode & 0700) != 0700) {
         const std::string proc = cat("/proc/self/fd/", p.get());
-        if (::chmod(proc.c_str(), (st.st_mode & 07777) | 0700) != 0) sys::fail(cat("chmod(", quote(name), ")"), errno);
+        if (::chmod(proc.c_str(), (st.st_mode & 07777) | 0700) != 0)
+            sys::fail(cat("chmod(", quote(name), ")"), errno);
     }
     return sys::open_at(p.get(), ".", O_RDONLY | O_DIRECTORY);
 }
@@ -59,7 +60,8 @@ void remove_at(int dirfd, const std::string& name) {
             sys::fail(cat("unlinkat(", quote(name), ", AT_REMOVEDIR)"), errno);
         return;
     }
-    if (::unlinkat(dirfd, name.c_str(), 0) != 0 && errno != ENOENT) sys::fail(cat("unlinkat(", quote(name), ")"), errno);
+    if (::unlinkat(dirfd, name.c_str(), 0) != 0 && errno != ENOENT)
+        sys::fail(cat("unlinkat(", quote(name), ")"), errno);
 }
 
 void remove_lower_entries(int dirfd, const std::string& rel, const std::set<std::string>& added) {

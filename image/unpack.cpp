@@ -51,7 +51,8 @@ struct HashingSource {
         do n = ::read(fd, buf.data(), buf.size());
         while (n < 0 && errno == EINTR);
         if (n < 0) sys::fail(cat("read(", quote(what), ")"), errno);
-        sha256_update(&ctx, static_cast<std::size_t>(n), reinterpret_cast<const std::uint8_t*>(buf.data()));
+        sha256_update(&ctx, static_cast<std::size_t>(n),
+                      reinterpret_cast<const std::uint8_t*>(buf.data()));
         total += static_cast<std::uint64_t>(n);
         if (*progress) (*progress)(total);
         *out = buf.data();
@@ -71,7 +72,9 @@ la_ssize_t read_cb(struct archive* a, void* p, const void** out) {
 using Archive = std::unique_ptr<struct archive, decltype(&archive_read_free)>;
 
 void check(struct archive* a, int rc, const std::string& what) {
-    if (rc < ARCHIVE_WARN) throw std::runtime_error(cat(what, ": ", archive_error_string(a) ? archive_error_string(a) : "unreadable"));
+    if (rc < ARCHIVE_WARN)
+        throw std::runtime_error(
+            cat(what, ": ", archive_error_string(a) ? archive_error_string(a) : "unreadable"));
 }
 
 std::string base_of(const std::string& path) { return path.substr(path.rfind('/') + 1); }
@@ -82,10 +85,12 @@ std::string dir_of(const std::string& path) {
 
 void chmod_fd(int opath_fd, unsigned mode, const std::string& what) {
     const std::string proc = cat("/proc/self/fd/", opath_fd);
-    if (::chmod(proc.c_str(), mode) != 0) sys::fail(cat("chmod(", quote(what), ", 0", std::oct, mode, ")"), errno);
+    if (::chmod(proc.c_str(), mode) != 0)
+        sys::fail(cat("chmod(", quote(what), ", 0", std::oct, mode, ")"), errno);
 }
 
-void write_data(struct archive* a, int fd, const std::string& path, std::uint64_t size, UnpackCounts& counts) {
+void write_data(struct archive* a, int fd, const std::string& path, std::uint64_t size,
+                UnpackCounts& counts) {
     const void* buf;
     std::size_t len;
     la_int64_t off;
@@ -116,12 +121,14 @@ std::string sha256_fd(int fd, const std::string& what) {
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) sys::fail(cat("read(", quote(what), ")"), errno);
         if (n == 0) break;
-        sha256_update(&ctx, static_cast<std::size_t>(n), reinterpret_cast<const std::uint8_t*>(buf.data()));
+        sha256_update(&ctx, static_cast<std::size_t>(n),
+                      reinterpret_cast<const std::uint8_t*>(buf.data()));
     }
     return hex_digest(ctx);
 }
 
-Unpacker::Unpacker(const std::string& rootfs) : root_(sys::open_at(AT_FDCWD, rootfs, O_PATH | O_DIRECTORY)) {}
+Unpacker::Unpacker(const std::string& rootfs)
+    : root_(sys::open_at(AT_FDCWD, rootfs, O_PATH | O_DIRECTORY)) {}
 
 std::string Unpacker::layer(int blob_fd, const std::string& what, const std::string& digest,
                             const std::function<void(std::uint64_t)>& progress) {
@@ -159,23 +166,30 @@ void Unpacker::apply(struct archive* a, struct archive_entry* e) {
     const EntryPlan plan = plan_entry(name ? name : "..");
     using K = EntryPlan::Kind;
     switch (plan.kind) {
-        case K::unsafe: ++counts_.unsafe; return;
-        case K::root: modes_[""] = archive_entry_mode(e) & 01777; return;
+        case K::unsafe:
+            ++counts_.unsafe;
+            return;
+        case K::root:
+            modes_[""] = archive_entry_mode(e) & 01777;
+            return;
         case K::whiteout: {
             UniqueFd parent = parent_of(plan.path, false);
             if (parent.valid()) remove_at(parent.get(), base_of(plan.path));
             return;
         }
         case K::opaque: {
-            const int fd = rootfs::try_open_in_root(root_.get(), plan.path.empty() ? "." : plan.path,
-                                                    O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+            const int fd =
+                rootfs::try_open_in_root(root_.get(), plan.path.empty() ? "." : plan.path,
+                                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
             if (fd >= 0) {
                 UniqueFd dir(fd);
                 remove_lower_entries(dir.get(), plan.path, added_);
             }
             return;
         }
-        case K::create: create(a, e, plan.path); return;
+        case K::create:
+            create(a, e, plan.path);
+            return;
     }
 }
 
@@ -185,13 +199,17 @@ UniqueFd Unpacker::parent_of(const std::string& path, bool create) {
     const std::string dir = dir_of(path);
     int fd = rootfs::try_open_in_root(root_.get(), dir.empty() ? "." : dir, O_PATH | O_DIRECTORY);
     if (fd >= 0) return UniqueFd(fd);
-    if (fd != -ENOENT || !create) {
-        if (fd == -ENOENT) return UniqueFd();
-        sys::fail(cat("openat2(rootfs, ", quote(dir), ", RESOLVE_IN_ROOT)"), -fd);
-    }
+    if (fd == -ENOTDIR || fd == -ELOOP || (fd == -ENOENT && !create)) return UniqueFd();
+    if (fd != -ENOENT) sys::fail(cat("openat2(rootfs, ", quote(dir), ", RESOLVE_IN_ROOT)"), -fd);
     UniqueFd up = parent_of(dir, true);
-    if (::mkdirat(up.get(), base_of(dir).c_str(), 0700) != 0 && errno != EEXIST)
+    if (!up.valid()) return up;
+    if (::mkdirat(up.get(), base_of(dir).c_str(), 0700) != 0) {
+        // Something is there but does not resolve to a directory inside the image: a link
+        // dangling inside it (it pointed out of the image) or at a file. Tar would write
+        // through it; we skip the member (counted as unsafe).
+        if (errno == EEXIST) return UniqueFd();
         sys::fail(cat("mkdirat(", quote(dir), ")"), errno);
+    }
     modes_.emplace(dir, 0755);
     return rootfs::open_in_root(root_.get(), dir, O_PATH | O_DIRECTORY);
 }
@@ -199,15 +217,20 @@ UniqueFd Unpacker::parent_of(const std::string& path, bool create) {
 namespace {
 
 // Hard link targets are image paths too: resolved in the root, never a ".." or an absolute
-// host path, and the final component itself is linked (no AT_SYMLINK_FOLLOW).
-void make_hardlink(int root, int parent, const std::string& base, const std::string& target_member) {
+// host path, and the final component itself is linked (no AT_SYMLINK_FOLLOW). False: a target
+// that leaves the image, or that a link on its way makes unreachable (skipped, counted).
+bool make_hardlink(int root, int parent, const std::string& base,
+                   const std::string& target_member) {
     std::string target;
-    if (!normalize_member(target_member, target) || target.empty())
-        throw std::runtime_error(cat("hard link to ", quote(target_member), " leaves the image"));
+    if (!normalize_member(target_member, target) || target.empty()) return false;
     const std::string tdir = dir_of(target);
-    UniqueFd tparent = rootfs::open_in_root(root, tdir.empty() ? "." : tdir, O_PATH | O_DIRECTORY);
+    const int fd = rootfs::try_open_in_root(root, tdir.empty() ? "." : tdir, O_PATH | O_DIRECTORY);
+    if (fd == -ENOENT || fd == -ENOTDIR || fd == -ELOOP) return false;
+    if (fd < 0) sys::fail(cat("openat2(rootfs, ", quote(tdir), ", RESOLVE_IN_ROOT)"), -fd);
+    UniqueFd tparent(fd);
     if (::linkat(tparent.get(), base_of(target).c_str(), parent, base.c_str(), 0) != 0)
         sys::fail(cat("linkat(", quote(target), " -> ", quote(base), ")"), errno);
+    return true;
 }
 
 unsigned count_drops(struct archive_entry* e, unsigned mode, UnpackCounts& c) {
@@ -233,23 +256,37 @@ void Unpacker::create(struct archive* a, struct archive_entry* e, const std::str
     if (!hardlink && type == AE_IFSOCK) return;  // a socket in a tar is a leftover, never usable
     const unsigned mode = count_drops(e, archive_entry_mode(e) & 07777, counts_);
     UniqueFd parent = parent_of(path, true);
+    if (!parent.valid()) {
+        ++counts_.unsafe;
+        return;
+    }
     const std::string base = base_of(path);
     struct stat st {};
     const bool exists = sys::lstat_at(parent.get(), base, st);
-    if (exists && !(type == AE_IFDIR && !hardlink && S_ISDIR(st.st_mode))) remove_at(parent.get(), base);
+    if (exists && !(type == AE_IFDIR && !hardlink && S_ISDIR(st.st_mode)))
+        remove_at(parent.get(), base);
     added_.insert(path);
-    if (hardlink) return make_hardlink(root_.get(), parent.get(), base, hardlink);
+    if (hardlink) {
+        if (!make_hardlink(root_.get(), parent.get(), base, hardlink)) ++counts_.unsafe;
+        return;
+    }
     switch (type) {
         case AE_IFDIR:
             if (!exists || !S_ISDIR(st.st_mode)) sys::mkdir_at(parent.get(), base, 0700);
             modes_[path] = mode;
             return;
-        case AE_IFLNK: return sys::symlink_at(archive_entry_symlink(e) ? archive_entry_symlink(e) : "", parent.get(), base);
+        case AE_IFLNK:
+            return sys::symlink_at(archive_entry_symlink(e) ? archive_entry_symlink(e) : "",
+                                   parent.get(), base);
         case AE_IFIFO:
-            if (::mknodat(parent.get(), base.c_str(), S_IFIFO | mode, 0) != 0) sys::fail(cat("mknodat(", quote(path), ", S_IFIFO)"), errno);
+            if (::mknodat(parent.get(), base.c_str(), S_IFIFO | mode, 0) != 0)
+                sys::fail(cat("mknodat(", quote(path), ", S_IFIFO)"), errno);
             return;
-        case AE_IFREG: break;
-        default: ++counts_.unsafe; return;
+        case AE_IFREG:
+            break;
+        default:
+            ++counts_.unsafe;
+            return;
     }
     UniqueFd f = sys::open_at(parent.get(), base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
     write_data(a, f.get(), path, static_cast<std::uint64_t>(archive_entry_size(e)), counts_);
@@ -262,10 +299,14 @@ void Unpacker::create(struct archive* a, struct archive_entry* e, const std::str
 void Unpacker::finish() {
     std::vector<std::pair<std::string, unsigned>> dirs(modes_.begin(), modes_.end());
     // Deepest first, the root last: a directory closed to us can no longer be walked through.
-    const auto depth = [](const std::string& p) { return p.empty() ? -1L : std::count(p.begin(), p.end(), '/'); };
-    std::sort(dirs.begin(), dirs.end(), [&](const auto& x, const auto& y) { return depth(x.first) > depth(y.first); });
+    const auto depth = [](const std::string& p) {
+        return p.empty() ? -1L : std::count(p.begin(), p.end(), '/');
+    };
+    std::sort(dirs.begin(), dirs.end(),
+              [&](const auto& x, const auto& y) { return depth(x.first) > depth(y.first); });
     for (const auto& [path, mode] : dirs) {
-        const int fd = rootfs::try_open_in_root(root_.get(), path.empty() ? "." : path, O_PATH | O_DIRECTORY | O_NOFOLLOW);
+        const int fd = rootfs::try_open_in_root(root_.get(), path.empty() ? "." : path,
+                                                O_PATH | O_DIRECTORY | O_NOFOLLOW);
         if (fd < 0) continue;  // whited out by a later layer, or a link replaced it
         UniqueFd d(fd);
         chmod_fd(d.get(), mode, path);

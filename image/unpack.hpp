@@ -38,7 +38,7 @@ private:
     void create(::archive* a, ::archive_entry* e, const std::string& path);
     UniqueFd parent_of(const std::string& path, bool create);
     UniqueFd root_;
-    std::set<std::string> added_;             // paths this layer created (opaque markers)
+    std::set<std::string> added_;            // paths this layer created (opaque markers)
     std::map<std::string, unsigned> modes_;  // directory -> its final mode
     UnpackCounts counts_;
 };

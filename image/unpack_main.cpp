@@ -6,6 +6,7 @@
 //   gpubox-unpack [--progress] --layout DIR ROOTFS   verified against the layout's digests
 //   gpubox-unpack [--progress] --tar FILE ROOTFS     one layer; its digest is computed
 //
+// --progress: "progress: TEXT" lines on stderr, which gpubox shows on the terminal.
 // stdout: one JSON object (digest, config, counts). Failure: one line on stderr, exit 1.
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -43,7 +44,9 @@ std::string read_verified(const std::string& layout, const Descriptor& d, const 
     const std::string text = sys::read_file(blob_path(layout, d.digest), 16 << 20);
     UniqueFd fd = sys::open_at(AT_FDCWD, blob_path(layout, d.digest), O_RDONLY | O_NOFOLLOW);
     const std::string got = sha256_fd(fd.get(), what);
-    if (got != d.digest) throw std::runtime_error(cat(what, ": digest mismatch: expected ", d.digest, ", read ", got));
+    if (got != d.digest)
+        throw std::runtime_error(
+            cat(what, ": digest mismatch: expected ", d.digest, ", read ", got));
     return text;
 }
 
@@ -52,7 +55,7 @@ std::function<void(std::uint64_t)> progress_for(const Args& args, std::size_t i,
     return [i, n, last = std::uint64_t{0}](std::uint64_t bytes) mutable {
         if (bytes - last < (8u << 20) && bytes != 0) return;
         last = bytes;
-        std::fprintf(stderr, "\rgpubox: pull: layer %zu/%zu: %llu MiB   ", i, n,
+        std::fprintf(stderr, "progress: gpubox: pull: unpacking layer %zu/%zu: %llu MiB   \n", i, n,
                      static_cast<unsigned long long>(bytes >> 20));
     };
 }
@@ -63,8 +66,10 @@ Json unpack_layout(const Args& args, Unpacker& u) {
     const std::string config = read_verified(args.layout, m.config, "image config");
     parse_config(config);  // a malformed config fails the pull, not every later run
     for (std::size_t i = 0; i < m.layers.size(); ++i) {
-        const std::string what = cat("layer ", i + 1, "/", m.layers.size(), " (", m.layers[i].digest.substr(0, 19), ")");
-        UniqueFd fd = sys::open_at(AT_FDCWD, blob_path(args.layout, m.layers[i].digest), O_RDONLY | O_NOFOLLOW);
+        const std::string what =
+            cat("layer ", i + 1, "/", m.layers.size(), " (", m.layers[i].digest.substr(0, 19), ")");
+        UniqueFd fd = sys::open_at(AT_FDCWD, blob_path(args.layout, m.layers[i].digest),
+                                   O_RDONLY | O_NOFOLLOW);
         u.layer(fd.get(), what, m.layers[i].digest, progress_for(args, i + 1, m.layers.size()));
     }
     return {{"digest", index.digest}, {"config", config}};
@@ -87,10 +92,14 @@ Args parse_args(int argc, char** argv) {
     int i = 1;
     for (; i < argc; ++i) {
         const std::string s = argv[i];
-        if (s == "--progress") a.progress = true;
-        else if (s == "--layout" && i + 1 < argc) a.layout = argv[++i];
-        else if (s == "--tar" && i + 1 < argc) a.tar = argv[++i];
-        else break;
+        if (s == "--progress")
+            a.progress = true;
+        else if (s == "--layout" && i + 1 < argc)
+            a.layout = argv[++i];
+        else if (s == "--tar" && i + 1 < argc)
+            a.tar = argv[++i];
+        else
+            break;
     }
     if (i + 1 != argc || a.layout.empty() == a.tar.empty())
         throw UsageError("usage: gpubox-unpack [--progress] --layout DIR|--tar FILE ROOTFS");
@@ -107,10 +116,14 @@ int main(int argc, char** argv) {
         Unpacker u(args.rootfs);
         Json out = args.layout.empty() ? unpack_tar(args, u) : unpack_layout(args, u);
         u.finish();
-        if (args.progress) std::fputs("\r\033[K", stderr);
         const UnpackCounts& c = u.counts();
-        out.update({{"layers", c.layers}, {"bytes_read", c.bytes_read}, {"size", c.bytes_written},
-                    {"devices", c.devices}, {"setid", c.setid}, {"caps", c.caps}, {"unsafe", c.unsafe}});
+        out.update({{"layers", c.layers},
+                    {"bytes_read", c.bytes_read},
+                    {"size", c.bytes_written},
+                    {"devices", c.devices},
+                    {"setid", c.setid},
+                    {"caps", c.caps},
+                    {"unsafe", c.unsafe}});
         std::cout << out.dump() << "\n";
         return 0;
     } catch (...) {

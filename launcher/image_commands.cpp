@@ -53,10 +53,11 @@ std::string when(std::int64_t t) {
 }  // namespace
 
 int pull_command(const Options& o) {
-    const image::PullRequest r{o.pull.source, o.pull.name, o.pull.insecure, o.pull.cert_dir,
-                               o.pull.creds, o.pull.authfile, o.pull.platform};
+    const image::PullRequest r{o.pull.source, o.pull.name,     o.pull.insecure, o.pull.cert_dir,
+                               o.pull.creds,  o.pull.authfile, o.pull.platform};
     const bool progress = ::isatty(2) && !o.quiet;
-    const image::PullResult res = image::pull(image::store_root(caller_env()), r, caller_env(), progress);
+    const image::PullResult res =
+        image::pull(image::store_root(caller_env()), r, caller_env(), progress);
     log::info(cat("stored ", res.digest));
     std::cerr << "gpubox: " << image::render_summary(res) << "\n";
     std::cout << res.name << "\n";
@@ -68,19 +69,25 @@ int images_command(const Options& o) {
     if (o.json) {
         nlohmann::json out = nlohmann::json::array();
         for (const image::Stored& s : all)
-            out.push_back({{"name", s.name}, {"digest", s.digest}, {"source", s.source}, {"size_bytes", s.size_bytes},
-                           {"pulled_unix", s.pulled_unix}, {"rootfs", s.rootfs.string()}});
+            out.push_back({{"name", s.name},
+                           {"digest", s.digest},
+                           {"source", s.source},
+                           {"size_bytes", s.size_bytes},
+                           {"pulled_unix", s.pulled_unix},
+                           {"rootfs", s.rootfs.string()}});
         std::cout << out.dump(2) << "\n";
         return 0;
     }
     std::size_t w = 4;
     for (const image::Stored& s : all) w = std::max(w, s.name.size());
     std::cout << std::left;
-    std::cout << cat("NAME", std::string(w - 4 + 2, ' '), "DIGEST               SIZE       PULLED\n");
+    std::cout << cat("NAME", std::string(w - 4 + 2, ' '),
+                     "DIGEST               SIZE       PULLED\n");
     for (const image::Stored& s : all) {
         const std::string size = human_size(s.size_bytes);
-        std::cout << s.name << std::string(w - s.name.size() + 2, ' ') << short_digest(s.digest) << "  " << size
-                  << std::string(size.size() < 11 ? 11 - size.size() : 1, ' ') << when(s.pulled_unix) << "\n";
+        std::cout << s.name << std::string(w - s.name.size() + 2, ' ') << short_digest(s.digest)
+                  << "  " << size << std::string(size.size() < 11 ? 11 - size.size() : 1, ' ')
+                  << when(s.pulled_unix) << "\n";
     }
     return 0;
 }
@@ -114,7 +121,8 @@ Options apply_image_config(const Options& in, const image::Stored& img) {
     env.insert(env.end(), in.env.begin(), in.env.end());
     o.env = std::move(env);
     if (!in.workdir_given && !c.working_dir.empty())
-        o.workdir = rootfs::normalize_container_path(c.working_dir, cat("image ", img.name, ": WorkingDir"));
+        o.workdir = rootfs::normalize_container_path(c.working_dir,
+                                                     cat("image ", img.name, ": WorkingDir"));
     o.argv = c.entrypoint;
     const std::vector<std::string>& args = in.argv.empty() ? c.cmd : in.argv;
     o.argv.insert(o.argv.end(), args.begin(), args.end());
@@ -133,7 +141,8 @@ Options apply_image_config(const Options& in, const image::Stored& img) {
 Options resolve_run_image(const Options& o) {
     const auto missing_cmd = [&] {
         if (o.argv.empty())
-            throw UsageError("run: missing CMD (usage: gpubox run [OPTIONS] ROOTFS [--] CMD [ARGS...])");
+            throw UsageError(
+                "run: missing CMD (usage: gpubox run [OPTIONS] ROOTFS [--] CMD [ARGS...])");
         return o;
     };
     // A path, or an existing directory: ROOTFS as before, and no store lookup.
@@ -141,16 +150,25 @@ Options resolve_run_image(const Options& o) {
     if (o.rootfs.find('/') != std::string::npos || !image::valid_name(o.rootfs) ||
         (::stat(o.rootfs.c_str(), &st) == 0 && S_ISDIR(st.st_mode)))
         return missing_cmd();
-    const std::optional<image::Stored> img = image::find(image::store_root(caller_env()), o.rootfs);
+    std::filesystem::path store;
+    try {
+        store = image::store_root(caller_env());
+    } catch (const UsageError&) {
+        return missing_cmd();  // no store to look in: ROOTFS as before
+    }
+    const std::optional<image::Stored> img = image::find(store, o.rootfs);
     if (!img) {
-        if (::lstat(o.rootfs.c_str(), &st) == 0) return missing_cmd();  // run's own "not a usable directory"
-        throw UsageError(cat("run: ", quote(o.rootfs), " is neither a directory nor a pulled image "
+        if (::lstat(o.rootfs.c_str(), &st) == 0)
+            return missing_cmd();  // run's own "not a usable directory"
+        throw UsageError(cat("run: ", quote(o.rootfs),
+                             " is neither a directory nor a pulled image "
                              "(gpubox images lists them; gpubox pull fetches one)"));
     }
     if (o.root_mode == rootfs::RootMode::writable)
-        throw UsageError(cat("run: --writable would write into the stored image ", o.rootfs,
-                             " (gpubox never changes a stored image; drop --writable, or run a copy of ",
-                             img->rootfs.string(), ")"));
+        throw UsageError(
+            cat("run: --writable would write into the stored image ", o.rootfs,
+                " (gpubox never changes a stored image; drop --writable, or run a copy of ",
+                img->rootfs.string(), ")"));
     return apply_image_config(o, *img);
 }
 

@@ -21,11 +21,13 @@ _gpubox() {
         fi
     done
     if [[ -z $sub ]]; then
-        COMPREPLY=($(compgen -W "run list doctor rootfs help --help --version" -- "$cur"))
+        COMPREPLY=($(compgen -W "run pull images rmi list doctor rootfs help --help --version" -- "$cur"))
         return
     fi
     if [[ $sub == rootfs ]]; then COMPREPLY=($(compgen -W "create" -- "$cur")); return; fi
-    if [[ $sub == help ]]; then COMPREPLY=($(compgen -W "run list doctor rootfs" -- "$cur")); return; fi
+    # rmi: the pulled images' names.
+    if [[ $sub == rmi ]]; then COMPREPLY=($(compgen -W "$("$cmd" images 2>/dev/null | awk 'NR > 1 { print $1 }')" -- "$cur")); return; fi
+    if [[ $sub == help ]]; then COMPREPLY=($(compgen -W "run pull images rmi list doctor rootfs" -- "$cur")); return; fi
     # The value of an option that takes one.
     local arg
     arg=$(_gpubox_opts "$cmd" "$sub" | awk -v o="$prev" '$1 == o { print $2 }')

@@ -18,7 +18,7 @@ SRC=$(cd "$E2E_DIR/../.." && pwd)
 stage=$WORK/stage
 DESTDIR=$stage cmake --install "$BUILD" --prefix /usr/local >"$WORK/install.log" 2>&1
 expect_eq "cmake --install succeeds" "$?" 0
-for f in bin/gpubox libexec/gpubox/gpubox-scope share/man/man1/gpubox.1.gz share/bash-completion/completions/gpubox \
+for f in bin/gpubox libexec/gpubox/gpubox-scope libexec/gpubox/gpubox-unpack share/man/man1/gpubox.1.gz share/bash-completion/completions/gpubox \
          share/zsh/site-functions/_gpubox share/gpubox/apparmor/gpubox; do
     check "installs /usr/local/$f" test -s "$stage/usr/local/$f"
 done
@@ -43,7 +43,7 @@ complete_words() {  # WORDS...: the candidates for the last word
         COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _gpubox 2>/dev/null
         printf "%s\n" "${COMPREPLY[@]}"' _ "$stage/usr/local/share/bash-completion/completions/gpubox" "$@" | sort | tr '\n' ' '
 }
-expect_eq "bash completes subcommands" "$(complete_words gpubox r)" "rootfs run "
+expect_eq "bash completes subcommands" "$(complete_words gpubox r)" "rmi rootfs run "
 expect_eq "bash completes run's options from --help" "$(complete_words gpubox run --mem)" "--memory-limit "
 expect_match "bash completes --gpu specs" "$(complete_words gpubox run --gpu '')" '^all none '
 expect_eq "bash completes --meta-format" "$(complete_words gpubox run --meta-format '')" "isolate json "
@@ -80,7 +80,7 @@ info=$(dpkg-deb -f "$deb" Package Depends Version)
 expect_match "the package depends on libc6" "$info" '^Depends: .*libc6'
 expect_match "  and, for gpubox-scope, on libsystemd0" "$info" '^Depends: .*libsystemd0'
 contents=$(dpkg-deb -c "$deb" | awk '{print $6}')
-for f in ./usr/bin/gpubox ./usr/libexec/gpubox/gpubox-scope ./usr/share/man/man1/gpubox.1.gz ./usr/share/bash-completion/completions/gpubox \
+for f in ./usr/bin/gpubox ./usr/libexec/gpubox/gpubox-scope ./usr/libexec/gpubox/gpubox-unpack ./usr/share/man/man1/gpubox.1.gz ./usr/share/bash-completion/completions/gpubox \
          ./usr/share/zsh/vendor-completions/_gpubox ./usr/share/gpubox/apparmor/gpubox; do
     expect_match "the package ships $f" "$contents" "^${f//./\\.}$"
 done
@@ -88,11 +88,13 @@ expect_match "the packaged profile names /usr/bin/gpubox" \
     "$(dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/share/gpubox/apparmor/gpubox)" '^profile gpubox /usr/bin/gpubox '
 
 # --- a fresh Debian 12 root, made once per build directory
-cache=${GPUBOX_INSTALL_ROOT_CACHE:-$BUILD/test-install-bookworm.tar}
+# libarchive13: gpubox-unpack's, which the package depends on and this root has no apt lists for.
+include=busybox-static,gcc,libc6-dev,libarchive13
+cache=${GPUBOX_INSTALL_ROOT_CACHE:-$BUILD/test-install-bookworm-$(printf %s "$include" | cksum | cut -d' ' -f1).tar}
 if [ ! -f "$cache" ] || [ ! -s "$cache" ]; then
     rm -rf "$cache"
     # mmdebstrap picks its output's format by the name's ending: the temporary one ends in .tar too.
-    mmdebstrap --quiet --variant=minbase --include=busybox-static,gcc,libc6-dev bookworm "$cache.tmp.tar" \
+    mmdebstrap --quiet --variant=minbase --include="$include" bookworm "$cache.tmp.tar" \
         >"$WORK/mmdebstrap.log" 2>&1 && mv "$cache.tmp.tar" "$cache" ||
         { echo "Bail out! mmdebstrap failed: $(tail -3 "$WORK/mmdebstrap.log")"; rm -rf "$cache.tmp.tar"; exit 1; }
 fi
@@ -120,6 +122,9 @@ expect_eq "apt install ./gpubox_*.deb in a fresh Debian 12" "$?" 0
 expect_eq "gpubox is on PATH" "$(in_root --user sh -c 'command -v gpubox')" /usr/bin/gpubox
 out=$(in_root --user sh -c 'cd /tmp && gpubox rootfs create r >/dev/null && gpubox run r sh -c "echo hello from uid \$(id -u)"' 2>&1)
 expect_eq "an ordinary user runs gpubox from PATH" "$out" "hello from uid 65534"
+out=$(in_root --user sh -c 'cd /tmp && export GPUBOX_IMAGES=/tmp/images && tar -C r -cf r.tar . &&
+    gpubox pull --name img tar:r.tar 2>/dev/null && gpubox run img echo hello from an image' 2>&1)
+expect_eq "pull finds gpubox-unpack in libexec, with its libraries installed by apt" "$out" $'img\nhello from an image'
 out=$(in_root --user sh -c 'cd /tmp && gpubox run --wall-time-limit 0.3 r sleep 5; echo "rc=$?"' 2>&1)
 expect_eq "a limit kill says why" "$out" $'gpubox: killed: wall-clock limit 0.300 s exceeded\nrc=137'
 out=$(in_root --user bash /tmp/autograder/grade.sh /tmp/autograder/submissions/correct.c 2>&1)

@@ -1,0 +1,148 @@
+// image/: the store (names pointing at content-addressed trees), whiteout and opaque planning,
+// and removing trees by fd without following links.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "common/error.hpp"
+#include "common/sys.hpp"
+#include "image/entry_plan.hpp"
+#include "image/store.hpp"
+#include "image/tree.hpp"
+#include "tests/unit/temp_dir.hpp"
+
+using namespace gpubox;
+using namespace gpubox::image;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kDigestA = "sha256:" + std::string(64, 'a');
+const std::string kDigestB = "sha256:" + std::string(64, 'b');
+
+void put(const fs::path& p, const std::string& text) {
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+}
+
+// An image directory as a pull leaves it before the commit.
+fs::path staged(const fs::path& store, const std::string& env) {
+    const fs::path d = make_temp_dir(store, "pull-test");
+    put(d / "rootfs/etc/hostname", "x\n");
+    put(d / "config.json", R"({"os":"linux","config":{"Env":[")" + env + R"("]}})");
+    put(d / "info.json", R"({"size_bytes": 42, "layers": 1})");
+    return d;
+}
+
+}  // namespace
+
+TEST_CASE("store_root: GPUBOX_IMAGES, else XDG_DATA_HOME, else HOME") {
+    CHECK(store_root({{"GPUBOX_IMAGES", "/s"}, {"HOME", "/h"}}) == "/s");
+    CHECK(store_root({{"XDG_DATA_HOME", "/x"}, {"HOME", "/h"}}) == "/x/gpubox/images");
+    CHECK(store_root({{"XDG_DATA_HOME", "rel"}, {"HOME", "/h"}}) ==
+          "/h/.local/share/gpubox/images");
+    CHECK(store_root({{"HOME", "/h"}}) == "/h/.local/share/gpubox/images");
+    CHECK_THROWS_AS(store_root({}), UsageError);
+}
+
+TEST_CASE("store: commit, names, find, list, reuse and rmi") {
+    test::TempDir t("store");
+    const fs::path s = t.dir / "images";
+    CHECK(list(s).empty());
+    CHECK_FALSE(find(s, "x:1"));
+    {
+        StoreLock lock(s);
+        CHECK(commit_image(s, staged(s, "A=1"), kDigestA));
+        write_name(s, "x:1", kDigestA, "tar:/x.tar", 1700000000);
+        write_name(s, "alias", kDigestA, "tar:/x.tar", 1700000001);
+        // The same digest again: not committed twice; the caller removes its copy.
+        const fs::path again = staged(s, "A=2");
+        CHECK_FALSE(commit_image(s, again, kDigestA));
+        remove_tree(again);
+    }
+    const auto x = find(s, "x:1");
+    REQUIRE(x);
+    CHECK(x->digest == kDigestA);
+    CHECK(x->source == "tar:/x.tar");
+    CHECK(x->size_bytes == 42);
+    CHECK(x->pulled_unix == 1700000000);
+    CHECK(x->config.env == std::vector<std::string>{"A=1"});
+    CHECK(x->rootfs == s / "blobs/sha256" / std::string(64, 'a') / "rootfs");
+    CHECK_FALSE(find(s, "../names/x:1"));  // not a name: never a path
+    REQUIRE(list(s).size() == 2);
+    CHECK(list(s)[0].name == "alias");
+    CHECK(fs::is_empty(s / "tmp"));
+    // rmi of one name keeps the tree the other name points at; the last one removes it.
+    CHECK(remove_name(s, "x:1"));
+    CHECK_FALSE(remove_name(s, "x:1"));
+    CHECK(fs::exists(x->rootfs / "etc/hostname"));
+    CHECK(remove_name(s, "alias"));
+    CHECK_FALSE(fs::exists(s / "blobs/sha256" / std::string(64, 'a')));
+    CHECK(list(s).empty());
+    CHECK(fs::is_empty(s / "tmp"));
+}
+
+TEST_CASE("store: a name pointed elsewhere moves atomically; bad records are errors, not crashes") {
+    test::TempDir t("store2");
+    const fs::path s = t.dir;
+    StoreLock lock(s);
+    commit_image(s, staged(s, "A=1"), kDigestA);
+    commit_image(s, staged(s, "B=1"), kDigestB);
+    write_name(s, "n", kDigestA, "a", 1);
+    write_name(s, "n", kDigestB, "b", 2);
+    CHECK(find(s, "n")->digest == kDigestB);
+    CHECK_THROWS_AS(write_name(s, "a/b", kDigestA, "", 0), UsageError);
+    put(s / "names/broken", R"({"digest": "sha256:../../x"})");
+    CHECK_THROWS_AS(find(s, "broken"), std::runtime_error);
+}
+
+TEST_CASE("layer members: create, whiteout, opaque, root, unsafe") {
+    using K = EntryPlan::Kind;
+    const auto plan = [](const char* m) { return plan_entry(m); };
+    CHECK(plan("./usr//bin/").kind == K::create);
+    CHECK(plan("./usr//bin/").path == "usr/bin");
+    CHECK(plan("/etc/passwd").path == "etc/passwd");
+    CHECK(plan("./").kind == K::root);
+    CHECK(plan("a/.wh.b").kind == K::whiteout);
+    CHECK(plan("a/.wh.b").path == "a/b");
+    CHECK(plan(".wh.top").path == "top");
+    CHECK(plan("a/b/.wh..wh..opq").kind == K::opaque);
+    CHECK(plan("a/b/.wh..wh..opq").path == "a/b");
+    CHECK(plan(".wh..wh..opq").path == "");
+    for (const char* bad :
+         {"../escape", "a/../../b", "a/..", "a/.wh.", "a/.wh..", "a/.wh..wh.plnk"})
+        CHECK(plan(bad).kind == K::unsafe);
+    CHECK(keeps_under_opaque({"d/new"}, "d/new"));
+    CHECK_FALSE(keeps_under_opaque({"d/new"}, "d/old"));
+    std::string out;
+    CHECK_FALSE(normalize_member("../../etc/passwd", out));
+    CHECK((normalize_member("./a/./b", out) && out == "a/b"));
+}
+
+TEST_CASE("opaque directories and removal: by fd, links never followed, read-only dirs too") {
+    test::TempDir t("tree");
+    const fs::path r = t.dir / "root", outside = t.dir / "outside";
+    put(outside / "precious", "host\n");
+    put(r / "d/old", "lower\n");
+    put(r / "d/new", "this layer\n");
+    put(r / "d/sub/old2", "lower\n");
+    put(r / "d/sub/mine", "this layer\n");
+    fs::create_symlink(outside, r / "d/link");
+    ::chmod((r / "d/sub").c_str(), 0555);
+    UniqueFd d = sys::open_at(AT_FDCWD, (r / "d").string(), O_RDONLY | O_DIRECTORY);
+    remove_lower_entries(d.get(), "d", {"d/new", "d/sub", "d/sub/mine"});
+    CHECK(fs::exists(r / "d/new"));
+    CHECK(fs::exists(r / "d/sub/mine"));
+    CHECK_FALSE(fs::exists(r / "d/old"));
+    CHECK_FALSE(fs::exists(r / "d/sub/old2"));
+    CHECK_FALSE(fs::is_symlink(r / "d/link"));
+    CHECK(fs::exists(outside / "precious"));  // the link went, not what it pointed at
+    ::chmod((r / "d").c_str(), 0);
+    remove_tree(r);
+    CHECK_FALSE(fs::exists(r));
+    CHECK(fs::exists(outside / "precious"));
+}
