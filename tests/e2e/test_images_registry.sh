@@ -86,7 +86,10 @@ S=$GPUBOX_IMAGES
 escape_state() { (cd "$REG_ESCAPE" && find . -printf '%p %y %s %n\n' | LC_ALL=C sort; cat victim); }
 escape0=$(escape_state)
 store_state() { (cd "$S" 2>/dev/null && find . -printf '%p %y %s\n' | LC_ALL=C sort); }
-var_tmp0=$(find /var/tmp -maxdepth 1 -user "$(id -u)" 2>/dev/null)
+# The user's entries in the temp directories (shared with other tests), to compare at the end.
+mine_in() { find "$1" -mindepth 1 -maxdepth 1 -user "$(id -u)" ! -path "$WORK" 2>/dev/null | sort; }
+tmp0=$(mine_in "${TMPDIR:-/tmp}")
+var_tmp0=$(mine_in /var/tmp)
 
 # expect_pull_error DESC SOURCE REASON-REGEX [OPTIONS...]: exit 125, one line naming the
 # source and the reason, nothing on stdout, the store exactly as before.
@@ -242,8 +245,7 @@ leftovers() {
         '(index($0, d) || index($0, w)) && $1 !~ /^(bash|ps|awk|mawk|gawk)$/'
 }
 expect_eq "no helper process left (skopeo, gpubox-unpack, a sandbox)" "$(leftovers)" ""
-expect_eq "nothing left in \$TMPDIR" "$(ls -A "${TMPDIR:-/tmp}" | grep -cvx "${WORK##*/}")" 0
-expect_eq "nothing left in /var/tmp" "$(find /var/tmp -maxdepth 1 -user "$(id -u)" 2>/dev/null)" \
-    "$var_tmp0"
+expect_eq "nothing left in \$TMPDIR" "$(mine_in "${TMPDIR:-/tmp}")" "$tmp0"
+expect_eq "nothing left in /var/tmp" "$(mine_in /var/tmp)" "$var_tmp0"
 expect_eq "nothing left in the store's tmp/" "$(ls -A "$S/tmp" 2>/dev/null)" ""
 finish
