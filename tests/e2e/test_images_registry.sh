@@ -43,6 +43,9 @@ setup_registries() {
         reg_push "oci:$REG_TOP/oci:multi" "$main/multi:1" --all &&
         reg_push "oci:$REG_TOP/oci:corrupt" "$main/corrupt:1" --preserve-digests &&
         reg_push "oci:$REG_TOP/oci:evil" "$main/evil:1" &&
+        python3 "$HERE/oci_image.py" big "$REG_TOP/oci-big" --base "$REG_TOP/base" \
+            --arch "$REG_ARCH" --mib 12 --layers 1 &&
+        reg_push "oci:$REG_TOP/oci-big:big" "$main/big:1" &&
         reg_push "oci:$REG_TOP/oci:app" "docker://127.0.0.1:$REG_HTTP_PORT/lab/app:1" \
             --dest-tls-verify=false || bail "skopeo copy to the registry failed"
     REG_APP_DIGEST=$(cat "$REG_TOP/app.digest")
@@ -187,6 +190,16 @@ box pull --platform "linux/$REG_OTHER_ARCH" --name multi-other "docker://$R/lab/
 expect_eq "index --platform: pulled" "$rc:$out" "0:multi-other"
 box run multi-other cat /platform
 expect_eq "index --platform: the other platform's image" "$out" "$REG_OTHER_ARCH"
+
+# --- on a terminal (a pty from script(1)): progress, by layer and bytes, for a 12 MiB layer
+script -qec "stty cols 100; exec $(printf '%q ' "$GPUBOX" pull "docker://$R/lab/big:1")" \
+    /dev/null </dev/null >"$WORK/tty.out" 2>&1
+tty_out=$(tr '\r' '\n' <"$WORK/tty.out")
+expect_match "on a terminal: the pull succeeds" "$tty_out" '^big:1'
+expect_match "on a terminal: progress by layer and bytes" "$tty_out" \
+    'unpacking layer 2/2: [0-9]+ MiB'
+box rmi big:1
+expect_eq "rmi: exit 0, gone from the list" "$rc:$("$GPUBOX" images | grep -c '^big:1 ')" "0:0"
 
 # --- credentials and trust, where else a user keeps them
 printf '{"auths": {"%s": {"auth": "%s"}}}\n' "$R" "$(reg_basic_auth)" >"$WORK/auth.json"
