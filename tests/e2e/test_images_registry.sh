@@ -39,6 +39,7 @@ setup_registries() {
     corrupt=$(python3 "$HERE/oci_image.py" test "$REG_TOP/oci" --base "$REG_TOP/base" \
         --escape "$REG_ESCAPE" --arch "$REG_ARCH" --other-arch "$REG_OTHER_ARCH") ||
         bail "oci_image.py failed"
+    # (--preserve-digests: skopeo would gzip corrupt's plain tar layer on the way)
     reg_push "oci:$REG_TOP/oci:app" "$main/app:1" --digestfile "$REG_TOP/app.digest" &&
         reg_push "oci:$REG_TOP/oci:multi" "$main/multi:1" --all &&
         reg_push "oci:$REG_TOP/oci:corrupt" "$main/corrupt:1" --preserve-digests &&
@@ -49,7 +50,6 @@ setup_registries() {
         reg_push "oci:$REG_TOP/oci:app" "docker://127.0.0.1:$REG_HTTP_PORT/lab/app:1" \
             --dest-tls-verify=false || bail "skopeo copy to the registry failed"
     REG_APP_DIGEST=$(cat "$REG_TOP/app.digest")
-    # (--preserve-digests: skopeo would gzip the plain tar layer on the way.)
     # Bit rot in the registry's storage: 16 bytes of the corrupt image's own layer (a plain
     # tar) overwritten inside a file's data, so the blob keeps its size and stays a valid tar.
     local blob
@@ -230,7 +230,7 @@ expect_pull_error "a corrupted blob" "docker://$R/lab/corrupt:1" "digest mismatc
 expect_pull_error "registry stopped" "docker://127.0.0.1:$REG_GONE_PORT/lab/app:1" \
     "cannot connect to 127\.0\.0\.1:$REG_GONE_PORT"
 expect_pull_error "plain HTTP without --insecure" "docker://127.0.0.1:$REG_HTTP_PORT/lab/app:1" \
-    "HTTP"
+    "plain HTTP.*--insecure"
 box pull --insecure --name app-http "docker://127.0.0.1:$REG_HTTP_PORT/lab/app:1"
 expect_eq "plain HTTP with --insecure" "$rc:$out" "0:app-http"
 box run app-http
