@@ -103,6 +103,11 @@ if cc -shared -fPIC -DMARKS="\"$WORK/marks\"" -o "$WORK/evil.so" "$WORK/evil.c" 
     box run --driver-root "$E2E_HOST" --gpu 0 envimg /bin/sh -c 'echo $LD_PRELOAD'
     expect_eq "the workload sees the image's LD_PRELOAD" "$out" "$WORK/evil.so"
     expect_eq "no host-side process of gpubox loaded it" "$(ls "$WORK/marks" | wc -l)" 0
+    # pull's helpers (skopeo, gpubox-unpack: both dynamically linked) get a cleared environment.
+    LD_PRELOAD=$WORK/evil.so "$GPUBOX" pull --name preload "oci-archive:$I/envimg.oci.tar" >/dev/null 2>&1
+    LD_PRELOAD=$WORK/evil.so "$GPUBOX" pull --name preload2 "tar:$I/plain.tar" >/dev/null 2>&1
+    expect_eq "the caller's LD_PRELOAD reaches neither skopeo nor gpubox-unpack" "$(ls "$WORK/marks" | wc -l)" 0
+    "$GPUBOX" rmi preload preload2 >/dev/null
 else
     not_ok "cc builds the marking library" "$(cat "$WORK/cc.err")"
 fi
