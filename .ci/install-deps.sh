@@ -10,6 +10,10 @@ pkgs=(build-essential cmake pkg-config clang clang-format libclang-rt-14-dev
       skopeo libarchive-dev nettle-dev python3  # gpubox pull: skopeo fetches, gpubox-unpack unpacks
       slurm-wlm munge)  # tests/e2e/test_slurm.sh starts its own munged, slurmctld and slurmd
 pkgs+=(zsh)  # tests/e2e/test_install.sh: zsh completion
+# tests/e2e/test_images_registry.sh and bench/images.sh: Debian's v2 registry server to pull from,
+# skopeo to push, umoci (the benchmark's peer), htpasswd -B, openssl for the test CA, python3 to
+# craft the layer tars.
+pkgs+=(docker-registry skopeo umoci apache2-utils openssl python3)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -22,4 +26,8 @@ if [ ${#missing[@]} -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    # The package enables a registry service on port 5000; the tests start their own on loopback.
+    if [[ " ${missing[*]} " == *" docker-registry "* ]] && [ -d /run/systemd/system ]; then
+        systemctl disable --now docker-registry.service >/dev/null 2>&1 || true
+    fi
 fi

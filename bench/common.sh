@@ -12,10 +12,11 @@ bench_setup() {
         done
         # An optimised, static build: what `cmake --build` makes by default, without -g.
         cmake -S "$TOP" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-        cmake --build "$BUILD" -j"$(nproc)" --target gpubox fake-gpu-host >/dev/null
+        cmake --build "$BUILD" -j"$(nproc)" --target gpubox gpubox-unpack fake-gpu-host >/dev/null
         W=$(mktemp -d /tmp/gpubox-bench.XXXXXX)
         chmod 0755 "$W"
         install -m 0755 "$BUILD/launcher/gpubox" "$W/gpubox"
+        install -m 0755 "$BUILD/launcher/gpubox-unpack" "$W/gpubox-unpack"  # gpubox pull's unpacker
         install -m 0755 "$BUILD/tests/fake-gpu-host" "$W/fake-gpu-host"
         if [ "$(id -u)" = 0 ]; then
             # A real driver's full compute and utility set: 11 libraries, 5 tools. Character
@@ -29,9 +30,11 @@ bench_setup() {
             for i in $(seq 5000); do entries+=("libunrelated$i.so.1=/usr/lib/x86_64-linux-gnu/unrelated-$i.so"); done
             "$W/fake-gpu-host" --write-ldcache "$W/host8big/etc/ld.so.cache" "${entries[@]}"
             mkdir "$W/work" && chown 65534:65534 "$W/work"
+            # (|| rc=$?: under set -e a failed run would exit here and leave $W behind)
+            rc=0
             setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
-                env GPUBOX_BENCH_UNPRIVILEGED=1 W="$W" HOME="$W/work" PATH="$PATH" bash "$0" "$@"
-            rc=$?
+                env GPUBOX_BENCH_UNPRIVILEGED=1 W="$W" HOME="$W/work" PATH="$PATH" bash "$0" "$@" ||
+                rc=$?
             rm -rf "$W"
             exit $rc
         fi

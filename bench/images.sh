@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Image pull: time and disk use of pulling a ~1 GB image (random files over 5 gzip layers, on a
+# busybox base) from a local registry, `gpubox pull` against the peer the issue names,
+# `skopeo copy docker://... oci:DIR` + `umoci unpack --rootless`, in the same run, N rounds each
+# (default 5), alternating which goes first. The registry is Debian's docker-registry on
+# 127.0.0.1 with TLS and basic auth (tests/e2e/registry_lib.sh), started here as root; both
+# sides pull as uid 65534 with the same CA and credentials. BENCH_IMAGE_MIB sets the size.
+. "$(dirname "$0")/common.sh"
+. "$TOP/tests/e2e/registry_lib.sh"
+
+# The registry side, as root, before bench_setup drops to uid 65534 (it keeps the environment).
+if [ -z "${GPUBOX_BENCH_UNPRIVILEGED:-}" ]; then
+    missing=$(reg_missing_tools)
+    command -v umoci >/dev/null || missing+="umoci "
+    [ -z "$missing" ] || { echo "bench: missing $missing(bash .ci/install-deps.sh)" >&2; exit 1; }
+    [ "$(uname -m)" = x86_64 ] && REG_ARCH=amd64 || REG_ARCH=arm64
+    REG_TOP=$(mktemp -d /tmp/gpubox-bench-reg.XXXXXX)
+    trap 'reg_stop_all; rm -rf "$REG_TOP"' EXIT
+    trap 'exit 143' TERM INT HUP
+    reg_init "$REG_TOP"
+    reg_start main tls
+    mkdir -p "$REG_TOP/base/bin" "$REG_TOP/base/etc" "$REG_TOP/base/tmp"
+    cp /bin/busybox "$REG_TOP/base/bin/busybox"
+    for app in sh true ls cat du; do ln -s busybox "$REG_TOP/base/bin/$app"; done
+    s=$SECONDS
+    python3 "$TOP/tests/e2e/oci_image.py" big "$REG_TOP/oci" --base "$REG_TOP/base" \
+        --arch "$REG_ARCH" --mib "${BENCH_IMAGE_MIB:-1024}" --layers 5
+    reg_push "oci:$REG_TOP/oci:big" "docker://127.0.0.1:$REG_PORT/lab/big:1"
+    echo "bench: made and pushed the image in $((SECONDS - s)) s" >&2
+    rm -rf "$REG_TOP/oci"
+    REG_CA=$REG_TOP/ca/ca.crt
+    export REG_TOP REG_PORT REG_CA REG_USER REG_PASS
+fi
+bench_setup "$@"
+
+N=${N:-5}
+SRC=docker://127.0.0.1:$REG_PORT/lab/big:1
+reg_user_config "$HOME" "$REG_PORT"
+# skopeo's trust policy for the peer: the bench's own, as gpubox brings its own.
+POLICY=$REG_TOP/policy.json
+
+# timed LOG COMMAND...: runs COMMAND under GNU time; appends "wall_s cpu_s maxrss_kib" to LOG.
+timed() {
+    local log=$1
+    shift
+    /usr/bin/time -f '%e %U %S %M' -o "$OUTDIR/time.txt" "$@" >/dev/null 2>"$OUTDIR/cmd.err" ||
+        { echo "bench: failed: $*" >&2; cat "$OUTDIR/cmd.err" >&2; exit 1; }
+    awk '{ printf "%s %.2f %s\n", $1, $2 + $3, $4 }' "$OUTDIR/time.txt" >>"$log"
+}
+disk_mib() { du -sm "$@" | awk '{ s += $1 } END { print s }'; }
+
+gpubox_round() {
+    export GPUBOX_IMAGES=$OUTDIR/store
+    rm -rf "$GPUBOX_IMAGES"
+    timed "$OUTDIR/gpubox.log" "$GPUBOX" pull "$SRC"
+    disk_mib "$GPUBOX_IMAGES" >>"$OUTDIR/gpubox.du"
+    # the same digest again: reused, nothing unpacked
+    timed "$OUTDIR/gpubox-again.log" "$GPUBOX" pull "$SRC"
+    rm -rf "$GPUBOX_IMAGES"
+}
+peer_round() {
+    rm -rf "$OUTDIR/oci" "$OUTDIR/bundle"
+    local s=$EPOCHREALTIME
+    timed "$OUTDIR/skopeo.log" skopeo --policy "$POLICY" copy -q "$SRC" "oci:$OUTDIR/oci:big"
+    timed "$OUTDIR/umoci.log" umoci unpack --rootless --image "$OUTDIR/oci:big" "$OUTDIR/bundle"
+    # both steps: wall from here, CPU as the two steps' sum
+    awk -v s="$s" -v e="$EPOCHREALTIME" -v a="$(tail -1 "$OUTDIR/skopeo.log")" \
+        -v b="$(tail -1 "$OUTDIR/umoci.log")" \
+        'BEGIN { split(a, x, " "); split(b, y, " "); printf "%.2f %.2f\n", e - s, x[2] + y[2] }' \
+        >>"$OUTDIR/peer.log"
+    echo "$(disk_mib "$OUTDIR/oci") $(disk_mib "$OUTDIR/bundle")" >>"$OUTDIR/peer.du"
+    rm -rf "$OUTDIR/oci" "$OUTDIR/bundle"
+}
+
+# median and range of column COL of FILE: "median (min-max)"
+stat_col() {
+    sort -n -k"$2,$2" "$1" | awk -v c="$2" '{ v[NR] = $c }
+        END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+              printf "%g (%g-%g)", m, v[1], v[NR] }'
+}
+
+echo "machine: $(nproc) cores, $(uname -r); gpubox $("$GPUBOX" --version | cut -d' ' -f2)," \
+    "skopeo $(skopeo --version | cut -d' ' -f3), umoci $(umoci --version | cut -d' ' -f3)," \
+    "docker-registry $(docker-registry --version | cut -d' ' -f3)"
+echo "free on $OUTDIR: $(df -h --output=avail "$OUTDIR" | tail -1 | tr -d ' ')"
+# one warm-up round each, so that the registry's blobs are in the page cache for both alike
+gpubox_round && peer_round
+rm -f "$OUTDIR"/*.log "$OUTDIR"/*.du
+for ((i = 0; i < N; i++)); do
+    if ((i % 2)); then peer_round && gpubox_round; else gpubox_round && peer_round; fi
+done
+echo "image: ${BENCH_IMAGE_MIB:-1024} MiB of random files in 5 layers + a busybox base layer;" \
+    "$N rounds, median (min-max)"
+printf '%-48s %s\n' "gpubox pull, wall s" "$(stat_col "$OUTDIR/gpubox.log" 1)"
+printf '%-48s %s\n' "gpubox pull, CPU s (user+sys)" "$(stat_col "$OUTDIR/gpubox.log" 2)"
+printf '%-48s %s\n' "gpubox pull, peak RSS KiB" "$(stat_col "$OUTDIR/gpubox.log" 3)"
+printf '%-48s %s\n' "gpubox pull again (same digest), wall s" \
+    "$(stat_col "$OUTDIR/gpubox-again.log" 1)"
+printf '%-48s %s\n' "skopeo copy + umoci unpack, wall s" "$(stat_col "$OUTDIR/peer.log" 1)"
+printf '%-48s %s\n' "skopeo copy + umoci unpack, CPU s" "$(stat_col "$OUTDIR/peer.log" 2)"
+printf '%-48s %s\n' "  skopeo copy docker:// oci:, wall s" "$(stat_col "$OUTDIR/skopeo.log" 1)"
+printf '%-48s %s\n' "  umoci unpack --rootless, wall s" "$(stat_col "$OUTDIR/umoci.log" 1)"
+printf '%-48s %s\n' "  skopeo CPU s, umoci CPU s" \
+    "$(stat_col "$OUTDIR/skopeo.log" 2), $(stat_col "$OUTDIR/umoci.log" 2)"
+printf '%-48s %s\n' "  skopeo, umoci peak RSS KiB" \
+    "$(stat_col "$OUTDIR/skopeo.log" 3), $(stat_col "$OUTDIR/umoci.log" 3)"
+printf '%-48s %s\n' "disk: gpubox store, MiB" "$(stat_col "$OUTDIR/gpubox.du" 1)"
+awk '{ print $1 + $2 }' "$OUTDIR/peer.du" >"$OUTDIR/peer.sum"
+printf '%-48s %s\n' "disk: peer OCI layout + bundle, MiB" "$(stat_col "$OUTDIR/peer.sum" 1)"
+printf '%-48s %s\n' "disk: peer bundle alone, MiB" "$(stat_col "$OUTDIR/peer.du" 2)"
+median() { stat_col "$@" | cut -d' ' -f1; }
+echo "ratio gpubox / peer, medians: wall $(ratio "$(median "$OUTDIR/gpubox.log" 1)" \
+    "$(median "$OUTDIR/peer.log" 1)"), CPU $(ratio "$(median "$OUTDIR/gpubox.log" 2)" \
+    "$(median "$OUTDIR/peer.log" 2)")"
