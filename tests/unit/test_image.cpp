@@ -4,6 +4,7 @@
 
 #include "common/error.hpp"
 #include "gpu/driver_files.hpp"
+#include "gpu/gpu_spec.hpp"
 #include "image/oci.hpp"
 #include "image/pull.hpp"
 #include "image/reference.hpp"
@@ -202,7 +203,7 @@ TEST_CASE("run IMAGE: the image's config under the command line's") {
     CHECK(r.workdir == "/app");
     CHECK(r.argv == std::vector<std::string>{"/entry", "default"});
     CHECK(r.gpu_caps == gpu::parse_capabilities("compute,utility,video"));
-    CHECK(r.gpu == "none");  // NVIDIA_VISIBLE_DEVICES never selects a GPU
+    CHECK(gpu::to_string(r.gpu) == "none");  // NVIDIA_VISIBLE_DEVICES never selects a GPU
     img.config.working_dir = "/w/../app";
     CHECK_THROWS_WITH(launcher::apply_image_config(o, img), Contains("WorkingDir"));
     img.config.working_dir = "/app";
