@@ -8,12 +8,13 @@
 
 #include "isolate/cgroup_plan.hpp"
 #include "isolate/limits.hpp"
+#include "preflight/mode.hpp"
 #include "rootfs/mount_op.hpp"
 #include "rootfs/plan.hpp"
 
 namespace gpubox::launcher {
 
-enum class Command { help, version, man, run, list, doctor, rootfs_create };
+enum class Command { help, version, man, run, list, doctor, rootfs_create, check };
 
 struct Options {
     Command command = Command::help;
@@ -55,6 +56,11 @@ struct Options {
     // Scheduler signals
     double kill_after = 5;         // --kill-after SEC: grace after SIGTERM/INT/HUP, then kill
     bool die_with_parent = false;  // --die-with-parent
+
+    // Preflight (run, check): what the image needs against what the node has
+    preflight::Mode preflight = preflight::Mode::warn;  // run --preflight
+    std::vector<std::string> requirements;                 // check --require EXPR (validated)
+    std::string check_target;                           // check IMAGE|ROOTFS; argv: its CMD
 
     // rootfs create
     std::string create_dir;
