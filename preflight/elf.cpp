@@ -112,21 +112,21 @@ int x86_isa_needed(std::string_view b) {
 
 FatbinTargets parse_fatbin(std::string_view s) {
     FatbinTargets t;
-    for (std::uint64_t pos = 0; pos + 16 <= s.size();) {
+    for (std::uint64_t pos = 0; pos + 4 <= s.size();) {
         const auto magic = get<std::uint32_t>(s, pos);
+        if (*magic != kFatbinMagic) break;  // the section's padding
         const auto header = get<std::uint16_t>(s, pos + 6);
         const auto size = get<std::uint64_t>(s, pos + 8);
-        if (!magic || *magic != kFatbinMagic) break;  // the section's padding
-        const std::uint64_t end = pos + *header + *size;
-        if (*header < 16 || end > s.size() || end < pos) {
+        if (!header || !size || *header < 16 || *header > s.size() - pos || *size > s.size() - pos - *header) {
             t.malformed = true;
             break;
         }
+        const std::uint64_t end = pos + *header + *size;
         for (std::uint64_t e = pos + *header; e + 32 <= end;) {
             const auto kind = get<std::uint16_t>(s, e);
             const auto ehs = get<std::uint32_t>(s, e + 4), arch = get<std::uint32_t>(s, e + 28);
             const auto psize = get<std::uint64_t>(s, e + 8);
-            if (!ehs || *ehs < 32 || !psize || *psize > end - e - *ehs) {
+            if (!ehs || *ehs < 32 || *ehs > end - e || !psize || *psize > end - e - *ehs) {
                 t.malformed = true;
                 break;
             }
