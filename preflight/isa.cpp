@@ -1,6 +1,7 @@
 #include "preflight/isa.hpp"
 
-#include <sstream>
+#include <algorithm>
+#include <string_view>
 #include <vector>
 
 namespace gpubox::preflight {
@@ -18,20 +19,30 @@ const std::vector<std::vector<const char*>>& levels() {
     return table;
 }
 
-bool has_flag(const std::string& flags, const char* flag) {
-    std::istringstream in(flags);
-    for (std::string f; in >> f;)
-        if (f == flag) return true;
-    return false;
+// The flags as a sorted list: the line has a few hundred, the levels ask for 27.
+std::vector<std::string_view> split(const std::string& flags) {
+    std::vector<std::string_view> out;
+    for (std::size_t i = 0; i < flags.size();) {
+        const std::size_t start = flags.find_first_not_of(" \t", i);
+        if (start == std::string::npos) break;
+        std::size_t end = flags.find_first_of(" \t", start);
+        if (end == std::string::npos) end = flags.size();
+        out.push_back(std::string_view(flags).substr(start, end - start));
+        i = end;
+    }
+    std::sort(out.begin(), out.end());
+    return out;
 }
 
 }  // namespace
 
 std::string x86_missing(const std::string& flags, int level) {
+    const std::vector<std::string_view> have = split(flags);
     std::string out;
     for (int l = 0; l < level && l < static_cast<int>(levels().size()); ++l)
         for (const char* f : levels()[static_cast<std::size_t>(l)])
-            if (!has_flag(flags, f)) out += (out.empty() ? "" : " ") + std::string(f);
+            if (!std::binary_search(have.begin(), have.end(), std::string_view(f)))
+                out += (out.empty() ? "" : " ") + std::string(f);
     return out;
 }
 
