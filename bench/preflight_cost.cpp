@@ -15,7 +15,9 @@
 
 int main(int argc, char** argv) {
     using namespace gpubox;
-    if (argc < 4) return std::fprintf(stderr, "usage: preflight-cost DRIVER_ROOT ROOTFS CMD [N] [K=V...]\n"), 2;
+    if (argc < 4)
+        return std::fprintf(stderr, "usage: preflight-cost DRIVER_ROOT ROOTFS CMD [N] [K=V...]\n"),
+               2;
     const int n = argc > 4 ? std::atoi(argv[4]) : 2000;
     preflight::Request r;
     r.driver_root = argv[1];
@@ -31,7 +33,9 @@ int main(int argc, char** argv) {
     for (int i = 0; i < n; ++i) {
         const auto t0 = std::chrono::steady_clock::now();
         preflight::preflight_run(preflight::Mode::warn, r);
-        us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+        us.push_back(
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                .count());
     }
     std::sort(us.begin(), us.end());
     const auto at = [&](double q) { return us[static_cast<std::size_t>(q * (us.size() - 1))]; };

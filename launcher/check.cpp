@@ -10,7 +10,8 @@
 namespace gpubox::launcher {
 namespace {
 
-std::map<std::string, std::string> env_map(const std::vector<std::pair<std::string, std::string>>& env) {
+std::map<std::string, std::string> env_map(
+    const std::vector<std::pair<std::string, std::string>>& env) {
     std::map<std::string, std::string> out;
     for (const auto& [k, v] : env) out[k] = v;  // later ones win, as in the sandbox
     return out;
@@ -27,7 +28,8 @@ int check_command(const Options& o) {
     for (const std::string& e : o.requirements) r.requirements.push_back({"--require", e});
     r.objects = true;
     const preflight::Report report = preflight::check_image(r);
-    std::cout << (o.json ? preflight::render_json(report) : preflight::render_text(report)) << std::flush;
+    std::cout << (o.json ? preflight::render_json(report) : preflight::render_text(report))
+              << std::flush;
     return report.fits() ? 0 : 1;
 }
 

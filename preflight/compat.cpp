@@ -7,11 +7,13 @@
 namespace gpubox::preflight {
 namespace {
 
-std::string unsupported_brand(const std::vector<std::string>& brands, const std::vector<int>& listed) {
+std::string unsupported_brand(const std::vector<std::string>& brands,
+                              const std::vector<int>& listed) {
     for (const std::string& b : brands) {
         if (b.empty()) continue;
-        const bool ok = listed.empty() ? brand_supports_forward_compat(b)
-                                       : std::count(listed.begin(), listed.end(), brand_number(b)) > 0;
+        const bool ok = listed.empty()
+                            ? brand_supports_forward_compat(b)
+                            : std::count(listed.begin(), listed.end(), brand_number(b)) > 0;
         if (!ok) return b;
     }
     return "";
@@ -27,7 +29,8 @@ CompatDecision decide_compat(const std::optional<CompatFacts>& compat,
     d.present = true;
     const CompatFacts& c = *compat;
     if (c.libcuda.size() > 1) {
-        d.reason = cat(c.libcuda.size(), " libcuda.so.* files in ", c.dir, " (the toolkit uses none)");
+        d.reason =
+            cat(c.libcuda.size(), " libcuda.so.* files in ", c.dir, " (the toolkit uses none)");
         return d;
     }
     if (!host_driver) return d.reason = "the host driver's version is unknown", d;
@@ -39,14 +42,16 @@ CompatDecision decide_compat(const std::optional<CompatFacts>& compat,
     const int host_major = major_of(*host_driver);
     if (c.note && !c.note->drivers.empty() &&
         std::count(c.note->drivers.begin(), c.note->drivers.end(), host_major) == 0) {
-        d.reason = cat("its .note.cuda.fwd_compatibility does not list host driver branch ", host_major);
+        d.reason =
+            cat("its .note.cuda.fwd_compatibility does not list host driver branch ", host_major);
         return d;
     }
     if (!c.note && major_of(c.version) <= host_major) {
         d.reason = cat("compat driver ", c.version, " is of the host's branch ", host_major);
         return d;
     }
-    if (const std::string b = unsupported_brand(brands, c.note ? c.note->devices : std::vector<int>{});
+    if (const std::string b =
+            unsupported_brand(brands, c.note ? c.note->devices : std::vector<int>{});
         !b.empty()) {
         d.reason = cat("a ", b, " GPU does not support forward compatibility");
         return d;

@@ -12,10 +12,10 @@
 namespace gpubox::preflight {
 
 struct CompatDecision {
-    bool present = false;   // the image has a compat libcuda
+    bool present = false;  // the image has a compat libcuda
     bool use = false;
-    std::string cuda;       // the CUDA version the sandbox gets when used
-    std::string reason;     // why (not), one clause
+    std::string cuda;    // the CUDA version the sandbox gets when used
+    std::string reason;  // why (not), one clause
 };
 
 // With the note: the host driver's branch must be in its "driver" list and the compat driver

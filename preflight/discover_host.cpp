@@ -35,12 +35,15 @@ gpu::GpuInventory listing(int root, bool read_all, const std::vector<int>& only)
     gpu::GpuInventory inv;
     for (const std::string& name : list_in(root, kGpus)) {
         gpu::Gpu g{gpu::Vendor::nvidia};
-        if (const auto pci = gpu::parse_pci_address(name)) g.pci = *pci;
-        else inv.unplaced.push_back(name);
+        if (const auto pci = gpu::parse_pci_address(name))
+            g.pci = *pci;
+        else
+            inv.unplaced.push_back(name);
         g.pci_name = g.proc_dir = name;
         inv.gpus.push_back(std::move(g));
     }
-    std::sort(inv.gpus.begin(), inv.gpus.end(), [](const gpu::Gpu& a, const gpu::Gpu& b) { return a.pci < b.pci; });
+    std::sort(inv.gpus.begin(), inv.gpus.end(),
+              [](const gpu::Gpu& a, const gpu::Gpu& b) { return a.pci < b.pci; });
     for (std::size_t i = 0; i < inv.gpus.size(); ++i) {
         gpu::Gpu& g = inv.gpus[i];
         g.index = static_cast<int>(i);
@@ -85,7 +88,8 @@ void read_cpu(int root, HostFacts& h) {
         if (colon == std::string::npos) continue;
         const std::string key = line.substr(0, line.find_first_of(" \t"));
         const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
-        if (key == "model" && line.rfind("model name", 0) == 0 && h.cpu_model.empty()) h.cpu_model = value;
+        if (key == "model" && line.rfind("model name", 0) == 0 && h.cpu_model.empty())
+            h.cpu_model = value;
         if (key == "flags") {
             h.cpu_flags = value;
             return;
@@ -101,7 +105,8 @@ HostFacts discover_host_facts(const std::string& driver_root, const gpu::GpuSpec
     try {
         root = sys::open_at(AT_FDCWD, driver_root, O_PATH | O_DIRECTORY);
     } catch (...) {
-        std::throw_with_nested(PlanError(cat("--driver-root ", quote(driver_root), " is not a usable directory")));
+        std::throw_with_nested(
+            PlanError(cat("--driver-root ", quote(driver_root), " is not a usable directory")));
     }
     read_driver(root.get(), h);
     if (cpu) read_cpu(root.get(), h);

@@ -3,9 +3,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "common/error.hpp"
 #include "common/sys.hpp"
@@ -25,7 +24,10 @@ constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/
 std::string version_suffix(const std::string& name, const std::string& stem) {
     if (!starts_with(name, stem) || name.size() == stem.size()) return "";
     const std::string v = name.substr(stem.size());
-    return v.find_first_not_of("0123456789.") == std::string::npos && v.find('.') != std::string::npos ? v : "";
+    return v.find_first_not_of("0123456789.") == std::string::npos &&
+                   v.find('.') != std::string::npos
+               ? v
+               : "";
 }
 
 std::vector<gpu::LdCacheEntry> image_cache(int root, const std::vector<std::string>& prefixes) {
@@ -38,7 +40,8 @@ std::vector<gpu::LdCacheEntry> image_cache(int root, const std::vector<std::stri
 }
 
 void find_cudart(int root, ImageFacts& img) {
-    std::set<std::string> dirs = {"/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib"};
+    std::set<std::string> dirs = {"/usr/local/cuda/lib64",
+                                  "/usr/local/cuda/targets/x86_64-linux/lib"};
     for (const gpu::LdCacheEntry& e : image_cache(root, {"libcudart.so."}))
         dirs.insert(e.value.substr(0, e.value.rfind('/')));
     for (const std::string& dir : dirs)
@@ -72,7 +75,8 @@ std::optional<ObjectFacts> read_object(int root, const std::string& path, bool f
 
 // argv[0] as the sandbox's exec would find it: a path as given, else the first PATH entry
 // holding a regular file of that name.
-std::string resolve_command(int root, const std::string& cmd, const std::map<std::string, std::string>& env) {
+std::string resolve_command(int root, const std::string& cmd,
+                            const std::map<std::string, std::string>& env) {
     if (cmd.find('/') != std::string::npos) return cmd[0] == '/' ? cmd : "/" + cmd;
     const auto it = env.find("PATH");
     const std::string path = it == env.end() ? kDefaultPath : it->second;
@@ -80,7 +84,8 @@ std::string resolve_command(int root, const std::string& cmd, const std::map<std
         std::size_t j = path.find(':', i);
         if (j == std::string::npos) j = path.size();
         const std::string candidate = path.substr(i, j - i) + "/" + cmd;
-        if (j > i && path[i] == '/' && rootfs::map_regular_in_root(root, candidate, kMaxObject)) return candidate;
+        if (j > i && path[i] == '/' && rootfs::map_regular_in_root(root, candidate, kMaxObject))
+            return candidate;
         i = j + 1;
     }
     return "";
@@ -89,13 +94,14 @@ std::string resolve_command(int root, const std::string& cmd, const std::map<std
 // Every library the image's ld.so.cache lists, once each, until the budget is spent.
 void scan_objects(int root, const ImageScan& scan, ImageFacts& img) {
     img.scanned = true;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(scan.budget_seconds);
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(scan.budget_seconds);
     std::set<std::string> seen;
     for (const gpu::LdCacheEntry& e : image_cache(root, {})) {
         if (!seen.insert(e.value).second) continue;
         if (std::chrono::steady_clock::now() > deadline) {
-            img.scan_stopped = cat("the ", scan.budget_seconds, " s budget was spent (", seen.size() - 1, " of the ",
-                                   "ld.so.cache's libraries read)");
+            img.scan_stopped = cat("the ", scan.budget_seconds, " s budget was spent (",
+                                   seen.size() - 1, " of the ", "ld.so.cache's libraries read)");
             return;
         }
         ++img.scanned_files;
@@ -111,7 +117,9 @@ std::optional<CompatFacts> discover_compat(int root) {
     if (names.empty()) return std::nullopt;
     for (const std::string& n : names) {
         const auto so = n.find(".so.");
-        if (so == std::string::npos || !starts_with(n, "lib") || !link_in(root, c.dir + "/" + n).empty()) continue;
+        if (so == std::string::npos || !starts_with(n, "lib") ||
+            !link_in(root, c.dir + "/" + n).empty())
+            continue;
         c.files.push_back(n);
         const std::string v = version_suffix(n, "libcuda.so.");
         if (!v.empty() && v.find('.') != std::string::npos) c.libcuda.push_back(n), c.version = v;
@@ -122,7 +130,8 @@ std::optional<CompatFacts> discover_compat(int root) {
     return c;
 }
 
-ImageFacts discover_image_facts(const std::string& rootfs, const std::map<std::string, std::string>& env,
+ImageFacts discover_image_facts(const std::string& rootfs,
+                                const std::map<std::string, std::string>& env,
                                 const ImageScan& scan) {
     ImageFacts img;
     img.rootfs = rootfs, img.env = env;
@@ -130,15 +139,18 @@ ImageFacts discover_image_facts(const std::string& rootfs, const std::map<std::s
     try {
         root = sys::open_at(AT_FDCWD, rootfs, O_PATH | O_DIRECTORY);
     } catch (...) {
-        std::throw_with_nested(PlanError(cat("ROOTFS ", quote(rootfs), " is not a usable directory")));
+        std::throw_with_nested(
+            PlanError(cat("ROOTFS ", quote(rootfs), " is not a usable directory")));
     }
     find_cudart(root.get(), img);
     find_toolkit(root.get(), img);
     img.compat = discover_compat(root.get());
     if (!scan.command.empty()) {
         const std::string path = resolve_command(root.get(), scan.command, env);
-        if (path.empty()) img.command_problem = cat(quote(scan.command), " is not in the image's PATH");
-        else img.command = read_object(root.get(), path, scan.objects);
+        if (path.empty())
+            img.command_problem = cat(quote(scan.command), " is not in the image's PATH");
+        else
+            img.command = read_object(root.get(), path, scan.objects);
     }
     if (scan.objects) scan_objects(root.get(), scan, img);
     return img;

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-
 #include <nlohmann/json.hpp>
 
 namespace gpubox::preflight {
@@ -61,7 +60,11 @@ std::uint64_t section_align(std::string_view b, std::string_view name) {
 }  // namespace
 
 bool is_elf64le(std::string_view b) {
-    return b.size() >= 64 && b.substr(0, 4) == "\x7f" "ELF" && b[4] == 2 && b[5] == 1;
+    return b.size() >= 64 &&
+           b.substr(0, 4) ==
+               "\x7f"
+               "ELF" &&
+           b[4] == 2 && b[5] == 1;
 }
 
 std::optional<std::string_view> find_section(std::string_view b, std::string_view name,
@@ -98,7 +101,8 @@ int x86_isa_needed(std::string_view b) {
     for (const Note& n : notes(*s, section_align(b, ".note.gnu.property"))) {
         if (n.type != kNtGnuPropertyType0 || n.name != "GNU") continue;
         for (std::uint64_t off = 0;;) {
-            const auto ptype = get<std::uint32_t>(n.desc, off), size = get<std::uint32_t>(n.desc, off + 4);
+            const auto ptype = get<std::uint32_t>(n.desc, off),
+                       size = get<std::uint32_t>(n.desc, off + 4);
             if (!ptype || !size) break;
             if (*ptype == kGnuPropertyX86Isa1Needed && *size >= 4)
                 if (const auto bits = get<std::uint32_t>(n.desc, off + 8))
@@ -117,7 +121,8 @@ FatbinTargets parse_fatbin(std::string_view s) {
         if (*magic != kFatbinMagic) break;  // the section's padding
         const auto header = get<std::uint16_t>(s, pos + 6);
         const auto size = get<std::uint64_t>(s, pos + 8);
-        if (!header || !size || *header < 16 || *header > s.size() - pos || *size > s.size() - pos - *header) {
+        if (!header || !size || *header < 16 || *header > s.size() - pos ||
+            *size > s.size() - pos - *header) {
             t.malformed = true;
             break;
         }
@@ -159,7 +164,8 @@ std::optional<CompatNote> parse_compat_note(std::string_view b, std::string& pro
         // Go's encoding/json matches keys case-insensitively: "CUDA version", "CUDA Version".
         for (const auto& [key, value] : j.items()) {
             std::string k = key;
-            std::transform(k.begin(), k.end(), k.begin(), [](unsigned char c) { return std::tolower(c); });
+            std::transform(k.begin(), k.end(), k.begin(),
+                           [](unsigned char c) { return std::tolower(c); });
             if (k == "cuda version" && value.is_string()) note.cuda = value.get<std::string>();
             auto ints = [&](std::vector<int>& out) {
                 if (value.is_array())

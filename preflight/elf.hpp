@@ -32,9 +32,9 @@ FatbinTargets parse_fatbin(std::string_view section);
 // enable-cuda-compat hook reads it: a note named "NVIDIA Corporation" whose descriptor is JSON,
 // {"format":1,"CUDA version":"12.9","driver":[535,550,...],"device":[1,2,7,...]}.
 struct CompatNote {
-    std::string cuda;           // the CUDA version this libcuda supports
-    std::vector<int> drivers;   // host driver branches (majors) it may run on
-    std::vector<int> devices;   // NVML brand numbers of the GPUs it supports
+    std::string cuda;          // the CUDA version this libcuda supports
+    std::vector<int> drivers;  // host driver branches (majors) it may run on
+    std::vector<int> devices;  // NVML brand numbers of the GPUs it supports
 };
 // nullopt where there is no such note; `problem` says why a present one was not usable.
 std::optional<CompatNote> parse_compat_note(std::string_view bytes, std::string& problem);

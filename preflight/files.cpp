@@ -41,7 +41,8 @@ std::vector<std::string> list_in(int root, const std::string& path) {
 
 std::string link_in(int root, const std::string& path) {
     const auto slash = path.rfind('/');
-    const std::string parent = slash == std::string::npos || slash == 0 ? "/" : path.substr(0, slash);
+    const std::string parent =
+        slash == std::string::npos || slash == 0 ? "/" : path.substr(0, slash);
     const int fd = rootfs::try_open_in_root(root, parent, O_PATH | O_DIRECTORY);
     if (fd < 0) return "";
     UniqueFd dir(fd);

@@ -18,7 +18,7 @@ enum class Verdict {
 const char* to_string(Verdict v);
 
 struct Finding {
-    std::string check;   // "require", "cuda", "compat", "arch", "isa", "driver"
+    std::string check;  // "require", "cuda", "compat", "arch", "isa", "driver"
     Verdict verdict = Verdict::fits;
     std::string needs;   // what the image needs
     std::string has;     // what the node has
@@ -29,7 +29,7 @@ struct Finding {
 struct Report {
     CompatDecision compat;
     std::vector<Finding> findings;
-    bool fits() const;   // no finding fails
+    bool fits() const;  // no finding fails
 };
 
 Report plan_findings(const ImageFacts& image, const HostFacts& host,

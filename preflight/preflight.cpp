@@ -20,9 +20,12 @@ Mode parse_mode(const std::string& text) {
 
 const char* to_string(Mode m) {
     switch (m) {
-        case Mode::off: return "off";
-        case Mode::warn: return "warn";
-        case Mode::enforce: return "enforce";
+        case Mode::off:
+            return "off";
+        case Mode::warn:
+            return "warn";
+        case Mode::enforce:
+            return "enforce";
     }
     return "?";
 }
@@ -30,8 +33,9 @@ const char* to_string(Mode m) {
 Target resolve_target(const std::string& spec, const std::map<std::string, std::string>& env) {
     struct stat st {};
     if (::stat(spec.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return {spec, env};
-    throw PlanError(cat(quote(spec), " is not a directory (a ROOTFS) and no pulled image has that name"),
-                    "give a root filesystem directory (gpubox rootfs create DIR makes one)");
+    throw PlanError(
+        cat(quote(spec), " is not a directory (a ROOTFS) and no pulled image has that name"),
+        "give a root filesystem directory (gpubox rootfs create DIR makes one)");
 }
 
 Report check_image(const Request& r) {
@@ -47,11 +51,13 @@ void preflight_run(Mode mode, const Request& r) {
     if (mode == Mode::off) return;
     Report report;
     try {
-        const ImageFacts image = discover_image_facts(r.target.rootfs, r.target.env, {r.command, false, 0});
+        const ImageFacts image =
+            discover_image_facts(r.target.rootfs, r.target.env, {r.command, false, 0});
         // A lease or Slurm spec names its GPUs later: the driver's facts alone.
         gpu::GpuSpec spec = r.gpus;
         using K = gpu::GpuSpec::Kind;
-        if (spec.kind != K::all && spec.kind != K::list && spec.kind != K::minors) spec.kind = K::none;
+        if (spec.kind != K::all && spec.kind != K::list && spec.kind != K::minors)
+            spec.kind = K::none;
         const bool cpu = image.command && image.command->isa > 1;
         const HostFacts host = discover_host_facts(r.driver_root, spec, cpu);
         report = plan_findings(image, host, collect_requirements(r.target.env));
@@ -62,16 +68,16 @@ void preflight_run(Mode mode, const Request& r) {
     for (const Finding& f : report.findings) {
         if (f.verdict != Verdict::fails) continue;
         if (mode == Mode::enforce)
-            throw PlanError(cat("preflight: ", render_line(f)),
-                            "'gpubox check' lists every finding; --preflight warn (or off) starts it anyway");
+            throw PlanError(
+                cat("preflight: ", render_line(f)),
+                "'gpubox check' lists every finding; --preflight warn (or off) starts it anyway");
         log::warn(cat("preflight: ", render_line(f)));
     }
 }
 
-std::vector<std::pair<std::string, std::string>> forward_compat(const std::string& rootfs,
-                                                                 const std::optional<std::string>& driver,
-                                                                 const std::vector<std::string>& models,
-                                                                 std::string& why) {
+std::vector<std::pair<std::string, std::string>> forward_compat(
+    const std::string& rootfs, const std::optional<std::string>& driver,
+    const std::vector<std::string>& models, std::string& why) {
     const UniqueFd root = sys::open_at(AT_FDCWD, rootfs, O_PATH | O_DIRECTORY);
     const std::optional<CompatFacts> compat = discover_compat(root.get());
     std::vector<std::string> brands;

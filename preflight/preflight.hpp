@@ -2,8 +2,8 @@
 // `gpubox check` and `gpubox run`'s preflight: gather the facts, judge them, report.
 #include <map>
 #include <optional>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpu/gpu_spec.hpp"
@@ -23,11 +23,11 @@ Target resolve_target(const std::string& spec, const std::map<std::string, std::
 
 struct Request {
     Target target;
-    std::string command;                 // the workload's argv[0], "" for none
+    std::string command;  // the workload's argv[0], "" for none
     std::string driver_root = "/";
     gpu::GpuSpec gpus;
     std::vector<Requirement> requirements;  // --require, on top of the image's
-    bool objects = false;                // scan the image's libraries for fat binaries
+    bool objects = false;                   // scan the image's libraries for fat binaries
 };
 
 Report check_image(const Request& r);
@@ -40,9 +40,8 @@ void preflight_run(Mode mode, const Request& r);
 // The run's GPU planner: the image's forward-compatibility libraries that win in the sandbox's
 // ld.so.cache ((stem, container path) pairs, see compat_overrides), or none. `why` gets the
 // decision either way ("" when the image has no compat libcuda).
-std::vector<std::pair<std::string, std::string>> forward_compat(const std::string& rootfs,
-                                                                 const std::optional<std::string>& driver,
-                                                                 const std::vector<std::string>& models,
-                                                                 std::string& why);
+std::vector<std::pair<std::string, std::string>> forward_compat(
+    const std::string& rootfs, const std::optional<std::string>& driver,
+    const std::vector<std::string>& models, std::string& why);
 
 }  // namespace gpubox::preflight

@@ -16,8 +16,8 @@ struct Op {
     const char* text;
     Cmp cmp;
 };
-constexpr Op kOps[] = {{"=", Cmp::eq}, {"!=", Cmp::ne}, {"<", Cmp::lt},
-                       {"<=", Cmp::le}, {">", Cmp::gt}, {">=", Cmp::ge}};
+constexpr Op kOps[] = {{"=", Cmp::eq},  {"!=", Cmp::ne}, {"<", Cmp::lt},
+                       {"<=", Cmp::le}, {">", Cmp::gt},  {">=", Cmp::ge}};
 
 struct Condition {
     std::string property, value;
@@ -41,12 +41,18 @@ std::optional<Condition> split(const std::string& text) {
 
 std::optional<bool> holds(int c, Cmp cmp) {
     switch (cmp) {
-        case Cmp::eq: return c == 0;
-        case Cmp::ne: return c != 0;
-        case Cmp::lt: return c < 0;
-        case Cmp::le: return c <= 0;
-        case Cmp::gt: return c > 0;
-        case Cmp::ge: return c >= 0;
+        case Cmp::eq:
+            return c == 0;
+        case Cmp::ne:
+            return c != 0;
+        case Cmp::lt:
+            return c < 0;
+        case Cmp::le:
+            return c <= 0;
+        case Cmp::gt:
+            return c > 0;
+        case Cmp::ge:
+            return c >= 0;
     }
     return std::nullopt;
 }

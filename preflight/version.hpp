@@ -18,8 +18,8 @@ int major_of(const std::string& version);  // leading number, -1 if none
 // NVIDIA's table of driver branches (CUDA Toolkit release notes, "CUDA Toolkit and
 // Corresponding Driver Versions"): each branch supports exactly one CUDA version.
 struct DriverCuda {
-    std::string cuda;           // "12.4"; empty for a driver older than the table
-    bool lower_bound = false;   // the driver is newer than the table: at least `cuda`
+    std::string cuda;          // "12.4"; empty for a driver older than the table
+    bool lower_bound = false;  // the driver is newer than the table: at least `cuda`
 };
 DriverCuda cuda_for_driver(const std::string& driver_version);
 

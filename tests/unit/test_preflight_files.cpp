@@ -1,7 +1,6 @@
 // The preflight's readers: ELF sections and notes, fat binaries (the nvcc-built fixtures in
 // tests/fixtures/cuda), NVIDIA's compat note, and discovery on FakeHost and image trees.
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -69,7 +68,8 @@ TEST_CASE("a damaged fat binary or ELF file is read within its bounds") {
         CHECK_FALSE(find_section(bytes.substr(0, cut), ".nv_fatbin"));
         CHECK(x86_isa_needed(bytes.substr(0, cut)) == 0);
     }
-    CHECK_FALSE(find_section("not an ELF file at all, but long enough to have a header........", ".text"));
+    CHECK_FALSE(
+        find_section("not an ELF file at all, but long enough to have a header........", ".text"));
 }
 
 TEST_CASE("the x86-64 level a GNU property note declares") {
@@ -106,9 +106,11 @@ TEST_CASE("host facts from a simulated host: driver, CUDA version, compute capab
     REQUIRE(h.gpus.size() == 1);
     CHECK(h.gpus[0].cc->text() == "7.5");
     CHECK(h.cpu_flags.empty());
-    CHECK_THROWS_AS(discover_host_facts(t.dir.string(), gpu::parse_gpu_spec("7"), false), PlanError);
-    CHECK_THROWS_WITH(discover_host_facts("/nonexistent-driver-root-x", gpu::parse_gpu_spec("none"), false),
-                      Catch::Contains("is not a usable directory"));
+    CHECK_THROWS_AS(discover_host_facts(t.dir.string(), gpu::parse_gpu_spec("7"), false),
+                    PlanError);
+    CHECK_THROWS_WITH(
+        discover_host_facts("/nonexistent-driver-root-x", gpu::parse_gpu_spec("none"), false),
+        Catch::Contains("is not a usable directory"));
     fs::remove(t.dir / "sys/module/nvidia/version");  // the driver's procfs file says it too
     CHECK(discover_host_facts(t.dir.string(), gpu::parse_gpu_spec("none"), false).driver_file ==
           "/proc/driver/nvidia/version");
@@ -120,9 +122,12 @@ TEST_CASE("image facts: runtime, toolkit, compat directory, the command's ELF fa
     put(r / "opt/cuda/lib/libcudart.so.12.6.77", "");
     fs::create_symlink("libcudart.so.12.6.77", r / "opt/cuda/lib/libcudart.so.12");
     put(r / "usr/local/cuda/lib64/libcudart.so.11.8.89", "");
-    put(r / "usr/local/cuda/version.json", R"({"cuda": {"name": "CUDA SDK", "version": "12.6.2"}})");
-    put(r / "etc/ld.so.cache", gpu::render_ldcache({{gpu::kLdFlagsNative, "libcudart.so.12", "/opt/cuda/lib/libcudart.so.12", 0},
-                                                     {gpu::kLdFlagsNative, "libsm90only.so", "/opt/lib/libsm90only.so", 0}}));
+    put(r / "usr/local/cuda/version.json",
+        R"({"cuda": {"name": "CUDA SDK", "version": "12.6.2"}})");
+    put(r / "etc/ld.so.cache",
+        gpu::render_ldcache(
+            {{gpu::kLdFlagsNative, "libcudart.so.12", "/opt/cuda/lib/libcudart.so.12", 0},
+             {gpu::kLdFlagsNative, "libsm90only.so", "/opt/lib/libsm90only.so", 0}}));
     fs::create_directories(r / "opt/lib");
     fs::copy_file(std::string(CUDA_FIXTURES) + "/libsm90only.so", r / "opt/lib/libsm90only.so");
     fs::create_directories(r / "usr/local/cuda/compat");
