@@ -21,7 +21,7 @@ req='cuda>=12.8 brand=unknown,driver>=470,driver<471 brand=grid,driver>=470,driv
 
 echo "NVIDIA_REQUIRE_CUDA=$req" >"$OUTDIR/require.env"
 E="--env-file $OUTDIR/require.env"
-run_off() { echo "$GPUBOX run --preflight off $2 --driver-root $H --gpu 0 $1 /bin/true"; }
+run_off() { echo "$GPUBOX run --preflight off ${2:-} --driver-root $H --gpu 0 $1 /bin/true"; }
 echo "machine: $(nproc) cores, $(uname -r); gpubox $("$GPUBOX" --version | cut -d' ' -f2), $(hyperfine --version)"
 echo "measured as uid $(id -u); median of ${RUNS:-300} runs each, milliseconds"
 mapfile -t t < <(measure "$(run_off "$R")" "$GPUBOX run --driver-root $H --gpu 0 $R /bin/true" \

@@ -113,15 +113,13 @@ Finding runtime_finding(const ImageFacts& image, const HostFacts& host,
         return f;
     }
     f.verdict = Verdict::fails;
+    std::string way = ", or the image's forward-compatibility libraries (cuda-compat)";
+    if (compat.present)
+        way = compat.use ? "" : "; the image's compat libraries are not used: " + compat.reason;
     f.detail =
-        cat("cuInit fails (CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, 'driver version is insufficient'): "
-            "needs a driver of "
-            "CUDA ",
-            *runtime, " or newer",
-            compat.present && !compat.use
-                ? cat("; the image's compat libraries are not used: ", compat.reason)
-            : compat.present ? ""
-                             : ", or the image's forward-compatibility libraries (cuda-compat)");
+        cat("the runtime fails with cudaErrorInsufficientDriver (35, 'CUDA driver version is "
+            "insufficient for CUDA runtime version'): needs a driver of CUDA ",
+            *runtime, " or newer", way);
     return f;
 }
 

@@ -49,7 +49,7 @@ before=$(tree_hash "$C")
 box check --driver-root "$H" --gpu 1 "$C"
 expect_eq "check: a CUDA 13 image on a CUDA 12.4 driver does not fit (exit 1)" "$rc" 1
 expect_match "check: the runtime finding names the file and the driver" "$out" \
-    '^FAIL cuda: needs CUDA runtime 13\.0\.48 \[/usr/local/cuda/lib64/libcudart\.so\.13\.0\.48\]; node: driver 550\.54\.14 \(CUDA 12\.4\) \[/sys/module/nvidia/version\]; cuInit fails'
+    '^FAIL cuda: needs CUDA runtime 13\.0\.48 \[/usr/local/cuda/lib64/libcudart\.so\.13\.0\.48\]; node: driver 550\.54\.14 \(CUDA 12\.4\) \[/sys/module/nvidia/version\]; the runtime fails with cudaErrorInsufficientDriver'
 expect_match "check: sm_90-only SASS does not fit an 8.6 GPU" "$out" \
     '^FAIL arch: needs sm_90 \[/usr/lib/x86_64-linux-gnu/libsm90only\.so\]; node: GPU 1 \(0000:5e:00\.0, NVIDIA RTX A6000\), compute capability 8\.6'
 expect_match "check: sm_80 SASS fits an 8.6 GPU" "$out" '^ok arch: needs SASS for sm_86 \(1 CUDA object\)'
