@@ -40,5 +40,10 @@ read -r m a b < <("$W/preflight-cost" "$H" "$R" /bin/true 2000)
 echo "preflight in-process, rootfs:                        $m us median (quartiles $a to $b), 2000 calls"
 read -r m a b < <("$W/preflight-cost" "$H" "$C" /bin/true 2000 "NVIDIA_REQUIRE_CUDA=$req")
 echo "preflight in-process, CUDA image + REQUIRE:          $m us median (quartiles $a to $b), 2000 calls"
+# ... and its first call in a fresh process, as a run pays it (cold: page faults, first mapping).
+cold() { for _ in $(seq 300); do "$W/preflight-cost" "$@"; done | awk '{ print $1 }' | sort -n |
+         awk '{ v[NR] = $1 } END { printf "%s us median (quartiles %s to %s)", v[int(NR / 2)], v[int(NR / 4)], v[int(3 * NR / 4)] }'; }
+echo "preflight first call per process, rootfs:            $(cold "$H" "$R" /bin/true 1), 300 processes"
+echo "preflight first call per process, CUDA image:        $(cold "$H" "$C" /bin/true 1 "NVIDIA_REQUIRE_CUDA=$req"), 300 processes"
 mapfile -t t < <(RUNS=50 measure "$GPUBOX check --driver-root $H --gpu 0 $C")
 echo "gpubox check --gpu 0 of the CUDA image (with its scan): ${t[0]} ms median of 50"
