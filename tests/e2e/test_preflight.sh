@@ -34,8 +34,9 @@ make_rootfs "$R"
 install -m 0755 "$GPUPROBE" "$R/usr/bin/gpuprobe"
 require_userns "$R"
 
-# The CUDA image: the fixtures' objects, listed in its ld.so.cache as ldconfig would list them.
+# The CUDA image: the rootfs plus the fixtures' objects, listed in its ld.so.cache as ldconfig would list them.
 C=$WORK/cuda-image
+cp -a "$R" "$C"
 mkdir -p "$C/usr/lib/x86_64-linux-gnu" "$C/usr/local/cuda/lib64" "$C/usr/bin" "$C/etc"
 entries=()
 for f in "$CUDA_FIXTURES"/*.so; do
@@ -98,11 +99,11 @@ expect_eq "check: a GPU the host lacks is 125" "$rc" 125
 
 # gpubox run: the cheap checks before anything starts.
 mkdir "$WORK/out"
-box run --driver-root "$H" --env NVIDIA_REQUIRE_CUDA='cuda>=13.0' "$R" echo started
+box run --driver-root "$H" --gpu 0 --env NVIDIA_REQUIRE_CUDA='cuda>=13.0' "$R" echo started
 expect_eq "run: by default a misfit is a warning and the run goes on" "$rc:$out" "0:started"
 expect_eq "run: ... one line on stderr" "$err" \
     "gpubox: warning: preflight: require: needs cuda>=13.0 [NVIDIA_REQUIRE_CUDA]; node: driver 550.54.14 (CUDA 12.4) [/sys/module/nvidia/version]; unsatisfied condition cuda>=13.0: update the driver, or use an image built for an older CUDA"
-box run --driver-root "$H" --preflight enforce --env NVIDIA_REQUIRE_CUDA='cuda>=13.0' --bind "$WORK/out:/out" \
+box run --driver-root "$H" --gpu 0 --preflight enforce --env NVIDIA_REQUIRE_CUDA='cuda>=13.0' --bind "$WORK/out:/out" \
     "$R" touch /out/started
 expect_eq "run --preflight enforce: exits 125" "$rc" 125
 expect_match "run --preflight enforce: says why" "$err" '^gpubox: preflight: require: needs cuda>=13\.0 '
@@ -113,8 +114,10 @@ cp -a "$R" "$V" && install -m 0755 "$CUDA_FIXTURES/isa-v4" "$V/usr/bin/app-v4"
 box run --driver-root "$H" --preflight enforce "$V" app-v4
 expect_eq "run --preflight enforce: an x86-64-v4 program on a CPU without AVX-512 is 125" "$rc" 125
 expect_match "run --preflight enforce: ... naming the ISA" "$err" '^gpubox: preflight: isa: needs x86-64-v4'
-box run --driver-root "$H" --preflight off --env NVIDIA_REQUIRE_CUDA='cuda>=13.0' "$R" echo started
+box run --driver-root "$H" --gpu 0 --preflight off --env NVIDIA_REQUIRE_CUDA='cuda>=13.0' "$R" echo started
 expect_eq "run --preflight off: no check, no warning" "$rc:$out:$err" "0:started:"
+box run --driver-root "$H" --env NVIDIA_REQUIRE_CUDA='cuda>=13.0' "$C" echo started
+expect_eq "run without --gpu: the image's CUDA needs are not checked (no GPU inside)" "$rc:$out:$err" "0:started:"
 box run --preflight sometimes "$R" true
 expect_eq "run --preflight with a bad mode is 125" "$rc" 125
 
