@@ -231,7 +231,7 @@ const std::vector<CommandInfo>& commands() {
          "finding (what the image needs, what the node has, which file says so): NVIDIA_REQUIRE_*, "
          "its CUDA runtime against the driver, its forward-compatibility libraries, its CUDA objects' "
          "fat binaries against each GPU, and CMD's x86-64 level against the CPU. Exits 0 when it fits, "
-         "1 when it does not.",
+         "1 when it does not, 125 on gpubox's own error.",
          check_flags()},
         {"rootfs create", "[--busybox PATH] DIR",
          "Make a minimal ROOTFS in DIR, offline: busybox and the host's glibc.", create_flags()},
