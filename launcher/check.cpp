@@ -3,6 +3,7 @@
 #include <iostream>
 #include <map>
 
+#include "common/error.hpp"
 #include "gpu/slurm.hpp"
 #include "launcher/commands.hpp"
 #include "preflight/preflight.hpp"
@@ -25,6 +26,9 @@ int check_command(const Options& o) {
     r.command = o.argv.empty() ? "" : o.argv.front();
     r.driver_root = o.driver_root;
     r.gpus = gpu::resolve_gpu_spec(gpu::parse_gpu_spec(o.gpu));
+    if (r.gpus.kind == gpu::GpuSpec::Kind::lease)
+        throw UsageError(
+            "check: --gpu auto leases GPUs at run time; name them (indices, UUIDs, all)");
     for (const std::string& e : o.requirements) r.requirements.push_back({"--require", e});
     r.objects = true;
     const preflight::Report report = preflight::check_image(r);
@@ -38,6 +42,7 @@ void run_preflight(const Options& o) {
     preflight::Request r;
     r.target = {o.rootfs, env_map(o.env)};
     r.command = o.argv.empty() ? "" : o.argv.front();
+    r.workdir = o.workdir;
     r.driver_root = o.driver_root;
     try {
         r.gpus = gpu::resolve_gpu_spec(gpu::parse_gpu_spec(o.gpu));

@@ -19,6 +19,7 @@ HostFacts discover_host_facts(const std::string& driver_root, const gpu::GpuSpec
 
 struct ImageScan {
     std::string command;        // argv[0] ("" for none): resolved through the image's PATH
+    std::string workdir = "/";  // where a relative path ("./a.out") starts
     bool objects = false;       // scan libraries for fat binaries (gpubox check)
     double budget_seconds = 5;  // the scan's bound
 };

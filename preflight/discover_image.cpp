@@ -75,9 +75,11 @@ std::optional<ObjectFacts> read_object(int root, const std::string& path, bool f
 
 // argv[0] as the sandbox's exec would find it: a path as given, else the first PATH entry
 // holding a regular file of that name.
-std::string resolve_command(int root, const std::string& cmd,
+std::string resolve_command(int root, const ImageScan& scan,
                             const std::map<std::string, std::string>& env) {
-    if (cmd.find('/') != std::string::npos) return cmd[0] == '/' ? cmd : "/" + cmd;
+    const std::string& cmd = scan.command;
+    if (cmd[0] == '/') return cmd;
+    if (cmd.find('/') != std::string::npos) return scan.workdir + "/" + cmd;
     const auto it = env.find("PATH");
     const std::string path = it == env.end() ? kDefaultPath : it->second;
     for (std::size_t i = 0; i <= path.size();) {
@@ -146,7 +148,7 @@ ImageFacts discover_image_facts(const std::string& rootfs,
     find_toolkit(root.get(), img);
     img.compat = discover_compat(root.get());
     if (!scan.command.empty()) {
-        const std::string path = resolve_command(root.get(), scan.command, env);
+        const std::string path = resolve_command(root.get(), scan, env);
         if (path.empty())
             img.command_problem = cat(quote(scan.command), " is not in the image's PATH");
         else

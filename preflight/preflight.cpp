@@ -40,7 +40,7 @@ Target resolve_target(const std::string& spec, const std::map<std::string, std::
 
 Report check_image(const Request& r) {
     const ImageFacts image =
-        discover_image_facts(r.target.rootfs, r.target.env, {r.command, r.objects, 5});
+        discover_image_facts(r.target.rootfs, r.target.env, {r.command, r.workdir, r.objects, 5});
     const HostFacts host = discover_host_facts(r.driver_root, r.gpus, true);
     std::vector<Requirement> reqs = collect_requirements(r.target.env);
     reqs.insert(reqs.end(), r.requirements.begin(), r.requirements.end());
@@ -51,17 +51,20 @@ void preflight_run(Mode mode, const Request& r) {
     if (mode == Mode::off) return;
     Report report;
     try {
-        ImageFacts image = discover_image_facts(r.target.rootfs, r.target.env, {r.command, false, 0});
+        ImageFacts image =
+            discover_image_facts(r.target.rootfs, r.target.env, {r.command, r.workdir, false, 0});
         // Without --gpu the workload gets no GPU: its CUDA parts cannot matter, only the CPU.
         using K = gpu::GpuSpec::Kind;
         const bool gpus = r.gpus.kind != K::none;
         if (!gpus) image.cudart.clear(), image.toolkit.clear(), image.compat.reset();
         // A lease or Slurm spec names its GPUs later: the driver's facts alone.
         gpu::GpuSpec spec = r.gpus;
-        if (spec.kind != K::all && spec.kind != K::list && spec.kind != K::minors) spec.kind = K::none;
+        if (spec.kind != K::all && spec.kind != K::list && spec.kind != K::minors)
+            spec.kind = K::none;
         const bool cpu = image.command && image.command->isa > 1;
         const HostFacts host = discover_host_facts(r.driver_root, spec, cpu);
-        report = plan_findings(image, host, gpus ? collect_requirements(r.target.env) : std::vector<Requirement>{});
+        report = plan_findings(
+            image, host, gpus ? collect_requirements(r.target.env) : std::vector<Requirement>{});
     } catch (...) {
         log::debug("preflight: skipped: " + describe(std::current_exception()));
         return;

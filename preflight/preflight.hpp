@@ -23,7 +23,8 @@ Target resolve_target(const std::string& spec, const std::map<std::string, std::
 
 struct Request {
     Target target;
-    std::string command;  // the workload's argv[0], "" for none
+    std::string command;        // the workload's argv[0], "" for none
+    std::string workdir = "/";  // run --workdir: where a relative argv[0] starts
     std::string driver_root = "/";
     gpu::GpuSpec gpus;
     std::vector<Requirement> requirements;  // --require, on top of the image's

@@ -135,7 +135,8 @@ TEST_CASE("image facts: runtime, toolkit, compat directory, the command's ELF fa
     fs::create_symlink("libcuda.so.570.86.10", r / "usr/local/cuda/compat/libcuda.so.1");
     fs::create_directories(r / "usr/bin");
     fs::copy_file(std::string(CUDA_FIXTURES) + "/isa-v4", r / "usr/bin/app");
-    ImageFacts img = discover_image_facts(r.string(), {{"PATH", "/usr/bin"}}, {"app", true, 5});
+    ImageFacts img =
+        discover_image_facts(r.string(), {{"PATH", "/usr/bin"}}, {"app", "/", true, 5});
     CHECK(img.cudart == "12.6.77");
     CHECK(img.cudart_file == "/opt/cuda/lib/libcudart.so.12.6.77");
     CHECK(img.toolkit == "12.6.2");
@@ -149,7 +150,11 @@ TEST_CASE("image facts: runtime, toolkit, compat directory, the command's ELF fa
     CHECK(img.command->isa == 4);
     REQUIRE(img.objects.size() == 1);
     CHECK(img.objects[0].fatbin->sass == std::vector<int>{90});
-    img = discover_image_facts(r.string(), {{"PATH", "/usr/bin"}}, {"missing", false, 0});
+    img = discover_image_facts(r.string(), {{"PATH", "/usr/bin"}}, {"missing", "/", false, 0});
     CHECK(img.command_problem == "\"missing\" is not in the image's PATH");
+    img = discover_image_facts(r.string(), {}, {"./app", "/usr/bin", false, 0});  // --workdir
+    REQUIRE(img.command);
+    CHECK(img.command->path == "/usr/bin/./app");
+    CHECK(img.command->isa == 4);
     CHECK(img.objects.empty());
 }
