@@ -34,7 +34,8 @@ void read_driver(int root, HostFacts& h) {
 gpu::GpuInventory listing(int root, bool read_all, const std::vector<int>& only) {
     gpu::GpuInventory inv;
     for (const std::string& name : list_in(root, kGpus)) {
-        gpu::Gpu g{gpu::Vendor::nvidia};
+        gpu::Gpu g;
+        g.vendor = gpu::Vendor::nvidia;
         if (const auto pci = gpu::parse_pci_address(name))
             g.pci = *pci;
         else
@@ -62,7 +63,8 @@ gpu::GpuInventory listing(int root, bool read_all, const std::vector<int>& only)
 }
 
 GpuFacts facts_of(int root, const gpu::Gpu& g) {
-    GpuFacts f{g.index, gpu::to_string(g.pci), g.uuid, g.model, ""};
+    GpuFacts f;
+    f.index = g.index, f.bus = gpu::to_string(g.pci), f.uuid = g.uuid, f.model = g.model;
     f.brand = f.model.empty() ? "" : brand_of(f.model);
     f.info_file = cat(kGpus, "/", g.proc_dir, "/information");
     f.id_file = cat("/sys/bus/pci/devices/", g.pci_name, "/device");

@@ -162,18 +162,18 @@ std::optional<CompatNote> parse_compat_note(std::string_view b, std::string& pro
         }
         CompatNote note;
         // Go's encoding/json matches keys case-insensitively: "CUDA version", "CUDA Version".
-        for (const auto& [key, value] : j.items()) {
-            std::string k = key;
+        for (const auto& item : j.items()) {
+            std::string k = item.key();
             std::transform(k.begin(), k.end(), k.begin(),
                            [](unsigned char c) { return std::tolower(c); });
+            const nlohmann::json& value = item.value();
             if (k == "cuda version" && value.is_string()) note.cuda = value.get<std::string>();
-            auto ints = [&](std::vector<int>& out) {
-                if (value.is_array())
-                    for (const auto& x : value)
-                        if (x.is_number_integer()) out.push_back(x.get<int>());
-            };
-            if (k == "driver") ints(note.drivers);
-            if (k == "device") ints(note.devices);
+            std::vector<int>* list = k == "driver"   ? &note.drivers
+                                     : k == "device" ? &note.devices
+                                                     : nullptr;
+            if (list && value.is_array())
+                for (const auto& x : value)
+                    if (x.is_number_integer()) list->push_back(x.get<int>());
         }
         return note;
     }
