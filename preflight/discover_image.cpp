@@ -145,7 +145,9 @@ ImageFacts discover_image_facts(const std::string& rootfs,
             PlanError(cat("ROOTFS ", quote(rootfs), " is not a usable directory")));
     }
     find_cudart(root.get(), img);
-    find_toolkit(root.get(), img);
+    // version.json only says what the library would: read it where there is none (a static
+    // runtime, a toolkit-only image), or for `gpubox check`, which reports both.
+    if (img.cudart.empty() || scan.objects) find_toolkit(root.get(), img);
     img.compat = discover_compat(root.get());
     if (!scan.command.empty()) {
         const std::string path = resolve_command(root.get(), scan, env);
