@@ -12,12 +12,13 @@ bench_setup() {
         done
         # An optimised, static build: what `cmake --build` makes by default, without -g.
         cmake -S "$TOP" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-        cmake --build "$BUILD" -j"$(nproc)" --target gpubox gpubox-unpack fake-gpu-host >/dev/null
+        cmake --build "$BUILD" -j"$(nproc)" --target gpubox gpubox-unpack fake-gpu-host preflight-cost >/dev/null
         W=$(mktemp -d /tmp/gpubox-bench.XXXXXX)
         chmod 0755 "$W"
         install -m 0755 "$BUILD/launcher/gpubox" "$W/gpubox"
         install -m 0755 "$BUILD/launcher/gpubox-unpack" "$W/gpubox-unpack"  # gpubox pull's unpacker
         install -m 0755 "$BUILD/tests/fake-gpu-host" "$W/fake-gpu-host"
+        install -m 0755 "$BUILD/tests/preflight-cost" "$W/preflight-cost"
         if [ "$(id -u)" = 0 ]; then
             # A real driver's full compute and utility set: 11 libraries, 5 tools. Character
             # nodes need root.

@@ -1,5 +1,6 @@
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpu/ldcache.hpp"
@@ -11,6 +12,9 @@ namespace gpubox::gpu {
 struct ImageInfo {
     std::string libdir;                 // where the image's loader looks by default
     std::vector<LdCacheEntry> ldcache;  // the image's own cache, if it has a readable one
+    // CUDA forward compatibility, where the launcher chose it (preflight/compat.hpp): library
+    // stems ("libcuda") whose sonames lead to the image's compat file instead of the host's.
+    std::vector<std::pair<std::string, std::string>> compat_first;  // stem, container path
 };
 
 ImageInfo inspect_image(const std::string& rootfs);

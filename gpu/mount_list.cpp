@@ -109,6 +109,10 @@ void add_nvidia_libraries(const GpuInventory& inv, const ImageInfo& image, GpuPl
             ours.push_back(name);
         }
     }
+    // Forward compatibility: the image's newer driver libraries win, under the same sonames.
+    for (LdCacheEntry& e : cache)
+        for (const auto& [stem, path] : image.compat_first)
+            if (starts_with(e.key, stem + ".so")) e.value = path;
     for (const LdCacheEntry& e : image.ldcache)
         if (!(e.hwcap & kLdHwcapExtension) && std::find(ours.begin(), ours.end(), e.key) == ours.end())
             cache.push_back(e);

@@ -11,6 +11,7 @@
 #include "common/text.hpp"
 #include "gpu/driver_files.hpp"
 #include "gpu/gpu_spec.hpp"
+#include "preflight/require.hpp"
 #include "rootfs/paths.hpp"
 
 namespace gpubox::launcher {
@@ -109,6 +110,9 @@ const Flags& run_flags() {
          [](Options& o, const std::string& v) { o.gpu_caps = gpu::parse_capabilities(v), o.gpu_caps_given = true; }},
         {"--driver-root", "DIR", "where the host's driver lives (default /); every host GPU path is read below it",
          [](Options& o, const std::string& v) { o.driver_root = v; }},
+        {"--preflight", "MODE", "check the image against the node before starting: warn (default: one line "
+                                "per misfit), enforce (exit 125 before anything starts), off",
+         [](Options& o, const std::string& v) { o.preflight = preflight::parse_mode(v); }},
         {"--wall-time-limit", "SEC", "kill the sandbox after SEC seconds of wall-clock time (status TO)",
          [](Options& o, const std::string& v) { o.limits.wall_seconds = parse_seconds(v, "--wall-time-limit"); }},
         {"--time-limit", "SEC", "kill the sandbox after SEC seconds of CPU time, all its processes (status TO)",
@@ -163,6 +167,26 @@ const Flags& doctor_flags() {
     static const Flags flags = {
         {"--driver-root", "DIR", "read every host GPU path below DIR (default /)",
          [](Options& o, const std::string& v) { o.driver_root = v; }},
+    };
+    return flags;
+}
+
+const Flags& check_flags() {
+    static const Flags flags = {
+        {"--gpu", "SPEC", "the GPUs to check against, as run's --gpu (default none: the driver alone)",
+         [](Options& o, const std::string& v) { set_gpu(o, v); }},
+        {"--driver-root", "DIR", "read every host GPU path and /proc/cpuinfo below DIR (default /)",
+         [](Options& o, const std::string& v) { o.driver_root = v; }},
+        {"--require", "EXPR", "an NVIDIA_REQUIRE_* expression to hold as well (repeatable)",
+         [](Options& o, const std::string& v) {
+             preflight::validate_requirement(v, "--require");
+             o.requirements.push_back(v);
+         }},
+        {"--env", "K=V", "the image's environment (NVIDIA_REQUIRE_*, CUDA_VERSION, PATH)",
+         [](Options& o, const std::string& v) { o.env.push_back(parse_env_assignment(v, "--env")); }},
+        {"--json", nullptr, "machine-readable output: fits, and per finding its check, result, needs, "
+                            "has, file, detail",
+         [](Options& o, const std::string&) { o.json = true; }},
     };
     return flags;
 }
@@ -241,6 +265,13 @@ const std::vector<CommandInfo>& commands() {
          pull_flags()},
         {"images", "[--json]", "List the pulled images: name, digest, size, when pulled.", images_flags()},
         {"rmi", "NAME...", "Remove pulled images (an image's files go with the last name for them).", no_flags()},
+        {"check", "[--gpu SPEC] [--driver-root DIR] [--require EXPR]... [--json] IMAGE|ROOTFS [CMD]",
+         "Say whether the image can run on this node, before it is queued or started: one line per "
+         "finding (what the image needs, what the node has, which file says so): NVIDIA_REQUIRE_*, "
+         "its CUDA runtime against the driver, its forward-compatibility libraries, its CUDA objects' "
+         "fat binaries against each GPU, and CMD's x86-64 level against the CPU. Exits 0 when it fits, "
+         "1 when it does not, 125 on gpubox's own error.",
+         check_flags()},
         {"rootfs create", "[--busybox PATH] DIR",
          "Make a minimal ROOTFS in DIR, offline: busybox and the host's glibc.", create_flags()},
         {"isolate", "[ISOLATE OPTIONS] --init | --run [--] PROG [ARGS...] | --cleanup",
@@ -344,6 +375,15 @@ void parse_image_command(Options& o, const std::vector<std::string>& args) {
     }
 }
 
+void parse_check(Options& o, const std::vector<std::string>& args) {
+    std::size_t i = parse_flags(o, "check", check_flags(), args, 1);
+    if (o.command == Command::help) return;
+    if (i >= args.size()) throw UsageError("check: missing IMAGE|ROOTFS (usage: gpubox check [OPTIONS] IMAGE|ROOTFS [CMD])");
+    o.check_target = args[i++];
+    o.argv.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+    if (o.argv.size() > 1) throw UsageError(cat("check: unexpected argument ", quote(o.argv[1]), " (one CMD)"));
+}
+
 // list and doctor take options only.
 void parse_host_command(Options& o, const std::vector<std::string>& args) {
     const Flags& table = o.command == Command::list ? list_flags() : doctor_flags();
@@ -368,6 +408,7 @@ Options parse_command_line(const std::vector<std::string>& args) {
     else if (cmd == "pull") o.command = Command::pull, parse_image_command(o, args);
     else if (cmd == "images") o.command = Command::images, parse_image_command(o, args);
     else if (cmd == "rmi") o.command = Command::rmi, parse_image_command(o, args);
+    else if (cmd == "check") o.command = Command::check, parse_check(o, args);
     else throw UsageError(cat("unknown command ", quote(cmd), " (try gpubox --help)"));
     if (o.help_topic == "rootfs") o.help_topic = "rootfs create";
     if (!o.help_topic.empty()) command_info(o.help_topic);  // an unknown topic is an error

@@ -159,6 +159,7 @@ IsolateRun plan_isolate_run(const IsolateArgs& a, const BoxPaths& box, const Iso
     o.share_net = a.share_net;
     o.workdir = isolate_workdir(a);
     o.bare_env = true;
+    o.preflight = preflight::Mode::off;  // isolate's stderr is the judge's: no preflight lines
     o.env = plan_isolate_env(a, host.environ);
     const std::vector<Bound> rules = active_rules(a, box, host);
     o.mounts = plan_mounts(rules);

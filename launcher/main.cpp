@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
             case Command::rootfs_create: return create_rootfs_command(o);
             case Command::list: return list_command(o);
             case Command::doctor: return doctor_command(o);
+            case Command::check: return check_command(o);
         }
     } catch (const UsageError&) {
         // The command line did not parse: still leave a verdict where --meta asked for one.

@@ -9,13 +9,14 @@
 #include "gpu/gpu_spec.hpp"
 #include "isolate/cgroup_plan.hpp"
 #include "isolate/limits.hpp"
+#include "preflight/mode.hpp"
 #include "rootfs/mount_op.hpp"
 #include "launcher/verdict.hpp"
 #include "rootfs/plan.hpp"
 
 namespace gpubox::launcher {
 
-enum class Command { help, version, man, run, list, doctor, rootfs_create, pull, images, rmi };
+enum class Command { help, version, man, run, list, doctor, rootfs_create, pull, images, rmi, check };
 
 struct Options {
     Command command = Command::help;
@@ -66,6 +67,10 @@ struct Options {
         bool insecure = false;
     } pull;
     std::vector<std::string> image_names;  // rmi
+    // Preflight (run, check): what the image needs against what the node has
+    preflight::Mode preflight = preflight::Mode::warn;  // run --preflight
+    std::vector<std::string> requirements;                 // check --require EXPR (validated)
+    std::string check_target;                           // check IMAGE|ROOTFS; argv: its CMD
 
     // rootfs create
     std::string create_dir;

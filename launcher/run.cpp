@@ -31,6 +31,7 @@
 #include "gpu/inventory.hpp"
 #include "gpu/mount_list.hpp"
 #include "launcher/channel.hpp"
+#include "launcher/commands.hpp"
 #include "launcher/environment.hpp"
 #include "launcher/exit_codes.hpp"
 #include "launcher/pty.hpp"
@@ -42,6 +43,7 @@
 #include "rootfs/wire.hpp"
 #include "isolate/limits.hpp"
 #include "rootfs/plan.hpp"
+#include "preflight/preflight.hpp"
 
 namespace gpubox::launcher {
 namespace {
@@ -144,7 +146,13 @@ std::vector<rootfs::MountOp> plan_gpus(const Options& o, RunPlan& plan) {
         throw;
     }
     check_device_access(selected);
-    gpu::GpuPlan gp = gpu::plan_gpu_mounts(inv, selected, o.gpu_caps, gpu::inspect_image(o.rootfs));
+    gpu::ImageInfo image = gpu::inspect_image(o.rootfs);
+    std::vector<std::string> models;
+    for (const gpu::Gpu& g : selected) models.push_back(g.model);
+    std::string compat;
+    image.compat_first = preflight::forward_compat(o.rootfs, inv.nvidia_version, models, compat);
+    if (!compat.empty()) log::info("gpu: forward compatibility: " + compat);
+    gpu::GpuPlan gp = gpu::plan_gpu_mounts(inv, selected, o.gpu_caps, image);
     summary = std::move(gp.summary);
     for (const std::string& line : summary) log::info("gpu: " + line);
     for (const std::string& line : gp.warnings) log::warn(line);
@@ -341,6 +349,7 @@ int run_sandbox(const Options& o, RunReport* report) {
     isolate::LimitPlan limits;
     try {
         if (o.die_with_parent) parent = watch_parent();
+        run_preflight(o);  // before anything starts: --preflight enforce exits here
         plan = plan_run(o);
         if (o.limits.any()) cgroup = isolate::setup_cgroup(o.limits, o.cgroup);
         if (!cgroup.reason.empty()) log::info("cgroup: " + cgroup.reason);

@@ -21,13 +21,13 @@ _gpubox() {
         fi
     done
     if [[ -z $sub ]]; then
-        COMPREPLY=($(compgen -W "run pull images rmi list doctor rootfs help --help --version" -- "$cur"))
+        COMPREPLY=($(compgen -W "run pull images rmi check list doctor rootfs help --help --version" -- "$cur"))
         return
     fi
     if [[ $sub == rootfs ]]; then COMPREPLY=($(compgen -W "create" -- "$cur")); return; fi
     # rmi: the pulled images' names.
     if [[ $sub == rmi ]]; then COMPREPLY=($(compgen -W "$("$cmd" images 2>/dev/null | awk 'NR > 1 { print $1 }')" -- "$cur")); return; fi
-    if [[ $sub == help ]]; then COMPREPLY=($(compgen -W "run pull images rmi list doctor rootfs" -- "$cur")); return; fi
+    if [[ $sub == help ]]; then COMPREPLY=($(compgen -W "run pull images rmi check list doctor rootfs" -- "$cur")); return; fi
     # The value of an option that takes one.
     local arg
     arg=$(_gpubox_opts "$cmd" "$sub" | awk -v o="$prev" '$1 == o { print $2 }')
@@ -38,6 +38,7 @@ _gpubox() {
             --gpu-caps) COMPREPLY=($(compgen -W "compute utility graphics video display ngx all" -- "$cur")) ;;
             --meta-format) COMPREPLY=($(compgen -W "json isolate" -- "$cur")) ;;
             --cgroup) COMPREPLY=($(compgen -W "auto off" -- "$cur")) ;;
+            --preflight) COMPREPLY=($(compgen -W "warn enforce off" -- "$cur")) ;;
             --workdir | --tmpfs) COMPREPLY=() ;;  # a path inside the sandbox
             *) case $arg in
                    DIR | FILE | PATH | SRC:DST) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;

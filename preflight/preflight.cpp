@@ -1,0 +1,94 @@
+#include "preflight/preflight.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "common/sys.hpp"
+#include "common/text.hpp"
+#include "preflight/discover.hpp"
+
+namespace gpubox::preflight {
+
+Mode parse_mode(const std::string& text) {
+    if (text == "off") return Mode::off;
+    if (text == "warn") return Mode::warn;
+    if (text == "enforce") return Mode::enforce;
+    throw UsageError(cat("--preflight: ", quote(text), " is none of warn (default), enforce, off"));
+}
+
+const char* to_string(Mode m) {
+    switch (m) {
+        case Mode::off:
+            return "off";
+        case Mode::warn:
+            return "warn";
+        case Mode::enforce:
+            return "enforce";
+    }
+    return "?";
+}
+
+Target resolve_target(const std::string& spec, const std::map<std::string, std::string>& env) {
+    struct stat st {};
+    if (::stat(spec.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return {spec, env};
+    throw PlanError(
+        cat(quote(spec), " is not a directory (a ROOTFS) and no pulled image has that name"),
+        "give a root filesystem directory (gpubox rootfs create DIR makes one)");
+}
+
+Report check_image(const Request& r) {
+    const ImageFacts image =
+        discover_image_facts(r.target.rootfs, r.target.env, {r.command, r.workdir, r.objects, 5});
+    const HostFacts host = discover_host_facts(r.driver_root, r.gpus, true);
+    std::vector<Requirement> reqs = collect_requirements(r.target.env);
+    reqs.insert(reqs.end(), r.requirements.begin(), r.requirements.end());
+    return plan_findings(image, host, reqs);
+}
+
+void preflight_run(Mode mode, const Request& r) {
+    if (mode == Mode::off) return;
+    Report report;
+    try {
+        ImageFacts image =
+            discover_image_facts(r.target.rootfs, r.target.env, {r.command, r.workdir, false, 0});
+        // Without --gpu the workload gets no GPU: its CUDA parts cannot matter, only the CPU.
+        using K = gpu::GpuSpec::Kind;
+        const bool gpus = r.gpus.kind != K::none;
+        if (!gpus) image.cudart.clear(), image.toolkit.clear(), image.compat.reset();
+        // A lease or Slurm spec names its GPUs later: the driver's facts alone.
+        gpu::GpuSpec spec = r.gpus;
+        if (spec.kind != K::all && spec.kind != K::list && spec.kind != K::minors)
+            spec.kind = K::none;
+        const bool cpu = image.command && image.command->isa > 1;
+        const HostFacts host = discover_host_facts(r.driver_root, spec, cpu);
+        report = plan_findings(
+            image, host, gpus ? collect_requirements(r.target.env) : std::vector<Requirement>{});
+    } catch (...) {
+        log::debug("preflight: skipped: " + describe(std::current_exception()));
+        return;
+    }
+    for (const Finding& f : report.findings) {
+        if (f.verdict != Verdict::fails) continue;
+        if (mode == Mode::enforce)
+            throw PlanError(
+                cat("preflight: ", render_line(f)),
+                "'gpubox check' lists every finding; --preflight warn (or off) starts it anyway");
+        log::warn(cat("preflight: ", render_line(f)));
+    }
+}
+
+std::vector<std::pair<std::string, std::string>> forward_compat(
+    const std::string& rootfs, const std::optional<std::string>& driver,
+    const std::vector<std::string>& models, std::string& why) {
+    const UniqueFd root = sys::open_at(AT_FDCWD, rootfs, O_PATH | O_DIRECTORY);
+    const std::optional<CompatFacts> compat = discover_compat(root.get());
+    std::vector<std::string> brands;
+    for (const std::string& m : models) brands.push_back(brand_of(m));
+    const CompatDecision d = decide_compat(compat, driver, brands);
+    why = d.present ? cat(d.use ? "using " : "not using ", compat->dir, ": ", d.reason) : "";
+    return d.use ? compat_overrides(*compat) : std::vector<std::pair<std::string, std::string>>{};
+}
+
+}  // namespace gpubox::preflight

@@ -1,0 +1,48 @@
+#pragma once
+// `gpubox check` and `gpubox run`'s preflight: gather the facts, judge them, report.
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gpu/gpu_spec.hpp"
+#include "preflight/findings.hpp"
+#include "preflight/mode.hpp"
+
+namespace gpubox::preflight {
+
+struct Target {
+    std::string rootfs;
+    std::map<std::string, std::string> env;  // the image's config env, then --env
+};
+// IMAGE|ROOTFS -> what to read. A directory is a ROOTFS, whose environment is `env` alone (a
+// directory has no config); a pulled image's rootfs and config env come from the image store
+// once it exists (image/store.hpp), with `env` over them.
+Target resolve_target(const std::string& spec, const std::map<std::string, std::string>& env);
+
+struct Request {
+    Target target;
+    std::string command;        // the workload's argv[0], "" for none
+    std::string workdir = "/";  // run --workdir: where a relative argv[0] starts
+    std::string driver_root = "/";
+    gpu::GpuSpec gpus;
+    std::vector<Requirement> requirements;  // --require, on top of the image's
+    bool objects = false;                   // scan the image's libraries for fat binaries
+};
+
+Report check_image(const Request& r);
+
+// gpubox run: off does nothing; warn logs one line per failing finding; enforce throws
+// PlanError for the first. Never reads more than the cheap facts (no library scan), and a fact
+// it cannot read is left out, not an error: the run itself reports what it needs.
+void preflight_run(Mode mode, const Request& r);
+
+// The run's GPU planner: the image's forward-compatibility libraries that win in the sandbox's
+// ld.so.cache ((stem, container path) pairs, see compat_overrides), or none. `why` gets the
+// decision either way ("" when the image has no compat libcuda).
+std::vector<std::pair<std::string, std::string>> forward_compat(
+    const std::string& rootfs, const std::optional<std::string>& driver,
+    const std::vector<std::string>& models, std::string& why);
+
+}  // namespace gpubox::preflight
