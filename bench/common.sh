@@ -19,6 +19,9 @@ bench_setup() {
         install -m 0755 "$BUILD/launcher/gpubox-unpack" "$W/gpubox-unpack"  # gpubox pull's unpacker
         install -m 0755 "$BUILD/tests/fake-gpu-host" "$W/fake-gpu-host"
         install -m 0755 "$BUILD/tests/preflight-cost" "$W/preflight-cost"
+        # BENCH_BASELINE=FILE: another gpubox binary (an earlier commit's, built the same way),
+        # measured beside this one in the same run (startup.sh's before/after rows).
+        if [ -n "${BENCH_BASELINE:-}" ]; then install -m 0755 "$BENCH_BASELINE" "$W/gpubox-baseline"; fi
         if [ "$(id -u)" = 0 ]; then
             # A real driver's full compute and utility set: 11 libraries, 5 tools. Character
             # nodes need root.

@@ -2,6 +2,7 @@
 # Start-to-exit of /bin/true: gpubox vs bubblewrap with the same rootfs, /proc, /dev and tmpfs
 # setup, the `unshare` floor, and gpubox --gpu 0 on a simulated 8-GPU host vs bwrap given the
 # same binds by hand. Medians over RUNS runs (default 300), side by side in one run.
+# BENCH_BASELINE=/path/to/older/gpubox adds before/after rows for that binary, same run.
 . "$(dirname "$0")/common.sh"
 bench_setup "$@"
 R=$OUTDIR/rootfs
@@ -64,6 +65,22 @@ echo "sequential runs/s over 300: gpubox $(runs_per_second 300 "$GPUBOX" run "$R
 echo "peak RSS (KiB, GNU time): gpubox $(/usr/bin/time -f %M "$GPUBOX" run "$R" /bin/true 2>&1 >/dev/null | tail -1)," \
      "gpubox --gpu 0 $(/usr/bin/time -f %M "$GPUBOX" run --driver-root "$H" --gpu 0 "$R" /bin/true 2>&1 >/dev/null | tail -1)," \
      "bwrap $(/usr/bin/time -f %M "${bwrap_base[@]}" /bin/true 2>&1 >/dev/null | tail -1)"
+
+# Before/after: BENCH_BASELINE's gpubox (bench/common.sh) against this build, same run, same
+# rootfs and host: medians side by side, each one's ratio to bwrap, and interleaved pairs.
+if [ -x "$W/gpubox-baseline" ]; then
+    B=$W/gpubox-baseline
+    mapfile -t t < <(measure "${bwrap_base[*]} /bin/true" "$B run $R /bin/true" "$GPUBOX run $R /bin/true" \
+        "$B run --driver-root $H --gpu 0 $R /bin/true" "$GPUBOX run --driver-root $H --gpu 0 $R /bin/true")
+    echo "baseline $("$B" --version | cut -d' ' -f2) vs this build:"
+    echo "  gpubox run (no GPU):      ${t[1]} vs ${t[2]} ms; / bwrap ${t[0]}: $(ratio "${t[1]}" "${t[0]}") vs $(ratio "${t[2]}" "${t[0]}")"
+    echo "  gpubox run --gpu 0:       ${t[3]} vs ${t[4]} ms; GPU added $(awk -v a="${t[3]}" -v b="${t[1]}" 'BEGIN { printf "%.3f", a - b }') vs $(awk -v a="${t[4]}" -v b="${t[2]}" 'BEGIN { printf "%.3f", a - b }') ms"
+    read -r _ _ d q1 q3 < <(pairs 400 -- "$B" run "$R" /bin/true -- "$GPUBOX" run "$R" /bin/true)
+    echo "  this build - baseline, 400 pairs, no GPU:   $d ms median (quartiles $q1 to $q3)"
+    read -r _ _ d q1 q3 < <(pairs 400 -- "$B" run --driver-root "$H" --gpu 0 "$R" /bin/true -- \
+        "$GPUBOX" run --driver-root "$H" --gpu 0 "$R" /bin/true)
+    echo "  this build - baseline, 400 pairs, --gpu 0:  $d ms median (quartiles $q1 to $q3)"
+fi
 
 # Discovery must not grow with the host filesystem: the same host with 20000 unrelated files
 # beside the driver's libraries and 5000 more libraries in its ld.so.cache, interleaved with the

@@ -42,21 +42,6 @@ std::optional<std::string> read_in(int root, const std::string& path, std::size_
     return out;
 }
 
-std::vector<std::string> list_dir(int root, const std::string& path) {
-    std::vector<std::string> out;
-    int fd = rootfs::try_open_in_root(root, path, O_RDONLY | O_DIRECTORY);
-    if (fd < 0) return out;
-    UniqueFd dir(fd);
-    alignas(dirent64) char buf[16384];
-    for (ssize_t n; (n = ::getdents64(fd, buf, sizeof buf)) > 0;)
-        for (ssize_t off = 0; off < n;) {
-            const auto* e = reinterpret_cast<const dirent64*>(buf + off);
-            if (e->d_name[0] != '.') out.emplace_back(e->d_name);
-            off += e->d_reclen;
-        }
-    std::sort(out.begin(), out.end());
-    return out;
-}
 
 unsigned hex_value(const std::optional<std::string>& text) {
     if (!text) return 0;
@@ -333,6 +318,22 @@ void add_binaries(int root, HostFiles& files, GpuInventory& inv, unsigned caps, 
 }
 
 }  // namespace
+
+std::vector<std::string> list_dir(int root, const std::string& path) {
+    std::vector<std::string> out;
+    int fd = rootfs::try_open_in_root(root, path, O_RDONLY | O_DIRECTORY);
+    if (fd < 0) return out;
+    UniqueFd dir(fd);
+    alignas(dirent64) char buf[16384];
+    for (ssize_t n; (n = ::getdents64(fd, buf, sizeof buf)) > 0;)
+        for (ssize_t off = 0; off < n;) {
+            const auto* e = reinterpret_cast<const dirent64*>(buf + off);
+            if (e->d_name[0] != '.') out.emplace_back(e->d_name);
+            off += e->d_reclen;
+        }
+    std::sort(out.begin(), out.end());
+    return out;
+}
 
 const char* to_string(Vendor v) {
     switch (v) {

@@ -89,4 +89,8 @@ enum class Scope { nvidia, all };
 GpuInventory discover_gpus(const std::string& driver_root, unsigned caps, Scope scope = Scope::all,
                            const std::vector<int>& only = {});
 
+// The names in directory PATH inside ROOT (by fd, never leaving it), sorted, without dot
+// entries; empty when it cannot be opened (a host without that driver part).
+std::vector<std::string> list_dir(int root, const std::string& path);
+
 }  // namespace gpubox::gpu

@@ -1,12 +1,11 @@
 #include "preflight/files.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <algorithm>
 
 #include "common/unique_fd.hpp"
+#include "gpu/inventory.hpp"
 #include "rootfs/resolve.hpp"
 
 namespace gpubox::preflight {
@@ -23,21 +22,7 @@ std::optional<std::string> read_in(int root, const std::string& path, std::size_
     return out;
 }
 
-std::vector<std::string> list_in(int root, const std::string& path) {
-    std::vector<std::string> out;
-    const int fd = rootfs::try_open_in_root(root, path, O_RDONLY | O_DIRECTORY);
-    if (fd < 0) return out;
-    UniqueFd dir(fd);
-    alignas(dirent64) char buf[16384];
-    for (ssize_t n; (n = ::getdents64(fd, buf, sizeof buf)) > 0;)
-        for (ssize_t off = 0; off < n;) {
-            const auto* e = reinterpret_cast<const dirent64*>(buf + off);
-            if (e->d_name[0] != '.') out.emplace_back(e->d_name);
-            off += e->d_reclen;
-        }
-    std::sort(out.begin(), out.end());
-    return out;
-}
+std::vector<std::string> list_in(int root, const std::string& path) { return gpu::list_dir(root, path); }
 
 std::string link_in(int root, const std::string& path) {
     const auto slash = path.rfind('/');
