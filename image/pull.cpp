@@ -141,6 +141,16 @@ std::vector<std::string> plan_skopeo_args(const PullRequest& r, const std::strin
     return a;
 }
 
+std::vector<std::string> plan_inspect_args(const PullRequest& r, const std::string& source,
+                                           const std::string& authfile) {
+    std::vector<std::string> a = {"skopeo", "inspect", "--raw",
+                                  r.insecure ? "--tls-verify=false" : "--tls-verify=true"};
+    if (!r.cert_dir.empty()) a.insert(a.end(), {"--cert-dir", r.cert_dir});
+    if (!authfile.empty()) a.insert(a.end(), {"--authfile", authfile});
+    a.push_back(source);
+    return a;
+}
+
 std::string render_summary(const PullResult& r) {
     if (r.reused)
         return cat("pull: ", r.name, ": ", r.digest.substr(0, 19), " is stored already: reused it");
@@ -164,11 +174,46 @@ void write_new(const fs::path& path, const std::string& text) {
     throw PlanError(cat("pull ", r.source, ": ", reason));
 }
 
+std::string authfile_for(const PullRequest& r, const Source& s, const fs::path& tmp) {
+    const fs::path written = tmp / "auth.json";
+    if (r.creds.empty()) return r.authfile;
+    return ::access(written.c_str(), F_OK) == 0 ? written.string()
+                                                : write_creds_file(tmp, s, r.creds);
+}
+
+// The digest of the manifest a docker:// pull would store, asked of the registry alone (the
+// manifest, no blob), so that a re-pull of a stored image downloads nothing again. "" when it
+// cannot be told: then skopeo copy runs as before, and says what is wrong, if anything is.
+std::string registry_digest(const PullRequest& r, const Source& s, const fs::path& tmp,
+                            const std::map<std::string, std::string>& env) {
+    const std::string skopeo = find_skopeo();
+    const auto args = plan_inspect_args(r, skopeo_source(s, ""), authfile_for(r, s, tmp));
+    const ToolResult raw = run_tool({skopeo}, args, skopeo_env(env, tmp), false);
+    if (!raw.ok()) {
+        log::debug(cat("skopeo inspect ", raw.failure(), ": ", raw.err));
+        return "";
+    }
+    if (is_index(raw.out)) {
+        const auto s1 = r.platform.find('/'), s2 = r.platform.find('/', s1 + 1);
+        if (r.platform.empty()) return pick_platform(raw.out, "linux", host_architecture(), "");
+        return pick_platform(
+            raw.out, r.platform.substr(0, s1),
+            r.platform.substr(s1 + 1, s2 == std::string::npos ? s2 : s2 - s1 - 1),
+            s2 == std::string::npos ? "" : r.platform.substr(s2 + 1));
+    }
+    // The digest of these very bytes; gpubox itself has no sha256, skopeo has.
+    write_new(tmp / "manifest.json", raw.out);
+    const ToolResult d = run_tool({skopeo}, {"skopeo", "manifest-digest",
+                                             (tmp / "manifest.json").string()},
+                                  skopeo_env(env, tmp), false);
+    const std::string digest = d.out.substr(0, d.out.find_last_not_of(" \n") + 1);
+    return d.ok() && valid_digest(digest) ? digest : "";
+}
+
 void fetch(const PullRequest& r, const Source& s, const fs::path& tmp,
            const std::map<std::string, std::string>& env, bool progress) {
     const std::string skopeo = find_skopeo();
-    std::string authfile = r.authfile;
-    if (!r.creds.empty()) authfile = write_creds_file(tmp, s, r.creds);
+    const std::string authfile = authfile_for(r, s, tmp);
     const std::string cwd = fs::current_path().string();
     const auto args =
         plan_skopeo_args(r, skopeo_source(s, cwd), (tmp / "layout").string(), authfile, progress);
@@ -237,11 +282,19 @@ PullResult pull_into(const fs::path& store, const PullRequest& r,
         fail(r, cat("cannot read ", quote(s.path), ": ", std::strerror(errno)));
     remove_stale_temps(store);
     TempTree tmp(make_temp_dir(store, cat("pull-", ::getpid())));
-    if (s.kind != Source::Kind::tar) fetch(r, s, tmp.path(), env, progress);
-    const std::string known = s.kind == Source::Kind::tar ? "" : layout_digest(tmp.path());
+    const auto stored = [&](const std::string& d) {
+        struct stat st {};
+        return !d.empty() && ::lstat((store / "blobs/sha256" / d.substr(7)).c_str(), &st) == 0;
+    };
+    std::string known = s.kind == Source::Kind::docker ? registry_digest(r, s, tmp.path(), env)
+                                                       : "";
+    if (!stored(known) && s.kind != Source::Kind::tar) {
+        fetch(r, s, tmp.path(), env, progress);
+        known = layout_digest(tmp.path());
+    }
     const fs::path dir = tmp.path() / "image";
     struct stat st {};
-    if (!known.empty() && ::lstat((store / "blobs/sha256" / known.substr(7)).c_str(), &st) == 0) {
+    if (stored(known)) {
         out.digest = known, out.reused = true;
     } else {
         unpack(r, s, tmp.path(), dir, progress, out);
