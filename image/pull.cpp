@@ -293,7 +293,6 @@ PullResult pull_into(const fs::path& store, const PullRequest& r,
         known = layout_digest(tmp.path());
     }
     const fs::path dir = tmp.path() / "image";
-    struct stat st {};
     if (stored(known)) {
         out.digest = known, out.reused = true;
     } else {
@@ -302,7 +301,7 @@ PullResult pull_into(const fs::path& store, const PullRequest& r,
     StoreLock lock(store);
     if (!out.reused) {
         out.reused = !commit_image(store, dir, out.digest);
-    } else if (::lstat((store / "blobs/sha256" / out.digest.substr(7)).c_str(), &st) != 0) {
+    } else if (!stored(out.digest)) {
         fail(r, "the stored image was removed while this pull ran (by gpubox rmi); pull again");
     }
     write_name(store, out.name, out.digest, r.source,
@@ -310,12 +309,38 @@ PullResult pull_into(const fs::path& store, const PullRequest& r,
     return out;
 }
 
+// A failed first pull leaves no store behind: the directories made for it are removed again
+// (rmdir: only while empty, so what a concurrent pull put there stays, and so does its lock).
+class MadeDirs {
+public:
+    explicit MadeDirs(const fs::path& store) : store_(store), kept_(store) {
+        std::error_code ec;
+        while (kept_.has_relative_path() && !fs::exists(kept_, ec)) kept_ = kept_.parent_path();
+    }
+    ~MadeDirs() {
+        if (done || kept_ == store_) return;
+        for (const char* sub : {"tmp", "names", "blobs/sha256", "blobs"})
+            ::rmdir((store_ / sub).c_str());
+        for (fs::path p = store_; p != kept_ && p.has_relative_path(); p = p.parent_path())
+            if (::rmdir(p.c_str()) != 0) break;
+    }
+    MadeDirs(const MadeDirs&) = delete;
+    MadeDirs& operator=(const MadeDirs&) = delete;
+    bool done = false;
+
+private:
+    fs::path store_, kept_;
+};
+
 }  // namespace
 
 PullResult pull(const fs::path& store, const PullRequest& r,
                 const std::map<std::string, std::string>& env, bool progress) {
+    MadeDirs made(store);
     try {
-        return pull_into(store, r, env, progress);
+        PullResult out = pull_into(store, r, env, progress);
+        made.done = true;
+        return out;
     } catch (const PlanError&) {
         throw;
     } catch (const UsageError&) {

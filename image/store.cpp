@@ -194,7 +194,8 @@ UniqueFd hold_image(const Stored& img) {
     struct stat held {}, now {};
     if (::fstat(fd.get(), &held) != 0 || ::lstat(dir.c_str(), &now) != 0 ||
         held.st_ino != now.st_ino || held.st_dev != now.st_dev)
-        throw PlanError(cat("run: image ", img.name, " was removed (gpubox rmi) as the run started"));
+        throw PlanError(
+            cat("run: image ", img.name, " was removed (gpubox rmi) as the run started"));
     return fd;
 }
 

@@ -171,6 +171,12 @@ box pull "docker://127.0.0.1:1/lab/x:1"
 expect_match "a registry that is not there: 125, cannot connect" \
     "$rc $err" '^125 gpubox: pull docker://127.0.0.1:1/lab/x:1: cannot connect to 127.0.0.1:1 '
 expect_eq "failures left nothing in the store" "$(store_state)" "$state"
+GPUBOX_IMAGES=$WORK/fresh/images box pull "docker://127.0.0.1:1/lab/x:1"
+expect_eq "a failed first pull: 125, and no store made" "$rc:$(ls -A "$WORK/fresh" 2>&1)" \
+    "125:ls: cannot access '$WORK/fresh': No such file or directory"
+GPUBOX_IMAGES=$WORK/fresh/images box pull --name bad "oci:$I/corrupt:v1"
+expect_eq "a failed first unpack: 125, and no store made" "$rc:$(ls -A "$WORK/fresh" 2>&1)" \
+    "125:ls: cannot access '$WORK/fresh': No such file or directory"
 box run nosuchimage true
 expect_match "run of an unknown image: 125 with a hint to pull" \
     "$rc $err" '^125 gpubox: run: "nosuchimage" is neither a directory nor a pulled image \(.*gpubox pull'

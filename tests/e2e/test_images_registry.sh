@@ -60,7 +60,8 @@ setup_registries() {
     REG_LOG=$REG_TOP/main.log REG_OCI=$REG_TOP/oci-big
     reg_push "oci:$REG_TOP/oci:app" "$main/moving:1" || bail "skopeo copy to the registry failed"
     chmod 0644 "$REG_LOG" && chmod -R a+rX "$REG_OCI" || bail "cannot share $REG_LOG, $REG_OCI"
-    export REG_LOG REG_OCI REG_TLS_PORT REG_HTTP_PORT REG_GONE_PORT REG_CA REG_USER REG_PASS REG_ESCAPE \
+    export REG_LOG REG_OCI REG_TLS_PORT REG_HTTP_PORT REG_GONE_PORT REG_CA REG_USER REG_PASS \
+        REG_ESCAPE \
         REG_APP_DIGEST REG_ARCH REG_OTHER_ARCH REG_SETUP_PID
 }
 bail() { echo "Bail out! $*"; exit 1; }
