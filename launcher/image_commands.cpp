@@ -175,8 +175,9 @@ Options resolve_run_image(const Options& o, UniqueFd* hold) {
             cat("run: --writable would write into the stored image ", o.rootfs,
                 " (gpubox never changes a stored image; drop --writable, or run a copy of ",
                 img->rootfs.string(), ")"));
-    if (hold) *hold = image::hold_image(*img);
-    return apply_image_config(o, *img);
+    Options out = apply_image_config(o, *img);
+    if (hold) *hold = image::hold_image(*img), out.image_hold = hold->get();
+    return out;
 }
 
 }  // namespace gpubox::launcher
