@@ -182,13 +182,13 @@ std::string authfile_for(const PullRequest& r, const Source& s, const fs::path& 
 }
 
 // The digest of the manifest a docker:// pull would store, asked of the registry alone (the
-// manifest, no blob), so that a re-pull of a stored image downloads nothing again. "" when it
-// cannot be told: then skopeo copy runs as before, and says what is wrong, if anything is.
+// manifest, no blob), so that a re-pull of a stored image downloads nothing again: for an
+// index, its entry for the platform (the copy's rule). "" when it cannot be told: then skopeo
+// copy runs as before, and says what is wrong, if anything is.
 std::string registry_digest(const PullRequest& r, const Source& s, const fs::path& tmp,
                             const std::map<std::string, std::string>& env) {
-    const std::string skopeo = find_skopeo();
-    const auto args = plan_inspect_args(r, skopeo_source(s, ""), authfile_for(r, s, tmp));
-    const ToolResult raw = run_tool({skopeo}, args, skopeo_env(env, tmp), false);
+    const auto args = plan_inspect_args(r, s.text, authfile_for(r, s, tmp));
+    const ToolResult raw = run_tool({find_skopeo()}, args, skopeo_env(env, tmp), false);
     if (!raw.ok()) {
         log::debug(cat("skopeo inspect ", raw.failure(), ": ", raw.err));
         return "";
@@ -203,20 +203,35 @@ std::string registry_digest(const PullRequest& r, const Source& s, const fs::pat
     }
     // The digest of these very bytes; gpubox itself has no sha256, skopeo has.
     write_new(tmp / "manifest.json", raw.out);
-    const ToolResult d = run_tool({skopeo}, {"skopeo", "manifest-digest",
-                                             (tmp / "manifest.json").string()},
+    const ToolResult d = run_tool({find_skopeo()}, {"skopeo", "manifest-digest",
+                                                    (tmp / "manifest.json").string()},
                                   skopeo_env(env, tmp), false);
     const std::string digest = d.out.substr(0, d.out.find_last_not_of(" \n") + 1);
     return d.ok() && valid_digest(digest) ? digest : "";
 }
 
+// The stored digest for what the registry names: the same digest, or one a name records the
+// registry's digest for (skopeo converts a Docker-format manifest to OCI: a digest of its own).
+std::string stored_for(const fs::path& store, const std::string& remote) {
+    struct stat st {};
+    if (remote.empty()) return "";
+    if (::lstat((store / "blobs/sha256" / remote.substr(7)).c_str(), &st) == 0) return remote;
+    for (const Stored& n : list(store))
+        if (n.remote == remote && fs::exists(n.rootfs)) return n.digest;
+    return "";
+}
+
+// `pinned`: the registry's digest asked for before, copied by digest, so that what is stored
+// is what was asked about even if the tag moves meanwhile.
 void fetch(const PullRequest& r, const Source& s, const fs::path& tmp,
-           const std::map<std::string, std::string>& env, bool progress) {
+           const std::map<std::string, std::string>& env, bool progress,
+           const std::string& pinned) {
     const std::string skopeo = find_skopeo();
     const std::string authfile = authfile_for(r, s, tmp);
-    const std::string cwd = fs::current_path().string();
+    const std::string source = pinned.empty() ? skopeo_source(s, fs::current_path().string())
+                                              : cat("docker://", s.host, "/", s.repo, "@", pinned);
     const auto args =
-        plan_skopeo_args(r, skopeo_source(s, cwd), (tmp / "layout").string(), authfile, progress);
+        plan_skopeo_args(r, source, (tmp / "layout").string(), authfile, progress);
     const ToolResult res = run_tool({skopeo}, args, skopeo_env(env, tmp), progress);
     if (!res.ok()) {
         log::debug(cat("skopeo ", res.failure(), ": ", res.err));
@@ -286,10 +301,11 @@ PullResult pull_into(const fs::path& store, const PullRequest& r,
         struct stat st {};
         return !d.empty() && ::lstat((store / "blobs/sha256" / d.substr(7)).c_str(), &st) == 0;
     };
-    std::string known = s.kind == Source::Kind::docker ? registry_digest(r, s, tmp.path(), env)
-                                                       : "";
-    if (!stored(known) && s.kind != Source::Kind::tar) {
-        fetch(r, s, tmp.path(), env, progress);
+    const std::string remote =
+        s.kind == Source::Kind::docker ? registry_digest(r, s, tmp.path(), env) : "";
+    std::string known = stored_for(store, remote);
+    if (known.empty() && s.kind != Source::Kind::tar) {
+        fetch(r, s, tmp.path(), env, progress, remote);
         known = layout_digest(tmp.path());
     }
     const fs::path dir = tmp.path() / "image";
@@ -305,7 +321,7 @@ PullResult pull_into(const fs::path& store, const PullRequest& r,
         fail(r, "the stored image was removed while this pull ran (by gpubox rmi); pull again");
     }
     write_name(store, out.name, out.digest, r.source,
-               static_cast<std::int64_t>(std::time(nullptr)));
+               static_cast<std::int64_t>(std::time(nullptr)), remote);
     return out;
 }
 

@@ -66,6 +66,7 @@ std::optional<Stored> load(const fs::path& store, const std::string& name) {
     if (!valid_digest(s.digest))
         throw std::runtime_error(cat(quote(record.string()), ": bad digest"));
     s.source = r.value("source", "");
+    s.remote = r.value("remote", "");
     s.pulled_unix = r.value("pulled_unix", std::int64_t{0});
     const fs::path dir = image_dir(store, s.digest);
     s.rootfs = dir / "rootfs";
@@ -143,9 +144,10 @@ bool commit_image(const fs::path& store, const fs::path& dir, const std::string&
 }
 
 void write_name(const fs::path& store, const std::string& name, const std::string& digest,
-                const std::string& source, std::int64_t pulled_unix) {
+                const std::string& source, std::int64_t pulled_unix, const std::string& remote) {
     validate_name(name);
-    const Json r = {{"digest", digest}, {"source", source}, {"pulled_unix", pulled_unix}};
+    Json r = {{"digest", digest}, {"source", source}, {"pulled_unix", pulled_unix}};
+    if (!remote.empty() && remote != digest) r["remote"] = remote;
     write_atomic(store / "names", name, r.dump(2) + "\n");
 }
 

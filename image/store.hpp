@@ -32,6 +32,7 @@ struct Config {
 
 struct Stored {
     std::string name, digest, source;  // digest: "sha256:<64 hex>" of the manifest
+    std::string remote;  // the registry's manifest digest, where skopeo converted it (or "")
     std::filesystem::path rootfs;
     Config config;
     std::uint64_t size_bytes = 0;
@@ -72,7 +73,8 @@ bool commit_image(const std::filesystem::path& store, const std::filesystem::pat
                   const std::string& digest);
 // Points NAME at DIGEST (replacing what it named). Hold the lock.
 void write_name(const std::filesystem::path& store, const std::string& name,
-                const std::string& digest, const std::string& source, std::int64_t pulled_unix);
+                const std::string& digest, const std::string& source, std::int64_t pulled_unix,
+                const std::string& remote = "");
 // Removes NAME, and its digest's tree when no other name points at it. False: no such name.
 // Throws ImageInUse, changing nothing, when that tree would go while a run holds it.
 bool remove_name(const std::filesystem::path& store, const std::string& name);

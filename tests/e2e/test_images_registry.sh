@@ -58,7 +58,9 @@ setup_registries() {
         status=none || bail "cannot corrupt $blob"
     REG_CA=$REG_TOP/ca/ca.crt
     REG_LOG=$REG_TOP/main.log REG_OCI=$REG_TOP/oci-big
-    reg_push "oci:$REG_TOP/oci:app" "$main/moving:1" || bail "skopeo copy to the registry failed"
+    reg_push "oci:$REG_TOP/oci:app" "$main/moving:1" &&
+        reg_push "oci:$REG_TOP/oci:app" "$main/app-docker:1" --format v2s2 ||
+        bail "skopeo copy to the registry failed"
     chmod 0644 "$REG_LOG" && chmod -R a+rX "$REG_OCI" || bail "cannot share $REG_LOG, $REG_OCI"
     export REG_LOG REG_OCI REG_TLS_PORT REG_HTTP_PORT REG_GONE_PORT REG_CA REG_USER REG_PASS \
         REG_ESCAPE \
@@ -184,6 +186,15 @@ box pull "docker://$R/lab/app:1"
 expect_eq "re-pull again: exit 0" "$rc:$out" "0:app:1"
 expect_eq "re-pull: no blob downloaded again (the manifest alone was asked for)" \
     "$(blob_gets app)" "$gets0"
+# A Docker-format manifest, which skopeo converts to OCI on the way (a digest of its own)
+box pull "docker://$R/lab/app-docker:1"
+expect_eq "Docker-format manifest: pulled" "$rc:$out" "0:app-docker:1"
+gets0=$(blob_gets app-docker)
+box pull "docker://$R/lab/app-docker:1"
+expect_match "Docker-format manifest, again: reused" "$rc:$err" '^0:.*reused'
+expect_eq "Docker-format manifest, again: no blob downloaded again" \
+    "$(blob_gets app-docker)" "$gets0"
+box rmi app-docker:1
 box pull "docker://$R/lab/app@$REG_APP_DIGEST"
 expect_eq "pull by digest: REPO@sha256:<12 hex>" "$rc:$out" "0:app@${REG_APP_DIGEST:0:19}"
 expect_match "pull by digest: the same digest as app:1, reused" "$err" 'reused'
