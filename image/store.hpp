@@ -5,7 +5,8 @@
 //   STORE/blobs/sha256/<hex>/rootfs        the unpacked root filesystem (never written by a run)
 //   STORE/blobs/sha256/<hex>/config.json   the image config (OCI/Docker "config" object)
 //   STORE/blobs/sha256/<hex>/info.json     source, size, pulled time
-//   STORE/names/<name>                     a record: {"digest": "sha256:<hex>"}
+//   STORE/names/<name>                     a record: {"digest": "sha256:<hex>", "remote": the
+//                                          registry's digest where skopeo converted it}
 //   STORE/tmp/                             pulls in progress (renamed into place when complete)
 //   STORE/lock                             flock() serializes writers
 // A running sandbox holds flock(LOCK_SH) on its image's blobs/sha256/<hex> (hold_image).
