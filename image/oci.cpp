@@ -1,5 +1,7 @@
 #include "image/oci.hpp"
 
+#include <sys/utsname.h>
+
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -57,6 +59,44 @@ bool valid_digest(const std::string& d) {
     for (std::size_t i = 7; i < d.size(); ++i)
         if (!((d[i] >= '0' && d[i] <= '9') || (d[i] >= 'a' && d[i] <= 'f'))) return false;
     return true;
+}
+
+bool is_index(const std::string& text) {
+    const Json j = Json::parse(text, nullptr, false);
+    return j.is_object() && j.contains("manifests") && j["manifests"].is_array();
+}
+
+std::string pick_platform(const std::string& text, const std::string& os,
+                          const std::string& arch, const std::string& variant) {
+    if (!is_index(text) || os.empty() || arch.empty()) return "";
+    std::string found;
+    int matches = 0;
+    const Json index = Json::parse(text);
+    for (const Json& m : index["manifests"]) {
+        if (!m.is_object() || !m.contains("platform") || !m["platform"].is_object()) continue;
+        const Json& p = m["platform"];
+        const auto field = [&](const char* k) {
+            return p.contains(k) && p[k].is_string() ? p[k].get<std::string>() : std::string();
+        };
+        if (field("os") != os || field("architecture") != arch) continue;
+        if (!variant.empty() && field("variant") != variant) continue;
+        ++matches;
+        found = m.contains("digest") && m["digest"].is_string() ? m["digest"].get<std::string>()
+                                                                : "";
+    }
+    // Several for one OS/ARCH: skopeo's variant preference decides; leave it to skopeo copy.
+    return matches == 1 && valid_digest(found) ? found : "";
+}
+
+std::string host_architecture() {
+    struct utsname u {};
+    if (::uname(&u) != 0) return "";
+    static const std::pair<const char*, const char*> names[] = {
+        {"x86_64", "amd64"}, {"aarch64", "arm64"}, {"ppc64le", "ppc64le"},
+        {"s390x", "s390x"},  {"riscv64", "riscv64"}};
+    for (const auto& [machine, oci] : names)
+        if (std::string(u.machine) == machine) return oci;
+    return "";
 }
 
 Descriptor parse_index(const std::string& text) {

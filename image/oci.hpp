@@ -32,4 +32,13 @@ std::string render_config(const Config& c);
 // "sha256:<64 lower-case hex>"
 bool valid_digest(const std::string& digest);
 
+// A registry's raw manifest for a reference: an index (OCI, or a Docker manifest list)?
+bool is_index(const std::string& json);
+// The digest of the index's one entry for OS/ARCH (and VARIANT, where not empty), as skopeo
+// copy would choose it; "" when none or several match, or the document is no index.
+std::string pick_platform(const std::string& index_json, const std::string& os,
+                          const std::string& arch, const std::string& variant);
+// The OCI architecture name of this machine (uname's machine): "amd64", "arm64"; "" if unknown.
+std::string host_architecture();
+
 }  // namespace gpubox::image

@@ -141,6 +141,16 @@ std::vector<std::string> plan_skopeo_args(const PullRequest& r, const std::strin
     return a;
 }
 
+std::vector<std::string> plan_inspect_args(const PullRequest& r, const std::string& source,
+                                           const std::string& authfile) {
+    std::vector<std::string> a = {"skopeo", "inspect", "--raw",
+                                  r.insecure ? "--tls-verify=false" : "--tls-verify=true"};
+    if (!r.cert_dir.empty()) a.insert(a.end(), {"--cert-dir", r.cert_dir});
+    if (!authfile.empty()) a.insert(a.end(), {"--authfile", authfile});
+    a.push_back(source);
+    return a;
+}
+
 std::string render_summary(const PullResult& r) {
     if (r.reused)
         return cat("pull: ", r.name, ": ", r.digest.substr(0, 19), " is stored already: reused it");
@@ -164,14 +174,64 @@ void write_new(const fs::path& path, const std::string& text) {
     throw PlanError(cat("pull ", r.source, ": ", reason));
 }
 
+std::string authfile_for(const PullRequest& r, const Source& s, const fs::path& tmp) {
+    const fs::path written = tmp / "auth.json";
+    if (r.creds.empty()) return r.authfile;
+    return ::access(written.c_str(), F_OK) == 0 ? written.string()
+                                                : write_creds_file(tmp, s, r.creds);
+}
+
+// The digest of the manifest a docker:// pull would store, asked of the registry alone (the
+// manifest, no blob), so that a re-pull of a stored image downloads nothing again: for an
+// index, its entry for the platform (the copy's rule). "" when it cannot be told: then skopeo
+// copy runs as before, and says what is wrong, if anything is.
+std::string registry_digest(const PullRequest& r, const Source& s, const fs::path& tmp,
+                            const std::map<std::string, std::string>& env) {
+    const auto args = plan_inspect_args(r, s.text, authfile_for(r, s, tmp));
+    const ToolResult raw = run_tool({find_skopeo()}, args, skopeo_env(env, tmp), false);
+    if (!raw.ok()) {
+        log::debug(cat("skopeo inspect ", raw.failure(), ": ", raw.err));
+        return "";
+    }
+    if (is_index(raw.out)) {
+        const auto s1 = r.platform.find('/'), s2 = r.platform.find('/', s1 + 1);
+        if (r.platform.empty()) return pick_platform(raw.out, "linux", host_architecture(), "");
+        return pick_platform(
+            raw.out, r.platform.substr(0, s1),
+            r.platform.substr(s1 + 1, s2 == std::string::npos ? s2 : s2 - s1 - 1),
+            s2 == std::string::npos ? "" : r.platform.substr(s2 + 1));
+    }
+    // The digest of these very bytes; gpubox itself has no sha256, skopeo has.
+    write_new(tmp / "manifest.json", raw.out);
+    const ToolResult d = run_tool({find_skopeo()}, {"skopeo", "manifest-digest",
+                                                    (tmp / "manifest.json").string()},
+                                  skopeo_env(env, tmp), false);
+    const std::string digest = d.out.substr(0, d.out.find_last_not_of(" \n") + 1);
+    return d.ok() && valid_digest(digest) ? digest : "";
+}
+
+// The stored digest for what the registry names: the same digest, or one a name records the
+// registry's digest for (skopeo converts a Docker-format manifest to OCI: a digest of its own).
+std::string stored_for(const fs::path& store, const std::string& remote) {
+    struct stat st {};
+    if (remote.empty()) return "";
+    if (::lstat((store / "blobs/sha256" / remote.substr(7)).c_str(), &st) == 0) return remote;
+    for (const Stored& n : list(store))
+        if (n.remote == remote && fs::exists(n.rootfs)) return n.digest;
+    return "";
+}
+
+// `pinned`: the registry's digest asked for before, copied by digest, so that what is stored
+// is what was asked about even if the tag moves meanwhile.
 void fetch(const PullRequest& r, const Source& s, const fs::path& tmp,
-           const std::map<std::string, std::string>& env, bool progress) {
+           const std::map<std::string, std::string>& env, bool progress,
+           const std::string& pinned) {
     const std::string skopeo = find_skopeo();
-    std::string authfile = r.authfile;
-    if (!r.creds.empty()) authfile = write_creds_file(tmp, s, r.creds);
-    const std::string cwd = fs::current_path().string();
+    const std::string authfile = authfile_for(r, s, tmp);
+    const std::string source = pinned.empty() ? skopeo_source(s, fs::current_path().string())
+                                              : cat("docker://", s.host, "/", s.repo, "@", pinned);
     const auto args =
-        plan_skopeo_args(r, skopeo_source(s, cwd), (tmp / "layout").string(), authfile, progress);
+        plan_skopeo_args(r, source, (tmp / "layout").string(), authfile, progress);
     const ToolResult res = run_tool({skopeo}, args, skopeo_env(env, tmp), progress);
     if (!res.ok()) {
         log::debug(cat("skopeo ", res.failure(), ": ", res.err));
@@ -237,11 +297,19 @@ PullResult pull_into(const fs::path& store, const PullRequest& r,
         fail(r, cat("cannot read ", quote(s.path), ": ", std::strerror(errno)));
     remove_stale_temps(store);
     TempTree tmp(make_temp_dir(store, cat("pull-", ::getpid())));
-    if (s.kind != Source::Kind::tar) fetch(r, s, tmp.path(), env, progress);
-    const std::string known = s.kind == Source::Kind::tar ? "" : layout_digest(tmp.path());
+    const auto stored = [&](const std::string& d) {
+        struct stat st {};
+        return !d.empty() && ::lstat((store / "blobs/sha256" / d.substr(7)).c_str(), &st) == 0;
+    };
+    const std::string remote =
+        s.kind == Source::Kind::docker ? registry_digest(r, s, tmp.path(), env) : "";
+    std::string known = stored_for(store, remote);
+    if (known.empty() && s.kind != Source::Kind::tar) {
+        fetch(r, s, tmp.path(), env, progress, remote);
+        known = layout_digest(tmp.path());
+    }
     const fs::path dir = tmp.path() / "image";
-    struct stat st {};
-    if (!known.empty() && ::lstat((store / "blobs/sha256" / known.substr(7)).c_str(), &st) == 0) {
+    if (stored(known)) {
         out.digest = known, out.reused = true;
     } else {
         unpack(r, s, tmp.path(), dir, progress, out);
@@ -249,20 +317,46 @@ PullResult pull_into(const fs::path& store, const PullRequest& r,
     StoreLock lock(store);
     if (!out.reused) {
         out.reused = !commit_image(store, dir, out.digest);
-    } else if (::lstat((store / "blobs/sha256" / out.digest.substr(7)).c_str(), &st) != 0) {
+    } else if (!stored(out.digest)) {
         fail(r, "the stored image was removed while this pull ran (by gpubox rmi); pull again");
     }
     write_name(store, out.name, out.digest, r.source,
-               static_cast<std::int64_t>(std::time(nullptr)));
+               static_cast<std::int64_t>(std::time(nullptr)), remote);
     return out;
 }
+
+// A failed first pull leaves no store behind: the directories made for it are removed again
+// (rmdir: only while empty, so what a concurrent pull put there stays, and so does its lock).
+class MadeDirs {
+public:
+    explicit MadeDirs(const fs::path& store) : store_(store), kept_(store) {
+        std::error_code ec;
+        while (kept_.has_relative_path() && !fs::exists(kept_, ec)) kept_ = kept_.parent_path();
+    }
+    ~MadeDirs() {
+        if (done || kept_ == store_) return;
+        for (const char* sub : {"tmp", "names", "blobs/sha256", "blobs"})
+            ::rmdir((store_ / sub).c_str());
+        for (fs::path p = store_; p != kept_ && p.has_relative_path(); p = p.parent_path())
+            if (::rmdir(p.c_str()) != 0) break;
+    }
+    MadeDirs(const MadeDirs&) = delete;
+    MadeDirs& operator=(const MadeDirs&) = delete;
+    bool done = false;
+
+private:
+    fs::path store_, kept_;
+};
 
 }  // namespace
 
 PullResult pull(const fs::path& store, const PullRequest& r,
                 const std::map<std::string, std::string>& env, bool progress) {
+    MadeDirs made(store);
     try {
-        return pull_into(store, r, env, progress);
+        PullResult out = pull_into(store, r, env, progress);
+        made.done = true;
+        return out;
     } catch (const PlanError&) {
         throw;
     } catch (const UsageError&) {

@@ -34,6 +34,11 @@ std::vector<std::string> plan_skopeo_args(const PullRequest& r, const std::strin
                                           const std::string& layout, const std::string& authfile,
                                           bool progress);
 
+// `skopeo inspect --raw` of a docker:// SOURCE, with the copy's TLS, CA and credentials: the
+// manifest alone, to tell a stored image without copying it again. Pure, unit-tested.
+std::vector<std::string> plan_inspect_args(const PullRequest& r, const std::string& source,
+                                           const std::string& authfile);
+
 // The summary line `gpubox pull` prints on stderr.
 std::string render_summary(const PullResult& r);
 

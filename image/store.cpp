@@ -66,6 +66,7 @@ std::optional<Stored> load(const fs::path& store, const std::string& name) {
     if (!valid_digest(s.digest))
         throw std::runtime_error(cat(quote(record.string()), ": bad digest"));
     s.source = r.value("source", "");
+    s.remote = r.value("remote", "");
     s.pulled_unix = r.value("pulled_unix", std::int64_t{0});
     const fs::path dir = image_dir(store, s.digest);
     s.rootfs = dir / "rootfs";
@@ -143,9 +144,10 @@ bool commit_image(const fs::path& store, const fs::path& dir, const std::string&
 }
 
 void write_name(const fs::path& store, const std::string& name, const std::string& digest,
-                const std::string& source, std::int64_t pulled_unix) {
+                const std::string& source, std::int64_t pulled_unix, const std::string& remote) {
     validate_name(name);
-    const Json r = {{"digest", digest}, {"source", source}, {"pulled_unix", pulled_unix}};
+    Json r = {{"digest", digest}, {"source", source}, {"pulled_unix", pulled_unix}};
+    if (!remote.empty() && remote != digest) r["remote"] = remote;
     write_atomic(store / "names", name, r.dump(2) + "\n");
 }
 
@@ -160,10 +162,20 @@ bool remove_name(const fs::path& store, const std::string& name) {
     struct stat st {};
     const fs::path record = store / "names" / name;
     if (!gone && (!valid_name(name) || ::lstat(record.c_str(), &st) != 0)) return false;
+    bool last = gone.has_value();
+    if (gone)
+        for (const Stored& other : list(store))
+            if (other.digest == gone->digest && other.name != name) last = false;
+    // Held until the tree is gone: a run starting meanwhile waits, then finds it gone.
+    UniqueFd tree;
+    if (last) {
+        tree = sys::open_at(AT_FDCWD, image_dir(store, gone->digest).string(),
+                            O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+        if (!sys::flock_try(tree.get(), false, image_dir(store, gone->digest).string()))
+            throw ImageInUse(cat("image ", name, " is in use by a running sandbox"));
+    }
     if (::unlink(record.c_str()) != 0) sys::fail(cat("unlink(", quote(record.string()), ")"), errno);
-    if (!gone) return true;
-    for (const Stored& other : list(store))
-        if (other.digest == gone->digest) return true;  // still named: its tree stays
+    if (!last) return true;  // still named: its tree stays
     // Renamed away first, so a crash mid-removal leaves a temp dir, not half an image.
     const fs::path doomed = make_temp_dir(store, "rm");
     const fs::path moved = doomed / "image";
@@ -171,6 +183,22 @@ bool remove_name(const fs::path& store, const std::string& name) {
         sys::fail(cat("rename(", quote(image_dir(store, gone->digest).string()), ")"), errno);
     remove_tree(doomed);
     return true;
+}
+
+UniqueFd hold_image(const Stored& img) {
+    const fs::path dir = img.rootfs.parent_path();
+    UniqueFd fd = sys::open_at(AT_FDCWD, dir.string(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+    int rc;
+    do rc = ::flock(fd.get(), LOCK_SH);
+    while (rc != 0 && errno == EINTR);
+    if (rc != 0) sys::fail(cat("flock(", quote(dir.string()), ", LOCK_SH)"), errno);
+    // rmi renames the tree away under its LOCK_EX: what we locked must still be in its place.
+    struct stat held {}, now {};
+    if (::fstat(fd.get(), &held) != 0 || ::lstat(dir.c_str(), &now) != 0 ||
+        held.st_ino != now.st_ino || held.st_dev != now.st_dev)
+        throw PlanError(
+            cat("run: image ", img.name, " was removed (gpubox rmi) as the run started"));
+    return fd;
 }
 
 }  // namespace gpubox::image

@@ -5,16 +5,21 @@
 //   STORE/blobs/sha256/<hex>/rootfs        the unpacked root filesystem (never written by a run)
 //   STORE/blobs/sha256/<hex>/config.json   the image config (OCI/Docker "config" object)
 //   STORE/blobs/sha256/<hex>/info.json     source, size, pulled time
-//   STORE/names/<name>                     a record: {"digest": "sha256:<hex>"}
+//   STORE/names/<name>                     a record: {"digest": "sha256:<hex>", "remote": the
+//                                          registry's digest where skopeo converted it}
 //   STORE/tmp/                             pulls in progress (renamed into place when complete)
 //   STORE/lock                             flock() serializes writers
+// A running sandbox holds flock(LOCK_SH) on its image's blobs/sha256/<hex> (hold_image).
 #include <cstdint>
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "common/unique_fd.hpp"
 
 namespace gpubox::image {
 
@@ -28,6 +33,7 @@ struct Config {
 
 struct Stored {
     std::string name, digest, source;  // digest: "sha256:<64 hex>" of the manifest
+    std::string remote;  // the registry's manifest digest, where skopeo converted it (or "")
     std::filesystem::path rootfs;
     Config config;
     std::uint64_t size_bytes = 0;
@@ -68,9 +74,18 @@ bool commit_image(const std::filesystem::path& store, const std::filesystem::pat
                   const std::string& digest);
 // Points NAME at DIGEST (replacing what it named). Hold the lock.
 void write_name(const std::filesystem::path& store, const std::string& name,
-                const std::string& digest, const std::string& source, std::int64_t pulled_unix);
+                const std::string& digest, const std::string& source, std::int64_t pulled_unix,
+                const std::string& remote = "");
 // Removes NAME, and its digest's tree when no other name points at it. False: no such name.
+// Throws ImageInUse, changing nothing, when that tree would go while a run holds it.
 bool remove_name(const std::filesystem::path& store, const std::string& name);
+struct ImageInUse : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+// A run's hold on the image it runs: flock(LOCK_SH) on the digest's directory for as long as
+// the returned fd (O_CLOEXEC) is open, so that rmi (LOCK_EX, never waiting) leaves it alone.
+// Throws PlanError when rmi removed it between find() and the lock.
+UniqueFd hold_image(const Stored& img);
 // Removes a tree without following any symlink in it, read-only directories included.
 void remove_tree(const std::filesystem::path& path);
 

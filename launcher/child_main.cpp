@@ -149,6 +149,7 @@ const std::vector<int>& forwarded_signals() {
     Ends& own = fds.sandbox;
     try {
         fds.monitor = {};  // first: EOF on ours means the monitor died
+        if (spec.image_hold >= 0) ::close(spec.image_hold);  // the monitor's alone
         die_with_parent(fds.monitor_pidfd);
         wait_for_go(own);  // the monitor wrote our id maps
         sys::prctl(PR_SET_DUMPABLE, 0, "PR_SET_DUMPABLE, 0");  // /proc/1/exe stays closed

@@ -36,6 +36,7 @@ struct ChildSpec {
     bool late_plan = false;
     cpu_set_t cpus{};        // with late_plan: the user's CPUs, restored once the plan arrives
     pty::PtySpec pty;        // with the caller at a terminal: the workload makes a pty of its own
+    int image_hold = -1;     // the monitor's hold on a pulled image: init closes its copy
 };
 
 // One side's ends of the run's channels. Every fd is owned once: after clone() each process

@@ -96,8 +96,14 @@ int rmi_command(const Options& o) {
     const auto store = image::store_root(caller_env());
     int rc = 0;
     for (const std::string& name : o.image_names) {
-        if (image::valid_name(name) && image::remove_name(store, name)) {
-            std::cout << name << "\n";
+        try {
+            if (image::valid_name(name) && image::remove_name(store, name)) {
+                std::cout << name << "\n";
+                continue;
+            }
+        } catch (const image::ImageInUse& e) {
+            log::error(cat("rmi: ", e.what()));
+            rc = 125;
             continue;
         }
         log::error(cat("rmi: no image ", quote(name), " (gpubox images lists them)"));
@@ -138,7 +144,7 @@ Options apply_image_config(const Options& in, const image::Stored& img) {
     return o;
 }
 
-Options resolve_run_image(const Options& o) {
+Options resolve_run_image(const Options& o, UniqueFd* hold) {
     const auto missing_cmd = [&] {
         if (o.argv.empty())
             throw UsageError(
@@ -169,7 +175,9 @@ Options resolve_run_image(const Options& o) {
             cat("run: --writable would write into the stored image ", o.rootfs,
                 " (gpubox never changes a stored image; drop --writable, or run a copy of ",
                 img->rootfs.string(), ")"));
-    return apply_image_config(o, *img);
+    Options out = apply_image_config(o, *img);
+    if (hold) *hold = image::hold_image(*img), out.image_hold = hold->get();
+    return out;
 }
 
 }  // namespace gpubox::launcher

@@ -49,7 +49,10 @@ int main(int argc, char** argv) {
             case Command::help: std::cout << (o.help_topic.empty() ? usage_text() : command_help(o.help_topic)); return 0;
             case Command::man: std::cout << man_page(); return 0;
             case Command::version: std::cout << version_text(); return 0;
-            case Command::run: return run_sandbox(resolve_run_image(o));
+            case Command::run: {
+                UniqueFd hold;  // a pulled image's: rmi leaves it alone while this runs
+                return run_sandbox(resolve_run_image(o, &hold));
+            }
             case Command::pull: return pull_command(o);
             case Command::images: return images_command(o);
             case Command::rmi: return rmi_command(o);

@@ -166,6 +166,7 @@ RunPlan plan_run(const Options& o) {
     ChildSpec& s = p.spec;
     p.ns_flags = isolate::plan_namespaces(o.share_net).flags;
     s.ids = isolate::plan_id_maps(::getuid(), ::getgid(), o.root);
+    s.image_hold = o.image_hold;
     rootfs::PlanInputs in;
     // One tmpfs holds every writable in-memory place: unless told otherwise, it may not outgrow
     // the memory limit, or without one, a quarter of the memory the host has available.

@@ -1,7 +1,8 @@
 # Sourced by tests/e2e/test_images_registry.sh and bench/images.sh: Debian's registry server (the
 # distribution project's v2 registry, `docker-registry`) on 127.0.0.1, with TLS from a CA made
 # here and htpasswd (bcrypt) basic auth, or plain HTTP; test images pushed to it with skopeo.
-# reg_init first; reg_stop_all on every exit path (the callers' EXIT traps). Safe under set -e.
+# The access log (each request, in NAME.log) shows what a pull fetched. reg_init first;
+# reg_stop_all on every exit path (the callers' EXIT traps). Safe under set -e.
 REG_TOOLS=(docker-registry skopeo htpasswd openssl python3)
 REG_USER=gpubox-tester
 REG_PASS=${REG_PASS:-s3cret-$$-pass}  # kept when the script re-runs itself as another user
@@ -52,7 +53,7 @@ version: 0.1
 log:
   level: warn
   accesslog:
-    disabled: true
+    disabled: false
 storage:
   filesystem:
     rootdirectory: $REG_TOP/storage-$name

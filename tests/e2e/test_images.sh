@@ -171,6 +171,12 @@ box pull "docker://127.0.0.1:1/lab/x:1"
 expect_match "a registry that is not there: 125, cannot connect" \
     "$rc $err" '^125 gpubox: pull docker://127.0.0.1:1/lab/x:1: cannot connect to 127.0.0.1:1 '
 expect_eq "failures left nothing in the store" "$(store_state)" "$state"
+GPUBOX_IMAGES=$WORK/fresh/images box pull "docker://127.0.0.1:1/lab/x:1"
+expect_eq "a failed first pull: 125, and no store made" "$rc:$(ls -A "$WORK/fresh" 2>&1)" \
+    "125:ls: cannot access '$WORK/fresh': No such file or directory"
+GPUBOX_IMAGES=$WORK/fresh/images box pull --name bad "oci:$I/corrupt:v1"
+expect_eq "a failed first unpack: 125, and no store made" "$rc:$(ls -A "$WORK/fresh" 2>&1)" \
+    "125:ls: cannot access '$WORK/fresh': No such file or directory"
 box run nosuchimage true
 expect_match "run of an unknown image: 125 with a hint to pull" \
     "$rc $err" '^125 gpubox: run: "nosuchimage" is neither a directory nor a pulled image \(.*gpubox pull'
@@ -215,5 +221,27 @@ expect_eq "concurrent pulls: one stored tree" "$(ls "$GPUBOX_IMAGES/blobs/sha256
 box run c1 /bin/cat /data/keep
 expect_eq "concurrent pulls: the image runs" "$out" "kept"
 expect_eq "concurrent pulls: no temp left" "$(ls "$GPUBOX_IMAGES/tmp" | wc -l)" 0
-box rmi c1 c2
+
+# --- rmi of an image a running sandbox uses: refused while it runs, and the sandbox never
+# sees the lock that tells (what ls inherits: 0, 1, 2; 3 is its own /proc/self/fd) ---
+coproc INUSE { exec "$GPUBOX" run c1 /bin/sh -c 'echo "fds:" $(ls /proc/self/fd) &&
+    echo ready && read -r line && echo "got $line"'; }
+read -r fds <&"${INUSE[0]}"
+read -r ready <&"${INUSE[0]}"
+expect_eq "in use: the run started" "$ready" "ready"
+expect_eq "in use: the workload's fds are 0-2 alone (no lock fd)" "$fds" "fds: 0 1 2 3"
+box rmi c2
+expect_eq "in use: rmi of a name whose image another name keeps is allowed" "$rc:$out" "0:c2"
+box rmi c1
+expect_eq "in use: rmi of the running image: 125, nothing on stdout" "$rc:$out" "125:"
+expect_eq "in use: one line says why" "$err" \
+    "gpubox: rmi: image c1 is in use by a running sandbox"
+expect_eq "in use: still listed" "$("$GPUBOX" images | awk 'NR > 1 {print $1}')" "c1"
+echo more >&"${INUSE[1]}"
+read -r got <&"${INUSE[0]}"
+wait "$INUSE_PID"
+expect_eq "in use: the run went on and ended well" "$?:$got" "0:got more"
+box rmi c1
+expect_eq "in use: after the run, rmi removes it" "$rc:$out:$(ls "$GPUBOX_IMAGES/blobs/sha256")" \
+    "0:c1:"
 finish

@@ -57,7 +57,13 @@ setup_registries() {
     [ -f "$blob" ] && printf 'corrupted-bytes!' | dd of="$blob" bs=1 seek=8192 conv=notrunc \
         status=none || bail "cannot corrupt $blob"
     REG_CA=$REG_TOP/ca/ca.crt
-    export REG_TLS_PORT REG_HTTP_PORT REG_GONE_PORT REG_CA REG_USER REG_PASS REG_ESCAPE \
+    REG_LOG=$REG_TOP/main.log REG_OCI=$REG_TOP/oci-big
+    reg_push "oci:$REG_TOP/oci:app" "$main/moving:1" &&
+        reg_push "oci:$REG_TOP/oci:app" "$main/app-docker:1" --format v2s2 ||
+        bail "skopeo copy to the registry failed"
+    chmod 0644 "$REG_LOG" && chmod -R a+rX "$REG_OCI" || bail "cannot share $REG_LOG, $REG_OCI"
+    export REG_LOG REG_OCI REG_TLS_PORT REG_HTTP_PORT REG_GONE_PORT REG_CA REG_USER REG_PASS \
+        REG_ESCAPE \
         REG_APP_DIGEST REG_ARCH REG_OTHER_ARCH REG_SETUP_PID
 }
 bail() { echo "Bail out! $*"; exit 1; }
@@ -173,6 +179,22 @@ box pull "docker://$R/lab/app:1"
 expect_eq "re-pull: exit 0, same name" "$rc:$out" "0:app:1"
 expect_match "re-pull: says it reused the stored image" "$err" 'reused'
 expect_eq "re-pull: the store holds one image" "$(ls "$S/blobs/sha256" | wc -l)" 1
+# (the registry's access log: a GET of each blob, layer or config, a pull downloaded)
+blob_gets() { grep -c "\"GET /v2/lab/$1/blobs/sha256:" "$REG_LOG"; }
+gets0=$(blob_gets app)
+box pull "docker://$R/lab/app:1"
+expect_eq "re-pull again: exit 0" "$rc:$out" "0:app:1"
+expect_eq "re-pull: no blob downloaded again (the manifest alone was asked for)" \
+    "$(blob_gets app)" "$gets0"
+# A Docker-format manifest, which skopeo converts to OCI on the way (a digest of its own)
+box pull "docker://$R/lab/app-docker:1"
+expect_eq "Docker-format manifest: pulled" "$rc:$out" "0:app-docker:1"
+gets0=$(blob_gets app-docker)
+box pull "docker://$R/lab/app-docker:1"
+expect_match "Docker-format manifest, again: reused" "$rc:$err" '^0:.*reused'
+expect_eq "Docker-format manifest, again: no blob downloaded again" \
+    "$(blob_gets app-docker)" "$gets0"
+box rmi app-docker:1
 box pull "docker://$R/lab/app@$REG_APP_DIGEST"
 expect_eq "pull by digest: REPO@sha256:<12 hex>" "$rc:$out" "0:app@${REG_APP_DIGEST:0:19}"
 expect_match "pull by digest: the same digest as app:1, reused" "$err" 'reused'
@@ -180,6 +202,20 @@ box run "app@${REG_APP_DIGEST:0:19}"
 expect_eq "run by the digest name" "$rc:$out" "0:entry:first:second:/data/work:hello from the image"
 box pull --name lab-app "docker://$R/lab/app:1"
 expect_eq "--name names it" "$rc:$out" "0:lab-app"
+
+# --- a tag moved to another image since it was pulled: pulled again
+box pull --name moving "docker://$R/lab/moving:1"
+expect_eq "moving:1 (app's image): reused" "$rc:$(grep -c reused <<<"$err")" "0:1"
+HOME=$WORK/home skopeo --policy <(echo '{"default": [{"type": "insecureAcceptAnything"}]}') \
+    copy -q "oci:$REG_OCI:big" "docker://$R/lab/moving:1" ||
+    bail "cannot move the tag lab/moving:1"
+gets0=$(blob_gets moving)
+box pull --name moving "docker://$R/lab/moving:1"
+expect_eq "moved tag: pulled (not reused)" "$rc:$(grep -c reused <<<"$err")" "0:0"
+check "moved tag: its blobs were downloaded" test "$(blob_gets moving)" -gt "$gets0"
+box run moving sh -c '[ -d /data0 ] && [ ! -e /data/work ] && echo big'
+expect_eq "moved tag: the name runs the new image" "$rc:$out" "0:big"
+box rmi moving
 
 # --- a multi-platform index: the host's platform unless --platform says otherwise
 box pull "docker://$R/lab/multi:1"
@@ -190,6 +226,12 @@ box pull --platform "linux/$REG_OTHER_ARCH" --name multi-other "docker://$R/lab/
 expect_eq "index --platform: pulled" "$rc:$out" "0:multi-other"
 box run multi-other cat /platform
 expect_eq "index --platform: the other platform's image" "$out" "$REG_OTHER_ARCH"
+gets0=$(blob_gets multi)
+box pull "docker://$R/lab/multi:1"
+expect_match "index, again: the host's platform's image is reused" "$rc:$err" '^0:.*reused'
+box pull --platform "linux/$REG_OTHER_ARCH" --name multi-other "docker://$R/lab/multi:1"
+expect_match "index --platform, again: reused" "$rc:$err" '^0:.*reused'
+expect_eq "index, again: no blob downloaded again" "$(blob_gets multi)" "$gets0"
 
 # --- on a terminal (a pty from script(1)): progress, by layer and bytes, for a 12 MiB layer
 script -qec "stty cols 100; exec $(printf '%q ' "$GPUBOX" pull "docker://$R/lab/big:1")" \

@@ -179,6 +179,38 @@ TEST_CASE("the skopeo command line") {
                                         "oci-archive:/a.tar", "oci:/l:gpubox"});
 }
 
+TEST_CASE("re-pull: the registry's manifest alone, and the index entry for the platform") {
+    PullRequest r;
+    r.cert_dir = "/c";
+    CHECK(plan_inspect_args(r, "docker://h/x:1", "/a.json") ==
+          std::vector<std::string>{"skopeo", "inspect", "--raw", "--tls-verify=true",
+                                   "--cert-dir", "/c", "--authfile", "/a.json", "docker://h/x:1"});
+    r = {};
+    r.insecure = true;
+    CHECK(plan_inspect_args(r, "docker://h/x:1", "") ==
+          std::vector<std::string>{"skopeo", "inspect", "--raw", "--tls-verify=false",
+                                   "docker://h/x:1"});
+    const std::string a = "sha256:" + std::string(64, 'a'), b = "sha256:" + std::string(64, 'b'),
+                      c = "sha256:" + std::string(64, 'c');
+    const auto entry = [](const std::string& d, const std::string& arch, const std::string& v) {
+        return "{\"digest\": \"" + d + "\", \"size\": 1, \"platform\": {\"os\": \"linux\", " +
+               "\"architecture\": \"" + arch + "\"" +
+               (v.empty() ? "" : ", \"variant\": \"" + v + "\"") + "}}";
+    };
+    const std::string index = "{\"manifests\": [" + entry(a, "amd64", "") + ", " +
+                              entry(b, "arm64", "v8") + ", " + entry(c, "arm", "v7") + ", " +
+                              entry(a, "arm", "v6") + "]}";
+    CHECK(is_index(index));
+    CHECK_FALSE(is_index(R"({"layers": []})"));
+    CHECK(pick_platform(index, "linux", "amd64", "") == a);
+    CHECK(pick_platform(index, "linux", "arm64", "") == b);
+    CHECK(pick_platform(index, "linux", "arm", "v7") == c);
+    CHECK(pick_platform(index, "linux", "arm", "") == "");  // two: skopeo's rule decides
+    CHECK(pick_platform(index, "linux", "s390x", "") == "");
+    CHECK(pick_platform(index, "windows", "amd64", "") == "");
+    CHECK(pick_platform(R"({"layers": []})", "linux", "amd64", "") == "");
+}
+
 TEST_CASE("run IMAGE: the image's config under the command line's") {
     launcher::Options o;
     o.rootfs = "cuda:12";

@@ -86,6 +86,27 @@ TEST_CASE("store: commit, names, find, list, reuse and rmi") {
     CHECK(fs::is_empty(s / "tmp"));
 }
 
+TEST_CASE("store: rmi leaves an image a run holds, and the run finds one rmi removed") {
+    test::TempDir t("store3");
+    const fs::path s = t.dir;
+    {
+        StoreLock lock(s);
+        commit_image(s, staged(s, "A=1"), kDigestA);
+        write_name(s, "x", kDigestA, "a", 1);
+        write_name(s, "y", kDigestA, "a", 1);
+    }
+    {
+        const UniqueFd hold = hold_image(*find(s, "x"));
+        CHECK(remove_name(s, "y"));  // the name alone: x still names the tree
+        CHECK_THROWS_AS(remove_name(s, "x"), ImageInUse);
+        CHECK(find(s, "x"));  // nothing changed
+        CHECK(fs::is_empty(s / "tmp"));
+    }
+    const auto x = find(s, "x");
+    CHECK(remove_name(s, "x"));
+    CHECK_THROWS_AS(hold_image(*x), std::exception);  // gone: the run says so
+}
+
 TEST_CASE("store: a name pointed elsewhere moves atomically; bad records are errors, not crashes") {
     test::TempDir t("store2");
     const fs::path s = t.dir;
