@@ -34,8 +34,7 @@ const std::exception* innermost(const std::exception& e) {
         std::rethrow_if_nested(e);
     } catch (const std::exception& inner) {
         return innermost(inner);
-    } catch (...) {
-    }
+    } catch (...) {}
     return &e;
 }
 
@@ -45,7 +44,8 @@ constexpr const char* kUsernsRefused =
     "profile), kernel.unprivileged_userns_clone=1, and that no outer seccomp filter blocks "
     "clone(CLONE_NEWUSER)";
 constexpr const char* kUsernsExhausted =
-    "user namespaces are disabled or exhausted: check sysctl user.max_user_namespaces (must be > 0)";
+    "user namespaces are disabled or exhausted: check sysctl user.max_user_namespaces (must be > "
+    "0)";
 constexpr const char* kProcMasked =
     "the kernel refused a fresh /proc: an outer container masks parts of the host /proc "
     "(Docker/Podman do); run gpubox on the host or in a container with an unmasked /proc";
@@ -66,8 +66,8 @@ constexpr S kAnyCall = S::unknown;
 constexpr int kAnyErr = 0;
 
 struct HintRow {
-    Syscall call;                 // kAnyCall: whatever the call
-    std::array<int, 3> errs;      // kAnyErr (0) in the first: whatever the errno
+    Syscall call;             // kAnyCall: whatever the call
+    std::array<int, 3> errs;  // kAnyErr (0) in the first: whatever the errno
     On on;
     std::string_view path;
     const char* hint;
@@ -103,7 +103,8 @@ bool path_matches(const HintRow& r, std::string_view path) {
         case On::any_path: return true;
         case On::path_is: return path == r.path;
         case On::path_ends:
-            return path.size() >= r.path.size() && path.substr(path.size() - r.path.size()) == r.path;
+            return path.size() >= r.path.size() &&
+                   path.substr(path.size() - r.path.size()) == r.path;
         case On::path_has: return path.find(r.path) != std::string_view::npos;
     }
     return false;
@@ -148,7 +149,8 @@ std::string SysError::path_of_op_text(const std::string& op_text) {
     for (std::size_t i = open + 1; i < op_text.size(); ++i) {
         const char c = op_text[i];
         if (c == '"') return out;
-        if (c == '\\' && i + 1 < op_text.size() && (op_text[i + 1] == '"' || op_text[i + 1] == '\\'))
+        if (c == '\\' && i + 1 < op_text.size() &&
+            (op_text[i + 1] == '"' || op_text[i + 1] == '\\'))
             ++i;
         out += op_text[i];
     }
@@ -168,8 +170,7 @@ std::string hint_for(const std::exception_ptr& error) {
         const std::exception* in = innermost(e);
         if (auto* p = dynamic_cast<const PlanError*>(in)) return p->hint;
         if (auto* s = dynamic_cast<const SysError*>(in)) return sys_hint(*s);
-    } catch (...) {
-    }
+    } catch (...) {}
     return {};
 }
 

@@ -49,8 +49,7 @@ struct SetupError : std::runtime_error {
 
 // The exec of the workload failed: 126 (cannot execute) or 127 (not found).
 struct ExecError : std::runtime_error {
-    ExecError(const std::string& what, int exit_code)
-        : std::runtime_error(what), code(exit_code) {}
+    ExecError(const std::string& what, int exit_code) : std::runtime_error(what), code(exit_code) {}
     int code;
 };
 

@@ -31,8 +31,8 @@ void on_sigbus(int, siginfo_t* si, void*) {
     for (MappingGuard& m : g_live) {
         if (!m.data || at < m.data || at >= m.data + m.size) continue;
         void* page = reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(at) & g_page_mask);
-        if (::mmap(page, ~g_page_mask + 1, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
-                   -1, 0) == MAP_FAILED)
+        if (::mmap(page, ~g_page_mask + 1, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+                   0) == MAP_FAILED)
             break;
         m.shrunk = 1;
         return;

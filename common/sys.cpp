@@ -90,7 +90,8 @@ void fail(Syscall call, int err, const std::string& op_text, const std::string& 
 
 UniqueFd open_at(int dirfd, const std::string& path, int flags, mode_t mode) {
     int fd = ::openat(dirfd, path.c_str(), flags | O_CLOEXEC, mode);
-    if (fd < 0) fail(Syscall::open, errno, cat("open(", quote(path), ", ", open_flags(flags), ")"), path);
+    if (fd < 0)
+        fail(Syscall::open, errno, cat("open(", quote(path), ", ", open_flags(flags), ")"), path);
     return UniqueFd(fd);
 }
 
@@ -135,7 +136,8 @@ void mknod_file_at(int dirfd, const std::string& name, mode_t mode) {
 
 void symlink_at(const std::string& text, int dirfd, const std::string& name) {
     if (::symlinkat(text.c_str(), dirfd, name.c_str()) < 0)
-        fail(Syscall::symlinkat, errno, cat("symlinkat(", quote(text), " -> ", quote(name), ")"), name);
+        fail(Syscall::symlinkat, errno, cat("symlinkat(", quote(text), " -> ", quote(name), ")"),
+             name);
 }
 
 void rename_at(int dirfd, const std::string& from, const std::string& to) {
@@ -144,14 +146,16 @@ void rename_at(int dirfd, const std::string& from, const std::string& to) {
 }
 
 void fchmod(int fd, mode_t mode, const std::string& what) {
-    check(::fchmod(fd, mode), Syscall::fchmod, what, [&] { return cat("fchmod(", quote(what), ")"); });
+    check(::fchmod(fd, mode), Syscall::fchmod, what,
+          [&] { return cat("fchmod(", quote(what), ")"); });
 }
 
 std::string read_link_at(int dirfd, const std::string& name) {
     char buf[4096];
     ssize_t n = ::readlinkat(dirfd, name.c_str(), buf, sizeof buf);
     if (n < 0) fail(Syscall::readlinkat, errno, cat("readlinkat(", quote(name), ")"), name);
-    if (static_cast<std::size_t>(n) == sizeof buf) fail(Syscall::readlinkat, ENAMETOOLONG, cat("readlinkat(", quote(name), ")"), name);
+    if (static_cast<std::size_t>(n) == sizeof buf)
+        fail(Syscall::readlinkat, ENAMETOOLONG, cat("readlinkat(", quote(name), ")"), name);
     return std::string(buf, static_cast<std::size_t>(n));
 }
 
@@ -248,39 +252,45 @@ int wait_status(pid_t pid) {
 
 void kill_and_reap(pid_t pid) noexcept {
     ::kill(pid, SIGKILL);
-    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
-    }
+    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {}
 }
 
 UniqueFd fsopen(const std::string& fstype) {
-    return UniqueFd(check(::syscall(SYS_fsopen, fstype.c_str(), FSOPEN_CLOEXEC), Syscall::fsopen, fstype,
-                          [&] { return cat("fsopen(", quote(fstype), ")"); }));
+    return UniqueFd(check(::syscall(SYS_fsopen, fstype.c_str(), FSOPEN_CLOEXEC), Syscall::fsopen,
+                          fstype, [&] { return cat("fsopen(", quote(fstype), ")"); }));
 }
 
-void fsconfig_string(int fsfd, const std::string& fstype, const std::string& key, const std::string& value) {
-    check(::syscall(SYS_fsconfig, fsfd, FSCONFIG_SET_STRING, key.c_str(), value.c_str(), 0), Syscall::fsconfig, fstype,
+void fsconfig_string(int fsfd, const std::string& fstype, const std::string& key,
+                     const std::string& value) {
+    check(::syscall(SYS_fsconfig, fsfd, FSCONFIG_SET_STRING, key.c_str(), value.c_str(), 0),
+          Syscall::fsconfig, fstype,
           [&] { return cat("fsconfig(", quote(fstype), ", ", key, "=", quote(value), ")"); });
 }
 
 void fsconfig_flag(int fsfd, const std::string& fstype, const std::string& key) {
-    check(::syscall(SYS_fsconfig, fsfd, FSCONFIG_SET_FLAG, key.c_str(), nullptr, 0), Syscall::fsconfig, fstype,
+    check(::syscall(SYS_fsconfig, fsfd, FSCONFIG_SET_FLAG, key.c_str(), nullptr, 0),
+          Syscall::fsconfig, fstype,
           [&] { return cat("fsconfig(", quote(fstype), ", ", key, ")"); });
 }
 
 void fsconfig_create(int fsfd, const std::string& fstype) {
-    check(::syscall(SYS_fsconfig, fsfd, FSCONFIG_CMD_CREATE, nullptr, nullptr, 0), Syscall::fsconfig, fstype,
+    check(::syscall(SYS_fsconfig, fsfd, FSCONFIG_CMD_CREATE, nullptr, nullptr, 0),
+          Syscall::fsconfig, fstype,
           [&] { return cat("fsconfig(", quote(fstype), ", FSCONFIG_CMD_CREATE)"); });
 }
 
 UniqueFd fsmount(int fsfd, const std::string& fstype, unsigned attrs) {
-    return UniqueFd(check(::syscall(SYS_fsmount, fsfd, FSMOUNT_CLOEXEC, attrs), Syscall::fsmount, fstype,
-                          [&] { return cat("fsmount(", quote(fstype), ", ", attr_names(attrs), ")"); }));
+    return UniqueFd(
+        check(::syscall(SYS_fsmount, fsfd, FSMOUNT_CLOEXEC, attrs), Syscall::fsmount, fstype,
+              [&] { return cat("fsmount(", quote(fstype), ", ", attr_names(attrs), ")"); }));
 }
 
 UniqueFd open_tree_clone(int fd, const std::string& what, bool recursive) {
-    unsigned flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0);
+    unsigned flags =
+        OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0);
     return UniqueFd(check(::syscall(SYS_open_tree, fd, "", flags), Syscall::open_tree, what, [&] {
-        return cat("open_tree(", quote(what), ", OPEN_TREE_CLONE", recursive ? "|AT_RECURSIVE" : "", ")");
+        return cat("open_tree(", quote(what), ", OPEN_TREE_CLONE", recursive ? "|AT_RECURSIVE" : "",
+                   ")");
     }));
 }
 
@@ -300,7 +310,8 @@ int try_open_tree_attr(int dirfd, const std::string& path, bool recursive, std::
     if (!two_calls) {
         mount_attr attr{};
         attr.attr_set = set;
-        const long fd = ::syscall(SYS_open_tree_attr, dirfd, path.c_str(), flags, &attr, sizeof attr);
+        const long fd =
+            ::syscall(SYS_open_tree_attr, dirfd, path.c_str(), flags, &attr, sizeof attr);
         if (fd >= 0) return static_cast<int>(fd);
         if (errno != ENOSYS && errno != EPERM) return -errno;
         two_calls = true;
@@ -312,36 +323,45 @@ int try_open_tree_attr(int dirfd, const std::string& path, bool recursive, std::
     return tree.release();
 }
 
-void mount_setattr(int mntfd, const std::string& what, std::uint64_t set, std::uint64_t clr, bool recursive) {
+void mount_setattr(int mntfd, const std::string& what, std::uint64_t set, std::uint64_t clr,
+                   bool recursive) {
     mount_attr attr{};
     attr.attr_set = set;
     attr.attr_clr = clr;
     unsigned flags = AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0);
-    check(::syscall(SYS_mount_setattr, mntfd, "", flags, &attr, sizeof attr), Syscall::mount_setattr, what, [&] {
-        return cat("mount_setattr(", quote(what), ", ", attr_names(set), recursive ? ", AT_RECURSIVE" : "",
-                   ")");
-    });
+    check(::syscall(SYS_mount_setattr, mntfd, "", flags, &attr, sizeof attr),
+          Syscall::mount_setattr, what, [&] {
+              return cat("mount_setattr(", quote(what), ", ", attr_names(set),
+                         recursive ? ", AT_RECURSIVE" : "", ")");
+          });
 }
 
 void move_mount(int from_fd, const std::string& from, int to_fd, const std::string& to) {
-    check(
-        ::syscall(SYS_move_mount, from_fd, "", to_fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH),
-        Syscall::move_mount, from,
-        [&] { return cat("move_mount(", quote(from), " -> ", quote(to), ")"); });
+    check(::syscall(SYS_move_mount, from_fd, "", to_fd, "",
+                    MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH),
+          Syscall::move_mount, from,
+          [&] { return cat("move_mount(", quote(from), " -> ", quote(to), ")"); });
 }
 
 int try_move_mount_at(int from_fd, int dirfd, const std::string& name) {
-    return ::syscall(SYS_move_mount, from_fd, "", dirfd, name.c_str(), MOVE_MOUNT_F_EMPTY_PATH) < 0 ? -errno : 0;
+    return ::syscall(SYS_move_mount, from_fd, "", dirfd, name.c_str(), MOVE_MOUNT_F_EMPTY_PATH) < 0
+               ? -errno
+               : 0;
 }
 
 void make_rprivate() {
-    check(::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr), Syscall::mount, "/", "mount(\"/\", MS_REC|MS_PRIVATE)");
+    check(::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr), Syscall::mount, "/",
+          "mount(\"/\", MS_REC|MS_PRIVATE)");
 }
 
-void pivot_root_here() { check(::syscall(SYS_pivot_root, ".", "."), Syscall::pivot_root, ".", "pivot_root(\".\", \".\")"); }
+void pivot_root_here() {
+    check(::syscall(SYS_pivot_root, ".", "."), Syscall::pivot_root, ".",
+          "pivot_root(\".\", \".\")");
+}
 
 void umount_detach(const std::string& path) {
-    check(::umount2(path.c_str(), MNT_DETACH), Syscall::umount2, path, [&] { return cat("umount2(", quote(path), ", MNT_DETACH)"); });
+    check(::umount2(path.c_str(), MNT_DETACH), Syscall::umount2, path,
+          [&] { return cat("umount2(", quote(path), ", MNT_DETACH)"); });
 }
 
 void fchdir(int fd, const std::string& what) {
@@ -349,40 +369,50 @@ void fchdir(int fd, const std::string& what) {
 }
 
 void chdir(const std::string& path) {
-    check(::chdir(path.c_str()), Syscall::chdir, path, [&] { return cat("chdir(", quote(path), ")"); });
+    check(::chdir(path.c_str()), Syscall::chdir, path,
+          [&] { return cat("chdir(", quote(path), ")"); });
 }
 
 void unshare(int flags) {
-    check(::unshare(flags), Syscall::unshare, "", [&] { return cat("unshare(0x", std::hex, flags, ")"); });
+    check(::unshare(flags), Syscall::unshare, "",
+          [&] { return cat("unshare(0x", std::hex, flags, ")"); });
 }
 
 void sethostname(const std::string& name) {
-    check(::sethostname(name.data(), name.size()), Syscall::sethostname, "", [&] { return cat("sethostname(", quote(name), ")"); });
+    check(::sethostname(name.data(), name.size()), Syscall::sethostname, "",
+          [&] { return cat("sethostname(", quote(name), ")"); });
 }
 
 void set_loopback_up() {
-    UniqueFd s(check(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), Syscall::socket, "", "socket(AF_INET)"));
+    UniqueFd s(check(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), Syscall::socket, "",
+                     "socket(AF_INET)"));
     ifreq req{};
     std::strncpy(req.ifr_name, "lo", IFNAMSIZ - 1);
-    check(::ioctl(s.get(), SIOCGIFFLAGS, &req), Syscall::ioctl, "lo", "ioctl(\"lo\", SIOCGIFFLAGS)");
+    check(::ioctl(s.get(), SIOCGIFFLAGS, &req), Syscall::ioctl, "lo",
+          "ioctl(\"lo\", SIOCGIFFLAGS)");
     req.ifr_flags = static_cast<short>(req.ifr_flags | IFF_UP | IFF_RUNNING);
-    check(::ioctl(s.get(), SIOCSIFFLAGS, &req), Syscall::ioctl, "lo", "ioctl(\"lo\", SIOCSIFFLAGS, IFF_UP)");
+    check(::ioctl(s.get(), SIOCSIFFLAGS, &req), Syscall::ioctl, "lo",
+          "ioctl(\"lo\", SIOCSIFFLAGS, IFF_UP)");
 }
 
 UniqueFd pidfd_open(pid_t pid) {
-    return UniqueFd(check(::syscall(SYS_pidfd_open, pid, 0), Syscall::pidfd_open, "", [&] { return cat("pidfd_open(", pid, ")"); }));
+    return UniqueFd(check(::syscall(SYS_pidfd_open, pid, 0), Syscall::pidfd_open, "",
+                          [&] { return cat("pidfd_open(", pid, ")"); }));
 }
 
 void prctl(int option, unsigned long arg, const std::string& what) {
-    check(::prctl(option, arg, 0, 0, 0), Syscall::prctl, "", [&] { return cat("prctl(", what, ")"); });
+    check(::prctl(option, arg, 0, 0, 0), Syscall::prctl, "",
+          [&] { return cat("prctl(", what, ")"); });
 }
 
 void lower_rlimit(int resource, std::uint64_t value, const std::string& name) {
     rlimit cur{};
-    check(::getrlimit(resource, &cur), Syscall::getrlimit, "", [&] { return cat("getrlimit(", name, ")"); });
+    check(::getrlimit(resource, &cur), Syscall::getrlimit, "",
+          [&] { return cat("getrlimit(", name, ")"); });
     const rlim_t v = std::min<rlim_t>(value, cur.rlim_max);
     const rlimit want{v, v};
-    check(::setrlimit(resource, &want), Syscall::setrlimit, "", [&] { return cat("setrlimit(", name, ", ", v, ")"); });
+    check(::setrlimit(resource, &want), Syscall::setrlimit, "",
+          [&] { return cat("setrlimit(", name, ", ", v, ")"); });
 }
 
 std::uint64_t page_size() { return static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE)); }
@@ -398,7 +428,9 @@ UniqueFd dup_cloexec(int fd) {
     return UniqueFd(n);
 }
 
-void dup2(int from, int to) { check(::dup2(from, to), Syscall::dup2, "", cat("dup2(", from, ", ", to, ")")); }
+void dup2(int from, int to) {
+    check(::dup2(from, to), Syscall::dup2, "", cat("dup2(", from, ", ", to, ")"));
+}
 
 void pipe(UniqueFd& read_end, UniqueFd& write_end) {
     int fds[2];
@@ -416,7 +448,8 @@ void socketpair(UniqueFd& a, UniqueFd& b) {
 }
 
 UniqueFd memfd(const std::string& name) {
-    return UniqueFd(check(::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING), Syscall::memfd_create, name,
+    return UniqueFd(check(::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING),
+                          Syscall::memfd_create, name,
                           [&] { return cat("memfd_create(", quote(name), ")"); }));
 }
 
@@ -425,7 +458,7 @@ void install_seccomp_filter(const void* prog_bytes, std::size_t len) {
     prog.len = static_cast<unsigned short>(len / sizeof(sock_filter));
     prog.filter = static_cast<sock_filter*>(const_cast<void*>(prog_bytes));
     check(::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog), Syscall::seccomp, "",
-              [&] { return cat("seccomp(SECCOMP_SET_MODE_FILTER, ", prog.len, " instructions)"); });
+          [&] { return cat("seccomp(SECCOMP_SET_MODE_FILTER, ", prog.len, " instructions)"); });
 }
 
 }  // namespace gpubox::sys

@@ -18,7 +18,6 @@
 #include "common/syscall.hpp"
 #include "common/unique_fd.hpp"
 
-
 namespace gpubox::sys {
 
 // Throws SysError. The call and path are given as values: hints match on them, not on the text.
@@ -37,7 +36,8 @@ struct stat fstat(int fd, const std::string& what);
 // fstatat without following the final symlink; returns false on ENOENT.
 bool lstat_at(int dirfd, const std::string& name, struct stat& st);
 void mkdir_at(int dirfd, const std::string& name, mode_t mode);
-void mknod_file_at(int dirfd, const std::string& name, mode_t mode);  // an empty file; both keep an existing one
+void mknod_file_at(int dirfd, const std::string& name,
+                   mode_t mode);  // an empty file; both keep an existing one
 void symlink_at(const std::string& text, int dirfd, const std::string& name);
 void rename_at(int dirfd, const std::string& from, const std::string& to);  // within one directory
 void fchmod(int fd, mode_t mode, const std::string& what);
@@ -55,12 +55,12 @@ int try_open_at(int dirfd, const std::string& name, int flags, mode_t mode = 0);
 int try_lstat_at(int dirfd, const std::string& name, struct stat& st);
 int try_stat(const std::string& path, struct stat& st);
 int try_read_link_at(int dirfd, const std::string& name, std::string& text);
-int try_mkdir_at(int dirfd, const std::string& name, mode_t mode);     // EEXIST is an error here
+int try_mkdir_at(int dirfd, const std::string& name, mode_t mode);       // EEXIST is an error here
 int try_mknod_file_at(int dirfd, const std::string& name, mode_t mode);  // an empty file
 int try_symlink_at(const std::string& text, int dirfd, const std::string& name);
 int try_unlink_at(int dirfd, const std::string& name);
 void fchmod_at(int dirfd, const std::string& name, mode_t mode);  // never follows a final link
-mode_t set_umask(mode_t mask);                                     // umask(2): the previous mask
+mode_t set_umask(mode_t mask);                                    // umask(2): the previous mask
 // A helper process: fork(2) naming `what`; its exit status (waitpid, EINTR retried); and, on
 // a failure path, SIGKILL and reaping, errors ignored, so no zombie is left behind.
 pid_t fork(const std::string& what);
@@ -99,7 +99,7 @@ bool flock_try(int fd, bool shared, const std::string& what);
 // faccessat(AT_FDCWD, path, mode, AT_EACCESS): 0, or -errno (EPERM: a device cgroup refuses it).
 int try_faccessat(const std::string& path, int mode);
 void ftruncate(int fd, off_t size, const std::string& what);
-UniqueFd dup_cloexec(int fd);           // fcntl(F_DUPFD_CLOEXEC)
+UniqueFd dup_cloexec(int fd);  // fcntl(F_DUPFD_CLOEXEC)
 void dup2(int from, int to);
 void set_nonblocking(int fd, const std::string& what);  // fcntl(F_SETFL, O_NONBLOCK)
 // ioctl(2) with a pointer (or integer) argument; `what` names the fd and request for errors,
@@ -108,11 +108,13 @@ int ioctl(int fd, unsigned long request, void* arg, const std::string& what);
 int ioctl(int fd, unsigned long request, long arg, const std::string& what);
 int try_ioctl(int fd, unsigned long request, void* arg);  // its result, or -errno
 // The caller's terminal (launcher/pty.cpp), best effort where it says nothing else.
-bool is_terminal(int fd);                          // isatty(3)
-int file_flags(int fd);                            // fcntl(F_GETFL): the flags, or -errno
-int set_file_flags(int fd, int flags);             // fcntl(F_SETFL): 0, or -errno
-bool terminal_attrs(int fd, termios& t);           // tcgetattr(3): false where fd is none
-void set_terminal_attrs(int fd, int when, const termios& t);  // tcsetattr(3)            // onto `to`, which stays open across exec
+bool is_terminal(int fd);                 // isatty(3)
+int file_flags(int fd);                   // fcntl(F_GETFL): the flags, or -errno
+int set_file_flags(int fd, int flags);    // fcntl(F_SETFL): 0, or -errno
+bool terminal_attrs(int fd, termios& t);  // tcgetattr(3): false where fd is none
+void set_terminal_attrs(
+    int fd, int when,
+    const termios& t);  // tcsetattr(3)            // onto `to`, which stays open across exec
 
 // Processes and namespaces.
 void unshare(int flags);
@@ -163,16 +165,15 @@ void wait_rusage(pid_t pid, int& status, rusage& ru);
 // read(2) and write(2) as they are, for relays that decide per errno: the count, or -errno.
 ssize_t try_read(int fd, void* buf, std::size_t n);
 ssize_t try_write(int fd, const void* buf, std::size_t n);
-int current_cpu();                                     // sched_getcpu(): -1 where unknown
+int current_cpu();  // sched_getcpu(): -1 where unknown
 // sched_setaffinity, best effort: where refused (or with one usable CPU) nothing changes.
 void set_affinity(pid_t pid, const cpu_set_t& cpus);
-cpu_set_t affinity();                   // empty where it cannot be read (> 1024 CPUs)
-unsigned usable_cpus();                 // at least 1
+cpu_set_t affinity();    // empty where it cannot be read (> 1024 CPUs)
+unsigned usable_cpus();  // at least 1
 std::uint64_t monotonic_ns();
 
 // uname(2)'s release ("6.18.44-fc") and whether it is at least major.minor.
 std::string kernel_release();
 bool kernel_at_least(int major, int minor);
-
 
 }  // namespace gpubox::sys

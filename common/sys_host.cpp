@@ -36,18 +36,20 @@ ssize_t read_some(int fd, void* buf, std::size_t len) {
 
 struct stat stat(const std::string& path) {
     struct stat st {};
-    if (::stat(path.c_str(), &st) < 0) fail(Syscall::stat, errno, cat("stat(", quote(path), ")"), path);
+    if (::stat(path.c_str(), &st) < 0)
+        fail(Syscall::stat, errno, cat("stat(", quote(path), ")"), path);
     return st;
 }
 
 void mkdir(const std::string& path, mode_t mode) {
-    if (::mkdir(path.c_str(), mode) < 0) fail(Syscall::mkdir, errno, cat("mkdir(", quote(path), ")"), path);
+    if (::mkdir(path.c_str(), mode) < 0)
+        fail(Syscall::mkdir, errno, cat("mkdir(", quote(path), ")"), path);
 }
 
 void pwrite_all(int fd, const std::string& data, off_t offset, const std::string& what) {
     for (std::size_t done = 0; done < data.size();) {
-        const ssize_t n = ::pwrite(fd, data.data() + done, data.size() - done,
-                                   offset + static_cast<off_t>(done));
+        const ssize_t n =
+            ::pwrite(fd, data.data() + done, data.size() - done, offset + static_cast<off_t>(done));
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) fail(Syscall::pwrite, errno, cat("pwrite(", quote(what), ")"), what);
         done += static_cast<std::size_t>(n);
@@ -121,7 +123,8 @@ std::optional<struct statfs> try_fstatfs(int fd) {
 }
 
 std::uint64_t ns_per_clock_tick() {
-    static const std::uint64_t ns = 1000000000ULL / static_cast<std::uint64_t>(::sysconf(_SC_CLK_TCK));
+    static const std::uint64_t ns =
+        1000000000ULL / static_cast<std::uint64_t>(::sysconf(_SC_CLK_TCK));
     return ns;
 }
 
@@ -149,7 +152,8 @@ bool flock_try(int fd, bool shared, const std::string& what) {
     while (rc < 0 && errno == EINTR);
     if (rc == 0) return true;
     if (errno == EWOULDBLOCK) return false;
-    fail(Syscall::flock, errno, cat("flock(", quote(what), shared ? ", LOCK_SH|LOCK_NB)" : ", LOCK_EX|LOCK_NB)"), what);
+    fail(Syscall::flock, errno,
+         cat("flock(", quote(what), shared ? ", LOCK_SH|LOCK_NB)" : ", LOCK_EX|LOCK_NB)"), what);
 }
 
 int try_faccessat(const std::string& path, int mode) {

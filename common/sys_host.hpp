@@ -28,7 +28,7 @@ int try_poll_in(int fd, int timeout_ms);
 ssize_t read_some(int fd, void* buf, std::size_t len);
 
 // Files and directories.
-struct stat stat(const std::string& path);  // follows symlinks
+struct stat stat(const std::string& path);         // follows symlinks
 void mkdir(const std::string& path, mode_t mode);  // EEXIST is an error too
 void pwrite_all(int fd, const std::string& data, off_t offset, const std::string& what);
 // The names in directory `name` below `dirfd` ("." and ".." left out), in readdir order.

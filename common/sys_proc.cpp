@@ -58,7 +58,9 @@ void send_frame(int sock, std::string_view bytes, int fd, const std::string& wha
         std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
     }
     const ssize_t n = retry_eintr([&] { return ::sendmsg(sock, &m.msg, MSG_NOSIGNAL); });
-    if (n < 0) fail(cat("sendmsg(", what, ", ", bytes.size(), " bytes", fd >= 0 ? ", SCM_RIGHTS)" : ")"), errno);
+    if (n < 0)
+        fail(cat("sendmsg(", what, ", ", bytes.size(), " bytes", fd >= 0 ? ", SCM_RIGHTS)" : ")"),
+             errno);
 }
 
 int peek_frame(int sock, const std::string& what) {
@@ -70,7 +72,8 @@ int peek_frame(int sock, const std::string& what) {
 
 bool recv_frame(int sock, std::string& bytes, UniqueFd& fd, const std::string& what) {
     // A frame is one datagram: its size first (MSG_TRUNC answers it without taking it).
-    const ssize_t size = retry_eintr([&] { return ::recv(sock, nullptr, 0, MSG_PEEK | MSG_TRUNC); });
+    const ssize_t size =
+        retry_eintr([&] { return ::recv(sock, nullptr, 0, MSG_PEEK | MSG_TRUNC); });
     if (size < 0) fail(cat("recv(", what, ", MSG_PEEK|MSG_TRUNC)"), errno);
     bytes.assign(static_cast<std::size_t>(size), '\0');
     FrameMsg m(bytes.data(), bytes.size(), true);
@@ -78,7 +81,8 @@ bool recv_frame(int sock, std::string& bytes, UniqueFd& fd, const std::string& w
     if (n < 0) fail(cat("recvmsg(", what, ")"), errno);
     fd.reset();
     for (cmsghdr* c = CMSG_FIRSTHDR(&m.msg); c; c = CMSG_NXTHDR(&m.msg, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int))) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+            c->cmsg_len == CMSG_LEN(sizeof(int))) {
             int got;
             std::memcpy(&got, CMSG_DATA(c), sizeof got);
             fd.reset(got);
@@ -108,26 +112,18 @@ int try_ioctl(int fd, unsigned long request, void* arg) {
     return rc < 0 ? -errno : rc;
 }
 
-bool is_terminal(int fd) {
-    return ::isatty(fd) == 1;
-}
+bool is_terminal(int fd) { return ::isatty(fd) == 1; }
 
 int file_flags(int fd) {
     const int flags = ::fcntl(fd, F_GETFL);
     return flags < 0 ? -errno : flags;
 }
 
-int set_file_flags(int fd, int flags) {
-    return ::fcntl(fd, F_SETFL, flags) < 0 ? -errno : 0;
-}
+int set_file_flags(int fd, int flags) { return ::fcntl(fd, F_SETFL, flags) < 0 ? -errno : 0; }
 
-bool terminal_attrs(int fd, termios& t) {
-    return ::tcgetattr(fd, &t) == 0;
-}
+bool terminal_attrs(int fd, termios& t) { return ::tcgetattr(fd, &t) == 0; }
 
-void set_terminal_attrs(int fd, int when, const termios& t) {
-    ::tcsetattr(fd, when, &t);
-}
+void set_terminal_attrs(int fd, int when, const termios& t) { ::tcsetattr(fd, when, &t); }
 
 pid_t clone3(void* args, std::size_t size, int ns_flags) {
     const long pid = ::syscall(SYS_clone3, args, size);
@@ -139,9 +135,7 @@ void setsid() {
     if (::setsid() < 0) fail("setsid()", errno);
 }
 
-void exit_now(int code) {
-    ::_exit(code);
-}
+void exit_now(int code) { ::_exit(code); }
 
 int try_execve(const std::string& path, char* const argv[], char* const envp[]) {
     ::execve(path.c_str(), argv, envp);
@@ -154,18 +148,15 @@ void unblock_all_signals() {
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
 }
 
-void default_signal(int sig) {
-    ::signal(sig, SIG_DFL);
-}
+void default_signal(int sig) { ::signal(sig, SIG_DFL); }
 
-void ignore_signal(int sig) {
-    ::signal(sig, SIG_IGN);
-}
+void ignore_signal(int sig) { ::signal(sig, SIG_IGN); }
 
 int wait_signal(const sigset_t& set, std::optional<std::uint64_t> ns) {
     siginfo_t info{};
     if (!ns) return ::sigwaitinfo(&set, &info) < 0 ? -1 : info.si_signo;
-    const timespec t{static_cast<time_t>(*ns / 1000000000ULL), static_cast<long>(*ns % 1000000000ULL)};
+    const timespec t{static_cast<time_t>(*ns / 1000000000ULL),
+                     static_cast<long>(*ns % 1000000000ULL)};
     return ::sigtimedwait(&set, &info, &t) < 0 ? -1 : info.si_signo;
 }
 
@@ -173,9 +164,7 @@ void signal_group(pid_t pid, int sig) {
     if (::kill(-pid, sig) < 0) ::kill(pid, sig);
 }
 
-pid_t reap_any(int& status) {
-    return ::waitpid(-1, &status, WNOHANG);
-}
+pid_t reap_any(int& status) { return ::waitpid(-1, &status, WNOHANG); }
 
 bool poll_readable(int fd, int timeout_ms) {
     pollfd p{fd, POLLIN, 0};
@@ -200,17 +189,12 @@ sigset_t block_signals(const sigset_t& set) {
     return old;
 }
 
-void set_signal_mask(const sigset_t& set) {
-    ::sigprocmask(SIG_SETMASK, &set, nullptr);
-}
+void set_signal_mask(const sigset_t& set) { ::sigprocmask(SIG_SETMASK, &set, nullptr); }
 
-void send_signal(pid_t pid, int sig) {
-    ::kill(pid, sig);
-}
+void send_signal(pid_t pid, int sig) { ::kill(pid, sig); }
 
 void wait_rusage(pid_t pid, int& status, rusage& ru) {
-    while (::wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {
-    }
+    while (::wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {}
 }
 
 ssize_t try_read(int fd, void* buf, std::size_t n) {
@@ -223,9 +207,7 @@ ssize_t try_write(int fd, const void* buf, std::size_t n) {
     return w < 0 ? -errno : w;
 }
 
-int current_cpu() {
-    return ::sched_getcpu();
-}
+int current_cpu() { return ::sched_getcpu(); }
 
 void set_affinity(pid_t pid, const cpu_set_t& cpus) {
     ::sched_setaffinity(pid, sizeof cpus, &cpus);
@@ -245,7 +227,8 @@ unsigned usable_cpus() {
 std::uint64_t monotonic_ns() {
     timespec t{};
     ::clock_gettime(CLOCK_MONOTONIC, &t);
-    return static_cast<std::uint64_t>(t.tv_sec) * 1000000000ULL + static_cast<std::uint64_t>(t.tv_nsec);
+    return static_cast<std::uint64_t>(t.tv_sec) * 1000000000ULL +
+           static_cast<std::uint64_t>(t.tv_nsec);
 }
 
 }  // namespace gpubox::sys

@@ -12,11 +12,13 @@ namespace detail {
 // Pieces appended without a stream: strings, char, and integers that a stream prints as numbers
 // (not bool, not the other character types).
 template <typename T>
-constexpr bool plain_piece =
-    std::is_convertible_v<const T&, std::string_view> || std::is_same_v<T, char> ||
-    (std::is_integral_v<T> && !std::is_same_v<T, bool> && !std::is_same_v<T, signed char> &&
-     !std::is_same_v<T, unsigned char> && !std::is_same_v<T, wchar_t> && !std::is_same_v<T, char8_t> &&
-     !std::is_same_v<T, char16_t> && !std::is_same_v<T, char32_t>);
+constexpr bool plain_piece = std::is_convertible_v<const T&, std::string_view> ||
+                             std::is_same_v<T, char> ||
+                             (std::is_integral_v<T> && !std::is_same_v<T, bool> &&
+                              !std::is_same_v<T, signed char> &&
+                              !std::is_same_v<T, unsigned char> && !std::is_same_v<T, wchar_t> &&
+                              !std::is_same_v<T, char8_t> && !std::is_same_v<T, char16_t> &&
+                              !std::is_same_v<T, char32_t>);
 
 template <typename T>
 void append_piece(std::string& out, const T& v) {

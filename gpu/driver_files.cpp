@@ -18,19 +18,23 @@ struct Table {
 
 const std::vector<Table>& tables() {
     static const std::vector<Table> t = {
-        {kCapUtility, "utility",
+        {kCapUtility,
+         "utility",
          {"libnvidia-ml.so", "libnvidia-cfg.so", "libnvidia-nscq.so"},
          {"nvidia-smi", "nvidia-debugdump", "nvidia-persistenced"}},
-        {kCapCompute, "compute",
+        {kCapCompute,
+         "compute",
          {"libcuda.so", "libcudadebugger.so", "libnvidia-opencl.so", "libnvidia-gpucomp.so",
           "libnvidia-ptxjitcompiler.so", "libnvidia-fatbinaryloader.so", "libnvidia-allocator.so",
           "libnvidia-compiler.so", "libnvidia-pkcs11.so", "libnvidia-pkcs11-openssl3.so",
           "libnvidia-nvvm.so", "libnvidia-tileiras.so"},
          {"nvidia-cuda-mps-control", "nvidia-cuda-mps-server"}},
-        {kCapVideo, "video",
+        {kCapVideo,
+         "video",
          {"libvdpau_nvidia.so", "libnvidia-encode.so", "libnvidia-opticalflow.so", "libnvcuvid.so"},
          {}},
-        {kCapGraphics, "graphics",
+        {kCapGraphics,
+         "graphics",
          {"libnvidia-eglcore.so", "libnvidia-glcore.so", "libnvidia-tls.so", "libnvidia-glsi.so",
           "libnvidia-fbc.so", "libnvidia-ifr.so", "libnvidia-rtcore.so", "libnvoptix.so",
           "libGLX_nvidia.so", "libEGL_nvidia.so", "libGLESv2_nvidia.so", "libGLESv1_CM_nvidia.so",
@@ -40,9 +44,12 @@ const std::vector<Table>& tables() {
          // driver: without them an image's Vulkan or EGL sees no NVIDIA device (the toolkit's
          // graphics discoverer, internal/discover/graphics.go).
          {"/etc/vulkan/icd.d/nvidia_icd.json", "/usr/share/vulkan/icd.d/nvidia_icd.json",
-          "/etc/vulkan/implicit_layer.d/nvidia_layers.json", "/usr/share/vulkan/implicit_layer.d/nvidia_layers.json",
-          "/usr/share/glvnd/egl_vendor.d/10_nvidia.json", "/usr/share/egl/egl_external_platform.d/15_nvidia_gbm.json",
-          "/usr/share/egl/egl_external_platform.d/10_nvidia_wayland.json", "/usr/share/nvidia/nvoptix.bin"}},
+          "/etc/vulkan/implicit_layer.d/nvidia_layers.json",
+          "/usr/share/vulkan/implicit_layer.d/nvidia_layers.json",
+          "/usr/share/glvnd/egl_vendor.d/10_nvidia.json",
+          "/usr/share/egl/egl_external_platform.d/15_nvidia_gbm.json",
+          "/usr/share/egl/egl_external_platform.d/10_nvidia_wayland.json",
+          "/usr/share/nvidia/nvoptix.bin"}},
         {kCapDisplay, "display", {}, {}},
         {kCapNgx, "ngx", {"libnvidia-ngx.so"}, {}},
     };

@@ -7,7 +7,12 @@
 namespace gpubox::gpu {
 
 enum Cap : unsigned {
-    kCapCompute = 1, kCapUtility = 2, kCapGraphics = 4, kCapVideo = 8, kCapDisplay = 16, kCapNgx = 32
+    kCapCompute = 1,
+    kCapUtility = 2,
+    kCapGraphics = 4,
+    kCapVideo = 8,
+    kCapDisplay = 16,
+    kCapNgx = 32
 };
 constexpr unsigned kCapDefault = kCapCompute | kCapUtility;
 constexpr unsigned kCapAll = 63;

@@ -11,16 +11,22 @@ namespace gpubox::gpu {
 namespace {
 
 bool is_index(const std::string& s) {
-    return !s.empty() && s.size() < 4 && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+    return !s.empty() && s.size() < 4 && std::all_of(s.begin(), s.end(), [](char c) {
+        return std::isdigit(static_cast<unsigned char>(c));
+    });
 }
 
-bool is_uuid(const std::string& s) { return s.size() > 4 && (s.compare(0, 4, "GPU-") == 0 || s.compare(0, 4, "gpu-") == 0); }
+bool is_uuid(const std::string& s) {
+    return s.size() > 4 && (s.compare(0, 4, "GPU-") == 0 || s.compare(0, 4, "gpu-") == 0);
+}
 
 // A UUID may be abbreviated to its first characters, as CUDA_VISIBLE_DEVICES allows, where
 // that names one GPU (select_gpus refuses a prefix that names more).
 bool uuid_starts_with(const std::string& uuid, const std::string& prefix) {
-    return uuid.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), uuid.begin(), [](char x, char y) {
-               return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+    return uuid.size() >= prefix.size() &&
+           std::equal(prefix.begin(), prefix.end(), uuid.begin(), [](char x, char y) {
+               return std::tolower(static_cast<unsigned char>(x)) ==
+                      std::tolower(static_cast<unsigned char>(y));
            });
 }
 
@@ -35,8 +41,10 @@ bool matches(const Gpu& g, const std::string& item) {
 // lists a GPU that cannot be placed in that order. A UUID or a PCI address still names one.
 void require_placed(const GpuInventory& inv, const std::string& item) {
     if (inv.unplaced.empty()) return;
-    throw PlanError(cat("--gpu ", item, ": the driver lists a GPU that cannot be placed in PCI order: ", inv.unplaced.front()),
-                    kUnplacedHint);
+    throw PlanError(
+        cat("--gpu ", item,
+            ": the driver lists a GPU that cannot be placed in PCI order: ", inv.unplaced.front()),
+        kUnplacedHint);
 }
 
 // The host's GPUs on one line, for the error of a --gpu item that names none: each NVIDIA GPU
@@ -45,9 +53,12 @@ void require_placed(const GpuInventory& inv, const std::string& item) {
 std::string brief_gpus(const GpuInventory& inv, bool by_uuid) {
     std::vector<std::string> out;
     for (const Gpu& g : inv.gpus) {
-        if (g.vendor != Vendor::nvidia) out.push_back(cat(to_string(g.pci), " (", to_string(g.vendor), ")"));
+        if (g.vendor != Vendor::nvidia)
+            out.push_back(cat(to_string(g.pci), " (", to_string(g.vendor), ")"));
         else if (by_uuid && !g.uuid.empty()) out.push_back(cat(g.index, " (", g.uuid, ")"));
-        else out.push_back(cat(g.index, " (", to_string(g.pci), g.model.empty() ? "" : " ", g.model, ")"));
+        else
+            out.push_back(
+                cat(g.index, " (", to_string(g.pci), g.model.empty() ? "" : " ", g.model, ")"));
     }
     for (const std::string& why : inv.unplaced) out.push_back(cat("? (", why, ")"));
     return out.empty() ? "none" : join(out, ", ");
@@ -64,9 +75,11 @@ GpuSpec parse_gpu_spec(const std::string& text) {
     if (text == "auto" || text.rfind("auto:", 0) == 0) {
         spec.kind = GpuSpec::Kind::lease;
         const std::string n = text == "auto" ? "1" : text.substr(5);
-        if (n.empty() || n.size() > 3 || !std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+        if (n.empty() || n.size() > 3 ||
+            !std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
             std::stoi(n) < 1)
-            throw UsageError(cat("--gpu ", text, ": expected auto or auto:N with N a count of GPUs (1-999)"));
+            throw UsageError(
+                cat("--gpu ", text, ": expected auto or auto:N with N a count of GPUs (1-999)"));
         spec.count = std::stoi(n);
         return spec;
     }
@@ -102,7 +115,9 @@ std::string to_string(const GpuSpec& spec) {
 }
 
 GpuSpec from_visible_devices(const std::optional<std::string>& value) {
-    if (!value) throw PlanError("--gpu env: NVIDIA_VISIBLE_DEVICES is not set", "set it to all, none, or a comma list of indices or GPU-<uuid>s");
+    if (!value)
+        throw PlanError("--gpu env: NVIDIA_VISIBLE_DEVICES is not set",
+                        "set it to all, none, or a comma list of indices or GPU-<uuid>s");
     if (*value == "void" || value->empty()) return parse_gpu_spec("none");
     GpuSpec spec;
     try {
@@ -110,7 +125,8 @@ GpuSpec from_visible_devices(const std::optional<std::string>& value) {
     } catch (const UsageError& e) {
         throw PlanError(cat("--gpu env: NVIDIA_VISIBLE_DEVICES=", *value, ": ", e.what()));
     }
-    if (spec.kind != GpuSpec::Kind::none && spec.kind != GpuSpec::Kind::all && spec.kind != GpuSpec::Kind::list)
+    if (spec.kind != GpuSpec::Kind::none && spec.kind != GpuSpec::Kind::all &&
+        spec.kind != GpuSpec::Kind::list)
         throw PlanError(cat("--gpu env: NVIDIA_VISIBLE_DEVICES=", *value, " names no GPU"),
                         "use all, none, void, or a comma list of indices or GPU-<uuid>s");
     spec.source = "NVIDIA_VISIBLE_DEVICES=" + *value;
@@ -138,17 +154,23 @@ std::vector<int> indices_only(const GpuSpec& spec) {
 std::vector<Gpu> select_by_minor(const GpuInventory& inv, const GpuSpec& spec) {
     std::vector<Gpu> out;
     for (int m : spec.minors) {
-        auto it = std::find_if(inv.gpus.begin(), inv.gpus.end(), [m](const Gpu& g) { return g.vendor == Vendor::nvidia && g.minor == m; });
+        auto it = std::find_if(inv.gpus.begin(), inv.gpus.end(), [m](const Gpu& g) {
+            return g.vendor == Vendor::nvidia && g.minor == m;
+        });
         if (it == inv.gpus.end()) {
             std::vector<std::string> have;
             for (const Gpu& g : inv.gpus)
-                if (g.vendor == Vendor::nvidia) have.push_back(cat(g.index, " (/dev/nvidia", g.minor, ")"));
-            throw PlanError(cat(spec.source, " names /dev/nvidia", m, ", which is no GPU of this host; GPUs: ",
-                                have.empty() ? "none" : join(have, ", ")),
-                            "Slurm counts GPUs by gres.conf's File= order (device minors for /dev/nvidia[0-N]); see 'gpubox list'");
+                if (g.vendor == Vendor::nvidia)
+                    have.push_back(cat(g.index, " (/dev/nvidia", g.minor, ")"));
+            throw PlanError(
+                cat(spec.source, " names /dev/nvidia", m, ", which is no GPU of this host; GPUs: ",
+                    have.empty() ? "none" : join(have, ", ")),
+                "Slurm counts GPUs by gres.conf's File= order (device minors for "
+                "/dev/nvidia[0-N]); see 'gpubox list'");
         }
         if (!it->problem.empty()) throw PlanError(describe_problem(*it), kGpuProblemHint);
-        if (std::none_of(out.begin(), out.end(), [&](const Gpu& g) { return g.minor == m; })) out.push_back(*it);
+        if (std::none_of(out.begin(), out.end(), [&](const Gpu& g) { return g.minor == m; }))
+            out.push_back(*it);
     }
     std::sort(out.begin(), out.end(), [](const Gpu& a, const Gpu& b) { return a.index < b.index; });
     return out;
@@ -161,7 +183,9 @@ std::vector<Gpu> select_gpus(const GpuInventory& inv, const GpuSpec& spec) {
         throw PlanError("--gpu: internal error: an unresolved spec reached selection");
     if (spec.kind == GpuSpec::Kind::all) {
         require_placed(inv, "all");
-        if (inv.gpus.empty()) throw PlanError("--gpu all: this host has no GPU", "see 'gpubox list' and 'gpubox doctor'");
+        if (inv.gpus.empty())
+            throw PlanError("--gpu all: this host has no GPU",
+                            "see 'gpubox list' and 'gpubox doctor'");
         return inv.gpus;
     }
     std::vector<bool> chosen(inv.gpus.size(), false);
@@ -169,12 +193,16 @@ std::vector<Gpu> select_gpus(const GpuInventory& inv, const GpuSpec& spec) {
         if (is_index(item)) require_placed(inv, item);
         std::vector<std::string> hits;
         for (std::size_t i = 0; i < inv.gpus.size(); ++i)
-            if (matches(inv.gpus[i], item)) chosen[i] = true, hits.push_back(std::to_string(inv.gpus[i].index));
+            if (matches(inv.gpus[i], item))
+                chosen[i] = true, hits.push_back(std::to_string(inv.gpus[i].index));
         if (hits.size() > 1)
-            throw PlanError(cat("--gpu ", item, ": names GPUs ", join(hits, ", "), "; give more of the UUID"));
+            throw PlanError(
+                cat("--gpu ", item, ": names GPUs ", join(hits, ", "), "; give more of the UUID"));
         if (hits.empty())
-            throw PlanError(cat("--gpu ", item, ": no such GPU; GPUs on this host: ", brief_gpus(inv, is_uuid(item))),
-                            "indices count NVIDIA GPUs in PCI bus order, as nvidia-smi does; 'gpubox list' shows every detail");
+            throw PlanError(cat("--gpu ", item, ": no such GPU; GPUs on this host: ",
+                                brief_gpus(inv, is_uuid(item))),
+                            "indices count NVIDIA GPUs in PCI bus order, as nvidia-smi does; "
+                            "'gpubox list' shows every detail");
     }
     std::vector<Gpu> out;
     for (std::size_t i = 0; i < inv.gpus.size(); ++i)
@@ -201,7 +229,8 @@ std::string gpu_label(const Gpu& g) { return cat("GPU ", g.index, " (", to_strin
 std::string describe_problem(const Gpu& g) { return cat(gpu_label(g), ": ", g.problem); }
 
 std::string describe_gpus(const GpuInventory& inv) {
-    std::vector<std::vector<std::string>> rows = {{"INDEX", "PCI", "VENDOR", "MODEL", "UUID", "NODES"}};
+    std::vector<std::vector<std::string>> rows = {
+        {"INDEX", "PCI", "VENDOR", "MODEL", "UUID", "NODES"}};
     auto or_dash = [](const std::string& s) { return s.empty() ? std::string("-") : s; };
     for (const Gpu& g : inv.gpus) {
         std::vector<std::string> nodes;
@@ -209,16 +238,18 @@ std::string describe_gpus(const GpuInventory& inv) {
         std::string last = or_dash(join(nodes, " "));
         if (g.mig_instances > 0) last += cat(" (MIG mode: ", g.mig_instances, " GPU instances)");
         if (!g.problem.empty()) last += " (" + g.problem + ")";
-        rows.push_back({g.index >= 0 ? std::to_string(g.index) : "-", to_string(g.pci), to_string(g.vendor),
-                        or_dash(g.model), or_dash(g.uuid), last});
+        rows.push_back({g.index >= 0 ? std::to_string(g.index) : "-", to_string(g.pci),
+                        to_string(g.vendor), or_dash(g.model), or_dash(g.uuid), last});
     }
-    for (const std::string& why : inv.unplaced) rows.push_back({"?", "?", "nvidia", "-", "-", "- (" + why + ")"});
+    for (const std::string& why : inv.unplaced)
+        rows.push_back({"?", "?", "nvidia", "-", "-", "- (" + why + ")"});
     std::vector<std::size_t> width(rows[0].size(), 0);
     for (const auto& r : rows)
         for (std::size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
     std::ostringstream out;
     for (const auto& r : rows) {
-        for (std::size_t i = 0; i + 1 < r.size(); ++i) out << r[i] << std::string(width[i] - r[i].size() + 2, ' ');
+        for (std::size_t i = 0; i + 1 < r.size(); ++i)
+            out << r[i] << std::string(width[i] - r[i].size() + 2, ' ');
         out << r.back() << "\n";
     }
     return out.str();

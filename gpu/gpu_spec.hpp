@@ -18,7 +18,7 @@ struct GpuSpec {
     std::vector<std::string> items;  // list
     std::vector<int> minors;         // minors
     int count = 1;                   // lease: how many
-    std::string source;              // where a resolved spec came from, for messages ("SLURM_STEP_GPUS=1,3")
+    std::string source;  // where a resolved spec came from, for messages ("SLURM_STEP_GPUS=1,3")
 };
 
 // Pure. Throws UsageError for a malformed item.

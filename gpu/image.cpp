@@ -37,7 +37,8 @@ ImageInfo inspect_image(const std::string& rootfs) {
     try {
         root = sys::open_at(AT_FDCWD, rootfs, O_PATH | O_DIRECTORY);
     } catch (...) {
-        std::throw_with_nested(PlanError(cat("ROOTFS ", quote(rootfs), " is not a usable directory")));
+        std::throw_with_nested(
+            PlanError(cat("ROOTFS ", quote(rootfs), " is not a usable directory")));
     }
     info.libdir = choose_libdir(has_dir(root.get(), cat("/usr/lib/", kMultiarch)) ||
                                 has_dir(root.get(), cat("/lib/", kMultiarch)));
@@ -45,7 +46,9 @@ ImageInfo inspect_image(const std::string& rootfs) {
     if (!cache) return info;
     std::string problem;
     info.ldcache = parse_mapped_ldcache(*cache, parse_ldcache, problem);
-    if (!problem.empty()) log::warn(cat("ROOTFS's /etc/ld.so.cache is unusable (", problem, "); gpubox writes a new one"));
+    if (!problem.empty())
+        log::warn(
+            cat("ROOTFS's /etc/ld.so.cache is unusable (", problem, "); gpubox writes a new one"));
     return info;
 }
 

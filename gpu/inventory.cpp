@@ -42,7 +42,6 @@ std::optional<std::string> read_in(int root, const std::string& path, std::size_
     return out;
 }
 
-
 unsigned hex_value(const std::optional<std::string>& text) {
     if (!text) return 0;
     try {
@@ -76,15 +75,18 @@ public:
         if (!d.fd.valid()) return {};
         char buf[256];
         ssize_t n = -1;
-        if (link && (n = ::readlinkat(d.fd.get(), name.c_str(), buf, sizeof buf)) < 0 && errno != EINVAL) return {};
+        if (link && (n = ::readlinkat(d.fd.get(), name.c_str(), buf, sizeof buf)) < 0 &&
+            errno != EINVAL)
+            return {};
         if (n < 0) {
             if (::fstatat(d.fd.get(), name.c_str(), &f.st, AT_SYMLINK_NOFOLLOW) < 0) return {};
             if (!S_ISLNK(f.st.st_mode)) return f.exists = true, f.host = d.host + "/" + name, f;
             n = ::readlinkat(d.fd.get(), name.c_str(), buf, sizeof buf);
         }
         const std::string target(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
-        if (n > 0 && static_cast<std::size_t>(n) < sizeof buf && target.find('/') == std::string::npos &&
-            target != "." && target != ".." && ::fstatat(d.fd.get(), target.c_str(), &f.st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        if (n > 0 && static_cast<std::size_t>(n) < sizeof buf &&
+            target.find('/') == std::string::npos && target != "." && target != ".." &&
+            ::fstatat(d.fd.get(), target.c_str(), &f.st, AT_SYMLINK_NOFOLLOW) == 0 &&
             !S_ISLNK(f.st.st_mode))
             return f.exists = true, f.host = d.host + "/" + target, f;
         return resolved(path);
@@ -109,7 +111,8 @@ private:
                 d.fd.reset(fd), d.host = (*root_host_ == "/" ? "" : *root_host_) + path;
             }
             // Missing without a symlink on the way: missing however it is resolved.
-            if (fd == -ENOENT || fd == -ENOTDIR) return dirs_.emplace(path, std::move(d)).first->second;
+            if (fd == -ENOENT || fd == -ENOTDIR)
+                return dirs_.emplace(path, std::move(d)).first->second;
         }
         if (!d.fd.valid())
             if (int fd = rootfs::try_open_in_root(root_, path, O_PATH | O_DIRECTORY); fd >= 0)
@@ -134,7 +137,8 @@ private:
 Node find_node(HostFiles& files, const std::string& path) {
     const HostFiles::Found f = files.find(path);
     Node n{path};
-    if (f.exists) n.host = f.host, n.exists = true, n.is_char = S_ISCHR(f.st.st_mode), n.rdev = f.st.st_rdev;
+    if (f.exists)
+        n.host = f.host, n.exists = true, n.is_char = S_ISCHR(f.st.st_mode), n.rdev = f.st.st_rdev;
     return n;
 }
 
@@ -162,7 +166,9 @@ GpuRead read_nvidia_gpu(int root, HostFiles& files, const ProcGpuDir& e, bool la
     }
     auto pci = parse_pci_address(info.bus_location);
     if (!pci) pci = e.pci;
-    if (!pci) return why = cat("its Bus Location ", quote(info.bus_location), " is not one"), GpuRead::unusable;
+    if (!pci)
+        return why = cat("its Bus Location ", quote(info.bus_location), " is not one"),
+               GpuRead::unusable;
     if (lazy && pci != e.pci) return GpuRead::reorder;
     g.pci = *pci;
     g.model = info.model;
@@ -171,10 +177,10 @@ GpuRead read_nvidia_gpu(int root, HostFiles& files, const ProcGpuDir& e, bool la
     // Its directory is bound into the sandbox: from where it is inside the driver root.
     if (const HostFiles::Found d = files.find(dir); d.exists && S_ISDIR(d.st.st_mode))
         g.proc_host = d.host;
-    else
-        g.problem = cat(quote(dir), " is not a directory inside the driver root");
+    else g.problem = cat(quote(dir), " is not a directory inside the driver root");
     g.nodes.push_back(find_node(files, cat("/dev/nvidia", info.device_minor)));
-    for (const std::string& name : list_dir(root, cat("/proc/driver/nvidia/capabilities/gpu", g.minor, "/mig")))
+    for (const std::string& name :
+         list_dir(root, cat("/proc/driver/nvidia/capabilities/gpu", g.minor, "/mig")))
         if (starts_with(name, "gi")) ++g.mig_instances;
     return GpuRead::ok;
 }
@@ -184,8 +190,8 @@ GpuRead read_nvidia_gpu(int root, HostFiles& files, const ProcGpuDir& e, bool la
 // others get their place in that order from their directory's name alone, with no read of their
 // information file or their node: a `run --gpu 0` on an 8-GPU host reads one GPU's files, not
 // eight.
-void add_nvidia_gpus(int root, HostFiles& files, GpuInventory& inv, const std::vector<Gpu>& sysfs_nvidia,
-                     const std::vector<int>& only) {
+void add_nvidia_gpus(int root, HostFiles& files, GpuInventory& inv,
+                     const std::vector<Gpu>& sysfs_nvidia, const std::vector<int>& only) {
     std::vector<ProcGpuDir> dirs;
     bool named = true;  // every directory is named by its bus address, as the driver names them
     for (std::string& dir : list_dir(root, "/proc/driver/nvidia/gpus")) {
@@ -197,10 +203,13 @@ void add_nvidia_gpus(int root, HostFiles& files, GpuInventory& inv, const std::v
     // The driver lists its GPUs only (an NVSwitch has its own directory); the PCI class comes
     // from the sysfs scan, when the scope had one.
     const auto sysfs_class = [&](const PciAddress& pci) {
-        auto it = std::find_if(sysfs_nvidia.begin(), sysfs_nvidia.end(), [&](const Gpu& x) { return x.pci == pci; });
+        auto it = std::find_if(sysfs_nvidia.begin(), sysfs_nvidia.end(),
+                               [&](const Gpu& x) { return x.pci == pci; });
         return it != sysfs_nvidia.end() ? it->pci_class : 0;
     };
-    if (lazy) std::sort(dirs.begin(), dirs.end(), [](const ProcGpuDir& a, const ProcGpuDir& b) { return *a.pci < *b.pci; });
+    if (lazy)
+        std::sort(dirs.begin(), dirs.end(),
+                  [](const ProcGpuDir& a, const ProcGpuDir& b) { return *a.pci < *b.pci; });
     std::vector<Gpu> found;
     std::vector<std::string> unplaced;
     for (const ProcGpuDir& e : dirs) {
@@ -228,7 +237,8 @@ void add_nvidia_gpus(int root, HostFiles& files, GpuInventory& inv, const std::v
         g.pci_class = sysfs_class(g.pci);
         found.push_back(std::move(g));
     }
-    std::stable_sort(found.begin(), found.end(), [](const Gpu& a, const Gpu& b) { return a.pci < b.pci; });
+    std::stable_sort(found.begin(), found.end(),
+                     [](const Gpu& a, const Gpu& b) { return a.pci < b.pci; });
     for (std::size_t i = 0; i < found.size(); ++i) found[i].index = static_cast<int>(i);
     inv.gpus.insert(inv.gpus.end(), found.begin(), found.end());
     inv.unplaced = std::move(unplaced);
@@ -244,7 +254,8 @@ void add_drm_gpu(int root, HostFiles& files, GpuInventory& inv, Gpu g, const std
 
 // The driver's libraries of the kernel module's version; returns the directories the cache
 // names them in (inside the driver root), where the driver's own tools may live beside them.
-std::vector<std::string> add_libraries(int root, HostFiles& files, GpuInventory& inv, unsigned caps) {
+std::vector<std::string> add_libraries(int root, HostFiles& files, GpuInventory& inv,
+                                       unsigned caps) {
     std::vector<std::string> dirs;
     const auto cache = rootfs::map_regular_in_root(root, "/etc/ld.so.cache", 64 << 20);
     if (!cache) {
@@ -262,27 +273,32 @@ std::vector<std::string> add_libraries(int root, HostFiles& files, GpuInventory&
     }
     const std::string suffix = inv.nvidia_version ? ".so." + *inv.nvidia_version : "";
     for (const LdCacheEntry& e : entries) {
-        if ((e.flags & 0xff00) != (kLdFlagsNative & 0xff00) || !(e.flags & 1) || (e.hwcap & kLdHwcapExtension))
+        if ((e.flags & 0xff00) != (kLdFlagsNative & 0xff00) || !(e.flags & 1) ||
+            (e.hwcap & kLdHwcapExtension))
             continue;
         const HostFiles::Found found = files.find(e.value, true);
         if (!found.exists) continue;
         const std::string& host = found.host;
         const std::string file = rootfs::base_name(host);
         const auto so = file.find(".so.");
-        if (suffix.empty() || file.size() < suffix.size() || file.compare(file.size() - suffix.size(), suffix.size(), suffix) != 0) {
+        if (suffix.empty() || file.size() < suffix.size() ||
+            file.compare(file.size() - suffix.size(), suffix.size(), suffix) != 0) {
             if (so != std::string::npos) inv.stale_versions.push_back(file.substr(so + 4));
             continue;
         }
         if (std::find(dirs.begin(), dirs.end(), rootfs::parent_of(e.value)) == dirs.end())
             dirs.push_back(rootfs::parent_of(e.value));
-        auto it = std::find_if(inv.libs.begin(), inv.libs.end(), [&](auto& l) { return l.host_path == host; });
+        auto it = std::find_if(inv.libs.begin(), inv.libs.end(),
+                               [&](auto& l) { return l.host_path == host; });
         if (it == inv.libs.end()) inv.libs.push_back({file, host, {}}), it = inv.libs.end() - 1;
-        if (e.key != file && std::find(it->sonames.begin(), it->sonames.end(), e.key) == it->sonames.end())
+        if (e.key != file &&
+            std::find(it->sonames.begin(), it->sonames.end(), e.key) == it->sonames.end())
             it->sonames.push_back(e.key);
     }
     std::sort(inv.libs.begin(), inv.libs.end(), [](auto& a, auto& b) { return a.file < b.file; });
     std::sort(inv.stale_versions.begin(), inv.stale_versions.end());
-    inv.stale_versions.erase(std::unique(inv.stale_versions.begin(), inv.stale_versions.end()), inv.stale_versions.end());
+    inv.stale_versions.erase(std::unique(inv.stale_versions.begin(), inv.stale_versions.end()),
+                             inv.stale_versions.end());
     return dirs;
 }
 
@@ -291,7 +307,9 @@ bool is_elf(int root, const std::string& path) {
     if (fd < 0) return false;
     UniqueFd f(fd);
     char magic[4];
-    return ::pread(fd, magic, sizeof magic, 0) == 4 && std::string_view(magic, 4) == "\x7f" "ELF";
+    return ::pread(fd, magic, sizeof magic, 0) == 4 && std::string_view(magic, 4) ==
+                                                           "\x7f"
+                                                           "ELF";
 }
 
 // The tools: first from the driver's own bin directory beside its libraries (a driver installed
@@ -299,7 +317,8 @@ bool is_elf(int root, const std::string& path) {
 // then from the standard directories. Only an ELF file will do: hosts with such a prefix often
 // put a shell script of the same name on the PATH that sets LD_LIBRARY_PATH and execs the real
 // one, which inside an image that lacks the prefix (or /bin/sh) finds nothing.
-void add_binaries(int root, HostFiles& files, GpuInventory& inv, unsigned caps, const std::vector<std::string>& lib_dirs) {
+void add_binaries(int root, HostFiles& files, GpuInventory& inv, unsigned caps,
+                  const std::vector<std::string>& lib_dirs) {
     std::vector<std::string> dirs;
     const auto add = [&](std::string d) {
         if (std::find(dirs.begin(), dirs.end(), d) == dirs.end()) dirs.push_back(std::move(d));
@@ -354,29 +373,39 @@ void check_nvidia_nodes(int r, HostFiles& files, GpuInventory& inv) {
     if (major < 0) major = parse_char_major(devices, "nvidia-frontend");
     if (major < 0) major = kNvidiaMajor;
     for (Gpu& g : inv.gpus)
-        if (g.vendor == Vendor::nvidia && !g.nodes.empty() && g.nodes[0].exists && g.nodes[0].rdev != makedev(major, g.minor))
+        if (g.vendor == Vendor::nvidia && !g.nodes.empty() && g.nodes[0].exists &&
+            g.nodes[0].rdev != makedev(major, g.minor))
             g.nodes[0].is_char = false;  // not the node the driver made for this minor
-    inv.shared_nodes["nvidiactl"].is_char &= inv.shared_nodes["nvidiactl"].rdev == makedev(major, 255);
-    inv.shared_nodes["nvidia-modeset"].is_char &= inv.shared_nodes["nvidia-modeset"].rdev == makedev(major, 254);
+    inv.shared_nodes["nvidiactl"].is_char &=
+        inv.shared_nodes["nvidiactl"].rdev == makedev(major, 255);
+    inv.shared_nodes["nvidia-modeset"].is_char &=
+        inv.shared_nodes["nvidia-modeset"].rdev == makedev(major, 254);
     const int uvm = parse_char_major(devices, "nvidia-uvm");
     if (uvm >= 0) {
-        inv.shared_nodes["nvidia-uvm"].is_char &= inv.shared_nodes["nvidia-uvm"].rdev == makedev(uvm, 0);
-        inv.shared_nodes["nvidia-uvm-tools"].is_char &= inv.shared_nodes["nvidia-uvm-tools"].rdev == makedev(uvm, 1);
+        inv.shared_nodes["nvidia-uvm"].is_char &=
+            inv.shared_nodes["nvidia-uvm"].rdev == makedev(uvm, 0);
+        inv.shared_nodes["nvidia-uvm-tools"].is_char &=
+            inv.shared_nodes["nvidia-uvm-tools"].rdev == makedev(uvm, 1);
     }
 }
 
-GpuInventory discover_gpus(const std::string& driver_root, unsigned caps, Scope scope, const std::vector<int>& only) {
+GpuInventory discover_gpus(const std::string& driver_root, unsigned caps, Scope scope,
+                           const std::vector<int>& only) {
     GpuInventory inv;
-    inv.driver_root = driver_root.size() > 1 && driver_root.back() == '/' ? driver_root.substr(0, driver_root.size() - 1) : driver_root;
+    inv.driver_root = driver_root.size() > 1 && driver_root.back() == '/'
+                          ? driver_root.substr(0, driver_root.size() - 1)
+                          : driver_root;
     UniqueFd root;
     try {
         root = sys::open_at(AT_FDCWD, driver_root, O_PATH | O_DIRECTORY);
     } catch (...) {
-        std::throw_with_nested(PlanError(cat("--driver-root ", quote(driver_root), " is not a directory")));
+        std::throw_with_nested(
+            PlanError(cat("--driver-root ", quote(driver_root), " is not a directory")));
     }
     const int r = root.get();
     HostFiles files(r);
-    inv.nvidia_version = parse_driver_version(read_in(r, "/sys/module/nvidia/version").value_or(""));
+    inv.nvidia_version =
+        parse_driver_version(read_in(r, "/sys/module/nvidia/version").value_or(""));
     inv.proc_version = read_in(r, "/proc/driver/nvidia/version").value_or("");
     if (!inv.nvidia_version) inv.nvidia_version = parse_driver_version(inv.proc_version);
     inv.proc_params = read_in(r, "/proc/driver/nvidia/params").value_or("");
@@ -384,7 +413,8 @@ GpuInventory discover_gpus(const std::string& driver_root, unsigned caps, Scope 
 
     std::vector<Gpu> sysfs_nvidia;
     const std::string pci_dir = "/sys/bus/pci/devices";
-    for (const std::string& name : scope == Scope::all ? list_dir(r, pci_dir) : std::vector<std::string>{}) {
+    for (const std::string& name :
+         scope == Scope::all ? list_dir(r, pci_dir) : std::vector<std::string>{}) {
         const std::string dir = pci_dir + "/" + name;
         // class first: most PCI functions are not display controllers, and need one read.
         const unsigned cls = hex_value(read_in(r, dir + "/class"));
@@ -403,13 +433,15 @@ GpuInventory discover_gpus(const std::string& driver_root, unsigned caps, Scope 
     inv.gpus.insert(inv.gpus.end(), others.begin(), others.end());
 
     check_nvidia_nodes(r, files, inv);
-    if (std::any_of(inv.gpus.begin(), inv.gpus.end(), [](auto& g) { return g.vendor == Vendor::nvidia; })) {
+    if (std::any_of(inv.gpus.begin(), inv.gpus.end(),
+                    [](auto& g) { return g.vendor == Vendor::nvidia; })) {
         add_binaries(r, files, inv, caps, add_libraries(r, files, inv, caps));
         // Path, and whether it is read-only inside: the socket and the pipes must stay usable.
-        std::vector<std::pair<std::string, bool>> extras = {{"/run/nvidia-persistenced/socket", false},
-                                                            {"/tmp/nvidia-mps", false}};
+        std::vector<std::pair<std::string, bool>> extras = {
+            {"/run/nvidia-persistenced/socket", false}, {"/tmp/nvidia-mps", false}};
         for (std::string& p : config_files(caps)) extras.emplace_back(std::move(p), true);
-        if (inv.nvidia_version) extras.emplace_back("/lib/firmware/nvidia/" + *inv.nvidia_version, true);
+        if (inv.nvidia_version)
+            extras.emplace_back("/lib/firmware/nvidia/" + *inv.nvidia_version, true);
         for (const auto& [p, read_only] : extras)
             if (const HostFiles::Found f = files.find(p); f.exists)
                 inv.optional_paths.push_back({p, f.host, S_ISDIR(f.st.st_mode), read_only});

@@ -13,9 +13,9 @@ namespace gpubox::gpu {
 enum class Vendor { nvidia, amd, intel };
 const char* to_string(Vendor v);
 
-struct Node {                 // a device node, at the same path on the host (under the driver
-    std::string path;         // root) and in the sandbox, e.g. "/dev/nvidia2"
-    std::string host;         // the real host path it resolved to ("" if missing)
+struct Node {          // a device node, at the same path on the host (under the driver
+    std::string path;  // root) and in the sandbox, e.g. "/dev/nvidia2"
+    std::string host;  // the real host path it resolved to ("" if missing)
     bool exists = false;
     bool is_char = false;
     dev_t rdev = 0;
@@ -23,10 +23,10 @@ struct Node {                 // a device node, at the same path on the host (un
 
 struct Gpu {
     Vendor vendor;
-    int index = -1;           // NVIDIA: nvidia-smi's index (PCI bus order); others: -1
+    int index = -1;  // NVIDIA: nvidia-smi's index (PCI bus order); others: -1
     PciAddress pci;
-    std::string pci_name;     // the host's spelling (sysfs or procfs directory name)
-    unsigned pci_class = 0;   // from sysfs; 0 where discovery did not scan it
+    std::string pci_name;    // the host's spelling (sysfs or procfs directory name)
+    unsigned pci_class = 0;  // from sysfs; 0 where discovery did not scan it
     std::string model, uuid;
     int minor = -1;           // NVIDIA Device Minor: /dev/nvidia<minor>
     std::string proc_dir;     // NVIDIA: directory name under /proc/driver/nvidia/gpus
@@ -40,15 +40,17 @@ struct Gpu {
 
 // The hint for a Gpu::problem.
 inline constexpr const char* kGpuProblemHint =
-    "the driver lists it but does not describe it; is it healthy? see nvidia-smi and Xid errors in the kernel log";
+    "the driver lists it but does not describe it; is it healthy? see nvidia-smi and Xid errors in "
+    "the kernel log";
 // The hint for an entry of GpuInventory::unplaced.
 inline constexpr const char* kUnplacedHint =
-    "GPU indices are uncertain until it is fixed: select GPUs by UUID or PCI address (see 'gpubox list')";
+    "GPU indices are uncertain until it is fixed: select GPUs by UUID or PCI address (see 'gpubox "
+    "list')";
 
 struct DriverLib {
-    std::string file;                 // real file name, e.g. libcuda.so.550.54.14
-    std::string host_path;            // where it is on the host (driver root included)
-    std::vector<std::string> sonames; // ld.so.cache keys that lead to it, e.g. libcuda.so.1
+    std::string file;                  // real file name, e.g. libcuda.so.550.54.14
+    std::string host_path;             // where it is on the host (driver root included)
+    std::vector<std::string> sonames;  // ld.so.cache keys that lead to it, e.g. libcuda.so.1
 };
 
 struct GpuInventory {
@@ -58,11 +60,11 @@ struct GpuInventory {
     // Entries of the driver's GPU listing with no PCI address to order them by: why, for each.
     // They cannot be numbered, so while there is one, no index is certain (see select_gpus).
     std::vector<std::string> unplaced;
-    std::vector<DriverLib> libs;                // version-matched, for the capabilities asked
-    std::vector<std::string> stale_versions;    // driver versions of libraries left out
-    std::string ldcache_problem;                // why the host's ld.so.cache could not be used
+    std::vector<DriverLib> libs;              // version-matched, for the capabilities asked
+    std::vector<std::string> stale_versions;  // driver versions of libraries left out
+    std::string ldcache_problem;              // why the host's ld.so.cache could not be used
     std::vector<std::pair<std::string, std::string>> binaries;  // name, host path
-    std::map<std::string, Node> shared_nodes;   // nvidiactl, nvidia-uvm, ..., kfd
+    std::map<std::string, Node> shared_nodes;                   // nvidiactl, nvidia-uvm, ..., kfd
     std::string proc_version, proc_params, proc_registry;
     // Sockets, the MPS pipe directory, GSP firmware, loader configs: where they go, where they
     // are, what, and whether the sandbox may write to them (a socket must be connectable).

@@ -20,12 +20,15 @@ T read_at(std::string_view b, std::size_t off) {
     return v;
 }
 
-std::string_view string_at(std::string_view b, std::size_t base, std::uint32_t off, const char* what) {
+std::string_view string_at(std::string_view b, std::size_t base, std::uint32_t off,
+                           const char* what) {
     const std::size_t pos = base + off;
-    if (off >= b.size() || pos >= b.size()) throw LdCacheError(cat(what, " offset ", off, " outside the file"));
+    if (off >= b.size() || pos >= b.size())
+        throw LdCacheError(cat(what, " offset ", off, " outside the file"));
     const void* nul = std::memchr(b.data() + pos, '\0', b.size() - pos);
     if (!nul) throw LdCacheError(cat(what, " at ", pos, " has no terminating NUL"));
-    return std::string_view(b.data() + pos, static_cast<std::size_t>(static_cast<const char*>(nul) - (b.data() + pos)));
+    return std::string_view(
+        b.data() + pos, static_cast<std::size_t>(static_cast<const char*>(nul) - (b.data() + pos)));
 }
 
 // The new-format table, header checked: entry i's record starts at base + kNewHeader + 24 i.
@@ -34,8 +37,12 @@ struct Table {
     std::size_t base = 0;
     std::uint32_t nlibs = 0;
 
-    std::size_t record(std::uint32_t i) const { return base + kNewHeader + std::size_t{i} * kNewEntry; }
-    std::string_view key(std::uint32_t i) const { return string_at(b, base, read_at<std::uint32_t>(b, record(i) + 4), "key"); }
+    std::size_t record(std::uint32_t i) const {
+        return base + kNewHeader + std::size_t{i} * kNewEntry;
+    }
+    std::string_view key(std::uint32_t i) const {
+        return string_at(b, base, read_at<std::uint32_t>(b, record(i) + 4), "key");
+    }
     LdCacheEntry entry(std::uint32_t i) const {
         const std::size_t e = record(i);
         return {read_at<std::int32_t>(b, e), std::string(key(i)),
@@ -51,7 +58,8 @@ Table table_at(std::string_view b, std::size_t base) {
     const auto nlibs = read_at<std::uint32_t>(b, base + 20);
     const auto endian = read_at<std::uint8_t>(b, base + 28) & 3;
     if (endian != 0 && endian != 2) throw LdCacheError("not a little-endian cache");
-    if (nlibs > (b.size() - base - kNewHeader) / kNewEntry) throw LdCacheError(cat("entry table (", nlibs, " entries) exceeds the file"));
+    if (nlibs > (b.size() - base - kNewHeader) / kNewEntry)
+        throw LdCacheError(cat("entry table (", nlibs, " entries) exceeds the file"));
     return {b, base, nlibs};
 }
 
@@ -60,7 +68,8 @@ Table find_table(std::string_view b) {
     if (b.substr(0, kOldMagic.size()) != kOldMagic) throw LdCacheError("unknown file format");
     if (b.size() < kOldHeader) throw LdCacheError("truncated header");
     const auto nlibs = read_at<std::uint32_t>(b, 12);
-    if (nlibs > (b.size() - kOldHeader) / kOldEntry) throw LdCacheError("old entry table exceeds the file");
+    if (nlibs > (b.size() - kOldHeader) / kOldEntry)
+        throw LdCacheError("old entry table exceeds the file");
     const std::size_t base = (kOldHeader + nlibs * kOldEntry + 7) & ~std::size_t{7};
     if (b.size() < base + kNewMagic.size() || b.substr(base, kNewMagic.size()) != kNewMagic)
         throw LdCacheError("unsupported file format (old format only)");
@@ -77,7 +86,8 @@ std::vector<LdCacheEntry> parse_ldcache(std::string_view b) {
     return out;
 }
 
-std::vector<LdCacheEntry> find_ldcache(std::string_view b, const std::vector<std::string>& prefixes) {
+std::vector<LdCacheEntry> find_ldcache(std::string_view b,
+                                       const std::vector<std::string>& prefixes) {
     const Table t = find_table(b);
     std::vector<std::uint32_t> hits;
     for (const std::string& prefix : prefixes) {
@@ -90,7 +100,8 @@ std::vector<LdCacheEntry> find_ldcache(std::string_view b, const std::vector<std
             if (ldcache_libcmp(t.key(mid), prefix) < 0) hi = mid;
             else lo = mid + 1;
         }
-        for (std::uint32_t i = lo; i-- > 0 && t.key(i).substr(0, prefix.size()) == prefix;) hits.push_back(i);
+        for (std::uint32_t i = lo; i-- > 0 && t.key(i).substr(0, prefix.size()) == prefix;)
+            hits.push_back(i);
     }
     // In table order, each once: what filtering parse_ldcache()'s result would give.
     std::sort(hits.begin(), hits.end());
@@ -126,12 +137,13 @@ int ldcache_libcmp(std::string_view a, std::string_view b) {
 std::string render_ldcache(std::vector<LdCacheEntry> entries) {
     // ldconfig's order: keys descending by libcmp, then flags descending, hwcap descending; the
     // loader's binary search relies on it.
-    std::stable_sort(entries.begin(), entries.end(), [](const LdCacheEntry& x, const LdCacheEntry& y) {
-        int c = ldcache_libcmp(y.key, x.key);
-        if (c != 0) return c < 0;
-        if (x.flags != y.flags) return x.flags > y.flags;
-        return x.hwcap > y.hwcap;
-    });
+    std::stable_sort(entries.begin(), entries.end(),
+                     [](const LdCacheEntry& x, const LdCacheEntry& y) {
+                         int c = ldcache_libcmp(y.key, x.key);
+                         if (c != 0) return c < 0;
+                         if (x.flags != y.flags) return x.flags > y.flags;
+                         return x.hwcap > y.hwcap;
+                     });
     std::string strings;
     std::vector<std::pair<std::uint32_t, std::uint32_t>> offs;
     const std::size_t str_base = kNewHeader + entries.size() * kNewEntry;

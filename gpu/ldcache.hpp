@@ -41,19 +41,22 @@ std::vector<LdCacheEntry> parse_ldcache(std::string_view bytes);
 // it reads are checked; a table that is not sorted yields fewer entries, never out-of-bounds
 // reads. A prefix must not end in a digit (a digit run compares as a number). Throws
 // LdCacheError for a malformed header or a malformed entry it reads.
-std::vector<LdCacheEntry> find_ldcache(std::string_view bytes, const std::vector<std::string>& prefixes);
+std::vector<LdCacheEntry> find_ldcache(std::string_view bytes,
+                                       const std::vector<std::string>& prefixes);
 
 // `parse` (one of the two above) over a mapped cache (a rootfs::MappedFile): its entries, or
 // none and why in `problem`: the parser's error, or the file shrank under the read.
 template <typename Mapped, typename Parse>
-std::vector<LdCacheEntry> parse_mapped_ldcache(const Mapped& file, Parse parse, std::string& problem) {
+std::vector<LdCacheEntry> parse_mapped_ldcache(const Mapped& file, Parse parse,
+                                               std::string& problem) {
     std::vector<LdCacheEntry> out;
     try {
         out = parse(file.bytes());
     } catch (const LdCacheError& e) {
         problem = e.what();
     }
-    if (file.truncated()) out.clear(), problem = "it shrank while gpubox read it (rewritten in place?)";
+    if (file.truncated())
+        out.clear(), problem = "it shrank while gpubox read it (rewritten in place?)";
     return out;
 }
 

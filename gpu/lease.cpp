@@ -76,9 +76,13 @@ std::vector<Holder> holders(int dir) {
     std::vector<Holder> out;
     for (const std::string& name : sys::list_dir(dir, ".")) {
         struct stat st {};
-        if (name.size() < 6 || name.substr(name.size() - 5) != ".lock" || !sys::lstat_at(dir, name, st)) continue;
+        if (name.size() < 6 || name.substr(name.size() - 5) != ".lock" ||
+            !sys::lstat_at(dir, name, st))
+            continue;
         for (const LockLine& l : locks)
-            if (l.inode == st.st_ino && l.dev_major == major(st.st_dev) && l.dev_minor == minor(st.st_dev)) out.push_back({name, l});
+            if (l.inode == st.st_ino && l.dev_major == major(st.st_dev) &&
+                l.dev_minor == minor(st.st_dev))
+                out.push_back({name, l});
     }
     return out;
 }
@@ -92,7 +96,8 @@ std::string owner_of(pid_t pid) {
 std::string describe(const std::vector<Holder>& hs) {
     std::vector<std::string> out;
     for (const Holder& h : hs)
-        out.push_back(cat(h.name, " (", h.lock.shared ? "shared" : "exclusive", ", pid ", h.lock.pid, " uid ", owner_of(h.lock.pid), ")"));
+        out.push_back(cat(h.name, " (", h.lock.shared ? "shared" : "exclusive", ", pid ",
+                          h.lock.pid, " uid ", owner_of(h.lock.pid), ")"));
     return out.empty() ? "none" : join(out, ", ");
 }
 
@@ -101,7 +106,8 @@ std::string describe(const std::vector<Holder>& hs) {
 std::string lease_name(const Gpu& g) {
     std::string key = g.uuid.empty() ? to_string(g.pci) : g.uuid;
     for (char& c : key)
-        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.' && c != '_') c = '_';
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.' && c != '_')
+            c = '_';
     return "nvidia-" + key + ".lock";
 }
 
@@ -127,7 +133,8 @@ std::vector<LockLine> parse_proc_locks(const std::string& text) {
 std::string lease_dir_path() {
     if (const char* d = std::getenv("GPUBOX_LEASE_DIR"); d && *d) return d;
     struct stat st {};
-    if (sys::lstat_at(AT_FDCWD, "/run/gpubox/leases", st) && S_ISDIR(st.st_mode) && sys::try_faccessat("/run/gpubox/leases", W_OK | X_OK) == 0)
+    if (sys::lstat_at(AT_FDCWD, "/run/gpubox/leases", st) && S_ISDIR(st.st_mode) &&
+        sys::try_faccessat("/run/gpubox/leases", W_OK | X_OK) == 0)
         return "/run/gpubox/leases";
     return "/tmp/gpubox-leases";
 }
@@ -149,11 +156,13 @@ UniqueFd open_lease_dir(const std::string& path, bool create) {
     try {
         fd = sys::open_at(AT_FDCWD, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
     } catch (const SysError&) {
-        std::throw_with_nested(PlanError(cat("GPU lease directory ", quote(path), " is not a usable directory")));
+        std::throw_with_nested(
+            PlanError(cat("GPU lease directory ", quote(path), " is not a usable directory")));
     }
     st = sys::fstat(fd.get(), path);
     if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
-        throw PlanError(cat("GPU lease directory ", quote(path), " is writable by all but not sticky: anyone could remove a lease"),
+        throw PlanError(cat("GPU lease directory ", quote(path),
+                            " is writable by all but not sticky: anyone could remove a lease"),
                         "an admin can make /run/gpubox/leases (root's, mode 1777)");
     return fd;
 }
@@ -161,14 +170,17 @@ UniqueFd open_lease_dir(const std::string& path, bool create) {
 Lease take_lease(const GpuInventory& inv, const LeaseRequest& r) {
     std::vector<const Gpu*> candidates;
     for (const Gpu& g : inv.gpus)
-        if (g.vendor == Vendor::nvidia && g.problem.empty() && g.index >= 0) candidates.push_back(&g);
+        if (g.vendor == Vendor::nvidia && g.problem.empty() && g.index >= 0)
+            candidates.push_back(&g);
     const std::string what = cat("--gpu auto:", r.count, r.shared ? " --gpu-share" : "");
     if (static_cast<int>(candidates.size()) < r.count)
-        throw PlanError(cat(what, ": this host has ", candidates.size(), " usable NVIDIA GPUs"), "see 'gpubox list'");
+        throw PlanError(cat(what, ": this host has ", candidates.size(), " usable NVIDIA GPUs"),
+                        "see 'gpubox list'");
     Lease lease;
     lease.dir = lease_dir_path();
     UniqueFd dir = open_lease_dir(lease.dir, true);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<long>(r.wait_seconds * 1000));
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(static_cast<long>(r.wait_seconds * 1000));
     for (;;) {
         std::vector<std::string> unusable;
         for (const Gpu* g : candidates) {
@@ -176,14 +188,16 @@ Lease take_lease(const GpuInventory& inv, const LeaseRequest& r) {
             UniqueFd fd;
             std::string why;
             const Try t = try_lock(dir.get(), lease_name(*g), r.shared, fd, why);
-            if (t == Try::taken) lease.indices.push_back(g->index), lease.locks.push_back(std::move(fd));
+            if (t == Try::taken)
+                lease.indices.push_back(g->index), lease.locks.push_back(std::move(fd));
             if (t == Try::unusable) unusable.push_back(why);
         }
         if (static_cast<int>(lease.indices.size()) == r.count) return lease;
         const std::size_t got = lease.indices.size();
         lease.indices.clear(), lease.locks.clear();  // never sit on some while waiting for more
         if (std::chrono::steady_clock::now() >= deadline)
-            throw PlanError(cat(what, ": only ", got, " of ", candidates.size(), " GPUs free in ", lease.dir, "; held: ", describe(holders(dir.get())),
+            throw PlanError(cat(what, ": only ", got, " of ", candidates.size(), " GPUs free in ",
+                                lease.dir, "; held: ", describe(holders(dir.get())),
                                 unusable.empty() ? "" : "; unusable: " + join(unusable, ", ")),
                             "--gpu-wait SEC waits for them; 'gpubox list' shows who holds which");
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -203,9 +217,10 @@ std::string describe_leases(const GpuInventory& inv) {
     for (const Holder& h : holders(dir.get())) {
         std::string gpu = "-";
         for (const Gpu& g : inv.gpus)
-            if (g.vendor == Vendor::nvidia && lease_name(g) == h.name) gpu = std::to_string(g.index);
-        out << gpu << "  " << (h.lock.shared ? "shared" : "exclusive") << "  pid " << h.lock.pid << "  uid " << owner_of(h.lock.pid)
-            << "  " << path << "/" << h.name << "\n";
+            if (g.vendor == Vendor::nvidia && lease_name(g) == h.name)
+                gpu = std::to_string(g.index);
+        out << gpu << "  " << (h.lock.shared ? "shared" : "exclusive") << "  pid " << h.lock.pid
+            << "  uid " << owner_of(h.lock.pid) << "  " << path << "/" << h.name << "\n";
     }
     const std::string s = out.str();
     return s.empty() ? "" : "LEASE\n" + s;

@@ -19,14 +19,14 @@ namespace gpubox::gpu {
 
 struct LeaseRequest {
     int count = 1;
-    bool shared = false;        // --gpu-share
-    double wait_seconds = 0;    // --gpu-wait: how long to wait for enough free GPUs
+    bool shared = false;      // --gpu-share
+    double wait_seconds = 0;  // --gpu-wait: how long to wait for enough free GPUs
 };
 
 struct Lease {
     std::string dir;
-    std::vector<int> indices;      // the leased NVIDIA GPUs (nvidia-smi's index)
-    std::vector<UniqueFd> locks;   // held until the monitor exits
+    std::vector<int> indices;     // the leased NVIDIA GPUs (nvidia-smi's index)
+    std::vector<UniqueFd> locks;  // held until the monitor exits
 };
 
 // Pure: the lock file of a GPU, "nvidia-<uuid>.lock" (else its PCI address), only [A-Za-z0-9._-].

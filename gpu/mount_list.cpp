@@ -19,67 +19,83 @@ using namespace rootfs;
 BindDev device(const Node& n, const char* hint) {
     if (!n.exists) throw PlanError(cat("host device node ", quote(n.path), " is missing"), hint);
     if (!n.is_char)
-        throw PlanError(cat("host device node ", quote(n.path), " is not the expected character device"),
-                        "the node does not match the driver's major:minor; recreate it (nvidia-modprobe)");
+        throw PlanError(
+            cat("host device node ", quote(n.path), " is not the expected character device"),
+            "the node does not match the driver's major:minor; recreate it (nvidia-modprobe)");
     return BindDev{.source = n.host, .target = n.path, .rdev = n.rdev, .place = Place::gpubox};
 }
 
 void check_driver(const GpuInventory& inv) {
     if (!inv.nvidia_version)
-        throw PlanError("no NVIDIA kernel module version (/sys/module/nvidia/version, /proc/driver/nvidia/version)",
-                        "is the nvidia kernel module loaded? see 'gpubox doctor'");
+        throw PlanError(
+            "no NVIDIA kernel module version (/sys/module/nvidia/version, "
+            "/proc/driver/nvidia/version)",
+            "is the nvidia kernel module loaded? see 'gpubox doctor'");
     if (!inv.ldcache_problem.empty())
-        throw PlanError(cat("cannot find the NVIDIA driver libraries: ", inv.ldcache_problem), "run ldconfig on the host");
+        throw PlanError(cat("cannot find the NVIDIA driver libraries: ", inv.ldcache_problem),
+                        "run ldconfig on the host");
     if (inv.libs.empty() && !inv.stale_versions.empty())
-        throw PlanError(cat("NVIDIA driver/library version mismatch: kernel module ", *inv.nvidia_version,
-                            ", user-space libraries ", join(inv.stale_versions, ", ")),
-                        "reboot after a driver upgrade, or install the user-space driver matching the module");
+        throw PlanError(
+            cat("NVIDIA driver/library version mismatch: kernel module ", *inv.nvidia_version,
+                ", user-space libraries ", join(inv.stale_versions, ", ")),
+            "reboot after a driver upgrade, or install the user-space driver matching the module");
     if (inv.libs.empty())
-        throw PlanError(cat("no NVIDIA driver libraries for version ", *inv.nvidia_version, " in the host's ld.so.cache"),
+        throw PlanError(cat("no NVIDIA driver libraries for version ", *inv.nvidia_version,
+                            " in the host's ld.so.cache"),
                         "install the NVIDIA user-space driver and run ldconfig");
 }
 
 // The device nodes: the control node, each selected GPU's, and those its capabilities need.
 void add_nvidia_devices(const GpuInventory& inv, const std::vector<Gpu>& sel, unsigned caps,
                         GpuPlan& p) {
-    const char* uvm_hint = "run 'nvidia-modprobe -u -c=0' (or any CUDA program) once on the host to create it";
-    p.ops.push_back(device(inv.shared_nodes.at("nvidiactl"), "is the NVIDIA driver loaded? run nvidia-modprobe"));
+    const char* uvm_hint =
+        "run 'nvidia-modprobe -u -c=0' (or any CUDA program) once on the host to create it";
+    p.ops.push_back(device(inv.shared_nodes.at("nvidiactl"),
+                           "is the NVIDIA driver loaded? run nvidia-modprobe"));
     for (const Gpu& g : sel) {
         if (!g.problem.empty()) throw PlanError(describe_problem(g), kGpuProblemHint);
         p.ops.push_back(device(g.nodes.at(0), "run nvidia-modprobe -c=<minor> on the host"));
-        p.summary.push_back(cat("index ", g.index, " -> ", to_string(g.pci), " -> /dev/nvidia", g.minor, " -> ",
-                                g.uuid, " (", g.model, ")"));
+        p.summary.push_back(cat("index ", g.index, " -> ", to_string(g.pci), " -> /dev/nvidia",
+                                g.minor, " -> ", g.uuid, " (", g.model, ")"));
         // The whole GPU is still what nvidia-smi and NVML monitor, so this is no error.
         if (g.mig_instances > 0)
-            p.warnings.push_back(cat(gpu_label(g), " is in MIG mode (", g.mig_instances,
-                                     " GPU instances): gpubox gives whole GPUs, not MIG devices, so CUDA inside will "
-                                     "find no device; nvidia-smi still works"));
+            p.warnings.push_back(cat(
+                gpu_label(g), " is in MIG mode (", g.mig_instances,
+                " GPU instances): gpubox gives whole GPUs, not MIG devices, so CUDA inside will "
+                "find no device; nvidia-smi still works"));
     }
     if (needs_uvm(caps)) {
         p.ops.push_back(device(inv.shared_nodes.at("nvidia-uvm"), uvm_hint));
         p.ops.push_back(device(inv.shared_nodes.at("nvidia-uvm-tools"), uvm_hint));
     }
-    if (needs_modeset(caps)) p.ops.push_back(device(inv.shared_nodes.at("nvidia-modeset"), "run nvidia-modprobe -m"));
+    if (needs_modeset(caps))
+        p.ops.push_back(device(inv.shared_nodes.at("nvidia-modeset"), "run nvidia-modprobe -m"));
 }
 
 // /proc/driver/nvidia: copies of the driver's files, and only the selected GPUs' entries. The
 // tmpfs covers /proc/driver, so nvidia-caps and other drivers' entries are hidden too. It is
 // read-only, as the driver's own files are.
 void add_nvidia_proc(const GpuInventory& inv, const std::vector<Gpu>& sel, GpuPlan& p) {
-    p.ops.push_back(Tmpfs{.target = "/proc/driver", .mode = 0555, .noexec = true, .read_only = true,
+    p.ops.push_back(Tmpfs{.target = "/proc/driver",
+                          .mode = 0555,
+                          .noexec = true,
+                          .read_only = true,
                           .place = Place::kernel});
     p.ops.push_back(MakeDir{.target = "/proc/driver/nvidia", .mode = 0555});
     p.ops.push_back(MakeDir{.target = "/proc/driver/nvidia/gpus", .mode = 0555});
     const auto file = [&](const char* name, std::string content) {
-        p.ops.push_back(WriteFile{.target = cat("/proc/driver/nvidia/", name), .content = std::move(content),
+        p.ops.push_back(WriteFile{.target = cat("/proc/driver/nvidia/", name),
+                                  .content = std::move(content),
                                   .mode = 0444});
     };
     if (!inv.proc_version.empty()) file("version", inv.proc_version);
     file("params", rewrite_params(inv.proc_params));
     if (!inv.proc_registry.empty()) file("registry", inv.proc_registry);
     for (const Gpu& g : sel)
-        p.ops.push_back(Bind{.source = g.proc_host, .target = "/proc/driver/nvidia/gpus/" + g.proc_dir,
-                             .place = Place::image, .kind = SourceKind::dir});
+        p.ops.push_back(Bind{.source = g.proc_host,
+                             .target = "/proc/driver/nvidia/gpus/" + g.proc_dir,
+                             .place = Place::image,
+                             .kind = SourceKind::dir});
 }
 
 // Libraries at the image's default library path, with their soname links, plus an
@@ -92,7 +108,9 @@ void add_nvidia_libraries(const GpuInventory& inv, const ImageInfo& image, GpuPl
     std::vector<std::string> ours;
     for (const DriverLib& lib : inv.libs) {
         const std::string file = image.libdir + "/" + lib.file;
-        p.ops.push_back(Bind{.source = lib.host_path, .target = file, .place = Place::image,
+        p.ops.push_back(Bind{.source = lib.host_path,
+                             .target = file,
+                             .place = Place::image,
                              .kind = SourceKind::file});
         std::vector<std::pair<std::string, std::string>> links;  // name -> link text
         for (const std::string& so : lib.sonames) links.emplace_back(so, lib.file);
@@ -104,7 +122,8 @@ void add_nvidia_libraries(const GpuInventory& inv, const ImageInfo& image, GpuPl
             std::find(lib.sonames.begin(), lib.sonames.end(), dev) == lib.sonames.end())
             links.emplace_back(dev, lib.sonames.empty() ? lib.file : lib.sonames.front());
         for (const auto& [name, text] : links) {
-            p.ops.push_back(Symlink{.link_text = text, .path = image.libdir + "/" + name, .place = Place::image});
+            p.ops.push_back(Symlink{
+                .link_text = text, .path = image.libdir + "/" + name, .place = Place::image});
             cache.push_back({kLdFlagsNative, name, file, 0});
             ours.push_back(name);
         }
@@ -114,14 +133,17 @@ void add_nvidia_libraries(const GpuInventory& inv, const ImageInfo& image, GpuPl
         for (const auto& [stem, path] : image.compat_first)
             if (starts_with(e.key, stem + ".so")) e.value = path;
     for (const LdCacheEntry& e : image.ldcache)
-        if (!(e.hwcap & kLdHwcapExtension) && std::find(ours.begin(), ours.end(), e.key) == ours.end())
+        if (!(e.hwcap & kLdHwcapExtension) &&
+            std::find(ours.begin(), ours.end(), e.key) == ours.end())
             cache.push_back(e);
-    p.ops.push_back(WriteFile{.target = "/etc/ld.so.cache", .content = render_ldcache(cache), .mode = 0644,
+    p.ops.push_back(WriteFile{.target = "/etc/ld.so.cache",
+                              .content = render_ldcache(cache),
+                              .mode = 0644,
                               .place = Place::image});
 }
 
-void add_nvidia(const GpuInventory& inv, const std::vector<Gpu>& sel, unsigned caps, const ImageInfo& image,
-                GpuPlan& p) {
+void add_nvidia(const GpuInventory& inv, const std::vector<Gpu>& sel, unsigned caps,
+                const ImageInfo& image, GpuPlan& p) {
     check_driver(inv);
     add_nvidia_devices(inv, sel, caps, p);
     add_nvidia_proc(inv, sel, p);
@@ -130,23 +152,31 @@ void add_nvidia(const GpuInventory& inv, const std::vector<Gpu>& sel, unsigned c
     // images write this file themselves, and without it libnvidia-opencl is never loaded.
     for (const DriverLib& lib : inv.libs) {
         if (!starts_with(lib.file, "libnvidia-opencl.so.")) continue;
-        const auto so = std::find_if(lib.sonames.begin(), lib.sonames.end(),
-                                     [](const std::string& n) { return n.find(".so.") != std::string::npos; });
+        const auto so =
+            std::find_if(lib.sonames.begin(), lib.sonames.end(),
+                         [](const std::string& n) { return n.find(".so.") != std::string::npos; });
         p.ops.push_back(WriteFile{.target = "/etc/OpenCL/vendors/nvidia.icd",
                                   .content = (so == lib.sonames.end() ? lib.file : *so) + "\n",
-                                  .mode = 0644, .place = Place::image});
+                                  .mode = 0644,
+                                  .place = Place::image});
     }
     for (const auto& [name, host] : inv.binaries)
-        p.ops.push_back(Bind{.source = host, .target = "/usr/bin/" + name, .place = Place::image,
+        p.ops.push_back(Bind{.source = host,
+                             .target = "/usr/bin/" + name,
+                             .place = Place::image,
                              .kind = SourceKind::file});
     for (const auto& x : inv.optional_paths)
-        p.ops.push_back(Bind{.source = x.host, .target = x.path, .read_only = x.read_only,
-                             .need = Need::optional, .place = Place::image,
+        p.ops.push_back(Bind{.source = x.host,
+                             .target = x.path,
+                             .read_only = x.read_only,
+                             .need = Need::optional,
+                             .place = Place::image,
                              .kind = x.is_dir ? SourceKind::dir : SourceKind::file});
 }
 
 void add_drm(const GpuInventory& inv, const Gpu& g, GpuPlan& p) {
-    if (g.vendor == Vendor::amd) p.ops.push_back(device(inv.shared_nodes.at("kfd"), "is the amdgpu driver loaded?"));
+    if (g.vendor == Vendor::amd)
+        p.ops.push_back(device(inv.shared_nodes.at("kfd"), "is the amdgpu driver loaded?"));
     for (const Node& n : g.nodes) {
         p.ops.push_back(device(n, "is the GPU's DRM driver loaded?"));
         const std::string kind = n.path.find("renderD") != std::string::npos ? "render" : "card";

@@ -10,8 +10,8 @@ namespace gpubox::gpu {
 
 struct GpuPlan {
     std::vector<rootfs::MountOp> ops;
-    std::vector<std::string> summary;  // "index 0 -> 0000:3b:00.0 -> /dev/nvidia2 -> GPU-..."
-    std::vector<std::string> warnings; // what will not work inside, though the plan is whole
+    std::vector<std::string> summary;   // "index 0 -> 0000:3b:00.0 -> /dev/nvidia2 -> GPU-..."
+    std::vector<std::string> warnings;  // what will not work inside, though the plan is whole
 };
 
 // Pure: the mounts that give the sandbox exactly `selected`. Throws PlanError (with a hint) when

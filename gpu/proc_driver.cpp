@@ -10,7 +10,8 @@ namespace gpubox::gpu {
 namespace {
 
 bool is_version(const std::string& t) {
-    if (t.empty() || !std::isdigit(static_cast<unsigned char>(t.front())) || !std::isdigit(static_cast<unsigned char>(t.back())))
+    if (t.empty() || !std::isdigit(static_cast<unsigned char>(t.front())) ||
+        !std::isdigit(static_cast<unsigned char>(t.back())))
         return false;
     bool dot = false;
     for (std::size_t i = 0; i < t.size(); ++i) {

@@ -16,7 +16,8 @@ namespace gpubox::gpu {
 namespace {
 
 bool all_digits(const std::string& s) {
-    return !s.empty() && s.size() < 10 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+    return !s.empty() && s.size() < 10 &&
+           std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
 // Top-level commas (outside brackets) separate names.
@@ -67,8 +68,10 @@ std::vector<std::string> expand_hostlist(const std::string& text) {
         std::istringstream ranges(name.substr(open + 1, close - open - 1) + ",");
         for (std::string r; std::getline(ranges, r, ',');) {
             const auto dash = r.find('-');
-            const std::string a = r.substr(0, dash), b = dash == std::string::npos ? a : r.substr(dash + 1);
-            if (!all_digits(a) || !all_digits(b) || std::stol(b) < std::stol(a) || std::stol(b) - std::stol(a) > 4096)
+            const std::string a = r.substr(0, dash),
+                              b = dash == std::string::npos ? a : r.substr(dash + 1);
+            if (!all_digits(a) || !all_digits(b) || std::stol(b) < std::stol(a) ||
+                std::stol(b) - std::stol(a) > 4096)
                 throw UsageError(cat("hostlist ", quote(text), ": bad range ", quote(r)));
             for (long i = std::stol(a); i <= std::stol(b); ++i) {
                 std::string n = std::to_string(i);
@@ -109,29 +112,39 @@ GresGpus parse_gres_conf(const std::string& text, const std::string& node) {
 }
 
 GpuSpec from_slurm(const SlurmEnv& env, const GresGpus& gres) {
-    if (!env.job_id) throw PlanError("--gpu slurm: not in a Slurm allocation (SLURM_JOB_ID is not set)", "run it in an sbatch script or with srun");
+    if (!env.job_id)
+        throw PlanError("--gpu slurm: not in a Slurm allocation (SLURM_JOB_ID is not set)",
+                        "run it in an sbatch script or with srun");
     const bool step = env.step_gpus.has_value();
     const std::string var = step ? "SLURM_STEP_GPUS" : "SLURM_JOB_GPUS";
     const std::optional<std::string>& value = step ? env.step_gpus : env.job_gpus;
     if (!value || value->empty())
-        throw PlanError(cat("--gpu slurm: Slurm job ", *env.job_id, " has no GPU on this node (neither SLURM_STEP_GPUS nor SLURM_JOB_GPUS is set)"),
-                        "ask Slurm for GPUs: --gres=gpu:N or --gpus=N");
+        throw PlanError(
+            cat("--gpu slurm: Slurm job ", *env.job_id,
+                " has no GPU on this node (neither SLURM_STEP_GPUS nor SLURM_JOB_GPUS is set)"),
+            "ask Slurm for GPUs: --gres=gpu:N or --gpus=N");
     GpuSpec spec;
     spec.source = cat("--gpu slurm: ", var, "=", *value);
     spec.kind = gres.nvml ? GpuSpec::Kind::list : GpuSpec::Kind::minors;
     std::istringstream in(*value + ",");
     for (std::string item; std::getline(in, item, ',');) {
-        if (!all_digits(item)) throw PlanError(cat(spec.source, ": ", quote(item), " is not a GPU index"));
+        if (!all_digits(item))
+            throw PlanError(cat(spec.source, ": ", quote(item), " is not a GPU index"));
         const int i = std::stoi(item);
         if (gres.nvml) {
             spec.items.push_back(item);  // NVML's order: PCI bus order, nvidia-smi's index
         } else if (gres.files.empty()) {
-            spec.minors.push_back(i);  // no gres.conf to read: File=/dev/nvidia[0-N], the usual form
+            spec.minors.push_back(
+                i);  // no gres.conf to read: File=/dev/nvidia[0-N], the usual form
         } else {
             if (static_cast<std::size_t>(i) >= gres.files.size())
-                throw PlanError(cat(spec.source, ": index ", i, " is past gres.conf's ", gres.files.size(), " GPU files"));
+                throw PlanError(cat(spec.source, ": index ", i, " is past gres.conf's ",
+                                    gres.files.size(), " GPU files"));
             const auto minor = trailing_number(gres.files[static_cast<std::size_t>(i)]);
-            if (!minor) throw PlanError(cat(spec.source, ": gres.conf's File=", gres.files[static_cast<std::size_t>(i)], " names no /dev/nvidia<N>"));
+            if (!minor)
+                throw PlanError(cat(spec.source,
+                                    ": gres.conf's File=", gres.files[static_cast<std::size_t>(i)],
+                                    " names no /dev/nvidia<N>"));
             spec.minors.push_back(*minor);
         }
     }

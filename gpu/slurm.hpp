@@ -20,8 +20,8 @@ namespace gpubox::gpu {
 
 // What slurmd's GPU list is, as far as gres.conf says it for one node.
 struct GresGpus {
-    bool read = false;             // a gres.conf was read
-    bool nvml = false;             // AutoDetect=nvml: the list is in PCI bus order
+    bool read = false;               // a gres.conf was read
+    bool nvml = false;               // AutoDetect=nvml: the list is in PCI bus order
     std::vector<std::string> files;  // File= names of Name=gpu records for this node, in order
 };
 

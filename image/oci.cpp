@@ -66,8 +66,8 @@ bool is_index(const std::string& text) {
     return j.is_object() && j.contains("manifests") && j["manifests"].is_array();
 }
 
-std::string pick_platform(const std::string& text, const std::string& os,
-                          const std::string& arch, const std::string& variant) {
+std::string pick_platform(const std::string& text, const std::string& os, const std::string& arch,
+                          const std::string& variant) {
     if (!is_index(text) || os.empty() || arch.empty()) return "";
     std::string found;
     int matches = 0;
@@ -81,8 +81,8 @@ std::string pick_platform(const std::string& text, const std::string& os,
         if (field("os") != os || field("architecture") != arch) continue;
         if (!variant.empty() && field("variant") != variant) continue;
         ++matches;
-        found = m.contains("digest") && m["digest"].is_string() ? m["digest"].get<std::string>()
-                                                                : "";
+        found =
+            m.contains("digest") && m["digest"].is_string() ? m["digest"].get<std::string>() : "";
     }
     // Several for one OS/ARCH: skopeo's variant preference decides; leave it to skopeo copy.
     return matches == 1 && valid_digest(found) ? found : "";
@@ -91,9 +91,11 @@ std::string pick_platform(const std::string& text, const std::string& os,
 std::string host_architecture() {
     struct utsname u {};
     if (::uname(&u) != 0) return "";
-    static const std::pair<const char*, const char*> names[] = {
-        {"x86_64", "amd64"}, {"aarch64", "arm64"}, {"ppc64le", "ppc64le"},
-        {"s390x", "s390x"},  {"riscv64", "riscv64"}};
+    static const std::pair<const char*, const char*> names[] = {{"x86_64", "amd64"},
+                                                                {"aarch64", "arm64"},
+                                                                {"ppc64le", "ppc64le"},
+                                                                {"s390x", "s390x"},
+                                                                {"riscv64", "riscv64"}};
     for (const auto& [machine, oci] : names)
         if (std::string(u.machine) == machine) return oci;
     return "";

@@ -35,8 +35,7 @@ public:
     ~TempTree() {
         try {
             remove_tree(path_);
-        } catch (...) {
-        }
+        } catch (...) {}
     }
     const fs::path& path() const { return path_; }
 
@@ -196,16 +195,15 @@ std::string registry_digest(const PullRequest& r, const Source& s, const fs::pat
     if (is_index(raw.out)) {
         const auto s1 = r.platform.find('/'), s2 = r.platform.find('/', s1 + 1);
         if (r.platform.empty()) return pick_platform(raw.out, "linux", host_architecture(), "");
-        return pick_platform(
-            raw.out, r.platform.substr(0, s1),
-            r.platform.substr(s1 + 1, s2 == std::string::npos ? s2 : s2 - s1 - 1),
-            s2 == std::string::npos ? "" : r.platform.substr(s2 + 1));
+        return pick_platform(raw.out, r.platform.substr(0, s1),
+                             r.platform.substr(s1 + 1, s2 == std::string::npos ? s2 : s2 - s1 - 1),
+                             s2 == std::string::npos ? "" : r.platform.substr(s2 + 1));
     }
     // The digest of these very bytes; gpubox itself has no sha256, skopeo has.
     write_new(tmp / "manifest.json", raw.out);
-    const ToolResult d = run_tool({find_skopeo()}, {"skopeo", "manifest-digest",
-                                                    (tmp / "manifest.json").string()},
-                                  skopeo_env(env, tmp), false);
+    const ToolResult d =
+        run_tool({find_skopeo()}, {"skopeo", "manifest-digest", (tmp / "manifest.json").string()},
+                 skopeo_env(env, tmp), false);
     const std::string digest = d.out.substr(0, d.out.find_last_not_of(" \n") + 1);
     return d.ok() && valid_digest(digest) ? digest : "";
 }
@@ -230,8 +228,7 @@ void fetch(const PullRequest& r, const Source& s, const fs::path& tmp,
     const std::string authfile = authfile_for(r, s, tmp);
     const std::string source = pinned.empty() ? skopeo_source(s, fs::current_path().string())
                                               : cat("docker://", s.host, "/", s.repo, "@", pinned);
-    const auto args =
-        plan_skopeo_args(r, source, (tmp / "layout").string(), authfile, progress);
+    const auto args = plan_skopeo_args(r, source, (tmp / "layout").string(), authfile, progress);
     const ToolResult res = run_tool({skopeo}, args, skopeo_env(env, tmp), progress);
     if (!res.ok()) {
         log::debug(cat("skopeo ", res.failure(), ": ", res.err));
@@ -320,8 +317,8 @@ PullResult pull_into(const fs::path& store, const PullRequest& r,
     } else if (!stored(out.digest)) {
         fail(r, "the stored image was removed while this pull ran (by gpubox rmi); pull again");
     }
-    write_name(store, out.name, out.digest, r.source,
-               static_cast<std::int64_t>(std::time(nullptr)), remote);
+    write_name(store, out.name, out.digest, r.source, static_cast<std::int64_t>(std::time(nullptr)),
+               remote);
     return out;
 }
 

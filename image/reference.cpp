@@ -101,14 +101,10 @@ Source parse_source(const std::string& text) {
         s.kind = Source::Kind::docker;
         return parse_docker(s, rest.substr(2));
     }
-    if (transport == "docker-archive")
-        s.kind = Source::Kind::docker_archive;
-    else if (transport == "oci-archive")
-        s.kind = Source::Kind::oci_archive;
-    else if (transport == "oci")
-        s.kind = Source::Kind::oci_dir;
-    else if (transport == "tar")
-        s.kind = Source::Kind::tar;
+    if (transport == "docker-archive") s.kind = Source::Kind::docker_archive;
+    else if (transport == "oci-archive") s.kind = Source::Kind::oci_archive;
+    else if (transport == "oci") s.kind = Source::Kind::oci_dir;
+    else if (transport == "tar") s.kind = Source::Kind::tar;
     else
         throw UsageError(cat("pull ", text,
                              ": unknown transport (use docker://, docker-archive:, oci-archive:, "
@@ -159,16 +155,12 @@ void validate_name(const std::string& name) {
 std::string skopeo_source(const Source& s, const std::string& cwd) {
     const auto abs = [&](const std::string& p) { return p[0] == '/' ? p : cwd + "/" + p; };
     switch (s.kind) {
-        case Source::Kind::docker:
-            return s.text;
-        case Source::Kind::docker_archive:
-            return "docker-archive:" + abs(s.path);
-        case Source::Kind::oci_archive:
-            return "oci-archive:" + abs(s.path);
+        case Source::Kind::docker: return s.text;
+        case Source::Kind::docker_archive: return "docker-archive:" + abs(s.path);
+        case Source::Kind::oci_archive: return "oci-archive:" + abs(s.path);
         case Source::Kind::oci_dir:
             return "oci:" + abs(s.path) + (s.tag.empty() ? "" : ":" + s.tag);
-        case Source::Kind::tar:
-            return "";
+        case Source::Kind::tar: return "";
     }
     return "";
 }

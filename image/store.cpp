@@ -89,7 +89,8 @@ fs::path store_root(const std::map<std::string, std::string>& env) {
     const std::string home = get("HOME");
     if (home.empty() || home[0] != '/')
         throw UsageError(
-            "image store: neither GPUBOX_IMAGES, XDG_DATA_HOME nor HOME is set to an absolute path");
+            "image store: neither GPUBOX_IMAGES, XDG_DATA_HOME nor HOME is set to an absolute "
+            "path");
     return fs::path(home) / ".local/share/gpubox/images";
 }
 
@@ -109,8 +110,7 @@ std::vector<Stored> list(const fs::path& store) {
         // `images` still lists the rest; `run` and `rmi` of that name say what is wrong.
         try {
             if (auto s = load(store, n)) out.push_back(std::move(*s));
-        } catch (const std::exception&) {
-        }
+        } catch (const std::exception&) {}
     }
     std::sort(out.begin(), out.end(),
               [](const Stored& a, const Stored& b) { return a.name < b.name; });
@@ -174,7 +174,8 @@ bool remove_name(const fs::path& store, const std::string& name) {
         if (!sys::flock_try(tree.get(), false, image_dir(store, gone->digest).string()))
             throw ImageInUse(cat("image ", name, " is in use by a running sandbox"));
     }
-    if (::unlink(record.c_str()) != 0) sys::fail(cat("unlink(", quote(record.string()), ")"), errno);
+    if (::unlink(record.c_str()) != 0)
+        sys::fail(cat("unlink(", quote(record.string()), ")"), errno);
     if (!last) return true;  // still named: its tree stays
     // Renamed away first, so a crash mid-removal leaves a temp dir, not half an image.
     const fs::path doomed = make_temp_dir(store, "rm");
@@ -193,7 +194,8 @@ UniqueFd hold_image(const Stored& img) {
     while (rc != 0 && errno == EINTR);
     if (rc != 0) sys::fail(cat("flock(", quote(dir.string()), ", LOCK_SH)"), errno);
     // rmi renames the tree away under its LOCK_EX: what we locked must still be in its place.
-    struct stat held {}, now {};
+    struct stat held {
+    }, now{};
     if (::fstat(fd.get(), &held) != 0 || ::lstat(dir.c_str(), &now) != 0 ||
         held.st_ino != now.st_ino || held.st_dev != now.st_dev)
         throw PlanError(

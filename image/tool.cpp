@@ -20,8 +20,8 @@
 namespace gpubox::image {
 namespace {
 
-[[noreturn]] void exec_child(const Program& prog, char* const* argv, char* const* envp,
-                             int null_fd, int out_fd, int err_fd) {
+[[noreturn]] void exec_child(const Program& prog, char* const* argv, char* const* envp, int null_fd,
+                             int out_fd, int err_fd) {
     // dup2 clears FD_CLOEXEC on 0-2; every other fd is closed by the exec.
     if (::dup2(null_fd, 0) < 0 || ::dup2(out_fd, 1) < 0 || ::dup2(err_fd, 2) < 0) ::_exit(127);
     if (::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) < 0) ::_exit(127);
@@ -48,7 +48,8 @@ void relay_progress(std::string& err, std::size_t& scanned, bool& shown) {
             scanned = nl + 1;
             continue;
         }
-        const std::string line = "\r" + err.substr(scanned + kTag.size(), nl - scanned - kTag.size());
+        const std::string line =
+            "\r" + err.substr(scanned + kTag.size(), nl - scanned - kTag.size());
         [[maybe_unused]] ssize_t ignored = ::write(2, line.data(), line.size());
         shown = true;
         err.erase(scanned, nl + 1 - scanned);
@@ -80,7 +81,8 @@ void drain(int out_fd, int err_fd, std::string& out, std::string& err, bool rela
             if (relay && i == 1) relay_progress(err, scanned, shown);
         }
     }
-    if (shown) [[maybe_unused]] ssize_t ignored = ::write(2, "\r\033[K", 4);
+    if (shown) [[maybe_unused]]
+        ssize_t ignored = ::write(2, "\r\033[K", 4);
 }
 
 // As gpubox-scope (isolate/cgroup_plan.cpp): a helper someone else could rewrite would run with
@@ -105,7 +107,8 @@ std::string ToolResult::failure() const {
 }
 
 ToolResult run_tool(const Program& path, const std::vector<std::string>& args,
-                    const std::vector<std::string>& env, bool stdout_to_stderr, bool relay_progress) {
+                    const std::vector<std::string>& env, bool stdout_to_stderr,
+                    bool relay_progress) {
     std::vector<char*> argv, envp;
     for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));

@@ -166,12 +166,8 @@ void Unpacker::apply(struct archive* a, struct archive_entry* e) {
     const EntryPlan plan = plan_entry(name ? name : "..");
     using K = EntryPlan::Kind;
     switch (plan.kind) {
-        case K::unsafe:
-            ++counts_.unsafe;
-            return;
-        case K::root:
-            modes_[""] = archive_entry_mode(e) & 01777;
-            return;
+        case K::unsafe: ++counts_.unsafe; return;
+        case K::root: modes_[""] = archive_entry_mode(e) & 01777; return;
         case K::whiteout: {
             UniqueFd parent = parent_of(plan.path, false);
             if (parent.valid()) remove_at(parent.get(), base_of(plan.path));
@@ -187,9 +183,7 @@ void Unpacker::apply(struct archive* a, struct archive_entry* e) {
             }
             return;
         }
-        case K::create:
-            create(a, e, plan.path);
-            return;
+        case K::create: create(a, e, plan.path); return;
     }
 }
 
@@ -282,11 +276,8 @@ void Unpacker::create(struct archive* a, struct archive_entry* e, const std::str
             if (::mknodat(parent.get(), base.c_str(), S_IFIFO | mode, 0) != 0)
                 sys::fail(cat("mknodat(", quote(path), ", S_IFIFO)"), errno);
             return;
-        case AE_IFREG:
-            break;
-        default:
-            ++counts_.unsafe;
-            return;
+        case AE_IFREG: break;
+        default: ++counts_.unsafe; return;
     }
     UniqueFd f = sys::open_at(parent.get(), base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
     write_data(a, f.get(), path, static_cast<std::uint64_t>(archive_entry_size(e)), counts_);

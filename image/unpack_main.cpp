@@ -92,14 +92,10 @@ Args parse_args(int argc, char** argv) {
     int i = 1;
     for (; i < argc; ++i) {
         const std::string s = argv[i];
-        if (s == "--progress")
-            a.progress = true;
-        else if (s == "--layout" && i + 1 < argc)
-            a.layout = argv[++i];
-        else if (s == "--tar" && i + 1 < argc)
-            a.tar = argv[++i];
-        else
-            break;
+        if (s == "--progress") a.progress = true;
+        else if (s == "--layout" && i + 1 < argc) a.layout = argv[++i];
+        else if (s == "--tar" && i + 1 < argc) a.tar = argv[++i];
+        else break;
     }
     if (i + 1 != argc || a.layout.empty() == a.tar.empty())
         throw UsageError("usage: gpubox-unpack [--progress] --layout DIR|--tar FILE ROOTFS");

@@ -70,7 +70,8 @@ bool enable_controller(const std::string& parent, const std::string& ctrl) {
 // cgroup is empty). Those of monitors that are gone are removed here; rmdir refuses one that
 // still holds a process, so a live sandbox's (of a monitor in another pid namespace) stays.
 void remove_stale_cgroups(int parent) {
-    for (const std::string& name : sys::try_list_dir(parent, ".").value_or(std::vector<std::string>{})) {
+    for (const std::string& name :
+         sys::try_list_dir(parent, ".").value_or(std::vector<std::string>{})) {
         const auto pid = sandbox_cgroup_pid(name);
         if (!pid || *pid == ::getpid() || sys::try_kill(*pid, 0) != -ESRCH) continue;
         try {
@@ -100,9 +101,11 @@ Cgroup make_below(const std::string& parent, const std::string& name, const Limi
         write_text(cg.path + "/memory.swap.max", "0");
         cg.caps.memory = true;
     }
-    if (want_pids && write_text(cg.path + "/pids.max", std::to_string(*limits.pids))) cg.caps.pids = true;
+    if (want_pids && write_text(cg.path + "/pids.max", std::to_string(*limits.pids)))
+        cg.caps.pids = true;
     if ((want_mem && !cg.caps.memory) || (want_pids && !cg.caps.pids))
-        cg.reason = cat("controllers not delegated to ", quote(parent), ":", want_mem && !cg.caps.memory ? " memory" : "",
+        cg.reason = cat("controllers not delegated to ", quote(parent), ":",
+                        want_mem && !cg.caps.memory ? " memory" : "",
                         want_pids && !cg.caps.pids ? " pids" : "");
     return cg;
 }
@@ -115,14 +118,16 @@ Cgroup own_route(const Limits& limits) {
         return cg;
     } catch (const SysError& e) {
         if (e.err() != EACCES && e.err() != EPERM && e.err() != EROFS) throw;
-        std::throw_with_nested(SetupError(cat("own cgroup ", quote(parent), " (not delegated to this user)")));
+        std::throw_with_nested(
+            SetupError(cat("own cgroup ", quote(parent), " (not delegated to this user)")));
     }
 }
 
 Cgroup given_route(const Limits& limits, const std::string& parent) {
     struct stat st {};
     if (!sys::lstat_at(AT_FDCWD, parent + "/cgroup.procs", st))
-        throw SetupError(cat("--cgroup ", quote(parent), ": not a cgroup v2 directory (no cgroup.procs)"));
+        throw SetupError(
+            cat("--cgroup ", quote(parent), ": not a cgroup v2 directory (no cgroup.procs)"));
     Cgroup cg = make_below(parent, cat("gpubox-", ::getpid()), limits, true);
     cg.how = cat("--cgroup ", parent);
     return cg;
@@ -170,7 +175,8 @@ Cgroup setup_cgroup(const Limits& limits, const CgroupRequest& request) {
             continue;
         }
         tried.emplace_back(route, cg.reason.empty() ? "" : cat(cg.how, ": ", cg.reason));
-        if (cgroup_score(cg.caps, limits) > cgroup_score(best.caps, limits)) std::swap(best, cg), best_route = route;
+        if (cgroup_score(cg.caps, limits) > cgroup_score(best.caps, limits))
+            std::swap(best, cg), best_route = route;
         remove_cgroup(cg);
         if (cgroup_covers(best.caps, limits)) break;
     }
@@ -208,7 +214,9 @@ bool cgroup_oom_killed(const Cgroup& cg) {
     return false;
 }
 
-bool cgroup_kill(const Cgroup& cg) { return cg.caps.usable && write_text(cg.path + "/cgroup.kill", "1"); }
+bool cgroup_kill(const Cgroup& cg) {
+    return cg.caps.usable && write_text(cg.path + "/cgroup.kill", "1");
+}
 
 void remove_cgroup(Cgroup& cg) {
     if (cg.path.empty()) return;

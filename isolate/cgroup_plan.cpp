@@ -17,7 +17,8 @@ std::string unescape_octal(std::string_view s) {
         if (s[i] == '\\' && i + 3 < s.size()) {
             const auto d = [&](std::size_t k) { return s[i + k] >= '0' && s[i + k] <= '7'; };
             if (d(1) && d(2) && d(3)) {
-                out += static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0'));
+                out += static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 +
+                                         (s[i + 3] - '0'));
                 i += 3;
                 continue;
             }
@@ -54,9 +55,11 @@ std::string_view to_string(CgroupMode mode) {
 CgroupRequest parse_cgroup_request(const std::string& text) {
     for (const auto& [mode, name] : kCgroupModes)
         if (mode != CgroupMode::path && name == text) return {mode, ""};
-    if (starts_with(text, "/") && text.find('\0') == std::string::npos) return {CgroupMode::path, text};
-    throw UsageError(cat("--cgroup: expected auto, off, systemd or an absolute cgroup directory, got ",
-                         quote(text)));
+    if (starts_with(text, "/") && text.find('\0') == std::string::npos)
+        return {CgroupMode::path, text};
+    throw UsageError(
+        cat("--cgroup: expected auto, off, systemd or an absolute cgroup directory, got ",
+            quote(text)));
 }
 
 std::vector<CgroupRoute> plan_cgroup_routes(CgroupMode mode) {
@@ -88,29 +91,39 @@ constexpr const char* kDelegateDropIn =
 std::string cgroup_fix(CgroupRoute route, const std::string& why, uid_t uid) {
     const auto says = [&](std::string_view s) { return why.find(s) != std::string::npos; };
     if (says("no cgroup v2 hierarchy") || says("no cgroup v2 entry"))
-        return "boot with cgroup v2 (systemd.unified_cgroup_hierarchy=1 on the kernel command line)";
+        return "boot with cgroup v2 (systemd.unified_cgroup_hierarchy=1 on the kernel command "
+               "line)";
     if (says("cgroup/unified"))  // hybrid: the controllers are in cgroup v1's hierarchies
-        return "boot with cgroup v2 alone (systemd.unified_cgroup_hierarchy=1 on the kernel command line)";
+        return "boot with cgroup v2 alone (systemd.unified_cgroup_hierarchy=1 on the kernel "
+               "command line)";
     if (says("controllers not delegated")) return kDelegateDropIn;
     switch (route) {
         case CgroupRoute::own:
-            return "run gpubox inside a cgroup delegated to you (a systemd unit or scope with Delegate=yes), "
+            return "run gpubox inside a cgroup delegated to you (a systemd unit or scope with "
+                   "Delegate=yes), "
                    "or as root";
         case CgroupRoute::given:
-            return "give a cgroup v2 directory you own whose cgroup.subtree_control you may write, and run "
+            return "give a cgroup v2 directory you own whose cgroup.subtree_control you may write, "
+                   "and run "
                    "gpubox from within the same delegated subtree";
         case CgroupRoute::systemd_scope:
-            if (says("no bus socket") && uid == 0) return "start systemd's D-Bus system bus (dbus.service)";
+            if (says("no bus socket") && uid == 0)
+                return "start systemd's D-Bus system bus (dbus.service)";
             if (says("no bus socket"))
                 return cat("loginctl enable-linger \"$(id -un)\" (or log in), so that user@", uid,
                            ".service runs, and install dbus-user-session for its D-Bus");
             if (says("no helper gpubox-scope"))
-                return "install gpubox-scope (built beside gpubox) next to the gpubox binary, or in "
+                return "install gpubox-scope (built beside gpubox) next to the gpubox binary, or "
+                       "in "
                        "../libexec/gpubox/ from it: gpubox asks systemd for a scope through it";
-            if (says("libsystemd.so.0")) return "install libsystemd0 (gpubox-scope, gpubox's sd-bus client, links against it)";
-            if (says("helper \"")) return "make gpubox-scope owned by root or by gpubox's owner, and chmod go-w it";
+            if (says("libsystemd.so.0"))
+                return "install libsystemd0 (gpubox-scope, gpubox's sd-bus client, links against "
+                       "it)";
+            if (says("helper \""))
+                return "make gpubox-scope owned by root or by gpubox's owner, and chmod go-w it";
             if (says("StartTransientUnit"))
-                return "see 'systemctl --user status' and 'journalctl --user -e': the user manager refused the scope";
+                return "see 'systemctl --user status' and 'journalctl --user -e': the user manager "
+                       "refused the scope";
             return "see 'systemctl --user status': is the user manager (user@UID.service) running?";
     }
     return "";
@@ -149,17 +162,21 @@ std::string scope_unit_name(pid_t pid, std::uint32_t random) {
 
 std::vector<std::string> scope_helper_candidates(const std::string& exe) {
     const auto slash = exe.rfind('/');
-    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "" : exe.substr(0, slash);
+    const std::string dir = slash == std::string::npos ? "."
+                            : slash == 0               ? ""
+                                                       : exe.substr(0, slash);
     return {dir + "/gpubox-scope", dir + "/../libexec/gpubox/gpubox-scope"};
 }
 
 std::string scope_helper_problem(const struct stat& st, uid_t exe_owner) {
     if (!S_ISREG(st.st_mode)) return "not a regular file";
     if (st.st_uid != 0 && st.st_uid != exe_owner)
-        return cat("owned by uid ", st.st_uid, ", neither root nor the owner of gpubox (uid ", exe_owner, ")");
+        return cat("owned by uid ", st.st_uid, ", neither root nor the owner of gpubox (uid ",
+                   exe_owner, ")");
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    if (st.st_mode & (S_IWGRP | S_IWOTH)) return cat("writable by its group or by anyone (mode ", mode, ")");
+    if (st.st_mode & (S_IWGRP | S_IWOTH))
+        return cat("writable by its group or by anyone (mode ", mode, ")");
     if (!(st.st_mode & S_IXUSR)) return cat("not executable (mode ", mode, ")");
     return "";
 }
@@ -179,7 +196,8 @@ std::vector<std::string> plan_subtree_control(std::string_view controllers,
 
 std::optional<pid_t> sandbox_cgroup_pid(const std::string& name) {
     const std::string prefix = "gpubox-";
-    if (name.size() <= prefix.size() || name.size() > prefix.size() + 9 || name.compare(0, prefix.size(), prefix) != 0)
+    if (name.size() <= prefix.size() || name.size() > prefix.size() + 9 ||
+        name.compare(0, prefix.size(), prefix) != 0)
         return std::nullopt;
     pid_t pid = 0;
     for (std::size_t i = prefix.size(); i < name.size(); ++i) {

@@ -5,7 +5,8 @@
 namespace gpubox::isolate {
 
 BpfProgram default_filter() {
-    return BpfProgram{std::string(reinterpret_cast<const char*>(kDefaultFilter), sizeof kDefaultFilter)};
+    return BpfProgram{
+        std::string(reinterpret_cast<const char*>(kDefaultFilter), sizeof kDefaultFilter)};
 }
 
 }  // namespace gpubox::isolate

@@ -28,7 +28,8 @@ void plan_cpu(const Limits& l, const CgroupCaps& cg, LimitPlan& p) {
     // The whole sandbox's CPU, sampled; RLIMIT_CPU is a per-process backstop.
     const auto backstop = static_cast<rlim_t>(std::ceil(*l.cpu_seconds)) + 1;
     p.rlimits.push_back({RLIMIT_CPU, backstop, "RLIMIT_CPU"});
-    p.mechanisms.emplace_back(LimitName::cpu_time, cg.usable ? "cgroup cpu.stat usage_usec, sampled every 50 ms" : "");
+    p.mechanisms.emplace_back(LimitName::cpu_time,
+                              cg.usable ? "cgroup cpu.stat usage_usec, sampled every 50 ms" : "");
     p.sample_usage = !cg.usable;
     p.sample_ms = 10;
 }
@@ -41,25 +42,36 @@ void plan_memory(const CgroupCaps& cg, LimitPlan& p) {
     // No RLIMIT_DATA or RLIMIT_AS: both refuse address space that is never touched (JITs,
     // CUDA, a malloc larger than what is used), and a refused allocation would be graded as the
     // program's crash. The sampler counts what is really held and kills within 5 ms of the limit.
-    p.mechanisms.emplace_back(LimitName::memory, "sum over the sandbox of resident private and shared memory, gpubox's tmpfs, "
-                                        "unattached SysV segments and unmapped memfds, sampled every 5 ms");
+    p.mechanisms.emplace_back(
+        LimitName::memory,
+        "sum over the sandbox of resident private and shared memory, gpubox's tmpfs, "
+        "unattached SysV segments and unmapped memfds, sampled every 5 ms");
     p.sample_usage = true;
     p.sample_ms = 5;
     p.ipc.rmid_forced = true;  // a SysV segment lives only while attached, where Pss_Shmem sees it
 }
 
-void plan_pids(const Limits& l, const CgroupCaps& cg, bool nproc_per_userns, bool root_inside, bool caller_root,
-               LimitPlan& p) {
+void plan_pids(const Limits& l, const CgroupCaps& cg, bool nproc_per_userns, bool root_inside,
+               bool caller_root, LimitPlan& p) {
     const std::uint64_t pids = l.pids.value_or(kDefaultPids);
-    if (pids == 0) return p.mechanisms.emplace_back(LimitName::pids, "unlimited (--pids-limit unlimited)"), void();
-    if (l.pids && cg.pids) return p.mechanisms.emplace_back(LimitName::pids, "cgroup pids.max"), void();
+    if (pids == 0)
+        return p.mechanisms.emplace_back(LimitName::pids, "unlimited (--pids-limit unlimited)"),
+               void();
+    if (l.pids && cg.pids)
+        return p.mechanisms.emplace_back(LimitName::pids, "cgroup pids.max"), void();
     // In the sandbox's own user namespace, so it counts the sandbox's processes only (Linux >=
     // 5.14); init is one of them with --root.
     p.rlimits.push_back({RLIMIT_NPROC, pids + (root_inside ? 1 : 0), "RLIMIT_NPROC"});
-    const std::string dflt = l.pids ? "" : cat(" (the default, ", kDefaultPids, "; --pids-limit N or unlimited)");
-    p.mechanisms.emplace_back(LimitName::pids, caller_root ? "RLIMIT_NPROC (NOT enforced: the kernel exempts the host's uid 0; delegate the pids controller)" + dflt
-                                      : nproc_per_userns ? "RLIMIT_NPROC in the sandbox's user namespace" + dflt
-                                                         : "RLIMIT_NPROC (Linux < 5.14: counts all of the user's processes)" + dflt);
+    const std::string dflt =
+        l.pids ? "" : cat(" (the default, ", kDefaultPids, "; --pids-limit N or unlimited)");
+    p.mechanisms.emplace_back(
+        LimitName::pids,
+        caller_root ? "RLIMIT_NPROC (NOT enforced: the kernel exempts the host's uid 0; delegate "
+                      "the pids controller)" +
+                          dflt
+        : nproc_per_userns
+            ? "RLIMIT_NPROC in the sandbox's user namespace" + dflt
+            : "RLIMIT_NPROC (Linux < 5.14: counts all of the user's processes)" + dflt);
 }
 
 }  // namespace
@@ -76,7 +88,8 @@ std::optional<LimitName> limit_from_name(std::string_view name) {
     return std::nullopt;
 }
 
-std::uint64_t plan_tmpfs_size(std::uint64_t tmpfs_size, const std::optional<std::uint64_t>& memory_limit,
+std::uint64_t plan_tmpfs_size(std::uint64_t tmpfs_size,
+                              const std::optional<std::uint64_t>& memory_limit,
                               std::uint64_t mem_available) {
     if (tmpfs_size) return tmpfs_size;
     if (memory_limit) return *memory_limit;
@@ -92,34 +105,51 @@ std::optional<std::uint64_t> parse_mem_available(const std::string& meminfo) {
     return static_cast<std::uint64_t>(kb) * 1024;
 }
 
-LimitPlan plan_limits(const Limits& l, const CgroupCaps& cg, bool nproc_per_userns, bool root_inside,
-                      bool caller_root, std::uint64_t tmpfs_size, std::uint64_t host_share) {
+LimitPlan plan_limits(const Limits& l, const CgroupCaps& cg, bool nproc_per_userns,
+                      bool root_inside, bool caller_root, std::uint64_t tmpfs_size,
+                      std::uint64_t host_share) {
     LimitPlan p;
     p.rlimits.push_back({RLIMIT_CORE, 0, "RLIMIT_CORE"});  // no core dumps into the sandbox
-    if (l.wall_seconds) p.mechanisms.emplace_back(LimitName::wall_time, "monitor timer (CLOCK_MONOTONIC)");
+    if (l.wall_seconds)
+        p.mechanisms.emplace_back(LimitName::wall_time, "monitor timer (CLOCK_MONOTONIC)");
     if (l.cpu_seconds) plan_cpu(l, cg, p);
     if (l.memory_bytes) plan_memory(cg, p);
     plan_pids(l, cg, nproc_per_userns, root_inside, caller_root, p);
-    if (l.fsize_bytes) p.rlimits.push_back({RLIMIT_FSIZE, *l.fsize_bytes, "RLIMIT_FSIZE"}), p.mechanisms.emplace_back(LimitName::fsize, "RLIMIT_FSIZE");
-    if (l.nofile) p.rlimits.push_back({RLIMIT_NOFILE, *l.nofile, "RLIMIT_NOFILE"}), p.mechanisms.emplace_back(LimitName::nofile, "RLIMIT_NOFILE");
-    if (l.stack_bytes) p.rlimits.push_back({RLIMIT_STACK, *l.stack_bytes, "RLIMIT_STACK"}), p.mechanisms.emplace_back(LimitName::stack, "RLIMIT_STACK");
-    if (l.as_bytes) p.rlimits.push_back({RLIMIT_AS, *l.as_bytes, "RLIMIT_AS"}), p.mechanisms.emplace_back(LimitName::address_space, "RLIMIT_AS");
+    if (l.fsize_bytes)
+        p.rlimits.push_back({RLIMIT_FSIZE, *l.fsize_bytes, "RLIMIT_FSIZE"}),
+            p.mechanisms.emplace_back(LimitName::fsize, "RLIMIT_FSIZE");
+    if (l.nofile)
+        p.rlimits.push_back({RLIMIT_NOFILE, *l.nofile, "RLIMIT_NOFILE"}),
+            p.mechanisms.emplace_back(LimitName::nofile, "RLIMIT_NOFILE");
+    if (l.stack_bytes)
+        p.rlimits.push_back({RLIMIT_STACK, *l.stack_bytes, "RLIMIT_STACK"}),
+            p.mechanisms.emplace_back(LimitName::stack, "RLIMIT_STACK");
+    if (l.as_bytes)
+        p.rlimits.push_back({RLIMIT_AS, *l.as_bytes, "RLIMIT_AS"}),
+            p.mechanisms.emplace_back(LimitName::address_space, "RLIMIT_AS");
     if (l.stdout_bytes) p.mechanisms.emplace_back(LimitName::stdout_, "monitor relay counts bytes");
     if (l.stderr_bytes) p.mechanisms.emplace_back(LimitName::stderr_, "monitor relay counts bytes");
     // gpubox's tmpfs bounds files; the IPC namespace's shmmax/shmall bound SysV segments.
-    p.ipc.shm_bytes = l.memory_bytes && host_share && tmpfs_size == *l.memory_bytes ? host_share : tmpfs_size;
-    p.mechanisms.emplace_back(LimitName::tmpfs, cat("one tmpfs of ", tmpfs_size >> 20, " MiB for every writable in-memory place; "
-                                           "SysV shared memory up to ", p.ipc.shm_bytes >> 20, " MiB (kernel.shmmax/shmall)"));
-    p.mechanisms.emplace_back(LimitName::kill, cg.usable ? "cgroup.kill" : "SIGKILL to the pid namespace's init");
+    p.ipc.shm_bytes =
+        l.memory_bytes && host_share && tmpfs_size == *l.memory_bytes ? host_share : tmpfs_size;
+    p.mechanisms.emplace_back(LimitName::tmpfs,
+                              cat("one tmpfs of ", tmpfs_size >> 20,
+                                  " MiB for every writable in-memory place; "
+                                  "SysV shared memory up to ",
+                                  p.ipc.shm_bytes >> 20, " MiB (kernel.shmmax/shmall)"));
+    p.mechanisms.emplace_back(LimitName::kill,
+                              cg.usable ? "cgroup.kill" : "SIGKILL to the pid namespace's init");
     // Processes the kernel kills when init dies never reach init's rusage, so without a cgroup
     // the last sample is the only record of their CPU time: sample whenever limits apply.
     if (!cg.usable && l.any()) p.sample_usage = true;
     if (p.sample_usage && !l.cpu_seconds && !l.memory_bytes) p.sample_ms = 50;
     for (auto& [name, how] : p.mechanisms)
         if (name == LimitName::cpu_time && how.empty())
-            how = cat("sum over the sandbox's processes (its own /proc), sampled every ", p.sample_ms, " ms; a child "
-                      "the kernel reaps is charged an upper bound (its last sample + ", p.sample_ms, " ms, or ",
-                      p.sample_ms, " ms if never seen)");
+            how =
+                cat("sum over the sandbox's processes (its own /proc), sampled every ", p.sample_ms,
+                    " ms; a child "
+                    "the kernel reaps is charged an upper bound (its last sample + ",
+                    p.sample_ms, " ms, or ", p.sample_ms, " ms if never seen)");
     return p;
 }
 
@@ -129,7 +159,6 @@ void apply_rlimits(const std::vector<RlimitOp>& ops) {
         sys::lower_rlimit(op.resource, op.value, op.name);
     }
 }
-
 
 void apply_ipc_limits(const IpcLimits& ipc) {
     auto put = [](const char* name, const std::string& value) {

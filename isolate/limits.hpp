@@ -16,13 +16,25 @@ namespace gpubox::isolate {
 // A limit, or a part of the sandbox's bounds, by name: --meta's "limits" keys and "limit" value,
 // and `--print-plan`'s "limit NAME:" lines. stdout_/stderr_: `stdout` is a macro.
 enum class LimitName {
-    wall_time, cpu_time, memory, pids, fsize, nofile, stack, address_space, stdout_, stderr_,
-    tmpfs, kill,
+    wall_time,
+    cpu_time,
+    memory,
+    pids,
+    fsize,
+    nofile,
+    stack,
+    address_space,
+    stdout_,
+    stderr_,
+    tmpfs,
+    kill,
 };
 // "wall_time", "stdout", ...: the one table of names.
 std::string_view to_string(LimitName name);
 std::optional<LimitName> limit_from_name(std::string_view name);
-inline std::ostream& operator<<(std::ostream& out, LimitName name) { return out << to_string(name); }
+inline std::ostream& operator<<(std::ostream& out, LimitName name) {
+    return out << to_string(name);
+}
 
 struct Limits {
     std::optional<double> wall_seconds, cpu_seconds;
@@ -30,8 +42,8 @@ struct Limits {
     std::optional<std::uint64_t> pids;  // unset: kDefaultPids; 0: unlimited
     std::optional<std::uint64_t> stdout_bytes, stderr_bytes;
     bool any() const {
-        return wall_seconds || cpu_seconds || memory_bytes || (pids && *pids) || fsize_bytes || nofile ||
-               stack_bytes || as_bytes || stdout_bytes || stderr_bytes;
+        return wall_seconds || cpu_seconds || memory_bytes || (pids && *pids) || fsize_bytes ||
+               nofile || stack_bytes || as_bytes || stdout_bytes || stderr_bytes;
     }
 };
 
@@ -68,7 +80,8 @@ struct LimitPlan {
 // Pure. The size of gpubox's one tmpfs (every writable in-memory place of the sandbox, see
 // rootfs::RootSpec::tmpfs_size): --tmpfs-size, else the memory limit, else a quarter of the
 // memory available at start, so that no sandbox can fill the host's memory through files.
-std::uint64_t plan_tmpfs_size(std::uint64_t tmpfs_size, const std::optional<std::uint64_t>& memory_limit,
+std::uint64_t plan_tmpfs_size(std::uint64_t tmpfs_size,
+                              const std::optional<std::uint64_t>& memory_limit,
                               std::uint64_t mem_available);
 // Pure. MemAvailable from /proc/meminfo's text, in bytes.
 std::optional<std::uint64_t> parse_mem_available(const std::string& meminfo);
@@ -79,8 +92,9 @@ std::optional<std::uint64_t> parse_mem_available(const std::string& meminfo);
 // limit does: then SysV gets `host_share` (plan_tmpfs_size() with no limit), so that a segment
 // larger than the limit is made, and killed as ML when touched, not refused at shmget() and
 // graded as the program's failure.
-LimitPlan plan_limits(const Limits& l, const CgroupCaps& cg, bool kernel_nproc_per_userns, bool root_inside,
-                      bool caller_root, std::uint64_t tmpfs_size = 0, std::uint64_t host_share = 0);
+LimitPlan plan_limits(const Limits& l, const CgroupCaps& cg, bool kernel_nproc_per_userns,
+                      bool root_inside, bool caller_root, std::uint64_t tmpfs_size = 0,
+                      std::uint64_t host_share = 0);
 
 // Child side: setrlimit() for each op; a hard limit can only go down.
 void apply_rlimits(const std::vector<RlimitOp>& ops);

@@ -15,8 +15,8 @@ NamespaceSet plan_namespaces(bool share_net) {
 
 std::string to_string(const NamespaceSet& ns) {
     static const std::pair<int, const char*> names[] = {
-        {CLONE_NEWUSER, "user"}, {CLONE_NEWNS, "mnt"},       {CLONE_NEWPID, "pid"},
-        {CLONE_NEWIPC, "ipc"},   {CLONE_NEWUTS, "uts"},      {CLONE_NEWCGROUP, "cgroup"},
+        {CLONE_NEWUSER, "user"}, {CLONE_NEWNS, "mnt"},  {CLONE_NEWPID, "pid"},
+        {CLONE_NEWIPC, "ipc"},   {CLONE_NEWUTS, "uts"}, {CLONE_NEWCGROUP, "cgroup"},
         {CLONE_NEWNET, "net"}};
     std::string out;
     for (auto [flag, name] : names)

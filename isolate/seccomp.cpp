@@ -48,7 +48,8 @@ Ctx build(const SeccompPolicy& policy) {
             c.datum_b = a.value;
             cmps.push_back(c);
         }
-        const uint32_t action = SCMP_ACT_ERRNO(r.action == SeccompRule::Action::enosys ? ENOSYS : EPERM);
+        const uint32_t action =
+            SCMP_ACT_ERRNO(r.action == SeccompRule::Action::enosys ? ENOSYS : EPERM);
         check(seccomp_rule_add_array(ctx.get(), action, nr, static_cast<unsigned>(cmps.size()),
                                      cmps.data()),
               cat("seccomp_rule_add(", r.syscall, ")"));

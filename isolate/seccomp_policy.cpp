@@ -35,28 +35,40 @@ SeccompPolicy default_seccomp_policy() {
         p.rules.push_back({"unshare", A::eperm, {{0, v, v}}, "no new namespaces"});
         p.rules.push_back({"clone", A::eperm, {{0, v, v}}, "no new namespaces"});
     }
-    deny(p, {"clone3"}, A::enosys, "flags sit behind a pointer seccomp cannot read; libc falls back to clone");
+    deny(p, {"clone3"}, A::enosys,
+         "flags sit behind a pointer seccomp cannot read; libc falls back to clone");
     deny(p, {"setns"}, A::eperm, "no joining other namespaces");
     deny(p, {"mount", "umount2", "pivot_root", "chroot"}, A::eperm, "the mount tree is fixed");
-    deny(p, {"fsopen", "fsconfig", "fsmount", "fspick", "open_tree", "open_tree_attr", "move_mount", "mount_setattr"},
+    deny(p,
+         {"fsopen", "fsconfig", "fsmount", "fspick", "open_tree", "open_tree_attr", "move_mount",
+          "mount_setattr"},
          A::enosys, "new mount API (CVE-2021-41133)");
     deny(p, {"add_key", "keyctl", "request_key"}, A::eperm, "keyrings are not namespaced");
-    deny(p, {"bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter",
-             "io_uring_register"},
+    deny(p,
+         {"bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter",
+          "io_uring_register"},
          A::eperm, "large kernel attack surface");
-    deny(p, {"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
-             "reboot", "swapon", "swapoff", "acct", "quotactl", "syslog", "uselib",
-             "lookup_dcookie", "vhangup", "iopl", "ioperm", "modify_ldt", "open_by_handle_at",
-             "settimeofday", "clock_settime", "clock_adjtime", "adjtimex"},
+    deny(p,
+         {"kexec_load",    "kexec_file_load", "init_module",       "finit_module", "delete_module",
+          "reboot",        "swapon",          "swapoff",           "acct",         "quotactl",
+          "syslog",        "uselib",          "lookup_dcookie",    "vhangup",      "iopl",
+          "ioperm",        "modify_ldt",      "open_by_handle_at", "settimeofday", "clock_settime",
+          "clock_adjtime", "adjtimex"},
          A::eperm, "host administration");
     deny(p, {"ptrace", "process_vm_readv", "process_vm_writev", "kcmp"}, A::eperm,
          "no tracing or reading other processes' memory");
-    p.rules.push_back({"ioctl", A::eperm, {{1, k32, TIOCSTI}}, "TIOCSTI pushes input into a terminal (CVE-2017-5226)"});
+    p.rules.push_back({"ioctl",
+                       A::eperm,
+                       {{1, k32, TIOCSTI}},
+                       "TIOCSTI pushes input into a terminal (CVE-2017-5226)"});
     p.rules.push_back({"ioctl", A::eperm, {{1, k32, TIOCLINUX}}, "TIOCLINUX (CVE-2023-28100)"});
-    p.rules.push_back({"socket", A::eperm, {{0, k32, kAfVsock}}, "AF_VSOCK reaches the hypervisor"});
-    for (std::uint64_t bit : {0x0040000ULL /*ADDR_NO_RANDOMIZE*/, 0x0100000ULL /*MMAP_PAGE_ZERO*/,
-                              0x0200000ULL /*ADDR_COMPAT_LAYOUT*/, 0x0400000ULL /*READ_IMPLIES_EXEC*/})
-        p.rules.push_back({"personality", A::eperm, {{0, bit | kQueryBit, bit}}, "weakens ASLR or W^X"});
+    p.rules.push_back(
+        {"socket", A::eperm, {{0, k32, kAfVsock}}, "AF_VSOCK reaches the hypervisor"});
+    for (std::uint64_t bit :
+         {0x0040000ULL /*ADDR_NO_RANDOMIZE*/, 0x0100000ULL /*MMAP_PAGE_ZERO*/,
+          0x0200000ULL /*ADDR_COMPAT_LAYOUT*/, 0x0400000ULL /*READ_IMPLIES_EXEC*/})
+        p.rules.push_back(
+            {"personality", A::eperm, {{0, bit | kQueryBit, bit}}, "weakens ASLR or W^X"});
     return p;
 }
 

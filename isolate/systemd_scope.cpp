@@ -45,7 +45,8 @@ std::string bus_address(bool system) {
     if (env && *env) return env;
     if (system) return "unix:path=/run/dbus/system_bus_socket";
     const char* runtime = std::getenv("XDG_RUNTIME_DIR");
-    return cat("unix:path=", runtime && *runtime ? std::string(runtime) : cat("/run/user/", ::getuid()), "/bus");
+    return cat("unix:path=",
+               runtime && *runtime ? std::string(runtime) : cat("/run/user/", ::getuid()), "/bus");
 }
 
 void check_bus_socket(const std::string& address, bool system) {
@@ -53,8 +54,9 @@ void check_bus_socket(const std::string& address, bool system) {
     const std::string socket = address.substr(10);
     struct stat st {};
     if (!sys::lstat_at(AT_FDCWD, socket, st))
-        throw SetupError(cat("no bus socket ", quote(socket),
-                             system ? "" : cat(" (no systemd user manager for uid ", ::getuid(), ")")));
+        throw SetupError(
+            cat("no bus socket ", quote(socket),
+                system ? "" : cat(" (no systemd user manager for uid ", ::getuid(), ")")));
 }
 
 struct Helper {
@@ -94,13 +96,15 @@ std::pair<std::string, int> run_helper(const Helper& h, const std::vector<std::s
     const pid_t pid = sys::fork(h.path);
     if (pid == 0) {  // raw, async-signal-safe calls only until the exec (see common/sys_host.hpp)
         // dup2 clears FD_CLOEXEC on 0-2; every other fd is closed by the exec.
-        if (::dup2(null.get(), 0) < 0 || ::dup2(w.get(), 1) < 0 || ::dup2(w.get(), 2) < 0) ::_exit(127);
+        if (::dup2(null.get(), 0) < 0 || ::dup2(w.get(), 1) < 0 || ::dup2(w.get(), 2) < 0)
+            ::_exit(127);
         if (::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) < 0) ::_exit(127);
         sigset_t none;
         sigemptyset(&none);
         ::sigprocmask(SIG_SETMASK, &none, nullptr);
         ::signal(SIGPIPE, SIG_DFL);
-        if (::chdir("/") == 0) ::syscall(SYS_execveat, h.fd.get(), "", argv.data(), envp, AT_EMPTY_PATH);
+        if (::chdir("/") == 0)
+            ::syscall(SYS_execveat, h.fd.get(), "", argv.data(), envp, AT_EMPTY_PATH);
         const char* why = std::strerror(errno);
         [[maybe_unused]] ssize_t ignored = ::write(1, exec_failed.data(), exec_failed.size());
         ignored = ::write(1, why, std::strlen(why));
@@ -109,11 +113,14 @@ std::pair<std::string, int> run_helper(const Helper& h, const std::vector<std::s
     w.reset();
     null.reset();
     std::string out;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kHelperTimeoutMs);
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(kHelperTimeoutMs);
     bool timed_out = false;
     for (;;) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-        const int ready = left.count() > 0 ? sys::try_poll_in(r.get(), static_cast<int>(left.count())) : 0;
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        const int ready =
+            left.count() > 0 ? sys::try_poll_in(r.get(), static_cast<int>(left.count())) : 0;
         if (ready == -EINTR) continue;
         if (ready <= 0) {
             timed_out = true;
@@ -126,7 +133,9 @@ std::pair<std::string, int> run_helper(const Helper& h, const std::vector<std::s
         if (out.size() < 4096) out.append(buf, static_cast<std::size_t>(got));
     }
     const int status = sys::wait_status(pid);
-    if (timed_out) throw SetupError(cat(quote(h.path), " did not answer within ", kHelperTimeoutMs / 1000, " s"));
+    if (timed_out)
+        throw SetupError(
+            cat(quote(h.path), " did not answer within ", kHelperTimeoutMs / 1000, " s"));
     return {out, status};
 }
 
@@ -145,23 +154,28 @@ SystemdScope enter_systemd_scope(const std::string& cgroup_mount, const std::str
     scope.unit = unit;
     const std::string kind = system ? "system" : "user";
     const std::string address = bus_address(system);
-    step(system ? "connect to the system bus" : "connect to the user bus", [&] { check_bus_socket(address, system); });
+    step(system ? "connect to the system bus" : "connect to the user bus",
+         [&] { check_bus_socket(address, system); });
     const Helper helper = step("find gpubox's sd-bus helper", [&] { return find_helper(); });
-    const auto [out, status] = run_helper(helper, {kind, address, unit, std::to_string(::getpid())});
+    const auto [out, status] =
+        run_helper(helper, {kind, address, unit, std::to_string(::getpid())});
     const std::string answer = one_line(out);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !starts_with(answer, "ok ")) {
         // Exit 1 is the helper's own one-line reason (the step, the call, the error); anything
         // else (the dynamic loader's 127, a signal) is named with the helper's path.
-        if (WIFEXITED(status) && WEXITSTATUS(status) == 1 && !answer.empty()) throw SetupError(answer);
-        throw SetupError(cat(quote(helper.path), WIFEXITED(status) ? cat(" exited with status ", WEXITSTATUS(status))
-                                                                   : cat(" was killed by signal ", WTERMSIG(status)),
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 1 && !answer.empty())
+            throw SetupError(answer);
+        throw SetupError(cat(quote(helper.path),
+                             WIFEXITED(status) ? cat(" exited with status ", WEXITSTATUS(status))
+                                               : cat(" was killed by signal ", WTERMSIG(status)),
                              answer.empty() ? "" : cat(": ", answer)));
     }
     scope.dir = step("find the scope's cgroup", [&] {
         const std::string self = sys::read_file("/proc/self/cgroup");
         const auto path = parse_proc_cgroup(self);
         if (!path || !cgroup_is_unit(*path, unit))
-            throw SetupError(cat("/proc/self/cgroup names ", quote(path ? *path : self), ", not the scope"));
+            throw SetupError(
+                cat("/proc/self/cgroup names ", quote(path ? *path : self), ", not the scope"));
         return cgroup_mount + *path;
     });
     step("move gpubox into the scope's leaf cgroup", [&] {
@@ -172,7 +186,8 @@ SystemdScope enter_systemd_scope(const std::string& cgroup_mount, const std::str
     step("enable the scope's controllers for its children", [&] {
         const std::string offered = sys::read_file(scope.dir + "/cgroup.controllers");
         const auto words = plan_subtree_control(offered, {"cpu", "memory", "pids"});
-        if (!words.empty()) sys::write_file(scope.dir + "/cgroup.subtree_control", join(words, " "));
+        if (!words.empty())
+            sys::write_file(scope.dir + "/cgroup.subtree_control", join(words, " "));
         for (const std::string& w : words) scope.controllers.push_back(w.substr(1));
     });
     return scope;

@@ -27,7 +27,8 @@ bool to_u64(const std::string& s, std::uint64_t& v) {
 }
 
 // The number after "Key:" at the start of a line, times `unit` ("123 kB" lines: 1024).
-std::optional<std::uint64_t> field(const std::string& text, const std::string& key, std::uint64_t unit) {
+std::optional<std::uint64_t> field(const std::string& text, const std::string& key,
+                                   std::uint64_t unit) {
     const std::string k = key + ":";
     std::size_t at = text.compare(0, k.size(), k) == 0 ? 0 : text.find("\n" + k);
     if (at == std::string::npos) return std::nullopt;
@@ -38,11 +39,11 @@ std::optional<std::uint64_t> field(const std::string& text, const std::string& k
     return v * unit;
 }
 
-
 std::uint64_t now_ns() {
     timespec t{};
     ::clock_gettime(CLOCK_MONOTONIC, &t);  // cannot fail for CLOCK_MONOTONIC
-    return static_cast<std::uint64_t>(t.tv_sec) * 1000000000ULL + static_cast<std::uint64_t>(t.tv_nsec);
+    return static_cast<std::uint64_t>(t.tv_sec) * 1000000000ULL +
+           static_cast<std::uint64_t>(t.tv_nsec);
 }
 
 }  // namespace
@@ -77,7 +78,8 @@ bool parse_proc_status(const std::string& status, ProcSample& out) {
     const auto at = status.find("\nSigIgn:");
     if (at == std::string::npos || !threads) return false;
     const unsigned long long ign = std::strtoull(status.c_str() + at + 8, nullptr, 16);
-    out.ignores_sigchld = (ign >> (17 - 1)) & 1;  // SIGCHLD is 17 on every Linux architecture gpubox runs on
+    out.ignores_sigchld =
+        (ign >> (17 - 1)) & 1;  // SIGCHLD is 17 on every Linux architecture gpubox runs on
     out.threads = static_cast<std::uint32_t>(*threads);
     out.anon_bytes = anon.value_or(0);  // kernel threads and zombies have no Rss lines
     out.shmem_bytes = shmem.value_or(0);
@@ -115,7 +117,8 @@ std::optional<std::uint64_t> parse_last_pid(const std::string& loadavg) {
     return v;
 }
 
-std::uint64_t CpuLedger::update(const std::vector<ProcSample>& now, std::uint64_t pids_made, std::uint64_t interval_ns) {
+std::uint64_t CpuLedger::update(const std::vector<ProcSample>& now, std::uint64_t pids_made,
+                                std::uint64_t interval_ns) {
     const std::uint64_t tick_ns = sys::ns_per_clock_tick();
     std::map<pid_t, ProcSample> cur;
     for (const ProcSample& p : now) cur.emplace(p.pid, p);
@@ -126,7 +129,9 @@ std::uint64_t CpuLedger::update(const std::vector<ProcSample>& now, std::uint64_
     std::uint64_t seen_new = 0;  // pids (processes and threads) seen for the first time
     for (const auto& [pid, p] : cur) {
         const ProcSample* before = same(last_, pid, p);
-        seen_new += !before ? p.threads : p.threads > before->threads ? p.threads - before->threads : 0;
+        seen_new += !before                       ? p.threads
+                    : p.threads > before->threads ? p.threads - before->threads
+                                                  : 0;
         Parent& parent = parents_[pid];
         if (parent.start != p.start) parent = {p.start, p.children_ns};  // new, or a reused pid
         if (p.ignores_sigchld) parent.reaps = true;
@@ -149,7 +154,8 @@ std::uint64_t CpuLedger::update(const std::vector<ProcSample>& now, std::uint64_
             continue;
         }
         Parent& parent = it->second;
-        const std::uint64_t grew = p->second.children_ns - std::min(p->second.children_ns, parent.children_first);
+        const std::uint64_t grew =
+            p->second.children_ns - std::min(p->second.children_ns, parent.children_first);
         if (parent.owed > grew + tick_ns && parent.owed - grew > parent.charged) {
             lost += parent.owed - grew - parent.charged;
             parent.charged = parent.owed - grew;
@@ -163,8 +169,10 @@ std::uint64_t CpuLedger::update(const std::vector<ProcSample>& now, std::uint64_
     if (reaping_ && pids_made > seen_new) {
         std::uint64_t before = 0;
         for (const auto& [pid, p] : last_) before += p.self_ns + p.children_ns;
-        const std::uint64_t capacity = std::uint64_t{cpus_} * interval_ns, known = live - std::min(live, before) + lost;
-        lost += std::min((pids_made - seen_new) * interval_ns, capacity - std::min(capacity, known));
+        const std::uint64_t capacity = std::uint64_t{cpus_} * interval_ns,
+                            known = live - std::min(live, before) + lost;
+        lost +=
+            std::min((pids_made - seen_new) * interval_ns, capacity - std::min(capacity, known));
     }
     charged_ += lost;
     last_ = std::move(cur);
@@ -190,14 +198,16 @@ UniqueFd open_pid_dir(int proc, const std::string& pid) {
 
 // memfds held open by the process of `dir`: their pages show in no Rss unless mapped.
 void add_memfds(int dir, pid_t pid, Scan& scan) {
-    for (const std::string& fd : sys::try_list_dir(dir, "fd").value_or(std::vector<std::string>{})) {
+    for (const std::string& fd :
+         sys::try_list_dir(dir, "fd").value_or(std::vector<std::string>{})) {
         const std::string rel = "fd/" + fd;
         std::string link;
         struct stat st {};
         if (sys::try_read_link_at(dir, rel, link) < 0 || link.compare(0, 7, "/memfd:") != 0 ||
             !sys::try_stat_at(dir, rel, st))
             continue;
-        scan.memfds.emplace(st.st_ino, std::make_pair(static_cast<std::uint64_t>(st.st_blocks) * 512, pid));
+        scan.memfds.emplace(st.st_ino,
+                            std::make_pair(static_cast<std::uint64_t>(st.st_blocks) * 512, pid));
     }
 }
 
@@ -207,11 +217,13 @@ void add_process(int proc, const std::string& name, Scan& scan) {
     std::uint64_t pid = 0;
     if (!to_u64(name, pid)) return;
     const UniqueFd dir = open_pid_dir(proc, name);
-    if (!dir.valid() || !parse_proc_stat(sys::try_read_at(dir.get(), "stat"), sys::ns_per_clock_tick(), p) ||
+    if (!dir.valid() ||
+        !parse_proc_stat(sys::try_read_at(dir.get(), "stat"), sys::ns_per_clock_tick(), p) ||
         !parse_proc_status(sys::try_read_at(dir.get(), "status"), p))
         return;  // gone meanwhile
     p.pid = static_cast<pid_t>(pid);
-    std::istringstream(sys::try_read_at(dir.get(), "schedstat", 128)) >> p.exact_ns;  // absent without CONFIG_SCHED_INFO: 0
+    std::istringstream(sys::try_read_at(dir.get(), "schedstat", 128)) >>
+        p.exact_ns;  // absent without CONFIG_SCHED_INFO: 0
     if (pid == 1) {  // init is gpubox's: only the orphans it reaped count
         scan.procs.push_back({p.pid, 0, p.start, 0, 0, p.children_ns, p.threads, false, 0, 0});
         return;
@@ -227,12 +239,14 @@ void add_process(int proc, const std::string& name, Scan& scan) {
 std::set<ino_t> mapped_inodes(int proc, pid_t pid) {
     std::set<ino_t> inos;
     const UniqueFd dir = open_pid_dir(proc, std::to_string(pid));
-    std::istringstream maps(dir.valid() ? sys::try_read_at(dir.get(), "maps", 1 << 20) : std::string());
+    std::istringstream maps(dir.valid() ? sys::try_read_at(dir.get(), "maps", 1 << 20)
+                                        : std::string());
     for (std::string line; std::getline(maps, line);) {
         std::istringstream f(line);
         std::string addr, perms, off, dev;
         unsigned long long inode = 0;
-        if (f >> addr >> perms >> off >> dev >> inode && inode) inos.insert(static_cast<ino_t>(inode));
+        if (f >> addr >> perms >> off >> dev >> inode && inode)
+            inos.insert(static_cast<ino_t>(inode));
     }
     return inos;
 }
@@ -243,7 +257,8 @@ std::uint64_t unmapped_memfd_bytes(int proc, const Scan& scan) {
     std::map<pid_t, std::set<ino_t>> mapped;
     for (const auto& [ino, held] : scan.memfds) {
         auto it = mapped.find(held.second);
-        if (it == mapped.end()) it = mapped.emplace(held.second, mapped_inodes(proc, held.second)).first;
+        if (it == mapped.end())
+            it = mapped.emplace(held.second, mapped_inodes(proc, held.second)).first;
         if (!it->second.count(ino)) bytes += held.first;
     }
     return bytes;
@@ -254,7 +269,8 @@ std::uint64_t shared_overcount(int proc, const Scan& scan) {
     std::uint64_t over = 0;
     for (const auto& [pid, rss_shmem] : scan.sharers) {
         const UniqueFd dir = open_pid_dir(proc, std::to_string(pid));
-        const auto pss = dir.valid() ? parse_pss_shmem(sys::try_read_at(dir.get(), "smaps_rollup")) : std::nullopt;
+        const auto pss = dir.valid() ? parse_pss_shmem(sys::try_read_at(dir.get(), "smaps_rollup"))
+                                     : std::nullopt;
         if (pss && *pss < rss_shmem) over += rss_shmem - *pss;
     }
     return over;
@@ -266,15 +282,19 @@ Usage Sampler::sample() {
     const std::uint64_t t = now_ns();
     const auto last_pid = parse_last_pid(sys::try_read_at(proc_, "loadavg", 256));
     Scan scan;
-    for (const std::string& name : sys::try_list_dir(proc_, ".").value_or(std::vector<std::string>{}))
+    for (const std::string& name :
+         sys::try_list_dir(proc_, ".").value_or(std::vector<std::string>{}))
         add_process(proc_, name, scan);
     Usage& u = scan.usage;
     u.memory_bytes += unmapped_memfd_bytes(proc_, scan);
     if (const auto fs = tmpfs_ >= 0 ? sys::try_fstatfs(tmpfs_) : std::nullopt)
-        u.memory_bytes += static_cast<std::uint64_t>(fs->f_blocks - fs->f_bfree) * static_cast<std::uint64_t>(fs->f_bsize);
+        u.memory_bytes += static_cast<std::uint64_t>(fs->f_blocks - fs->f_bfree) *
+                          static_cast<std::uint64_t>(fs->f_bsize);
     u.memory_bytes += parse_unattached_sysv(sys::try_read_at(proc_, "sysvipc/shm", 1 << 20));
-    if (limit_ && u.memory_bytes > limit_ && scan.sharers.size() > 1) u.memory_bytes -= shared_overcount(proc_, scan);
-    const std::uint64_t made = last_pid && last_pid_ && *last_pid >= *last_pid_ ? *last_pid - *last_pid_ : 0;
+    if (limit_ && u.memory_bytes > limit_ && scan.sharers.size() > 1)
+        u.memory_bytes -= shared_overcount(proc_, scan);
+    const std::uint64_t made =
+        last_pid && last_pid_ && *last_pid >= *last_pid_ ? *last_pid - *last_pid_ : 0;
     u.cpu_ns = ledger_.update(scan.procs, made, last_ns_ ? t - last_ns_ : 0);
     last_pid_ = last_pid;
     last_ns_ = t;

@@ -41,7 +41,7 @@ struct ProcSample {
     std::uint64_t exact_ns = 0;     // its main thread's run time to the ns (/proc/<pid>/schedstat)
     std::uint64_t children_ns = 0;  // cutime + cstime: summed in ns by the kernel, shown in ticks
     std::uint32_t threads = 1;
-    bool ignores_sigchld = false;   // SIG_IGN: the kernel reaps its children
+    bool ignores_sigchld = false;                   // SIG_IGN: the kernel reaps its children
     std::uint64_t anon_bytes = 0, shmem_bytes = 0;  // RssAnon, RssShmem
 };
 
@@ -74,7 +74,8 @@ public:
     explicit CpuLedger(unsigned cpus) : cpus_(cpus ? cpus : 1) {}
     // `now`: every process but init; `pids_made`: pids allocated since the last update;
     // `interval_ns`: wall time since the last update. Returns the total so far.
-    std::uint64_t update(const std::vector<ProcSample>& now, std::uint64_t pids_made, std::uint64_t interval_ns);
+    std::uint64_t update(const std::vector<ProcSample>& now, std::uint64_t pids_made,
+                         std::uint64_t interval_ns);
     std::uint64_t charged_ns() const { return charged_; }  // the bounds' share of the total
     bool reaping_seen() const { return reaping_; }
 

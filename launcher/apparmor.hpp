@@ -9,8 +9,8 @@ namespace gpubox::launcher {
 
 struct AppArmorState {
     std::string restrict_userns;  // the sysctl's value; "" where the kernel has none
-    std::string label;            // this process's AppArmor label ("unconfined", "gpubox (unconfined)")
-    std::string exe;              // this binary's path
+    std::string label;  // this process's AppArmor label ("unconfined", "gpubox (unconfined)")
+    std::string exe;    // this binary's path
 };
 
 struct DoctorFinding {

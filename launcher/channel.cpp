@@ -24,7 +24,9 @@ struct Out {
 
 struct In {
     std::string_view bytes;
-    [[noreturn]] static void bad(const char* what) { throw SetupError(cat("control channel frame: ", what)); }
+    [[noreturn]] static void bad(const char* what) {
+        throw SetupError(cat("control channel frame: ", what));
+    }
     template <typename T>
     T pod() {
         static_assert(std::is_trivially_copyable_v<T>);
@@ -64,7 +66,8 @@ void get(In& in, UniqueFd, DevicePlan& p) {
     const Header h = in.pod<Header>();
     std::vector<bool> flags;
     p.late.full.ops = rootfs::decode_ops(in.rest(), &flags);
-    if (h.user_from > flags.size() || h.at > flags.size() || h.n > flags.size() - h.at) In::bad("bad late range");
+    if (h.user_from > flags.size() || h.at > flags.size() || h.n > flags.size() - h.at)
+        In::bad("bad late range");
     p.late.full.user_from = h.user_from;
     p.late.prepared.assign(flags.begin() + static_cast<std::ptrdiff_t>(h.at),
                            flags.begin() + static_cast<std::ptrdiff_t>(h.at + h.n));
@@ -103,8 +106,7 @@ void send(int sock, const Frame& frame) {
 void send_quietly(int sock, const Frame& frame) noexcept {
     try {
         send(sock, frame);
-    } catch (...) {
-    }
+    } catch (...) {}
 }
 
 int peek_tag(int sock) { return sys::peek_frame(sock, kWhat); }

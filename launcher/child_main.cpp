@@ -105,18 +105,18 @@ void take_relays(const Ends& own) {
 [[noreturn]] void workload_main(const ChildSpec& spec, Ends& own) noexcept {
     try {
         sys::unblock_all_signals();
-        sys::default_signal(SIGPIPE);                      // the monitor ignores it while relaying
+        sys::default_signal(SIGPIPE);  // the monitor ignores it while relaying
         take_relays(own);
-        sys::setsid();                                     // no controlling tty: no TIOCSTI
+        sys::setsid();  // no controlling tty: no TIOCSTI
         if (own.pty.valid()) pty::enter_new_pty(spec.pty, std::move(own.pty));  // its own one
         sys::prctl(PR_SET_DUMPABLE, 1, "PR_SET_DUMPABLE, 1");  // init's 0 locks /proc/self
-        isolate::enter_nested_userns(spec.ids);            // see its own uid; no caps over mounts
+        isolate::enter_nested_userns(spec.ids);  // see its own uid; no caps over mounts
         sys::chdir(spec.workdir);
-        isolate::apply_rlimits(spec.rlimits);              // own user ns: NPROC per sandbox
-        isolate::drop_all_privileges();                    // caps (incl. bounding, ambient), NNP
+        isolate::apply_rlimits(spec.rlimits);  // own user ns: NPROC per sandbox
+        isolate::drop_all_privileges();        // caps (incl. bounding, ambient), NNP
         sys::set_umask(022);
-        sys::close_range_cloexec(3);                       // inherited fds never reach CMD
-        if (spec.seccomp) isolate::install(spec.bpf);      // last before exec
+        sys::close_range_cloexec(3);                   // inherited fds never reach CMD
+        if (spec.seccomp) isolate::install(spec.bpf);  // last before exec
         exec_command(spec);
     } catch (...) {
         report_and_exit(own.control.get(), std::current_exception());
@@ -136,8 +136,7 @@ const std::vector<int>& forwarded_signals() {
         std::rethrow_exception(e);
     } catch (const ExecError& x) {
         code = x.code;
-    } catch (...) {
-    }
+    } catch (...) {}
     std::string text = describe(e);
     std::string hint = hint_for(e);
     if (!hint.empty()) text += "\n" + hint;
@@ -151,7 +150,7 @@ const std::vector<int>& forwarded_signals() {
         fds.monitor = {};  // first: EOF on ours means the monitor died
         if (spec.image_hold >= 0) ::close(spec.image_hold);  // the monitor's alone
         die_with_parent(fds.monitor_pidfd);
-        wait_for_go(own);  // the monitor wrote our id maps
+        wait_for_go(own);                                      // the monitor wrote our id maps
         sys::prctl(PR_SET_DUMPABLE, 0, "PR_SET_DUMPABLE, 0");  // /proc/1/exe stays closed
         isolate::apply_ipc_limits(spec.ipc);  // our IPC namespace's, through the host's /proc
         sys::set_umask(0);
@@ -166,7 +165,8 @@ const std::vector<int>& forwarded_signals() {
         const std::optional<rootfs::LatePlan> late = receive_late_plan(spec, own);
         const rootfs::MountPlan& plan = late ? late->full : spec.plan;
         const rootfs::LatePlan* with = late ? &*late : nullptr;
-        rootfs::NewRoot root = rootfs::assemble_root(spec.plan, image.get(), std::move(draft), with);
+        rootfs::NewRoot root =
+            rootfs::assemble_root(spec.plan, image.get(), std::move(draft), with);
         rootfs::apply_mount_plan(plan, root);  // fresh /proc while the old root is visible
         rootfs::enter_root(root.mnt.get());
         const pid_t pid = sys::fork("the workload");

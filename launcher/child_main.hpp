@@ -24,19 +24,19 @@ struct ChildSpec {
     std::string hostname;
     bool new_net = true;
     std::vector<std::string> argv;
-    std::vector<std::string> env;             // "K=V"
+    std::vector<std::string> env;              // "K=V"
     std::vector<std::string> exec_candidates;  // argv[0] with a slash, else PATH entries + argv[0]
     std::string workdir;
     std::vector<isolate::RlimitOp> rlimits;
     isolate::IpcLimits ipc;
-    int sample_ms = 0;       // > 0: init reports the sandbox's CPU and memory use this often
+    int sample_ms = 0;  // > 0: init reports the sandbox's CPU and memory use this often
     std::uint64_t sampled_memory_limit = 0;  // the memory limit init's samples enforce, if they do
     // The GPU's ops are planned by the monitor while init sets up: init sends its layer's late
     // directory and receives the whole plan (channel::DevicePlan) before it mounts the root.
     bool late_plan = false;
-    cpu_set_t cpus{};        // with late_plan: the user's CPUs, restored once the plan arrives
-    pty::PtySpec pty;        // with the caller at a terminal: the workload makes a pty of its own
-    int image_hold = -1;     // the monitor's hold on a pulled image: init closes its copy
+    cpu_set_t cpus{};     // with late_plan: the user's CPUs, restored once the plan arrives
+    pty::PtySpec pty;     // with the caller at a terminal: the workload makes a pty of its own
+    int image_hold = -1;  // the monitor's hold on a pulled image: init closes its copy
 };
 
 // One side's ends of the run's channels. Every fd is owned once: after clone() each process

@@ -28,37 +28,52 @@ struct CommandInfo {
 const std::vector<CommandInfo>& commands() {
     static const std::vector<CommandInfo> table = {
         {"run", "[OPTIONS] ROOTFS|IMAGE [--] CMD [ARGS...]",
-         "Run CMD in a new sandbox whose root is ROOTFS (a directory; never written: writes go to a tmpfs "
-         "layer discarded at exit), or a pulled IMAGE (its Env, WorkingDir and Entrypoint apply; with no "
-         "CMD its Cmd runs; a directory of that name wins). Options stop at ROOTFS, so CMD keeps its own flags. A SIZE takes a "
+         "Run CMD in a new sandbox whose root is ROOTFS (a directory; never written: writes go to "
+         "a tmpfs "
+         "layer discarded at exit), or a pulled IMAGE (its Env, WorkingDir and Entrypoint apply; "
+         "with no "
+         "CMD its Cmd runs; a directory of that name wins). Options stop at ROOTFS, so CMD keeps "
+         "its own flags. A SIZE takes a "
          "unit: B, K, M or G (1K = 1024 bytes); a bare number is an error.",
          run_flags()},
         {"list", "[--json] [--driver-root DIR]",
-         "List the host's GPUs: index, PCI address, vendor, model, UUID and device nodes.", list_flags()},
+         "List the host's GPUs: index, PCI address, vendor, model, UUID and device nodes.",
+         list_flags()},
         {"doctor", "[--driver-root DIR]",
-         "Check that this host can run sandboxes (user namespaces, AppArmor, kernel, GPU driver, nodes, "
+         "Check that this host can run sandboxes (user namespaces, AppArmor, kernel, GPU driver, "
+         "nodes, "
          "libraries) and print the fix for each problem. Exits 1 when it found one.",
          doctor_flags()},
         {"pull", "[OPTIONS] SOURCE",
-         "Store an image for this user and print its name. SOURCE: docker://HOST[:PORT]/REPO[:TAG|@DIGEST], "
-         "docker-archive:FILE, oci-archive:FILE, oci:DIR[:TAG] or tar:FILE (a root filesystem). Layers are "
-         "checked against their digests; device nodes, setuid/setgid bits and file capabilities are dropped. "
+         "Store an image for this user and print its name. SOURCE: "
+         "docker://HOST[:PORT]/REPO[:TAG|@DIGEST], "
+         "docker-archive:FILE, oci-archive:FILE, oci:DIR[:TAG] or tar:FILE (a root filesystem). "
+         "Layers are "
+         "checked against their digests; device nodes, setuid/setgid bits and file capabilities "
+         "are dropped. "
          "Store: $GPUBOX_IMAGES, else $XDG_DATA_HOME/gpubox/images. Needs skopeo.",
          pull_flags()},
-        {"images", "[--json]", "List the pulled images: name, digest, size, when pulled.", images_flags()},
-        {"rmi", "NAME...", "Remove pulled images (an image's files go with the last name for them).", no_flags()},
-        {"check", "[--gpu SPEC] [--driver-root DIR] [--require EXPR]... [--json] IMAGE|ROOTFS [CMD]",
+        {"images", "[--json]", "List the pulled images: name, digest, size, when pulled.",
+         images_flags()},
+        {"rmi", "NAME...",
+         "Remove pulled images (an image's files go with the last name for them).", no_flags()},
+        {"check",
+         "[--gpu SPEC] [--driver-root DIR] [--require EXPR]... [--json] IMAGE|ROOTFS [CMD]",
          "Say whether the image can run on this node, before it is queued or started: one line per "
          "finding (what the image needs, what the node has, which file says so): NVIDIA_REQUIRE_*, "
-         "its CUDA runtime against the driver, its forward-compatibility libraries, its CUDA objects' "
-         "fat binaries against each GPU, and CMD's x86-64 level against the CPU. Exits 0 when it fits, "
+         "its CUDA runtime against the driver, its forward-compatibility libraries, its CUDA "
+         "objects' "
+         "fat binaries against each GPU, and CMD's x86-64 level against the CPU. Exits 0 when it "
+         "fits, "
          "1 when it does not, 125 on gpubox's own error.",
          check_flags()},
         {"rootfs create", "[--busybox PATH] DIR",
          "Make a minimal ROOTFS in DIR, offline: busybox and the host's glibc.", create_flags()},
         {"isolate", "[ISOLATE OPTIONS] --init | --run [--] PROG [ARGS...] | --cleanup",
-         "isolate 2.x's command line, for judges built for isolate (also when gpubox is invoked through a "
-         "link named isolate): boxes under $XDG_RUNTIME_DIR/gpubox/isolate, isolate's units, meta files and "
+         "isolate 2.x's command line, for judges built for isolate (also when gpubox is invoked "
+         "through a "
+         "link named isolate): boxes under $XDG_RUNTIME_DIR/gpubox/isolate, isolate's units, meta "
+         "files and "
          "exit codes. 'gpubox isolate --help' lists its options.",
          isolate_flags()},
     };
@@ -74,13 +89,15 @@ const CommandInfo& command_info(const std::string& name) {
 // `--bind /tmp /mnt ROOTFS CMD`, bubblewrap's spelling, or `--bind /tmp` with no destination:
 // either would parse as something else (a ROOTFS of /mnt; a silent /tmp:/tmp), so both are errors
 // that say what was meant.
-void check_bind_value(const std::string& name, const std::string& v, const std::vector<std::string>& args,
-                      std::size_t next) {
+void check_bind_value(const std::string& name, const std::string& v,
+                      const std::vector<std::string>& args, std::size_t next) {
     if (v.find(':') != std::string::npos) return;
-    if (next + 2 < args.size() && !args[next].empty() && args[next][0] == '/' && args[next].find(':') == std::string::npos)
-        throw UsageError(cat("run: ", name, " takes one argument SRC:DST: did you mean ", name, " ", v, ":", args[next], "?"));
-    throw UsageError(cat("run: ", name, " ", v, ": no destination: did you mean ", name, " ", v, ":", v,
-                         "? (binds are recursive: mounts below ", v, " come too)"));
+    if (next + 2 < args.size() && !args[next].empty() && args[next][0] == '/' &&
+        args[next].find(':') == std::string::npos)
+        throw UsageError(cat("run: ", name, " takes one argument SRC:DST: did you mean ", name, " ",
+                             v, ":", args[next], "?"));
+    throw UsageError(cat("run: ", name, " ", v, ": no destination: did you mean ", name, " ", v,
+                         ":", v, "? (binds are recursive: mounts below ", v, " come too)"));
 }
 
 // Parses the flags of `table` from args[i] on, up to the first operand (or "--", skipped).
@@ -98,8 +115,10 @@ std::size_t parse_flags(Options& o, const std::string& cmd, const Flags& table,
         std::string name = a, value;
         const bool inline_value = a.rfind("--", 0) == 0 && a.find('=') != std::string::npos;
         if (inline_value) name = a.substr(0, a.find('=')), value = a.substr(a.find('=') + 1);
-        const auto f = std::find_if(table.begin(), table.end(), [&](const Flag& x) { return name == x.name; });
-        if (f == table.end()) throw UsageError(cat(cmd, ": unknown option ", quote(a), " (see gpubox --help)"));
+        const auto f =
+            std::find_if(table.begin(), table.end(), [&](const Flag& x) { return name == x.name; });
+        if (f == table.end())
+            throw UsageError(cat(cmd, ": unknown option ", quote(a), " (see gpubox --help)"));
         if (f->arg && !inline_value) {
             if (i + 1 >= args.size()) throw UsageError(cat(cmd, ": ", name, " needs a value"));
             value = args[++i];
@@ -115,10 +134,13 @@ std::size_t parse_flags(Options& o, const std::string& cmd, const Flags& table,
 void parse_run(Options& o, const std::vector<std::string>& args, std::size_t i) {
     i = parse_flags(o, "run", run_flags(), args, i);
     if (o.command == Command::help) return;
-    if (i >= args.size()) throw UsageError("run: missing ROOTFS (usage: gpubox run [OPTIONS] ROOTFS [--] CMD [ARGS...])");
+    if (i >= args.size())
+        throw UsageError(
+            "run: missing ROOTFS (usage: gpubox run [OPTIONS] ROOTFS [--] CMD [ARGS...])");
     o.rootfs = args[i++];
     if (i < args.size() && args[i] == "--") ++i;
-    o.argv.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());  // none: an image's own
+    o.argv.assign(args.begin() + static_cast<std::ptrdiff_t>(i),
+                  args.end());  // none: an image's own
     if (!o.seccomp_bpf.empty() && !o.seccomp)
         throw UsageError("run: --seccomp-bpf and --no-seccomp contradict each other");
 }
@@ -142,15 +164,20 @@ void parse_rootfs(Options& o, const std::vector<std::string>& args, std::size_t 
 // pull SOURCE, images, rmi NAME...
 void parse_image_command(Options& o, const std::vector<std::string>& args) {
     const std::string& cmd = args[0];
-    const Flags& table = o.command == Command::pull ? pull_flags() : o.command == Command::images ? images_flags() : no_flags();
+    const Flags& table = o.command == Command::pull     ? pull_flags()
+                         : o.command == Command::images ? images_flags()
+                                                        : no_flags();
     std::size_t i = parse_flags(o, cmd, table, args, 1);
     if (o.command == Command::help) return;
-    const std::vector<std::string> operands(args.begin() + static_cast<std::ptrdiff_t>(std::min(i, args.size())), args.end());
+    const std::vector<std::string> operands(
+        args.begin() + static_cast<std::ptrdiff_t>(std::min(i, args.size())), args.end());
     if (o.command == Command::pull) {
-        if (operands.size() != 1) throw UsageError("pull: expected one SOURCE (usage: gpubox pull [OPTIONS] SOURCE)");
+        if (operands.size() != 1)
+            throw UsageError("pull: expected one SOURCE (usage: gpubox pull [OPTIONS] SOURCE)");
         o.pull.source = operands[0];
     } else if (o.command == Command::images) {
-        if (!operands.empty()) throw UsageError(cat("images: unexpected argument ", quote(operands[0])));
+        if (!operands.empty())
+            throw UsageError(cat("images: unexpected argument ", quote(operands[0])));
     } else {
         if (operands.empty()) throw UsageError("rmi: expected NAME... (gpubox images lists them)");
         o.image_names = operands;
@@ -160,10 +187,13 @@ void parse_image_command(Options& o, const std::vector<std::string>& args) {
 void parse_check(Options& o, const std::vector<std::string>& args) {
     std::size_t i = parse_flags(o, "check", check_flags(), args, 1);
     if (o.command == Command::help) return;
-    if (i >= args.size()) throw UsageError("check: missing IMAGE|ROOTFS (usage: gpubox check [OPTIONS] IMAGE|ROOTFS [CMD])");
+    if (i >= args.size())
+        throw UsageError(
+            "check: missing IMAGE|ROOTFS (usage: gpubox check [OPTIONS] IMAGE|ROOTFS [CMD])");
     o.check_target = args[i++];
     o.argv.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
-    if (o.argv.size() > 1) throw UsageError(cat("check: unexpected argument ", quote(o.argv[1]), " (one CMD)"));
+    if (o.argv.size() > 1)
+        throw UsageError(cat("check: unexpected argument ", quote(o.argv[1]), " (one CMD)"));
 }
 
 // list and doctor take options only.
@@ -180,7 +210,8 @@ Options parse_command_line(const std::vector<std::string>& args) {
     if (args.empty()) throw UsageError("missing command (try gpubox --help)");
     const std::string& cmd = args[0];
     if (cmd == "-h" || cmd == "--help") o.command = Command::help;
-    else if (cmd == "help") o.command = Command::help, o.help_topic = args.size() > 1 ? args[1] : "";
+    else if (cmd == "help")
+        o.command = Command::help, o.help_topic = args.size() > 1 ? args[1] : "";
     else if (cmd == "--version" || cmd == "version") o.command = Command::version;
     else if (cmd == "--man") o.command = Command::man;  // hidden: gpubox(1), made at build time
     else if (cmd == "run") o.command = Command::run, parse_run(o, args, 1);
@@ -207,7 +238,6 @@ std::vector<CommandDoc> command_docs() {
     }
     return docs;
 }
-
 
 std::string version_text() { return "gpubox " GPUBOX_VERSION "\n"; }
 

@@ -29,12 +29,17 @@ namespace {
 nlohmann::json to_json(const gpu::GpuInventory& inv) {
     nlohmann::json j;
     j["driver_root"] = inv.driver_root;
-    j["driver_version"] = inv.nvidia_version ? nlohmann::json(*inv.nvidia_version) : nlohmann::json();
+    j["driver_version"] =
+        inv.nvidia_version ? nlohmann::json(*inv.nvidia_version) : nlohmann::json();
     j["gpus"] = nlohmann::json::array();
     for (const gpu::Gpu& g : inv.gpus) {
-        nlohmann::json n = {{"vendor", gpu::to_string(g.vendor)}, {"pci", gpu::to_string(g.pci)},
-                            {"model", g.model}, {"uuid", g.uuid}, {"nodes", nlohmann::json::array()}};
-        n["class"] = g.pci_class ? nlohmann::json(cat("0x", std::hex, g.pci_class)) : nlohmann::json();
+        nlohmann::json n = {{"vendor", gpu::to_string(g.vendor)},
+                            {"pci", gpu::to_string(g.pci)},
+                            {"model", g.model},
+                            {"uuid", g.uuid},
+                            {"nodes", nlohmann::json::array()}};
+        n["class"] =
+            g.pci_class ? nlohmann::json(cat("0x", std::hex, g.pci_class)) : nlohmann::json();
         n["index"] = g.index >= 0 ? nlohmann::json(g.index) : nlohmann::json();
         n["minor"] = g.minor >= 0 ? nlohmann::json(g.minor) : nlohmann::json();
         for (const gpu::Node& d : g.nodes) n["nodes"].push_back(d.path);
@@ -90,14 +95,21 @@ bool userns_works() {
 
 void check_host(Doctor& d) {
     const std::string max = read_sysctl("/proc/sys/user/max_user_namespaces");
-    if (max == "0") d.problem("user.max_user_namespaces is 0", "sysctl -w user.max_user_namespaces=15000");
+    if (max == "0")
+        d.problem("user.max_user_namespaces is 0", "sysctl -w user.max_user_namespaces=15000");
     const std::string clone = read_sysctl("/proc/sys/kernel/unprivileged_userns_clone");
-    if (clone == "0") d.problem("kernel.unprivileged_userns_clone is 0", "sysctl -w kernel.unprivileged_userns_clone=1");
-    if (auto f = judge_apparmor(discover_apparmor()); f.problem) d.problem(f.what, f.fix); else d.ok(f.what);
+    if (clone == "0")
+        d.problem("kernel.unprivileged_userns_clone is 0",
+                  "sysctl -w kernel.unprivileged_userns_clone=1");
+    if (auto f = judge_apparmor(discover_apparmor()); f.problem) d.problem(f.what, f.fix);
+    else d.ok(f.what);
     if (userns_works()) d.ok("unprivileged user + mount namespaces");
-    else d.problem("cannot create a user namespace", "see the settings above; an outer container may forbid it");
+    else
+        d.problem("cannot create a user namespace",
+                  "see the settings above; an outer container may forbid it");
     const std::string release = sys::kernel_release();
-    if (sys::kernel_at_least(5, 12)) d.ok(cat("kernel ", release, " (overlayfs in a user namespace, mount_setattr)"));
+    if (sys::kernel_at_least(5, 12))
+        d.ok(cat("kernel ", release, " (overlayfs in a user namespace, mount_setattr)"));
     else d.problem(cat("kernel ", release, " is older than 5.12"), "gpubox needs Linux >= 5.12");
 }
 
@@ -123,17 +135,20 @@ std::string try_cgroup_in_child() {
             isolate::Limits l;
             l.memory_bytes = 64 << 20, l.pids = 64;
             isolate::Cgroup cg = isolate::setup_cgroup(l, {});
-            out = cat("how\t", cg.how, "\ncaps\t", cg.caps.usable, cg.caps.memory, cg.caps.pids, "\nreason\t", cg.reason, "\n");
-            if (cg.caps.usable) out += cat("controllers\t", read_sysctl((cg.path + "/cgroup.controllers").c_str()), "\n");
-            for (const auto& [route, why] : cg.passed_over) out += cat("passed\t", static_cast<int>(route), "\t", why, "\n");
+            out = cat("how\t", cg.how, "\ncaps\t", cg.caps.usable, cg.caps.memory, cg.caps.pids,
+                      "\nreason\t", cg.reason, "\n");
+            if (cg.caps.usable)
+                out += cat("controllers\t", read_sysctl((cg.path + "/cgroup.controllers").c_str()),
+                           "\n");
+            for (const auto& [route, why] : cg.passed_over)
+                out += cat("passed\t", static_cast<int>(route), "\t", why, "\n");
             isolate::remove_cgroup(cg);
         } catch (...) {
             out = cat("reason\t", describe(std::current_exception()), "\n");
         }
         try {
             sys::write_all(w.get(), out, "cgroup trial pipe");
-        } catch (...) {
-        }
+        } catch (...) {}
         ::_exit(0);
     }
     w.reset();
@@ -154,71 +169,98 @@ void check_cgroup(Doctor& d) {
     std::istringstream in(try_cgroup_in_child());
     for (std::string line; std::getline(in, line);) {
         const auto tab = line.find('\t');
-        const std::string key = line.substr(0, tab), value = tab == std::string::npos ? "" : line.substr(tab + 1);
+        const std::string key = line.substr(0, tab),
+                          value = tab == std::string::npos ? "" : line.substr(tab + 1);
         if (key == "how") how = value;
         else if (key == "caps") caps = value;
         else if (key == "reason") reason = value;
         else if (key == "controllers") controllers = value;
         else if (key == "passed" && value.find('\t') != std::string::npos)
-            passed.emplace_back(static_cast<isolate::CgroupRoute>(std::stoi(value)), value.substr(value.find('\t') + 1));
+            passed.emplace_back(static_cast<isolate::CgroupRoute>(std::stoi(value)),
+                                value.substr(value.find('\t') + 1));
     }
     const auto route_name = [](isolate::CgroupRoute r) {
-        return r == isolate::CgroupRoute::own ? "a delegated cgroup v2 of our own" : "a systemd scope";
+        return r == isolate::CgroupRoute::own ? "a delegated cgroup v2 of our own"
+                                              : "a systemd scope";
     };
     const bool usable = caps.size() == 3 && caps[0] == '1';
-    const std::string missing = usable ? cat(caps[1] == '1' ? "" : " memory", caps[2] == '1' ? "" : " pids") : "";
+    const std::string missing =
+        usable ? cat(caps[1] == '1' ? "" : " memory", caps[2] == '1' ? "" : " pids") : "";
     if (usable)
-        d.ok(cat("limits use ", how, " (controllers: ", controllers.empty() ? "none" : controllers, ")"));
+        d.ok(cat("limits use ", how, " (controllers: ", controllers.empty() ? "none" : controllers,
+                 ")"));
     else
-        d.note("limits use no cgroup: memory is sampled, processes counted by RLIMIT_NPROC, the kill is by pid "
-               "namespace", "see the notes below");
+        d.note(
+            "limits use no cgroup: memory is sampled, processes counted by RLIMIT_NPROC, the kill "
+            "is by pid "
+            "namespace",
+            "see the notes below");
     if (!missing.empty()) {
         const std::string why = cat("controllers not delegated to ", how, ":", missing);
         d.note(cat(how, " lacks", missing, ": those limits are sampled or rlimits instead"),
-               isolate::cgroup_fix(isolate::CgroupRoute::own, how.find("/unified") != std::string::npos ? why + " (cgroup/unified)" : why, ::getuid()));
+               isolate::cgroup_fix(
+                   isolate::CgroupRoute::own,
+                   how.find("/unified") != std::string::npos ? why + " (cgroup/unified)" : why,
+                   ::getuid()));
     }
     const bool scope = starts_with(how, "systemd scope");
     for (const auto& [route, why] : passed)
         d.note(cat("not ", route_name(route), why.empty() ? "" : cat(": ", why)),
-               scope && route == isolate::CgroupRoute::own ? "none needed: the systemd scope enforces the same limits"
-                                                         : isolate::cgroup_fix(route, why, ::getuid()));
+               scope && route == isolate::CgroupRoute::own
+                   ? "none needed: the systemd scope enforces the same limits"
+                   : isolate::cgroup_fix(route, why, ::getuid()));
     if (usable && !has_word(controllers, "cpu"))
-        d.note("the sandbox's cgroup has no cpu controller: CPU time (cpu.stat) works, cpu.max would not",
-               how.find("/unified") != std::string::npos ? isolate::cgroup_fix(isolate::CgroupRoute::own, "cgroup/unified", ::getuid())
-                                                         : isolate::cgroup_cpu_fix());
+        d.note(
+            "the sandbox's cgroup has no cpu controller: CPU time (cpu.stat) works, cpu.max would "
+            "not",
+            how.find("/unified") != std::string::npos
+                ? isolate::cgroup_fix(isolate::CgroupRoute::own, "cgroup/unified", ::getuid())
+                : isolate::cgroup_cpu_fix());
 }
 
 void check_gpus(Doctor& d, const Options& o) {
     gpu::GpuInventory inv = gpu::discover_gpus(o.driver_root, gpu::kCapAll);
     for (const std::string& why : inv.unplaced) d.problem(why, gpu::kUnplacedHint);
     if (inv.gpus.empty()) {
-        if (inv.unplaced.empty()) std::cout << "info     no GPU found under " << quote(o.driver_root) << "\n";
+        if (inv.unplaced.empty())
+            std::cout << "info     no GPU found under " << quote(o.driver_root) << "\n";
         return;
     }
     for (const gpu::Gpu& g : inv.gpus) {
-        if (!g.problem.empty())
-            d.problem(gpu::describe_problem(g), gpu::kGpuProblemHint);
+        if (!g.problem.empty()) d.problem(gpu::describe_problem(g), gpu::kGpuProblemHint);
         for (const gpu::Node& n : g.nodes)
             if (!n.exists || !n.is_char)
-                d.problem(cat("GPU ", gpu::to_string(g.pci), ": node ", n.path, n.exists ? " is not the driver's device" : " is missing"),
+                d.problem(cat("GPU ", gpu::to_string(g.pci), ": node ", n.path,
+                              n.exists ? " is not the driver's device" : " is missing"),
                           "run nvidia-modprobe (NVIDIA) or load the GPU's kernel driver");
     }
-    if (std::none_of(inv.gpus.begin(), inv.gpus.end(), [](auto& g) { return g.vendor == gpu::Vendor::nvidia; })) return;
-    if (!inv.nvidia_version) return d.problem("NVIDIA GPU present but no kernel module version", "load the nvidia kernel module");
+    if (std::none_of(inv.gpus.begin(), inv.gpus.end(),
+                     [](auto& g) { return g.vendor == gpu::Vendor::nvidia; }))
+        return;
+    if (!inv.nvidia_version)
+        return d.problem("NVIDIA GPU present but no kernel module version",
+                         "load the nvidia kernel module");
     d.ok(cat("NVIDIA kernel module ", *inv.nvidia_version));
     for (const char* n : {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"}) {
         const gpu::Node& node = inv.shared_nodes.at(n);
         if (node.exists && node.is_char) d.ok(cat(node.path));
-        else d.problem(cat(node.path, node.exists ? " is not the driver's device" : " is missing"),
-                       "run 'nvidia-modprobe -u -c=0' as root (or any CUDA program once)");
+        else
+            d.problem(cat(node.path, node.exists ? " is not the driver's device" : " is missing"),
+                      "run 'nvidia-modprobe -u -c=0' as root (or any CUDA program once)");
     }
     if (!inv.ldcache_problem.empty()) d.problem(inv.ldcache_problem, "run ldconfig on the host");
     else if (inv.libs.empty() && !inv.stale_versions.empty())
-        d.problem(cat("driver/library version mismatch: module ", *inv.nvidia_version, ", libraries ", join(inv.stale_versions, ", ")),
+        d.problem(cat("driver/library version mismatch: module ", *inv.nvidia_version,
+                      ", libraries ", join(inv.stale_versions, ", ")),
                   "reboot after a driver upgrade, or reinstall the matching user-space driver");
-    else if (inv.libs.empty()) d.problem("no NVIDIA user-space libraries in ld.so.cache", "install the driver's libraries and run ldconfig");
-    else d.ok(cat(inv.libs.size(), " driver libraries at version ", *inv.nvidia_version,
-                  inv.stale_versions.empty() ? "" : cat(" (ignored: ", join(inv.stale_versions, ", "), ")")));
+    else if (inv.libs.empty())
+        d.problem("no NVIDIA user-space libraries in ld.so.cache",
+                  "install the driver's libraries and run ldconfig");
+    else
+        d.ok(cat(inv.libs.size(), " driver libraries at version ", *inv.nvidia_version,
+                 inv.stale_versions.empty()
+                     ? ""
+                     : cat(" (ignored: ", join(inv.stale_versions, ", "), ")")));
 }
 
 }  // namespace
@@ -237,7 +279,8 @@ int list_command(const Options& o) {
     }
     std::cout << "driver: " << (inv.nvidia_version ? *inv.nvidia_version : "none") << "\n";
     std::cout << gpu::describe_gpus(inv);
-    if (const std::string leases = gpu::describe_leases(inv); !leases.empty()) std::cout << "\n" << leases;  // --gpu auto
+    if (const std::string leases = gpu::describe_leases(inv); !leases.empty())
+        std::cout << "\n" << leases;  // --gpu auto
     return 0;
 }
 

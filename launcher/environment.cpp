@@ -25,7 +25,8 @@ std::vector<std::string> build_environment(
     return out;
 }
 
-std::vector<std::string> render_environment(const std::vector<std::pair<std::string, std::string>>& assignments) {
+std::vector<std::string> render_environment(
+    const std::vector<std::pair<std::string, std::string>>& assignments) {
     std::vector<std::pair<std::string, std::string>> env;
     for (const auto& [k, v] : assignments) {
         auto it = std::find_if(env.begin(), env.end(), [&](auto& e) { return e.first == k; });

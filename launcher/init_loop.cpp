@@ -71,7 +71,8 @@ sigset_t init_signals() {
         reporter.tick();
         if (sig < 0) continue;
         if (sig != SIGCHLD) {
-            sys::signal_group(workload, sig);  // its group, as a shell would; before setsid() itself
+            sys::signal_group(workload,
+                              sig);  // its group, as a shell would; before setsid() itself
             continue;
         }
         int status = 0;

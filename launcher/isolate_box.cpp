@@ -43,13 +43,16 @@ struct LockRecord {
 };
 
 std::string render_lock(const LockRecord& r) {
-    return cat("gpubox-isolate-lock 1 uid=", r.owner, " cg=", r.cg ? 1 : 0, " init=", r.initialized ? 1 : 0, "\n");
+    return cat("gpubox-isolate-lock 1 uid=", r.owner, " cg=", r.cg ? 1 : 0,
+               " init=", r.initialized ? 1 : 0, "\n");
 }
 
 bool parse_lock(const std::string& text, LockRecord& r) {
     unsigned uid = 0;
     int cg = 0, init = 0;
-    if (std::sscanf(text.c_str(), "gpubox-isolate-lock 1 uid=%u cg=%d init=%d", &uid, &cg, &init) != 3) return false;
+    if (std::sscanf(text.c_str(), "gpubox-isolate-lock 1 uid=%u cg=%d init=%d", &uid, &cg, &init) !=
+        3)
+        return false;
     r = {uid, cg != 0, init != 0};
     return true;
 }
@@ -83,30 +86,36 @@ struct BoxLock {
 [[noreturn]] void refuse_foreign_lock(const std::string& path, int err) {
     try {
         LockRecord other;
-        if (parse_lock(sys::read_file(path, 4096), other) && other.initialized && other.owner != ::getuid())
+        if (parse_lock(sys::read_file(path, 4096), other) && other.initialized &&
+            other.owner != ::getuid())
             throw IsolateDie(cat("This box belongs to a different user (uid ", other.owner, ")"));
-    } catch (const SysError&) {
-    }
+    } catch (const SysError&) {}
     throw IsolateDie(cat("Cannot open ", path, ": ", std::strerror(err)));
 }
 
 // isolate.c: lock_box(). False: there is no box (never made, or cleaned up).
-bool lock_box(BoxLock& lock, const IsolateArgs& a, const std::string& path, bool is_init, bool is_cleanup) {
+bool lock_box(BoxLock& lock, const IsolateArgs& a, const std::string& path, bool is_init,
+              bool is_cleanup) {
     lock.path = path;
-    const int fd = sys::try_open_at(AT_FDCWD, path, O_RDWR | O_NOFOLLOW | (is_init ? O_CREAT : 0), 0644);
+    const int fd =
+        sys::try_open_at(AT_FDCWD, path, O_RDWR | O_NOFOLLOW | (is_init ? O_CREAT : 0), 0644);
     if (fd == -ENOENT) return false;
     if (fd == -EACCES) refuse_foreign_lock(path, EACCES);
     if (fd < 0) throw IsolateDie(cat("Cannot open ", path, ": ", std::strerror(-fd)));
     lock.fd = UniqueFd(fd);
-    if (!sys::flock_exclusive(fd, a.wait, path)) throw IsolateDie("This box is currently in use by another process");
+    if (!sys::flock_exclusive(fd, a.wait, path))
+        throw IsolateDie("This box is currently in use by another process");
     const std::string text = sys::read_all(fd, path, 4096);
     const bool present = !text.empty();
-    if (present && !parse_lock(text, lock.rec)) throw IsolateDie(cat("Lock file ", path, " has incompatible format"));
+    if (present && !parse_lock(text, lock.rec))
+        throw IsolateDie(cat("Lock file ", path, " has incompatible format"));
     if (present && lock.rec.initialized && lock.rec.owner != ::getuid())
         throw IsolateDie(cat("This box belongs to a different user (uid ", lock.rec.owner, ")"));
-    if (present && lock.rec.cg != a.cg) throw IsolateDie("This box was initialized with an incompatible control group mode");
+    if (present && lock.rec.cg != a.cg)
+        throw IsolateDie("This box was initialized with an incompatible control group mode");
     if (is_init) return lock.rec = {::getuid(), a.cg, false}, lock.write(), true;
-    if (present && !lock.rec.initialized && !is_cleanup) throw IsolateDie("This box was not initialized properly");
+    if (present && !lock.rec.initialized && !is_cleanup)
+        throw IsolateDie("This box was not initialized properly");
     return present;
 }
 
@@ -123,7 +132,8 @@ void ensure_boxes_root(const std::string& root) {
     if (!sys::lstat_at(AT_FDCWD, root, st) || !S_ISDIR(st.st_mode))
         throw IsolateDie(cat("Box root ", root, " is not a directory (a symlink?)"));
     if (st.st_uid != ::getuid() && !(st.st_mode & S_ISVTX))
-        throw IsolateDie(cat("Box root ", root, " belongs to uid ", st.st_uid, " and is not sticky: refusing it"));
+        throw IsolateDie(cat("Box root ", root, " belongs to uid ", st.st_uid,
+                             " and is not sticky: refusing it"));
 }
 
 // rmtree() that also enters directories the program made unreadable (it ran as our uid).
@@ -176,13 +186,13 @@ private:
     static void restore(int saved, int fd) noexcept {
         try {
             sys::dup2(saved, fd);
-        } catch (const SysError&) {
-        }
+        } catch (const SysError&) {}
     }
     static UniqueFd open_redirect(const Redirect& r, int flags) {
         UniqueFd dir = sys::open_at(AT_FDCWD, r.host_dir, O_PATH | O_DIRECTORY);
-        const int fd = sys::try_openat2(dir.get(), r.rel, flags | O_CLOEXEC, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
-                                        (flags & O_CREAT) ? 0666 : 0);
+        const int fd =
+            sys::try_openat2(dir.get(), r.rel, flags | O_CLOEXEC,
+                             RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS, (flags & O_CREAT) ? 0666 : 0);
         if (fd < 0) throw IsolateDie(cat("open(\"", r.sandbox_path, "\"): ", std::strerror(-fd)));
         return UniqueFd(fd);
     }
@@ -260,7 +270,8 @@ int do_run(const IsolateArgs& a, const std::string& root, const BoxPaths& box) {
     const IsolateResult r = isolate_result(rep.verdict, rep.outcome, plan.report_limits);
     if (r.status == "XX") throw IsolateDie(r.message);
     write_meta(a, render_meta_isolate(rep.verdict, rep.outcome, plan.report_limits));
-    if (rep.outcome.setup_failed) std::cerr << rep.outcome.message << "\n";  // as the program's execve() error
+    if (rep.outcome.setup_failed)
+        std::cerr << rep.outcome.message << "\n";  // as the program's execve() error
     if (r.status.empty()) {
         if (!a.silent)
             std::cerr << "OK (" << isolate_seconds(rep.outcome.cpu_seconds) << " sec real, "
@@ -275,8 +286,7 @@ int do_run(const IsolateArgs& a, const std::string& root, const BoxPaths& box) {
 int die(const IsolateArgs& a, const std::string& message) {
     try {
         write_meta(a, cat("status:XX\nmessage:", message, "\n"));
-    } catch (...) {
-    }
+    } catch (...) {}
     std::cerr << message << std::endl;
     return 2;
 }
@@ -284,8 +294,11 @@ int die(const IsolateArgs& a, const std::string& message) {
 constexpr int kNumBoxes = 100000;
 
 int dispatch(const IsolateArgs& a, const std::string& root) {
-    if (const std::string why = unsupported_isolate_request(a, ::getuid(), ::getgid()); !why.empty()) throw IsolateDie(why);
-    if (a.box_id < 0 || a.box_id >= kNumBoxes) throw IsolateDie(cat("Sandbox ID out of range (allowed: 0-", kNumBoxes - 1, ")"));
+    if (const std::string why = unsupported_isolate_request(a, ::getuid(), ::getgid());
+        !why.empty())
+        throw IsolateDie(why);
+    if (a.box_id < 0 || a.box_id >= kNumBoxes)
+        throw IsolateDie(cat("Sandbox ID out of range (allowed: 0-", kNumBoxes - 1, ")"));
     ensure_boxes_root(root);
     const BoxPaths box = box_paths(root, a.box_id);
     if (a.mode == IsolateMode::init) return do_init(a, root, box);
@@ -296,7 +309,8 @@ int dispatch(const IsolateArgs& a, const std::string& root) {
 }  // namespace
 
 int isolate_main(const std::vector<std::string>& args) {
-    const std::string root = isolate_boxes_root(std::getenv("GPUBOX_ISOLATE_ROOT"), std::getenv("XDG_RUNTIME_DIR"), ::getuid());
+    const std::string root = isolate_boxes_root(std::getenv("GPUBOX_ISOLATE_ROOT"),
+                                                std::getenv("XDG_RUNTIME_DIR"), ::getuid());
     IsolateArgs a;
     try {
         a = parse_isolate_command_line(args);
@@ -306,12 +320,17 @@ int isolate_main(const std::vector<std::string>& args) {
     }
     switch (a.mode) {
         case IsolateMode::help:
-            std::cout << isolate_usage_text(cat(root, "/<id> (GPUBOX_ISOLATE_ROOT, else $XDG_RUNTIME_DIR/gpubox/isolate, "
-                                                      "else /tmp/gpubox-isolate-<uid>)"));
+            std::cout << isolate_usage_text(
+                cat(root,
+                    "/<id> (GPUBOX_ISOLATE_ROOT, else $XDG_RUNTIME_DIR/gpubox/isolate, "
+                    "else /tmp/gpubox-isolate-<uid>)"));
             return 0;
         case IsolateMode::version: std::cout << isolate_version_text(); return 0;
         case IsolateMode::check_config: return 0;
-        case IsolateMode::print_cg_root: return die(a, "gpubox has no cgroup root of its own: it uses a delegated cgroup v2 where it finds one");
+        case IsolateMode::print_cg_root:
+            return die(a,
+                       "gpubox has no cgroup root of its own: it uses a delegated cgroup v2 where "
+                       "it finds one");
         default: break;
     }
     try {
@@ -321,7 +340,8 @@ int isolate_main(const std::vector<std::string>& args) {
     }
 }
 
-std::string isolate_boxes_root(const char* override_root, const char* xdg_runtime_dir, unsigned uid) {
+std::string isolate_boxes_root(const char* override_root, const char* xdg_runtime_dir,
+                               unsigned uid) {
     if (override_root && *override_root) return override_root;
     if (xdg_runtime_dir && *xdg_runtime_dir) return cat(xdg_runtime_dir, "/gpubox/isolate");
     return cat("/tmp/gpubox-isolate-", uid);

@@ -9,7 +9,8 @@ namespace gpubox::launcher {
 
 // Pure: $GPUBOX_ISOLATE_ROOT, else $XDG_RUNTIME_DIR/gpubox/isolate, else
 // /tmp/gpubox-isolate-<uid>. Each user has a root of their own, so box ids never collide.
-std::string isolate_boxes_root(const char* override_root, const char* xdg_runtime_dir, unsigned uid);
+std::string isolate_boxes_root(const char* override_root, const char* xdg_runtime_dir,
+                               unsigned uid);
 
 // The whole of isolate mode: argv without argv[0] (and without "isolate"). Returns isolate's
 // exit code: 0 ok, 1 the program failed or hit a limit, 2 an internal error or a usage error.

@@ -38,7 +38,8 @@ std::uint64_t opt_uint(const std::string& v) {
 double opt_time(const std::string& v) { return std::atof(v.c_str()); }
 
 void set_mode(IsolateArgs& a, IsolateMode m) {
-    if (a.mode != IsolateMode::none && a.mode != m) throw UsageError("Only one command is allowed.");
+    if (a.mode != IsolateMode::none && a.mode != m)
+        throw UsageError("Only one command is allowed.");
     a.mode = m;
 }
 
@@ -55,7 +56,11 @@ void set_quota(IsolateArgs& a, const std::string& v) {
     a.quota = std::make_pair(opt_uint(v.substr(0, comma)), opt_uint(v.substr(comma + 1)));
 }
 
-#define ISO_SET(body) [](IsolateArgs& a, const Value& v) { (void)v; body; }
+#define ISO_SET(body)                    \
+    [](IsolateArgs& a, const Value& v) { \
+        (void)v;                         \
+        body;                            \
+    }
 const std::vector<IsoOpt>& iso_options() {
     static const std::vector<IsoOpt> opts = {
         {"as-uid", 0, Arg::required, ISO_SET(a.as_uid = opt_uint(*v))},
@@ -68,7 +73,8 @@ const std::vector<IsoOpt>& iso_options() {
         {"check-config", 0, Arg::none, ISO_SET(set_mode(a, IsolateMode::check_config))},
         {"cleanup", 0, Arg::none, ISO_SET(set_mode(a, IsolateMode::cleanup))},
         {"core", 0, Arg::required, ISO_SET(a.core_kb = opt_uint(*v))},
-        {"dir", 'd', Arg::required, [](IsolateArgs& a, const Value& v) {
+        {"dir", 'd', Arg::required,
+         [](IsolateArgs& a, const Value& v) {
              const std::string err = add_isolate_dir_rule(a.dirs, *v);
              if (!err.empty()) throw UsageError(cat("Invalid directory rule '", *v, "': ", err));
          }},
@@ -82,7 +88,8 @@ const std::vector<IsoOpt>& iso_options() {
         {"init", 0, Arg::none, ISO_SET(set_mode(a, IsolateMode::init))},
         {"mem", 'm', Arg::required, ISO_SET(a.mem_kb = opt_uint(*v))},
         {"meta", 'M', Arg::required, ISO_SET(a.meta = *v)},
-        {"processes", 'p', Arg::optional, ISO_SET(a.processes = v ? std::optional(opt_uint(*v)) : std::nullopt)},
+        {"processes", 'p', Arg::optional,
+         ISO_SET(a.processes = v ? std::optional(opt_uint(*v)) : std::nullopt)},
         {"quota", 'q', Arg::required, ISO_SET(set_quota(a, *v))},
         {"run", 0, Arg::none, ISO_SET(set_mode(a, IsolateMode::run))},
         {"share-net", 0, Arg::none, ISO_SET(a.share_net = true)},
@@ -92,7 +99,8 @@ const std::vector<IsoOpt>& iso_options() {
         {"print-cg-root", 0, Arg::none, ISO_SET(set_mode(a, IsolateMode::print_cg_root))},
         {"special-files", 0, Arg::none, ISO_SET(a.special_files = true)},
         {"stderr", 'r', Arg::required, ISO_SET(a.stderr_file = *v; a.stderr_to_stdout = false)},
-        {"stderr-to-stdout", 0, Arg::none, ISO_SET(a.stderr_file.clear(); a.stderr_to_stdout = true)},
+        {"stderr-to-stdout", 0, Arg::none,
+         ISO_SET(a.stderr_file.clear(); a.stderr_to_stdout = true)},
         {"stdin", 'i', Arg::required, ISO_SET(a.stdin_file = *v)},
         {"stdout", 'o', Arg::required, ISO_SET(a.stdout_file = *v)},
         {"syscalls", 0, Arg::required, ISO_SET(a.syscalls = opt_uint(*v))},
@@ -134,10 +142,12 @@ std::size_t parse_long(IsolateArgs& a, const std::vector<std::string>& args, std
     const IsoOpt& o = find_long(body.substr(0, eq), args[i]);
     Value v;
     if (eq != std::string::npos) {
-        if (o.arg == Arg::none) throw UsageError(cat("isolate: option '--", o.name, "' doesn't allow an argument"));
+        if (o.arg == Arg::none)
+            throw UsageError(cat("isolate: option '--", o.name, "' doesn't allow an argument"));
         v = body.substr(eq + 1);
     } else if (o.arg == Arg::required) {
-        if (i + 1 >= args.size()) throw UsageError(cat("isolate: option '--", o.name, "' requires an argument"));
+        if (i + 1 >= args.size())
+            throw UsageError(cat("isolate: option '--", o.name, "' requires an argument"));
         v = args[++i];
     }
     o.apply(a, v);
@@ -156,7 +166,8 @@ std::size_t parse_short(IsolateArgs& a, const std::vector<std::string>& args, st
         Value v;
         if (k + 1 < s.size()) v = s.substr(k + 1);
         else if (o.arg == Arg::required && i + 1 < args.size()) v = args[++i];
-        else if (o.arg == Arg::required) throw UsageError(cat("isolate: option requires an argument -- '", s[k], "'"));
+        else if (o.arg == Arg::required)
+            throw UsageError(cat("isolate: option requires an argument -- '", s[k], "'"));
         o.apply(a, v);
         break;
     }
@@ -164,20 +175,24 @@ std::size_t parse_short(IsolateArgs& a, const std::vector<std::string>& args, st
 }
 
 void check_operands(const IsolateArgs& a) {
-    if (a.mode == IsolateMode::none) throw UsageError("Please specify an isolate command (e.g. --init, --run).");
+    if (a.mode == IsolateMode::none)
+        throw UsageError("Please specify an isolate command (e.g. --init, --run).");
     if (a.cg_mem_kb && !a.cg && a.mode != IsolateMode::version && a.mode != IsolateMode::help)
         throw UsageError("Options related to control groups require --cg to be set.");
-    if (a.mode == IsolateMode::init && !a.argv.empty()) throw UsageError("--init mode takes no parameters");
-    if (a.mode == IsolateMode::cleanup && !a.argv.empty()) throw UsageError("--cleanup mode takes no parameters");
-    if (a.mode == IsolateMode::run && a.argv.empty()) throw UsageError("--run mode requires a command to run");
+    if (a.mode == IsolateMode::init && !a.argv.empty())
+        throw UsageError("--init mode takes no parameters");
+    if (a.mode == IsolateMode::cleanup && !a.argv.empty())
+        throw UsageError("--cleanup mode takes no parameters");
+    if (a.mode == IsolateMode::run && a.argv.empty())
+        throw UsageError("--run mode requires a command to run");
 }
 
 }  // namespace
 
 std::vector<DirRule> isolate_default_dir_rules() {
     std::vector<DirRule> rules;
-    for (const char* r : {"box=./box:rw", "bin", "dev:dev:norec", "dev/shm=tmpfs:fs:rw", "lib", "lib64:maybe",
-                          "proc=proc:fs", "tmp:tmp", "usr"})
+    for (const char* r : {"box=./box:rw", "bin", "dev:dev:norec", "dev/shm=tmpfs:fs:rw", "lib",
+                          "lib64:maybe", "proc=proc:fs", "tmp:tmp", "usr"})
         add_isolate_dir_rule(rules, r, kDirDefault);
     return rules;
 }
@@ -189,7 +204,8 @@ IsolateArgs parse_isolate_command_line(const std::vector<std::string>& args) {
     while (i < args.size()) {
         const std::string& s = args[i];
         if (s == "--") {
-            a.argv.insert(a.argv.end(), args.begin() + static_cast<std::ptrdiff_t>(i + 1), args.end());
+            a.argv.insert(a.argv.end(), args.begin() + static_cast<std::ptrdiff_t>(i + 1),
+                          args.end());
             break;
         }
         if (starts_with(s, "--")) i = parse_long(a, args, i);
@@ -204,7 +220,8 @@ namespace {
 
 // rules.c: sanitize_dir_path(): no leading slashes, not empty, no ".." component.
 std::optional<std::string> sanitize_dir_path(std::string path) {
-    path.erase(0, path.find_first_not_of('/') == std::string::npos ? path.size() : path.find_first_not_of('/'));
+    path.erase(0, path.find_first_not_of('/') == std::string::npos ? path.size()
+                                                                   : path.find_first_not_of('/'));
     if (path.empty()) return std::nullopt;
     std::istringstream parts(path);
     for (std::string c; std::getline(parts, c, '/');)
@@ -213,7 +230,8 @@ std::optional<std::string> sanitize_dir_path(std::string path) {
 }
 
 // rules.c: add_dir_rule(): a rule for the same inside path is replaced where it stands.
-std::string put_rule(std::vector<DirRule>& rules, const std::string& in, std::optional<std::string> out, unsigned flags) {
+std::string put_rule(std::vector<DirRule>& rules, const std::string& in,
+                     std::optional<std::string> out, unsigned flags) {
     const auto inside = sanitize_dir_path(in);
     if (!inside) return "Invalid path";
     for (DirRule& r : rules)
@@ -231,23 +249,27 @@ unsigned dir_option(const std::string& opt) {
 
 }  // namespace
 
-std::string add_isolate_dir_rule(std::vector<DirRule>& rules, const std::string& arg, unsigned extra_flags) {
+std::string add_isolate_dir_rule(std::vector<DirRule>& rules, const std::string& arg,
+                                 unsigned extra_flags) {
     std::string spec = arg.substr(0, arg.find(':'));
     unsigned flags = extra_flags;
     for (std::size_t c = arg.find(':'); c != std::string::npos;) {
         const std::size_t next = arg.find(':', c + 1);
-        const std::string opt = arg.substr(c + 1, next == std::string::npos ? std::string::npos : next - c - 1);
+        const std::string opt =
+            arg.substr(c + 1, next == std::string::npos ? std::string::npos : next - c - 1);
         const unsigned f = dir_option(opt);
         if (!f) return cat("Unknown option '", opt, "'");
         flags |= f, c = next;
     }
     const auto eq = spec.find('=');
     const std::string in = spec.substr(0, eq);
-    const std::optional<std::string> out = eq == std::string::npos ? std::nullopt : std::optional(spec.substr(eq + 1));
+    const std::optional<std::string> out =
+        eq == std::string::npos ? std::nullopt : std::optional(spec.substr(eq + 1));
     if ((flags & kDirFs) && (flags & kDirTmp)) return "Flags 'fs' and 'tmp' are mutually exclusive";
     if (flags & kDirFs) {
         if (!out) return "Missing filesystem name";
-        if (*out != "proc" && *out != "sysfs" && *out != "tmpfs" && *out != "devpts") return "This filesystem is not supported";
+        if (*out != "proc" && *out != "sysfs" && *out != "tmpfs" && *out != "devpts")
+            return "This filesystem is not supported";
         return put_rule(rules, in, out, flags);
     }
     if (flags & kDirTmp) {
@@ -255,7 +277,8 @@ std::string add_isolate_dir_rule(std::vector<DirRule>& rules, const std::string&
         return put_rule(rules, in, "", flags | kDirRw);  // a fresh directory, made by the planner
     }
     if (out && out->empty()) return put_rule(rules, in, std::nullopt, flags);
-    if (out && (*out)[0] != '/' && !starts_with(*out, "./")) return "Right-hand side must start with '/' or './'";
+    if (out && (*out)[0] != '/' && !starts_with(*out, "./"))
+        return "Right-hand side must start with '/' or './'";
     return put_rule(rules, in, out ? *out : "/" + in, flags);
 }
 
@@ -265,26 +288,31 @@ std::string isolate_usage_text(const std::string& root_note) {
            "Options:\n"
            "    --as-uid=<uid>\tonly the caller's own uid (gpubox is not setuid)\n"
            "    --as-gid=<gid>\tonly the caller's own gid\n"
-           "-b, --box-id=<id>\tWhen multiple sandboxes are used in parallel, each must get a unique ID\n"
-           "    --cg\t\tEnable use of control groups (a delegated cgroup v2 if there is one, else sampling)\n"
+           "-b, --box-id=<id>\tWhen multiple sandboxes are used in parallel, each must get a "
+           "unique ID\n"
+           "    --cg\t\tEnable use of control groups (a delegated cgroup v2 if there is one, else "
+           "sampling)\n"
            "    --cg-mem=<size>\tLimit memory usage of the control group to <size> KB\n"
            "-c, --chdir=<dir>\tChange directory to <dir> before executing the program\n"
            "    --core=<size>\tLimit core files to <size> KB (only 0, the default, is supported)\n"
            "-d, --dir=<dir>\t\tMake a directory <dir> visible inside the sandbox\n"
            "    --dir=<in>=<out>\tMake a directory <out> outside visible as <in> inside\n"
            "    --dir=<in>=\t\tDelete a previously defined directory rule (even a default one)\n"
-           "    --dir=...:<opt>\tOptions: rw, maybe, tmp, fs (proc, sysfs, devpts at their places; tmpfs),\n"
+           "    --dir=...:<opt>\tOptions: rw, maybe, tmp, fs (proc, sysfs, devpts at their places; "
+           "tmpfs),\n"
            "\t\t\tnorec (accepted; binds are always recursive), dev and noexec (refused)\n"
            "-D, --no-default-dirs\tDo not add default directory rules\n"
            "-f, --fsize=<size>\tMax size (in KB) of files that can be created\n"
            "-E, --env=<var>\t\tInherit the environment variable <var> from the parent process\n"
-           "-E, --env=<var>=<val>\tSet the environment variable <var> to <val>; unset it if <var> is empty\n"
+           "-E, --env=<var>=<val>\tSet the environment variable <var> to <val>; unset it if <var> "
+           "is empty\n"
            "-x, --extra-time=<time>\tSet extra timeout (seconds, fractions allowed)\n"
            "-e, --full-env\t\tInherit full environment of the parent process\n"
            "    --inherit-fds\t(refused: gpubox passes only fds 0-2)\n"
            "-m, --mem=<size>\tLimit address space to <size> KB\n"
            "-M, --meta=<file>\tOutput process information to <file> (name:value)\n"
-           "-n, --open-files=<max>\tLimit number of open files to <max> (default: 1024, 0=unlimited)\n"
+           "-n, --open-files=<max>\tLimit number of open files to <max> (default: 1024, "
+           "0=unlimited)\n"
            "-q, --quota=<blk>,<ino>\t(refused: disk quotas need root)\n"
            "    --share-net\t\tShare network namespace with the parent process\n"
            "-s, --silent\t\tDo not print status messages except for fatal errors\n"
@@ -303,13 +331,17 @@ std::string isolate_usage_text(const std::string& root_note) {
            "    --run -- <cmd> ...\tRun given command within sandbox\n"
            "    --cleanup\t\tClean up sandbox\n"
            "    --version\t\tDisplay program version\n\n"
-           "Boxes: " + root_note + "\n"
+           "Boxes: " +
+           root_note +
+           "\n"
            "Exit status: 0 the program ran fine; 1 it failed or hit a limit; 2 internal error.\n";
 }
 
 std::string isolate_version_text() {
-    return "The process isolator 2.6 (gpubox " GPUBOX_VERSION ", isolate mode: unprivileged, no setuid)\n"
-           "isolate (c) 2012--2026 Martin Mares and Bernard Blackham; this is gpubox's reimplementation\n"
+    return "The process isolator 2.6 (gpubox " GPUBOX_VERSION
+           ", isolate mode: unprivileged, no setuid)\n"
+           "isolate (c) 2012--2026 Martin Mares and Bernard Blackham; this is gpubox's "
+           "reimplementation\n"
            "of its command line, not isolate itself\n";
 }
 

@@ -30,11 +30,13 @@ bool gpubox_provides(const DirRule& r) {
     const std::string& in = r.inside;
     if (r.flags & kDirFs) {
         const std::string& fs = *r.outside;
-        if ((fs == "proc" && in == "proc") || (fs == "sysfs" && in == "sys") || (fs == "devpts" && in == "dev/pts") ||
+        if ((fs == "proc" && in == "proc") || (fs == "sysfs" && in == "sys") ||
+            (fs == "devpts" && in == "dev/pts") ||
             (fs == "tmpfs" && (in == "dev/shm" || in == "tmp")))
             return true;
         if (fs != "tmpfs")
-            throw PlanError(cat("--dir=", in, "=", fs, ":fs: gpubox mounts ", fs, " only at its own place (/proc, /sys, /dev/pts)"));
+            throw PlanError(cat("--dir=", in, "=", fs, ":fs: gpubox mounts ", fs,
+                                " only at its own place (/proc, /sys, /dev/pts)"));
         return false;
     }
     if (r.flags & kDirTmp) return in == "tmp";
@@ -43,14 +45,18 @@ bool gpubox_provides(const DirRule& r) {
 
 void refuse_flags(const DirRule& r) {
     if (r.flags & kDirNoexec)
-        throw PlanError(cat("--dir=", r.inside, ":noexec: gpubox cannot bind a directory noexec (its binds are "
-                            "exec, nosuid, nodev); leave the option out or keep binaries elsewhere"));
+        throw PlanError(
+            cat("--dir=", r.inside,
+                ":noexec: gpubox cannot bind a directory noexec (its binds are "
+                "exec, nosuid, nodev); leave the option out or keep binaries elsewhere"));
     if (r.flags & kDirDev)
-        throw PlanError(cat("--dir=", r.inside, ":dev: device access needs root; the sandbox has gpubox's own /dev "
+        throw PlanError(cat("--dir=", r.inside,
+                            ":dev: device access needs root; the sandbox has gpubox's own /dev "
                             "(null, zero, full, random, urandom, tty, pts, shm)"));
 }
 
-std::vector<Bound> active_rules(const IsolateArgs& a, const BoxPaths& box, const IsolateHost& host) {
+std::vector<Bound> active_rules(const IsolateArgs& a, const BoxPaths& box,
+                                const IsolateHost& host) {
     std::vector<Bound> out;
     for (const DirRule& r : a.dirs) {
         if (!r.outside || (!a.default_dirs && (r.flags & kDirDefault))) continue;
@@ -68,7 +74,9 @@ std::vector<UserMount> plan_mounts(const std::vector<Bound>& rules) {
     std::vector<UserMount> out;
     for (const Bound& b : rules) {
         if (b.host.empty()) out.push_back({UserMount::Type::tmpfs, "", b.target});
-        else out.push_back({(b.flags & kDirRw) ? UserMount::Type::bind : UserMount::Type::ro_bind, b.host, b.target});
+        else
+            out.push_back({(b.flags & kDirRw) ? UserMount::Type::bind : UserMount::Type::ro_bind,
+                           b.host, b.target});
     }
     return out;
 }
@@ -76,16 +84,20 @@ std::vector<UserMount> plan_mounts(const std::vector<Bound>& rules) {
 // isolate opens redirections in /box, before -c applies.
 Redirect plan_redirect(const std::string& path, const std::vector<Bound>& rules, bool output) {
     if (path.empty()) return {};
-    const std::string p = rootfs::normalize_container_path(path[0] == '/' ? path : "/box/" + path, "redirection");
+    const std::string p =
+        rootfs::normalize_container_path(path[0] == '/' ? path : "/box/" + path, "redirection");
     if (p == "/dev/null") return {path, "/dev", "null", true};
     const Bound* best = nullptr;  // the last rule mounted over p wins, as the mounts stack
     for (const Bound& b : rules)
         if (!b.host.empty() && rootfs::is_within(p, b.target)) best = &b;
     if (!best)
-        throw PlanError(cat("open(\"", path, "\"): gpubox opens redirections in a bound directory (such as /box); ",
+        throw PlanError(cat("open(\"", path,
+                            "\"): gpubox opens redirections in a bound directory (such as /box); ",
                             quote(p), " is in none"));
-    if (output && !(best->flags & kDirRw)) throw PlanError(cat("open(\"", path, "\"): Read-only file system"));
-    const std::string rel = p == best->target ? "." : p.substr(best->target == "/" ? 1 : best->target.size() + 1);
+    if (output && !(best->flags & kDirRw))
+        throw PlanError(cat("open(\"", path, "\"): Read-only file system"));
+    const std::string rel =
+        p == best->target ? "." : p.substr(best->target == "/" ? 1 : best->target.size() + 1);
     return {path, best->host, rel, (best->flags & kDirRw) != 0};
 }
 
@@ -95,13 +107,15 @@ isolate::Limits plan_limits(const IsolateArgs& a, const IsolateHost& host) {
     if (a.wall_time > 0) l.wall_seconds = a.wall_time;
     if (a.mem_kb) l.as_bytes = a.mem_kb * 1024;
     if (a.cg && a.cg_mem_kb) l.memory_bytes = a.cg_mem_kb * 1024;
-    if (a.processes && *a.processes) l.pids = *a.processes;  // -p and -p0: any number (gpubox's default cap)
+    if (a.processes && *a.processes)
+        l.pids = *a.processes;  // -p and -p0: any number (gpubox's default cap)
     if (a.fsize_kb) {
         l.fsize_bytes = a.fsize_kb * 1024;
         // Output to a file reaches it through gpubox's relay, where RLIMIT_FSIZE cannot see it:
         // the relay's cap stands in, and its kill is reported as isolate's SIGXFSZ.
         if (!a.stdout_file.empty() || host.regular_file[1]) l.stdout_bytes = l.fsize_bytes;
-        if (!a.stderr_file.empty() || (!a.stderr_to_stdout && host.regular_file[2])) l.stderr_bytes = l.fsize_bytes;
+        if (!a.stderr_file.empty() || (!a.stderr_to_stdout && host.regular_file[2]))
+            l.stderr_bytes = l.fsize_bytes;
     }
     l.stack_bytes = a.stack_kb ? a.stack_kb * 1024 : RLIM_INFINITY;  // isolate: unlimited unless -k
     if (a.open_files) l.nofile = a.open_files;
@@ -116,28 +130,37 @@ BoxPaths box_paths(const std::string& boxes_root, int box_id) {
 }
 
 std::string unsupported_isolate_request(const IsolateArgs& a, unsigned uid, unsigned gid) {
-    if (a.as_uid.has_value() != a.as_gid.has_value()) return "--as-uid and --as-gid must be used either both or none";
+    if (a.as_uid.has_value() != a.as_gid.has_value())
+        return "--as-uid and --as-gid must be used either both or none";
     if ((a.as_uid && *a.as_uid != uid) || (a.as_gid && *a.as_gid != gid))
-        return cat("--as-uid/--as-gid: gpubox runs unprivileged as the caller (uid ", uid, ", gid ", gid,
-                   ") and cannot act on behalf of another user");
-    if (a.tty_hack) return "--tty-hack is not supported: the program runs in a session of its own, without a terminal";
-    if (a.inherit_fds) return "--inherit-fds is not supported: gpubox passes the program fds 0-2 only";
-    if (a.core_kb) return "--core: gpubox cannot let the program write core files (only --core=0, the default)";
+        return cat("--as-uid/--as-gid: gpubox runs unprivileged as the caller (uid ", uid, ", gid ",
+                   gid, ") and cannot act on behalf of another user");
+    if (a.tty_hack)
+        return "--tty-hack is not supported: the program runs in a session of its own, without a "
+               "terminal";
+    if (a.inherit_fds)
+        return "--inherit-fds is not supported: gpubox passes the program fds 0-2 only";
+    if (a.core_kb)
+        return "--core: gpubox cannot let the program write core files (only --core=0, the "
+               "default)";
     if (a.mode == IsolateMode::init && a.quota)
-        return "--quota: disk quotas need root (quotactl); gpubox cannot set them (bound the box with --fsize)";
+        return "--quota: disk quotas need root (quotactl); gpubox cannot set them (bound the box "
+               "with --fsize)";
     return "";
 }
 
 std::vector<std::pair<std::string, std::string>> plan_isolate_env(
     const IsolateArgs& a, const std::vector<std::pair<std::string, std::string>>& environ) {
-    std::vector<std::pair<std::string, std::string>> env = a.full_env ? environ : decltype(environ){};
+    std::vector<std::pair<std::string, std::string>> env =
+        a.full_env ? environ : decltype(environ){};
     std::vector<EnvRule> rules = {{"LIBC_FATAL_STDERR_", "1"}};
     rules.insert(rules.end(), a.env.begin(), a.env.end());
     for (const EnvRule& r : rules) {
         std::erase_if(env, [&](const auto& kv) { return kv.first == r.var; });
         if (r.value && !r.value->empty()) env.emplace_back(r.var, *r.value);
         if (r.value) continue;
-        auto it = std::find_if(environ.begin(), environ.end(), [&](const auto& kv) { return kv.first == r.var; });
+        auto it = std::find_if(environ.begin(), environ.end(),
+                               [&](const auto& kv) { return kv.first == r.var; });
         if (it != environ.end()) env.push_back(*it);
     }
     return env;
@@ -145,11 +168,13 @@ std::vector<std::pair<std::string, std::string>> plan_isolate_env(
 
 std::string isolate_workdir(const IsolateArgs& a) {
     if (a.chdir.empty()) return "/box";
-    return rootfs::normalize_container_path(a.chdir[0] == '/' ? a.chdir : "/box/" + a.chdir, "--chdir");
+    return rootfs::normalize_container_path(a.chdir[0] == '/' ? a.chdir : "/box/" + a.chdir,
+                                            "--chdir");
 }
 
 IsolateRun plan_isolate_run(const IsolateArgs& a, const BoxPaths& box, const IsolateHost& host) {
-    if (const std::string why = unsupported_isolate_request(a, host.uid, host.gid); !why.empty()) throw PlanError(why);
+    if (const std::string why = unsupported_isolate_request(a, host.uid, host.gid); !why.empty())
+        throw PlanError(why);
     IsolateRun run;
     Options& o = run.options;
     o.command = Command::run;
@@ -166,7 +191,8 @@ IsolateRun plan_isolate_run(const IsolateArgs& a, const BoxPaths& box, const Iso
     o.limits = plan_limits(a, host);
     run.report_limits = o.limits;
     if (a.time > 0) run.report_limits.cpu_seconds = a.time;
-    run.redirect = {plan_redirect(a.stdin_file, rules, false), plan_redirect(a.stdout_file, rules, true),
+    run.redirect = {plan_redirect(a.stdin_file, rules, false),
+                    plan_redirect(a.stdout_file, rules, true),
                     plan_redirect(a.stderr_file, rules, true)};
     return run;
 }

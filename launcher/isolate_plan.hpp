@@ -23,10 +23,10 @@ BoxPaths box_paths(const std::string& boxes_root, int box_id);
 
 // What the planner may know of the host, passed in.
 struct IsolateHost {
-    std::function<bool(const std::string&)> exists;              // for `maybe` rules
-    std::vector<std::pair<std::string, std::string>> environ;    // the caller's, for -E VAR and -e
-    unsigned uid = 0, gid = 0;                                   // the caller's
-    std::array<bool, 3> regular_file{};                          // the caller's fd 0-2 is a regular file
+    std::function<bool(const std::string&)> exists;            // for `maybe` rules
+    std::vector<std::pair<std::string, std::string>> environ;  // the caller's, for -E VAR and -e
+    unsigned uid = 0, gid = 0;                                 // the caller's
+    std::array<bool, 3> regular_file{};  // the caller's fd 0-2 is a regular file
 };
 
 // A redirection (-i, -o, -r) opened on the host: a path below a bound host directory, resolved
@@ -39,8 +39,8 @@ struct Redirect {
 };
 
 struct IsolateRun {
-    Options options;                 // for run_sandbox(); no --meta: isolate mode writes it
-    isolate::Limits report_limits;   // what the meta file reports against (-t, not -t + -x)
+    Options options;                // for run_sandbox(); no --meta: isolate mode writes it
+    isolate::Limits report_limits;  // what the meta file reports against (-t, not -t + -x)
     std::array<Redirect, 3> redirect;
 };
 

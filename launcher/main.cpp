@@ -24,7 +24,8 @@ namespace {
 // closed one is /dev/null first, as the caller then meant: nothing in, nothing out.
 bool open_std_fds() {
     for (int fd = 0; fd < 3; ++fd)
-        if (::fcntl(fd, F_GETFD) < 0 && errno == EBADF && ::open("/dev/null", O_RDWR) != fd) return false;
+        if (::fcntl(fd, F_GETFD) < 0 && errno == EBADF && ::open("/dev/null", O_RDWR) != fd)
+            return false;
     return true;
 }
 
@@ -41,12 +42,14 @@ int main(int argc, char** argv) {
     if (!args.empty() && args[0] == "isolate") return isolate_main({args.begin() + 1, args.end()});
     try {
         Options o = parse_command_line(args);
-        log::set_level(o.verbosity >= 2 ? log::Level::debug
+        log::set_level(o.verbosity >= 2   ? log::Level::debug
                        : o.verbosity == 1 ? log::Level::info
                        : o.quiet          ? log::Level::error
                                           : log::Level::warn);
         switch (o.command) {
-            case Command::help: std::cout << (o.help_topic.empty() ? usage_text() : command_help(o.help_topic)); return 0;
+            case Command::help:
+                std::cout << (o.help_topic.empty() ? usage_text() : command_help(o.help_topic));
+                return 0;
             case Command::man: std::cout << man_page(); return 0;
             case Command::version: std::cout << version_text(); return 0;
             case Command::run: {

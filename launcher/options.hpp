@@ -16,11 +16,23 @@
 
 namespace gpubox::launcher {
 
-enum class Command { help, version, man, run, list, doctor, rootfs_create, pull, images, rmi, check };
+enum class Command {
+    help,
+    version,
+    man,
+    run,
+    list,
+    doctor,
+    rootfs_create,
+    pull,
+    images,
+    rmi,
+    check
+};
 
 struct Options {
     Command command = Command::help;
-    int verbosity = 0;  // -v info, -vv debug
+    int verbosity = 0;       // -v info, -vv debug
     bool quiet = false;      // --quiet: no warnings, no limit-kill line
     std::string help_topic;  // help: "" for gpubox --help, else the command (run, list, ...)
 
@@ -44,19 +56,19 @@ struct Options {
 
     // Limits and the verdict
     isolate::Limits limits;
-    std::string meta;                  // --meta FILE
+    std::string meta;                           // --meta FILE
     MetaFormat meta_format = MetaFormat::json;  // --meta-format
-    isolate::CgroupRequest cgroup;     // --cgroup auto (default), off, systemd or PATH
+    isolate::CgroupRequest cgroup;              // --cgroup auto (default), off, systemd or PATH
 
     // GPUs (run, list, doctor)
-    gpu::GpuSpec gpu;        // --gpu, parsed once here; none by default
-    bool gpu_given = false;  // a second --gpu merges with the first
-    unsigned gpu_caps = 3;  // compute,utility (gpu::kCapDefault)
+    gpu::GpuSpec gpu;             // --gpu, parsed once here; none by default
+    bool gpu_given = false;       // a second --gpu merges with the first
+    unsigned gpu_caps = 3;        // compute,utility (gpu::kCapDefault)
     bool gpu_caps_given = false;  // an image's NVIDIA_DRIVER_CAPABILITIES is the default only
     std::string driver_root = "/";
     bool json = false;
-    bool gpu_share = false;   // --gpu-share: --gpu auto leases GPUs shared (LOCK_SH)
-    double gpu_wait = 0;      // --gpu-wait SEC: how long --gpu auto waits for free GPUs
+    bool gpu_share = false;  // --gpu-share: --gpu auto leases GPUs shared (LOCK_SH)
+    double gpu_wait = 0;     // --gpu-wait SEC: how long --gpu auto waits for free GPUs
 
     // Scheduler signals
     double kill_after = 5;         // --kill-after SEC: grace after SIGTERM/INT/HUP, then kill
@@ -70,7 +82,7 @@ struct Options {
     std::vector<std::string> image_names;  // rmi
     // Preflight (run, check): what the image needs against what the node has
     preflight::Mode preflight = preflight::Mode::warn;  // run --preflight
-    std::vector<std::string> requirements;                 // check --require EXPR (validated)
+    std::vector<std::string> requirements;              // check --require EXPR (validated)
     std::string check_target;                           // check IMAGE|ROOTFS; argv: its CMD
 
     // rootfs create

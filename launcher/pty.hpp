@@ -50,8 +50,8 @@ public:
     // discipline does the rest.
     void attach(UniqueFd sock);
     // The relays' ends, for the monitor's loop to own (it closes them at EOF); -1 without a pty.
-    int take_input() { return input_.release(); }     // written with what the caller types
-    int take_output() { return master_.release(); }   // read for what the workload prints
+    int take_input() { return input_.release(); }    // written with what the caller types
+    int take_output() { return master_.release(); }  // read for what the workload prints
     int master() const { return master_fd_; }
     // SIGWINCH: the caller's window size, passed on to the pty.
     static void copy_window_size(int from, int to);

@@ -10,12 +10,15 @@
 namespace gpubox::launcher::pty {
 
 void enter_new_pty(const PtySpec& spec, UniqueFd sock) {
-    UniqueFd master = sys::open_at(AT_FDCWD, "/dev/ptmx", O_RDWR | O_NOCTTY);  // the sandbox's devpts
+    UniqueFd master =
+        sys::open_at(AT_FDCWD, "/dev/ptmx", O_RDWR | O_NOCTTY);  // the sandbox's devpts
     int unlock = 0;
     sys::ioctl(master.get(), TIOCSPTLCK, &unlock, "ioctl(\"/dev/ptmx\", TIOCSPTLCK)");
     UniqueFd slave(sys::ioctl(master.get(), TIOCGPTPEER, long{O_RDWR | O_NOCTTY | O_CLOEXEC},
                               "ioctl(\"/dev/ptmx\", TIOCGPTPEER)"));
-    if (spec.size.ws_row) sys::ioctl(slave.get(), TIOCSWINSZ, const_cast<winsize*>(&spec.size), "ioctl(pty, TIOCSWINSZ)");
+    if (spec.size.ws_row)
+        sys::ioctl(slave.get(), TIOCSWINSZ, const_cast<winsize*>(&spec.size),
+                   "ioctl(pty, TIOCSWINSZ)");
     channel::send(sock.get(), channel::PtyMaster{std::move(master)});
     sock.reset();
     for (int fd = 0; fd <= (spec.stderr_too ? 2 : 1); ++fd) sys::dup2(slave.get(), fd);

@@ -76,7 +76,8 @@ UniqueFd open_rootfs(const std::string& path) {
     try {
         return sys::open_at(AT_FDCWD, path, O_PATH | O_DIRECTORY);
     } catch (...) {
-        std::throw_with_nested(PlanError(cat("ROOTFS ", quote(path), " is not a usable directory")));
+        std::throw_with_nested(
+            PlanError(cat("ROOTFS ", quote(path), " is not a usable directory")));
     }
 }
 
@@ -91,7 +92,9 @@ sigset_t monitor_signals() {
 
 void write_meta(const Options& o, const Verdict& v, const RunOutcome& out, const Mechanisms& m) {
     if (o.meta.empty()) return;
-    const std::string text = o.meta_format == MetaFormat::isolate ? render_meta_isolate(v, out, o.limits) : render_meta_json(v, out, o.limits, m);
+    const std::string text = o.meta_format == MetaFormat::isolate
+                                 ? render_meta_isolate(v, out, o.limits)
+                                 : render_meta_json(v, out, o.limits, m);
     try {
         UniqueFd fd = sys::open_at(AT_FDCWD, o.meta, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         sys::write_all(fd.get(), text, o.meta);
@@ -115,12 +118,18 @@ void check_device_access(const std::vector<gpu::Gpu>& selected) {
             if (!n.exists) continue;
             const int rc = sys::try_faccessat(n.host, R_OK | W_OK);
             if (rc == -EPERM)
-                throw PlanError(cat(gpu::gpu_label(g), ": the device cgroup ", quote(gpu::device_cgroup_of(sys::read_file("/proc/self/cgroup"))),
-                                    " refuses ", n.path, " (faccessat(", quote(n.host), ", R_OK|W_OK): Operation not permitted)"),
-                                "this job or container was not given that GPU; under Slurm, --gpu slurm takes the step's own");
+                throw PlanError(
+                    cat(gpu::gpu_label(g), ": the device cgroup ",
+                        quote(gpu::device_cgroup_of(sys::read_file("/proc/self/cgroup"))),
+                        " refuses ", n.path, " (faccessat(", quote(n.host),
+                        ", R_OK|W_OK): Operation not permitted)"),
+                    "this job or container was not given that GPU; under Slurm, --gpu slurm takes "
+                    "the step's own");
             if (rc == -EACCES)
-                throw PlanError(cat(gpu::gpu_label(g), ": faccessat(", quote(n.host), ", R_OK|W_OK): Permission denied"),
-                                "the node's owner and mode keep this user out; see 'ls -l /dev/nvidia*'");
+                throw PlanError(
+                    cat(gpu::gpu_label(g), ": faccessat(", quote(n.host),
+                        ", R_OK|W_OK): Permission denied"),
+                    "the node's owner and mode keep this user out; see 'ls -l /dev/nvidia*'");
         }
 }
 
@@ -130,7 +139,8 @@ std::vector<rootfs::MountOp> plan_gpus(const Options& o, RunPlan& plan) {
     std::vector<std::string>& summary = plan.gpu_summary;
     gpu::GpuSpec gpus = plan.gpus;
     const gpu::Scope scope = gpu::scope_for(gpus);
-    const gpu::GpuInventory inv = gpu::discover_gpus(o.driver_root, o.gpu_caps, scope, gpu::indices_only(gpus));
+    const gpu::GpuInventory inv =
+        gpu::discover_gpus(o.driver_root, o.gpu_caps, scope, gpu::indices_only(gpus));
     if (gpus.kind == gpu::GpuSpec::Kind::lease) {
         plan.lease = gpu::take_lease(inv, {gpus.count, o.gpu_share, o.gpu_wait});
         gpus = gpu::GpuSpec{gpu::GpuSpec::Kind::list, {}, {}, 1, "--gpu auto"};
@@ -171,7 +181,8 @@ RunPlan plan_run(const Options& o) {
     // One tmpfs holds every writable in-memory place: unless told otherwise, it may not outgrow
     // the memory limit, or without one, a quarter of the memory the host has available.
     const auto avail = isolate::parse_mem_available(sys::read_file("/proc/meminfo", 1 << 16));
-    in.root = {o.rootfs, o.root_mode, isolate::plan_tmpfs_size(o.tmpfs_size, o.limits.memory_bytes, avail.value_or(0))};
+    in.root = {o.rootfs, o.root_mode,
+               isolate::plan_tmpfs_size(o.tmpfs_size, o.limits.memory_bytes, avail.value_or(0))};
     p.host_share = isolate::plan_tmpfs_size(0, std::nullopt, avail.value_or(0));
     in.new_pid_ns = true;
     in.new_net_ns = !o.share_net;
@@ -191,7 +202,8 @@ RunPlan plan_run(const Options& o) {
         p.seccomp_text = "off (--no-seccomp)\n";
     } else if (!o.seccomp_bpf.empty()) {
         s.bpf = isolate::load_bpf_file(o.seccomp_bpf);  // validated before anything runs
-        p.seccomp_text = cat("custom BPF from ", quote(o.seccomp_bpf), " (", s.bpf.bytes.size() / 8, " instructions)\n");
+        p.seccomp_text = cat("custom BPF from ", quote(o.seccomp_bpf), " (", s.bpf.bytes.size() / 8,
+                             " instructions)\n");
     } else {
         s.bpf = isolate::default_filter();
         p.seccomp_text = isolate::to_string(isolate::default_seccomp_policy());
@@ -199,7 +211,8 @@ RunPlan plan_run(const Options& o) {
     s.hostname = o.hostname;
     s.new_net = !o.share_net;
     s.argv = o.argv;
-    s.env = o.bare_env ? render_environment(o.env) : build_environment(o.env, o.root, std::getenv("TERM"));
+    s.env = o.bare_env ? render_environment(o.env)
+                       : build_environment(o.env, o.root, std::getenv("TERM"));
     s.exec_candidates = plan_exec_candidates(o.argv[0], s.env);
     s.workdir = o.workdir;
     return p;
@@ -224,7 +237,8 @@ void send_device_ops(const Options& o, RunPlan& plan, RunFds& fds) {
     msg.late.full = rootfs::with_device_ops(base, std::move(ops));
     msg.late.prepared.assign(n, false);
     if (dir->dir.valid())
-        msg.late.prepared = rootfs::prepare_late_entries(msg.late.full, base.user_from, n, fds.rootfs.get(), dir->dir.get());
+        msg.late.prepared = rootfs::prepare_late_entries(msg.late.full, base.user_from, n,
+                                                         fds.rootfs.get(), dir->dir.get());
     send_unless_gone(control, msg);
 }
 
@@ -245,7 +259,8 @@ RunFds open_run_fds(const Options& o, ChildSpec& spec, pty::Terminal& term) {
     if (stdio.relay[1]) sys::pipe(f.monitor.stdout_relay, f.sandbox.stdout_relay);
     if (stdio.err_into_out) f.sandbox.stderr_relay = sys::dup_cloexec(f.sandbox.stdout_relay.get());
     else if (stdio.relay[2]) sys::pipe(f.monitor.stderr_relay, f.sandbox.stderr_relay);
-    if (f.monitor.stdin_relay.valid() || f.monitor.stdout_relay.valid() || f.monitor.stderr_relay.valid())
+    if (f.monitor.stdin_relay.valid() || f.monitor.stdout_relay.valid() ||
+        f.monitor.stderr_relay.valid())
         sys::ignore_signal(SIGPIPE);  // a closed reader must not kill us
     if (term.prepare(spec.pty, capped)) sys::socketpair(f.monitor.pty, f.sandbox.pty);
     f.monitor_pidfd = sys::pidfd_open(::getpid());
@@ -270,8 +285,8 @@ isolate::Spawned start_sandbox(const RunPlan& plan, RunFds& fds, isolate::Cgroup
     // is back from clone() sooner and plans the GPU's ops while init does that.
     const int clone_flags = plan.spec.new_net ? plan.ns_flags & ~CLONE_NEWNET : plan.ns_flags;
     ChildArgs args{&plan.spec, &fds};
-    isolate::Spawned child = isolate::spawn_sandbox(clone_flags, cgroup.caps.usable ? cgroup.dir.get() : -1,
-                                                    child_entry, &args);
+    isolate::Spawned child = isolate::spawn_sandbox(
+        clone_flags, cgroup.caps.usable ? cgroup.dir.get() : -1, child_entry, &args);
     fds.sandbox = {};  // init's now
     fds.monitor_pidfd.reset();
     if (!plan.devices_later) fds.rootfs.reset();  // else the GPU's entries are resolved in it
@@ -287,7 +302,8 @@ isolate::Spawned start_sandbox(const RunPlan& plan, RunFds& fds, isolate::Cgroup
 }
 
 // Everything from the channels to the verdict; exceptions before the sandbox exists propagate.
-RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup& cgroup, int parent_pidfd) {
+RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup& cgroup,
+                               int parent_pidfd) {
     pty::Terminal term;  // with the caller at a terminal: the workload's own pty, relayed
     RunFds fds = open_run_fds(o, plan.spec, term);
     if (plan.devices_later) plan.spec.cpus = sys::affinity();
@@ -305,10 +321,11 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup&
     }
     term.attach(std::move(fds.monitor.pty));
     Ends& m = fds.monitor;
-    RunOutcome out = supervise({child, m.control.get(), o.limits, cgroup,
-                                m.stdin_relay.valid() ? m.stdin_relay.release() : term.take_input(),
-                                m.stdout_relay.valid() ? m.stdout_relay.release() : term.take_output(),
-                                m.stderr_relay.release(), term.master(), o.kill_after, parent_pidfd});
+    RunOutcome out =
+        supervise({child, m.control.get(), o.limits, cgroup,
+                   m.stdin_relay.valid() ? m.stdin_relay.release() : term.take_input(),
+                   m.stdout_relay.valid() ? m.stdout_relay.release() : term.take_output(),
+                   m.stderr_relay.release(), term.master(), o.kill_after, parent_pidfd});
     sys::set_signal_mask(old);
     return out;
 }
@@ -325,8 +342,7 @@ void write_usage_failure_meta(const std::string& path, const std::string& messag
     out.message = message;
     try {
         write_meta(o, judge(out, o.limits), out, {});
-    } catch (...) {
-    }
+    } catch (...) {}
 }
 
 namespace {
@@ -337,7 +353,9 @@ namespace {
 UniqueFd watch_parent() {
     const pid_t parent = ::getppid();
     UniqueFd fd = sys::pidfd_open(parent);
-    if (::getppid() != parent) throw PlanError(cat("--die-with-parent: gpubox's parent (pid ", parent, ") has already died"));
+    if (::getppid() != parent)
+        throw PlanError(
+            cat("--die-with-parent: gpubox's parent (pid ", parent, ") has already died"));
     return fd;
 }
 
@@ -354,15 +372,17 @@ int run_sandbox(const Options& o, RunReport* report) {
         plan = plan_run(o);
         if (o.limits.any()) cgroup = isolate::setup_cgroup(o.limits, o.cgroup);
         if (!cgroup.reason.empty()) log::info("cgroup: " + cgroup.reason);
-        limits = isolate::plan_limits(o.limits, cgroup.caps, sys::kernel_at_least(5, 14), o.root, ::getuid() == 0,
-                                      plan.spec.plan.root.tmpfs_size, plan.host_share);
+        limits =
+            isolate::plan_limits(o.limits, cgroup.caps, sys::kernel_at_least(5, 14), o.root,
+                                 ::getuid() == 0, plan.spec.plan.root.tmpfs_size, plan.host_share);
         plan.spec.rlimits = limits.rlimits;
         plan.spec.ipc = limits.ipc;
         plan.spec.sample_ms = limits.sample_usage ? limits.sample_ms : 0;
         if (!cgroup.caps.memory) plan.spec.sampled_memory_limit = o.limits.memory_bytes.value_or(0);
         if (o.print_plan) {
             std::cout << render_plan(plan);
-            for (const auto& [name, how] : limits.mechanisms) std::cout << "limit " << name << ": " << how << "\n";
+            for (const auto& [name, how] : limits.mechanisms)
+                std::cout << "limit " << name << ": " << how << "\n";
             std::cout << std::flush;
             isolate::remove_cgroup(cgroup);
             return 0;
@@ -371,7 +391,8 @@ int run_sandbox(const Options& o, RunReport* report) {
         isolate::remove_cgroup(cgroup);
         const Verdict v = judge(out, o.limits);
         if (out.setup_failed) report_setup_failure(out);
-        if (v.killed && !o.quiet) log::error(v.message);  // "killed: wall-clock limit 1.000 s exceeded"
+        if (v.killed && !o.quiet)
+            log::error(v.message);  // "killed: wall-clock limit 1.000 s exceeded"
         write_meta(o, v, out, limits.mechanisms);
         if (report) *report = {v, out};
         return v.gpubox_exit;
@@ -384,8 +405,7 @@ int run_sandbox(const Options& o, RunReport* report) {
         out.message = describe(std::current_exception());
         try {
             write_meta(o, judge(out, o.limits), out, limits.mechanisms);
-        } catch (...) {
-        }
+        } catch (...) {}
         throw;
     }
 }

@@ -16,7 +16,7 @@ struct RunPlan {
     std::uint64_t host_share = 0;  // a quarter of MemAvailable: bounds what no limit bounds
     int ns_flags = 0;
     ChildSpec spec;
-    std::string seccomp_text;  // the policy as --print-plan shows it
+    std::string seccomp_text;              // the policy as --print-plan shows it
     std::vector<std::string> gpu_summary;  // index -> bus -> node -> UUID, per selected GPU
     // Set when the GPU's ops are planned after clone(), while the sandbox sets up, and placed
     // against spec.plan. The sandbox's init receives the whole plan (channel::DevicePlan).

@@ -70,11 +70,14 @@ public:
         sigaddset(&set, SIGWINCH);
         sigfd_ = sys::signalfd(set);
         stdin_.dst = s.stdin_relay;
-        relays_[0] = {s.stdout_relay, STDOUT_FILENO, s.limits.stdout_bytes, 0, "stdout", KillReason::stdout_};
-        relays_[1] = {s.stderr_relay, STDERR_FILENO, s.limits.stderr_bytes, 0, "stderr", KillReason::stderr_};
+        relays_[0] = {s.stdout_relay, STDOUT_FILENO,      s.limits.stdout_bytes, 0,
+                      "stdout",       KillReason::stdout_};
+        relays_[1] = {s.stderr_relay, STDERR_FILENO,      s.limits.stderr_bytes, 0,
+                      "stderr",       KillReason::stderr_};
         out_.kill_after = s.kill_after;
         if (s.limits.wall_seconds)
-            deadline_ = start_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(*s.limits.wall_seconds));
+            deadline_ = start_ + std::chrono::duration_cast<Clock::duration>(
+                                     std::chrono::duration<double>(*s.limits.wall_seconds));
     }
 
     RunOutcome run() {
@@ -95,13 +98,17 @@ private:
     void kill_for(KillReason reason) {
         if (out_.killed_for != KillReason::none) return;
         out_.killed_for = reason;
-        if (!isolate::cgroup_kill(s_.cgroup)) sys::send_signal(s_.child.pid, SIGKILL);  // init: the whole pid ns
+        if (!isolate::cgroup_kill(s_.cgroup))
+            sys::send_signal(s_.child.pid, SIGKILL);  // init: the whole pid ns
     }
 
     int timeout_ms() const {
         int t = -1;
         auto until = [](Clock::time_point when) {
-            return static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(when - Clock::now()).count()) + 1;
+            return static_cast<int>(
+                       std::chrono::duration_cast<std::chrono::milliseconds>(when - Clock::now())
+                           .count()) +
+                   1;
         };
         if (deadline_) t = until(*deadline_);
         if (grace_end_) t = t < 0 ? until(*grace_end_) : std::min(t, until(*grace_end_));
@@ -110,8 +117,12 @@ private:
     }
 
     void step() {
-        pollfd fds[7] = {{sigfd_.get(), POLLIN, 0}, {s_.child.pidfd.get(), POLLIN, 0}, {control_, POLLIN, 0},
-                         {relays_[0].in, POLLIN, 0}, {relays_[1].in, POLLIN, 0}, {stdin_.fd(), stdin_.wants(), 0},
+        pollfd fds[7] = {{sigfd_.get(), POLLIN, 0},
+                         {s_.child.pidfd.get(), POLLIN, 0},
+                         {control_, POLLIN, 0},
+                         {relays_[0].in, POLLIN, 0},
+                         {relays_[1].in, POLLIN, 0},
+                         {stdin_.fd(), stdin_.wants(), 0},
                          {out_.killed_for == KillReason::none ? s_.parent_pidfd : -1, POLLIN, 0}};
         sys::poll(fds, 7, timeout_ms());
         if (fds[0].revents & POLLIN) forward_signal();
@@ -120,24 +131,30 @@ private:
             if (fds[3 + i].revents & (POLLIN | POLLHUP)) relay(relays_[i]);
         if (fds[5].revents) stdin_.step();
         if (fds[6].revents & POLLIN) kill_for(KillReason::parent_died);
-        if (grace_end_ && Clock::now() >= *grace_end_) kill_for(KillReason::kill_after), grace_end_.reset();
+        if (grace_end_ && Clock::now() >= *grace_end_)
+            kill_for(KillReason::kill_after), grace_end_.reset();
         if (deadline_ && Clock::now() >= *deadline_) kill_for(KillReason::wall_time);
         if (s_.limits.cpu_seconds && s_.cgroup.caps.usable)
-            if (auto us = isolate::cgroup_cpu_usec(s_.cgroup); us && *us > *s_.limits.cpu_seconds * 1e6) kill_for(KillReason::cpu_time);
+            if (auto us = isolate::cgroup_cpu_usec(s_.cgroup);
+                us && *us > *s_.limits.cpu_seconds * 1e6)
+                kill_for(KillReason::cpu_time);
         if (fds[1].revents & POLLIN) exited_ = true;
     }
 
     void forward_signal() {
         signalfd_siginfo si{};
-        if (sys::try_read(sigfd_.get(), &si, sizeof si) != sizeof si || si.ssi_signo == SIGCHLD) return;
-        if (si.ssi_signo == SIGWINCH) return pty::Terminal::copy_window_size(STDIN_FILENO, s_.pty_master);
+        if (sys::try_read(sigfd_.get(), &si, sizeof si) != sizeof si || si.ssi_signo == SIGCHLD)
+            return;
+        if (si.ssi_signo == SIGWINCH)
+            return pty::Terminal::copy_window_size(STDIN_FILENO, s_.pty_master);
         const int sig = static_cast<int>(si.ssi_signo);
         sys::send_signal(s_.child.pid, sig);
         // A request to end (a scheduler's scancel or time limit, ^C, a hangup): the workload
         // has the grace to end itself, then everything in the sandbox is killed.
         if ((sig == SIGTERM || sig == SIGINT || sig == SIGHUP) && !grace_end_) {
             out_.terminated_by = sig;
-            grace_end_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s_.kill_after));
+            grace_end_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                            std::chrono::duration<double>(s_.kill_after));
         }
     }
 
@@ -154,15 +171,20 @@ private:
         }
         if (auto* x = std::get_if<channel::Failure>(&*f); x && !out_.setup_failed)
             out_.setup_failed = true, out_.setup_code = x->code, out_.message = std::move(x->text);
-        if (auto* x = std::get_if<channel::Exited>(&*f)) out_.have_status = true, out_.status = x->wait_status;
+        if (auto* x = std::get_if<channel::Exited>(&*f))
+            out_.have_status = true, out_.status = x->wait_status;
         if (auto* x = std::get_if<channel::Sample>(&*f)) on_usage(x->usage);
     }
 
     void on_usage(const isolate::Usage& u) {
         sampled_peak_ = std::max(sampled_peak_, u.memory_bytes);
         sampled_cpu_ns_ = std::max(sampled_cpu_ns_, u.cpu_ns);
-        if (s_.limits.cpu_seconds && !s_.cgroup.caps.usable && u.cpu_ns > *s_.limits.cpu_seconds * 1e9) kill_for(KillReason::cpu_time);
-        if (s_.limits.memory_bytes && !s_.cgroup.caps.memory && u.memory_bytes > *s_.limits.memory_bytes) kill_for(KillReason::memory);
+        if (s_.limits.cpu_seconds && !s_.cgroup.caps.usable &&
+            u.cpu_ns > *s_.limits.cpu_seconds * 1e9)
+            kill_for(KillReason::cpu_time);
+        if (s_.limits.memory_bytes && !s_.cgroup.caps.memory &&
+            u.memory_bytes > *s_.limits.memory_bytes)
+            kill_for(KillReason::memory);
     }
 
     // Stream at most 64 KiB at a time: the monitor's memory does not grow with the output.
@@ -190,15 +212,19 @@ private:
     }
 
     void finish(const rusage& ru) {
-        auto secs = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
-        out_.cpu_seconds = std::max(secs(ru.ru_utime) + secs(ru.ru_stime), static_cast<double>(sampled_cpu_ns_) / 1e9);
+        auto secs = [](const timeval& t) {
+            return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+        };
+        out_.cpu_seconds = std::max(secs(ru.ru_utime) + secs(ru.ru_stime),
+                                    static_cast<double>(sampled_cpu_ns_) / 1e9);
         // init's rusage misses what the kernel killed with it: the sampled peak where it saw more.
         out_.max_rss_kb = std::max<long>(ru.ru_maxrss, static_cast<long>(sampled_peak_ / 1024));
         out_.csw_voluntary = ru.ru_nvcsw;
         out_.csw_forced = ru.ru_nivcsw;
         if (s_.cgroup.caps.usable) {
             out_.cgroup = s_.cgroup.path;
-            if (auto us = isolate::cgroup_cpu_usec(s_.cgroup)) out_.cpu_seconds = static_cast<double>(*us) / 1e6;
+            if (auto us = isolate::cgroup_cpu_usec(s_.cgroup))
+                out_.cpu_seconds = static_cast<double>(*us) / 1e6;
         }
         if (s_.cgroup.caps.memory) {
             out_.memory_peak_bytes = isolate::cgroup_memory_peak(s_.cgroup);

@@ -9,18 +9,18 @@ namespace gpubox::launcher {
 
 struct Supervised {
     const isolate::Spawned& child;
-    int control;                    // the control channel: frames from init and the workload
+    int control;  // the control channel: frames from init and the workload
     const isolate::Limits& limits;
-    isolate::Cgroup& cgroup;        // may be unusable
-    int stdin_relay = -1;           // write end of the stdin pipe (non-blocking), fed from fd 0
-    int stdout_relay = -1;          // read ends of the output pipes (see launcher/stdio.hpp)
+    isolate::Cgroup& cgroup;  // may be unusable
+    int stdin_relay = -1;     // write end of the stdin pipe (non-blocking), fed from fd 0
+    int stdout_relay = -1;    // read ends of the output pipes (see launcher/stdio.hpp)
     int stderr_relay = -1;
-    int pty_master = -1;            // the workload's pty (launcher/pty.hpp): SIGWINCH resizes it
+    int pty_master = -1;  // the workload's pty (launcher/pty.hpp): SIGWINCH resizes it
     // After SIGTERM, SIGINT or SIGHUP to gpubox (forwarded to the workload), the sandbox has
     // this long to end before gpubox kills it (--kill-after): a scheduler's KillWait still
     // finds gpubox alive to write --meta.
     double kill_after = 5;
-    int parent_pidfd = -1;          // --die-with-parent: gpubox's parent; readable once it died
+    int parent_pidfd = -1;  // --die-with-parent: gpubox's parent; readable once it died
 };
 
 // The monitor's loop: forward signals (then kill after the grace), enforce wall-clock, CPU,

@@ -92,10 +92,15 @@ namespace {
 // A run the monitor ended from outside: after --kill-after's grace, or with gpubox's parent.
 Verdict judge_terminated(const RunOutcome& o, Verdict v) {
     if (o.killed_for == KillReason::parent_died) v.terminated = "parent_died";
-    v.status = "SG", v.killed = true, v.signal = SIGKILL, v.exit_code.reset(), v.gpubox_exit = 128 + SIGKILL;
-    v.message = o.killed_for == KillReason::parent_died
-                    ? std::string("terminated: gpubox's parent died (--die-with-parent); the sandbox was killed")
-                    : cat("terminated: ", v.terminated, " sent to gpubox; the sandbox was killed after --kill-after ", seconds(o.kill_after), " s");
+    v.status = "SG", v.killed = true, v.signal = SIGKILL, v.exit_code.reset(),
+    v.gpubox_exit = 128 + SIGKILL;
+    v.message =
+        o.killed_for == KillReason::parent_died
+            ? std::string(
+                  "terminated: gpubox's parent died (--die-with-parent); the sandbox was killed")
+            : cat("terminated: ", v.terminated,
+                  " sent to gpubox; the sandbox was killed after --kill-after ",
+                  seconds(o.kill_after), " s");
     return v;
 }
 
@@ -103,9 +108,9 @@ Verdict judge_terminated(const RunOutcome& o, Verdict v) {
 Verdict judge_limit_kill(LimitName limit, const isolate::Limits& l, Verdict v) {
     v.killed = true;
     v.limit = limit;
-    v.status = limit == LimitName::memory                                  ? "ML"
+    v.status = limit == LimitName::memory                                   ? "ML"
                : limit == LimitName::stdout_ || limit == LimitName::stderr_ ? "OL"
-                                                                           : "TO";
+                                                                            : "TO";
     v.message = cat("killed: ", limit_text(limit, l), " exceeded");
     v.signal = SIGKILL;
     v.exit_code.reset();
@@ -117,8 +122,10 @@ Verdict judge_limit_kill(LimitName limit, const isolate::Limits& l, Verdict v) {
 Verdict judge_ending(const RunOutcome& o, const isolate::Limits& l, Verdict v) {
     // A program that failed having reached its memory limit failed at it: a write into gpubox's
     // tmpfs, whose budget is the limit, ends in ENOSPC exactly there.
-    const bool over_memory = l.memory_bytes && (o.oom_killed || (o.memory_peak_bytes && *o.memory_peak_bytes >= *l.memory_bytes) ||
-                                                 static_cast<std::uint64_t>(o.max_rss_kb) * 1024 >= *l.memory_bytes);
+    const bool over_memory =
+        l.memory_bytes &&
+        (o.oom_killed || (o.memory_peak_bytes && *o.memory_peak_bytes >= *l.memory_bytes) ||
+         static_cast<std::uint64_t>(o.max_rss_kb) * 1024 >= *l.memory_bytes);
     if (v.signal && *v.signal == SIGXCPU && l.cpu_seconds) {
         v.status = "TO", v.killed = true, v.limit = LimitName::cpu_time;
         v.message = cat("killed: ", limit_text(LimitName::cpu_time, l), " exceeded (RLIMIT_CPU)");
@@ -128,7 +135,8 @@ Verdict judge_ending(const RunOutcome& o, const isolate::Limits& l, Verdict v) {
                         limit_text(LimitName::memory, l));
     } else if (v.signal) {
         v.status = "SG";
-        v.message = cat("killed by signal ", *v.signal, " (", sigabbrev_np(*v.signal) ? sigabbrev_np(*v.signal) : "?", ")");
+        v.message = cat("killed by signal ", *v.signal, " (",
+                        sigabbrev_np(*v.signal) ? sigabbrev_np(*v.signal) : "?", ")");
     } else if (v.exit_code && *v.exit_code != 0) {
         v.status = "RE";
         v.message = cat("exited with code ", *v.exit_code);
@@ -139,7 +147,8 @@ Verdict judge_ending(const RunOutcome& o, const isolate::Limits& l, Verdict v) {
         v.status = "XX";
         v.message = "the sandbox's init died before reporting";
     }
-    if (!v.terminated.empty()) v.message += cat(" (terminated: ", v.terminated, " sent to gpubox, forwarded)");
+    if (!v.terminated.empty())
+        v.message += cat(" (terminated: ", v.terminated, " sent to gpubox, forwarded)");
     return v;
 }
 
@@ -157,14 +166,18 @@ Verdict judge(const RunOutcome& o, const isolate::Limits& l) {
     if (WIFEXITED(st) && o.have_status) v.exit_code = WEXITSTATUS(st);
     if (WIFSIGNALED(st)) v.signal = WTERMSIG(st);
     v.gpubox_exit = v.exit_code ? *v.exit_code : v.signal ? 128 + *v.signal : kExitSetupFailed;
-    if (o.terminated_by) v.terminated = sigabbrev_np(o.terminated_by) ? cat("SIG", sigabbrev_np(o.terminated_by)) : "signal";
+    if (o.terminated_by)
+        v.terminated =
+            sigabbrev_np(o.terminated_by) ? cat("SIG", sigabbrev_np(o.terminated_by)) : "signal";
     if (o.killed_for == KillReason::kill_after || o.killed_for == KillReason::parent_died)
         return judge_terminated(o, v);
-    if (const std::optional<LimitName> limit = limit_of(o.killed_for)) return judge_limit_kill(*limit, l, v);
+    if (const std::optional<LimitName> limit = limit_of(o.killed_for))
+        return judge_limit_kill(*limit, l, v);
     return judge_ending(o, l, v);
 }
 
-std::string render_meta_json(const Verdict& v, const RunOutcome& o, const isolate::Limits& l, const Mechanisms& m) {
+std::string render_meta_json(const Verdict& v, const RunOutcome& o, const isolate::Limits& l,
+                             const Mechanisms& m) {
     using nlohmann::json;
     json j;
     j["status"] = v.status;
@@ -186,7 +199,8 @@ std::string render_meta_json(const Verdict& v, const RunOutcome& o, const isolat
     j["cgroup"] = o.cgroup.empty() ? json() : json(o.cgroup);
     json limits = json::object();
     for (const auto& [name, how] : m)
-        limits[std::string(to_string(name))] = {{"value", limit_value(name, l)}, {"mechanism", how}};
+        limits[std::string(to_string(name))] = {{"value", limit_value(name, l)},
+                                                {"mechanism", how}};
     j["limits"] = limits;
     return j.dump(2) + "\n";
 }
@@ -199,7 +213,8 @@ IsolateResult isolate_result(const Verdict& v, const RunOutcome& o, const isolat
     if (v.status == "XX") return r.status = "XX", r.message = v.message, r;
     if (v.status == "TO") {
         r.status = "TO", r.killed = v.killed;
-        r.message = v.limit == LimitName::wall_time ? "Time limit exceeded (wall clock)" : "Time limit exceeded";
+        r.message = v.limit == LimitName::wall_time ? "Time limit exceeded (wall clock)"
+                                                    : "Time limit exceeded";
         return r;
     }
     r.oom = o.oom_killed || v.status == "ML";
@@ -214,7 +229,8 @@ IsolateResult isolate_result(const Verdict& v, const RunOutcome& o, const isolat
         return r;
     }
     if (r.exitsig) r.status = "SG", r.message = cat("Caught fatal signal ", *r.exitsig);
-    else if (r.exitcode && *r.exitcode != 0) r.status = "RE", r.message = cat("Exited with error status ", *r.exitcode);
+    else if (r.exitcode && *r.exitcode != 0)
+        r.status = "RE", r.message = cat("Exited with error status ", *r.exitcode);
     return r;
 }
 
@@ -229,9 +245,11 @@ namespace {
 
 std::string isolate_stats(const RunOutcome& o, bool oom) {
     const long peak_kb = o.memory_peak_bytes ? static_cast<long>(*o.memory_peak_bytes / 1024) : 0;
-    std::string out = cat("time:", isolate_seconds(o.cpu_seconds), "\ntime-wall:", isolate_seconds(o.wall_seconds),
-                          "\nmax-rss:", o.max_rss_kb ? o.max_rss_kb : peak_kb, "\ncsw-voluntary:", o.csw_voluntary,
-                          "\ncsw-forced:", o.csw_forced, "\ncg-mem:", o.memory_peak_bytes ? peak_kb : o.max_rss_kb, "\n");
+    std::string out = cat("time:", isolate_seconds(o.cpu_seconds),
+                          "\ntime-wall:", isolate_seconds(o.wall_seconds),
+                          "\nmax-rss:", o.max_rss_kb ? o.max_rss_kb : peak_kb,
+                          "\ncsw-voluntary:", o.csw_voluntary, "\ncsw-forced:", o.csw_forced,
+                          "\ncg-mem:", o.memory_peak_bytes ? peak_kb : o.max_rss_kb, "\n");
     if (oom) out += "cg-oom-killed:1\n";
     return out;
 }
@@ -252,7 +270,8 @@ std::string isolate_status(const Verdict& v) {
 
 std::string render_meta_isolate(const Verdict& v, const RunOutcome& o, const isolate::Limits& l) {
     const IsolateResult r = isolate_result(v, o, l);
-    const std::string head = r.status.empty() ? "" : cat("status:", r.status, "\nmessage:", one_line(r.message), "\n");
+    const std::string head =
+        r.status.empty() ? "" : cat("status:", r.status, "\nmessage:", one_line(r.message), "\n");
     // A run isolate ends itself (a limit, its own failure) reports first, then its statistics.
     if (r.killed) return head + "killed:1\n" + isolate_stats(o, r.oom);
     if (r.status == "XX") return head + isolate_stats(o, r.oom);

@@ -13,7 +13,16 @@ namespace gpubox::launcher {
 
 // Why the monitor killed the sandbox: a limit, the grace after a forwarded signal, or a parent
 // gone (--die-with-parent).
-enum class KillReason { none, wall_time, cpu_time, memory, stdout_, stderr_, kill_after, parent_died };
+enum class KillReason {
+    none,
+    wall_time,
+    cpu_time,
+    memory,
+    stdout_,
+    stderr_,
+    kill_after,
+    parent_died
+};
 // The limit a kill was for, if it was for one.
 std::optional<isolate::LimitName> limit_of(KillReason why);
 
@@ -28,11 +37,11 @@ struct RunOutcome {
     int setup_code = 0;         // 125 setup, 126/127 exec
     std::string message;        // the error, for XX
     bool have_status = false;
-    int status = 0;             // the workload's wait status, as init reported it
-    int init_status = 0;        // init's own wait status
+    int status = 0;       // the workload's wait status, as init reported it
+    int init_status = 0;  // init's own wait status
     KillReason killed_for = KillReason::none;
-    int terminated_by = 0;      // SIGTERM, SIGINT or SIGHUP sent to gpubox (forwarded), else 0
-    double kill_after = 0;      // the grace it had, for the message
+    int terminated_by = 0;  // SIGTERM, SIGINT or SIGHUP sent to gpubox (forwarded), else 0
+    double kill_after = 0;  // the grace it had, for the message
     double wall_seconds = 0, cpu_seconds = 0;
     long max_rss_kb = 0, csw_voluntary = 0, csw_forced = 0;
     std::optional<std::uint64_t> memory_peak_bytes;  // cgroup memory.peak, or the sampled maximum
@@ -56,7 +65,8 @@ struct Verdict {
 Verdict judge(const RunOutcome& o, const isolate::Limits& limits);
 
 using Mechanisms = std::vector<std::pair<isolate::LimitName, std::string>>;
-std::string render_meta_json(const Verdict& v, const RunOutcome& o, const isolate::Limits& l, const Mechanisms& m);
+std::string render_meta_json(const Verdict& v, const RunOutcome& o, const isolate::Limits& l,
+                             const Mechanisms& m);
 // isolate's status for a verdict: isolate knows OK, RE, SG, TO and XX only (CMS grades any other
 // status as a normal exit). A memory kill is SG (SIGKILL, with cg-oom-killed), an output kill
 // SG (SIGXFSZ, as isolate's RLIMIT_FSIZE), a program that failed at its memory limit RE or SG.

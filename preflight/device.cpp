@@ -37,9 +37,7 @@ std::string lower(std::string s) {
     return s;
 }
 
-bool has(const std::string& s, const char* word) {
-    return s.find(word) != std::string::npos;
-}
+bool has(const std::string& s, const char* word) { return s.find(word) != std::string::npos; }
 
 struct Brand {
     const char* name;

@@ -36,10 +36,8 @@ gpu::GpuInventory listing(int root, bool read_all, const std::vector<int>& only)
     for (const std::string& name : list_in(root, kGpus)) {
         gpu::Gpu g;
         g.vendor = gpu::Vendor::nvidia;
-        if (const auto pci = gpu::parse_pci_address(name))
-            g.pci = *pci;
-        else
-            inv.unplaced.push_back(name);
+        if (const auto pci = gpu::parse_pci_address(name)) g.pci = *pci;
+        else inv.unplaced.push_back(name);
         g.pci_name = g.proc_dir = name;
         inv.gpus.push_back(std::move(g));
     }

@@ -153,8 +153,7 @@ ImageFacts discover_image_facts(const std::string& rootfs,
         const std::string path = resolve_command(root.get(), scan, env);
         if (path.empty())
             img.command_problem = cat(quote(scan.command), " is not in the image's PATH");
-        else
-            img.command = read_object(root.get(), path, scan.objects);
+        else img.command = read_object(root.get(), path, scan.objects);
     }
     if (scan.objects) scan_objects(root.get(), scan, img);
     return img;

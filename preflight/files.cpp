@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-
 #include "common/unique_fd.hpp"
 #include "gpu/inventory.hpp"
 #include "rootfs/resolve.hpp"
@@ -22,7 +21,9 @@ std::optional<std::string> read_in(int root, const std::string& path, std::size_
     return out;
 }
 
-std::vector<std::string> list_in(int root, const std::string& path) { return gpu::list_dir(root, path); }
+std::vector<std::string> list_in(int root, const std::string& path) {
+    return gpu::list_dir(root, path);
+}
 
 std::string link_in(int root, const std::string& path) {
     const auto slash = path.rfind('/');

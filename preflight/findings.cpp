@@ -144,14 +144,10 @@ Finding compat_finding(const ImageFacts& image, const HostFacts& host,
 
 const char* to_string(Verdict v) {
     switch (v) {
-        case Verdict::fits:
-            return "ok";
-        case Verdict::note:
-            return "note";
-        case Verdict::warn:
-            return "warn";
-        case Verdict::fails:
-            return "FAIL";
+        case Verdict::fits: return "ok";
+        case Verdict::note: return "note";
+        case Verdict::warn: return "warn";
+        case Verdict::fails: return "FAIL";
     }
     return "?";
 }

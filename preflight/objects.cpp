@@ -71,10 +71,8 @@ void add_fatbins(const ImageFacts& image, const HostFacts& host, Report& r) {
         std::size_t ok = 0;
         for (const ObjectFacts* o : objects) {
             Finding f = fatbin_finding(*o, g);
-            if (f.verdict == Verdict::fits)
-                ++ok;
-            else
-                r.findings.push_back(std::move(f));
+            if (f.verdict == Verdict::fits) ++ok;
+            else r.findings.push_back(std::move(f));
         }
         if (ok)
             r.findings.push_back({"arch", Verdict::fits,

@@ -20,12 +20,9 @@ Mode parse_mode(const std::string& text) {
 
 const char* to_string(Mode m) {
     switch (m) {
-        case Mode::off:
-            return "off";
-        case Mode::warn:
-            return "warn";
-        case Mode::enforce:
-            return "enforce";
+        case Mode::off: return "off";
+        case Mode::warn: return "warn";
+        case Mode::enforce: return "enforce";
     }
     return "?";
 }

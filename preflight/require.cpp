@@ -41,18 +41,12 @@ std::optional<Condition> split(const std::string& text) {
 
 std::optional<bool> holds(int c, Cmp cmp) {
     switch (cmp) {
-        case Cmp::eq:
-            return c == 0;
-        case Cmp::ne:
-            return c != 0;
-        case Cmp::lt:
-            return c < 0;
-        case Cmp::le:
-            return c <= 0;
-        case Cmp::gt:
-            return c > 0;
-        case Cmp::ge:
-            return c >= 0;
+        case Cmp::eq: return c == 0;
+        case Cmp::ne: return c != 0;
+        case Cmp::lt: return c < 0;
+        case Cmp::le: return c <= 0;
+        case Cmp::gt: return c > 0;
+        case Cmp::ge: return c >= 0;
     }
     return std::nullopt;
 }

@@ -72,14 +72,10 @@ DriverCuda cuda_for_driver(const std::string& driver_version) {
 
 std::string minor_compat_minimum(int cuda_major) {
     switch (cuda_major) {
-        case 11:
-            return "450.80.02";
-        case 12:
-            return "525.60.13";
-        case 13:
-            return "580.65.06";
-        default:
-            return "";
+        case 11: return "450.80.02";
+        case 12: return "525.60.13";
+        case 13: return "580.65.06";
+        default: return "";
     }
 }
 

@@ -84,8 +84,9 @@ int clone_file_source(Ctx& c, const std::string& source, std::uint64_t attrs) {
 void require_owned(const Ctx& c, int dir, const std::string& path) {
     const dev_t dev = sys::fstat(dir, path).st_dev;
     if (std::find(c.own.begin(), c.own.end(), dev) == c.own.end())
-        sys::fail(cat("create ", quote(path), " (its directory is not on a filesystem gpubox mounted)"),
-                  EPERM);
+        sys::fail(
+            cat("create ", quote(path), " (its directory is not on a filesystem gpubox mounted)"),
+            EPERM);
 }
 
 // A missing entry `name` in `dir`, on one of gpubox's own filesystems: a directory, or the
@@ -129,8 +130,8 @@ UniqueFd mount_point(const Ctx& c, const std::string& target, const Entry& e, in
     return UniqueFd(raw);
 }
 
-UniqueFd new_fs(const std::string& type, const std::vector<std::pair<std::string, std::string>>& opts,
-                unsigned attrs) {
+UniqueFd new_fs(const std::string& type,
+                const std::vector<std::pair<std::string, std::string>>& opts, unsigned attrs) {
     UniqueFd fs = sys::fsopen(type);
     for (const auto& [k, v] : opts) {
         if (v.empty()) sys::fsconfig_flag(fs.get(), type, k);
@@ -143,8 +144,11 @@ UniqueFd new_fs(const std::string& type, const std::vector<std::pair<std::string
 // move_mount() refuses a directory over a non-directory and the reverse, with EINVAL: the
 // kernel keeps that invariant, and this only names it when it fires.
 void explain_kinds(int mnt, const std::string& what, int at, const std::string& target) {
-    const bool from_dir = S_ISDIR(sys::fstat(mnt, what).st_mode), to_dir = S_ISDIR(sys::fstat(at, target).st_mode);
-    if (from_dir != to_dir) sys::fail(cat("mount point ", quote(target), " in the new root"), from_dir ? ENOTDIR : EISDIR);
+    const bool from_dir = S_ISDIR(sys::fstat(mnt, what).st_mode),
+               to_dir = S_ISDIR(sys::fstat(at, target).st_mode);
+    if (from_dir != to_dir)
+        sys::fail(cat("mount point ", quote(target), " in the new root"),
+                  from_dir ? ENOTDIR : EISDIR);
 }
 
 // A file mount point that is there and is no symlink, reached from its (cached) directory: one
@@ -206,8 +210,9 @@ void apply_one(const Bind& b, Ctx& c, const Entry& e) {
         return;
     }
     if (fd < 0)
-        sys::fail(cat("open_tree(", quote(b.source), ", OPEN_TREE_CLONE",
-                      file ? ")" : "|AT_RECURSIVE)"), -fd);
+        sys::fail(
+            cat("open_tree(", quote(b.source), ", OPEN_TREE_CLONE", file ? ")" : "|AT_RECURSIVE)"),
+            -fd);
     UniqueFd tree(fd);
     Entry at = e;  // a source stat() could not look at, which the clone then could: its kind
     if (e.source_err)
@@ -267,8 +272,8 @@ void apply_tmpfs_dir(const MountPlan& plan, std::size_t i, Ctx& c, std::vector<b
     UniqueFd dir = sys::open_at(c.tmpfs, name, O_PATH | O_DIRECTORY | O_NOFOLLOW);
     UniqueFd tree = sys::open_tree_clone(dir.get(), t.target, false);
     sys::mount_setattr(tree.get(), t.target,
-                       MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (t.noexec ? MOUNT_ATTR_NOEXEC : 0),
-                       0, false);
+                       MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (t.noexec ? MOUNT_ATTR_NOEXEC : 0), 0,
+                       false);
     attach(c, tree, "gpubox's tmpfs", t.target, e, true);
 }
 
@@ -278,8 +283,9 @@ void apply_tmpfs(const MountPlan& plan, std::size_t i, Ctx& c, std::vector<bool>
                  const Entry& e) {
     const Tmpfs& t = std::get<Tmpfs>(plan.ops[i]);
     if (!t.read_only) return apply_tmpfs_dir(plan, i, c, done, e);
-    UniqueFd mnt = new_fs("tmpfs", {{"mode", octal(t.mode)}},
-                          MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (t.noexec ? MOUNT_ATTR_NOEXEC : 0));
+    UniqueFd mnt =
+        new_fs("tmpfs", {{"mode", octal(t.mode)}},
+               MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (t.noexec ? MOUNT_ATTR_NOEXEC : 0));
     fill_fresh_fs(plan, i, mnt.get(), done);
     sys::mount_setattr(mnt.get(), t.target, MOUNT_ATTR_RDONLY, 0, false);
     attach(c, mnt, "tmpfs", t.target, e, true);
@@ -323,12 +329,14 @@ public:
         if (!e.is_op) return make_mount_point(c_, target, e), true;
         if (e.kind == EntryKind::content) return put_content(target, e);
         const std::string name = base_name(target);
-        if (e.kind == EntryKind::dir) return sys::mkdir_at(owned_parent(c_, target).get(), name, e.mode), true;
+        if (e.kind == EntryKind::dir)
+            return sys::mkdir_at(owned_parent(c_, target).get(), name, e.mode), true;
         std::optional<UniqueFd> parent = parent_if_owned(c_, target);
         if (!parent) return skip(target, e);
         struct stat st {};
         const std::string text(e.text);
-        if (!sys::lstat_at(parent->get(), name, st)) return sys::symlink_at(text, parent->get(), name), true;
+        if (!sys::lstat_at(parent->get(), name, st))
+            return sys::symlink_at(text, parent->get(), name), true;
         if (S_ISLNK(st.st_mode) && sys::read_link_at(parent->get(), name) == text) return true;
         sys::symlink_at(text, parent->get(), ".gpubox-" + name);
         sys::rename_at(parent->get(), ".gpubox-" + name, name);
@@ -364,13 +372,15 @@ private:
         const std::string stash = cat("/run/.gpubox/", c_.stashed++, "-", base_name(target));
         write_into(owned_parent(c_, stash).get(), stash, e);
         UniqueFd src = open_in_root(c_.root, stash, O_PATH);
-        bind_fd(c_, src.get(), stash, target, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        bind_fd(c_, src.get(), stash, target,
+                MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
                 Entry{.kind = EntryKind::file});
         return true;
     }
 
     static bool write_into(int dir, const std::string& path, const Entry& e) {
-        UniqueFd f = sys::open_at(dir, base_name(path), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, e.mode);
+        UniqueFd f =
+            sys::open_at(dir, base_name(path), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, e.mode);
         sys::write_all(f.get(), e.text, path);
         sys::fchmod(f.get(), e.mode, path);
         return true;
@@ -390,8 +400,9 @@ void apply_one(const MaskPath& m, Ctx& c, const Entry&) {
     if (fd < 0) sys::fail(cat("openat2(root, ", quote(m.target), ", RESOLVE_IN_ROOT)"), -fd);
     UniqueFd at(fd);
     if (S_ISDIR(sys::fstat(at.get(), m.target).st_mode)) {
-        UniqueFd t = new_fs("tmpfs", {{"mode", "0555"}, {"size", "4096"}},
-                            MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+        UniqueFd t =
+            new_fs("tmpfs", {{"mode", "0555"}, {"size", "4096"}},
+                   MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
         move_onto(c, t.get(), "tmpfs", at.get(), m.target);
         return;
     }
@@ -400,7 +411,8 @@ void apply_one(const MaskPath& m, Ctx& c, const Entry&) {
     if (!S_ISCHR(st.st_mode) || st.st_rdev != makedev(1, 3))
         sys::fail("check \"/dev/null\": not the null device", ENODEV);
     UniqueFd tree = sys::open_tree_clone(null.get(), "/dev/null", false);
-    sys::mount_setattr(tree.get(), "/dev/null", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, 0, false);
+    sys::mount_setattr(tree.get(), "/dev/null",
+                       MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, 0, false);
     move_onto(c, tree.get(), "/dev/null", at.get(), m.target);
 }
 
@@ -411,7 +423,8 @@ void apply_one(const RemountRo& r, Ctx& c, const Entry&) {
     UniqueFd at(fd);
     UniqueFd tree = sys::open_tree_clone(at.get(), r.target, true);
     sys::mount_setattr(tree.get(), r.target,
-                       MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, 0, true);
+                       MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+                       0, true);
     move_onto(c, tree.get(), r.target, at.get(), r.target);
 }
 
@@ -425,8 +438,7 @@ void apply_step(const MountPlan& plan, std::size_t i, Ctx& c, std::vector<bool>&
         [&](const auto& op) {
             if constexpr (std::is_same_v<std::decay_t<decltype(op)>, Tmpfs>)
                 apply_tmpfs(plan, i, c, done, e);
-            else
-                apply_one(op, c, e);
+            else apply_one(op, c, e);
         },
         plan.ops[i]);
 }

@@ -12,8 +12,8 @@
 namespace gpubox::rootfs {
 
 struct NewRoot {
-    UniqueFd mnt;         // the new root's mount
-    bool writable_layer;  // the root is gpubox's overlay (mount points may be made in it)
+    UniqueFd mnt;                // the new root's mount
+    bool writable_layer;         // the root is gpubox's overlay (mount points may be made in it)
     std::vector<bool> prepared;  // by op index: entries already made in the overlay's layers
     // By op index: a read-only tmpfs whose contents were made in a layer at its own path (see
     // prepare_late_entries), cloned from the overlay before anything covered that path; it is
@@ -80,7 +80,8 @@ NewRoot assemble_root(const MountPlan& plan, int rootfs, RootDraft draft, const 
 // directory, passed over from the child) as the child would make them in its layer, ROOTFS
 // (`rootfs`) resolved the same way. Which of the n are done, in NewRoot::prepared's sense; for
 // a read-only tmpfs in /proc, that its contents are made there (see NewRoot::trees).
-std::vector<bool> prepare_late_entries(const MountPlan& full, std::size_t at, std::size_t n, int rootfs, int dir);
+std::vector<bool> prepare_late_entries(const MountPlan& full, std::size_t at, std::size_t n,
+                                       int rootfs, int dir);
 
 // Apply every op under the new root, in plan order; failures are wrapped as "mount step i/n (op)".
 void apply_mount_plan(const MountPlan& plan, const NewRoot& root);

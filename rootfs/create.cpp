@@ -29,8 +29,8 @@ constexpr const char* kTriplet = "aarch64-linux-gnu";
 #error "gpubox rootfs create: unsupported architecture"
 #endif
 
-const char* const kGlibc[] = {"libc.so.6",   "libm.so.6",    "libdl.so.2",     "libpthread.so.0",
-                              "librt.so.1",  "libresolv.so.2", "libgcc_s.so.1", "libstdc++.so.6"};
+const char* const kGlibc[] = {"libc.so.6",  "libm.so.6",      "libdl.so.2",    "libpthread.so.0",
+                              "librt.so.1", "libresolv.so.2", "libgcc_s.so.1", "libstdc++.so.6"};
 
 // `busybox --list`, run with an empty environment and no inherited fds but the pipe.
 std::vector<std::string> busybox_applets(const std::string& busybox) {
@@ -40,7 +40,8 @@ std::vector<std::string> busybox_applets(const std::string& busybox) {
     if (pid == 0) {  // async-signal-safe calls only until execve: nothing here may throw
         ::dup2(wr.get(), STDOUT_FILENO);
         ::close_range(3, ~0U, 0);
-        char* const argv[] = {const_cast<char*>(busybox.c_str()), const_cast<char*>("--list"), nullptr};
+        char* const argv[] = {const_cast<char*>(busybox.c_str()), const_cast<char*>("--list"),
+                              nullptr};
         char* const envp[] = {nullptr};
         ::execve(busybox.c_str(), argv, envp);
         ::_exit(127);
@@ -55,7 +56,8 @@ std::vector<std::string> busybox_applets(const std::string& busybox) {
     }
     const int status = sys::wait_status(pid);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        throw SetupError(cat(quote(busybox), " --list failed; install busybox-static or pass --busybox"));
+        throw SetupError(
+            cat(quote(busybox), " --list failed; install busybox-static or pass --busybox"));
     std::vector<std::string> applets;
     std::istringstream in(out);
     for (std::string line; std::getline(in, line);)
@@ -80,7 +82,8 @@ void create_rootfs(const CreateOptions& opt) {
     const fs::path root(opt.dir);
     std::error_code ec;
     if (fs::exists(root, ec) && !(fs::is_directory(root) && fs::is_empty(root)))
-        throw UsageError(cat("rootfs create: ", quote(opt.dir), " exists and is not an empty directory"));
+        throw UsageError(
+            cat("rootfs create: ", quote(opt.dir), " exists and is not an empty directory"));
     if (sys::try_faccessat(opt.busybox, X_OK) != 0)
         throw PlanError(cat("rootfs create: no busybox at ", quote(opt.busybox)),
                         "install Debian's busybox-static, or pass --busybox PATH");
@@ -104,13 +107,15 @@ void create_rootfs(const CreateOptions& opt) {
             fs::create_directories(root / loader.parent_path().relative_path());
             copy_lib(fs::canonical(loader), root / loader.parent_path().relative_path());
             if (fs::canonical(loader).filename() != loader.filename())
-                fs::rename(root / loader.parent_path().relative_path() / fs::canonical(loader).filename(),
-                           root / loader.relative_path());
+                fs::rename(
+                    root / loader.parent_path().relative_path() / fs::canonical(loader).filename(),
+                    root / loader.relative_path());
             for (const char* lib : kGlibc)
                 for (const char* dir : {"/lib/", "/usr/lib/"}) {
                     fs::path p = fs::path(dir) / kTriplet / lib;
                     if (fs::exists(p)) {
-                        fs::copy_file(fs::canonical(p), libdir / lib, fs::copy_options::overwrite_existing);
+                        fs::copy_file(fs::canonical(p), libdir / lib,
+                                      fs::copy_options::overwrite_existing);
                         break;
                     }
                 }

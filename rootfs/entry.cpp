@@ -44,8 +44,8 @@ struct EntryOf {
 };
 
 int write_content(int dir, const std::string& name, const Entry& e, bool replace) {
-    const int fd = sys::try_open_at(dir, name, O_WRONLY | O_CREAT | O_NOFOLLOW |
-                                                   (replace ? O_TRUNC : O_EXCL), e.mode);
+    const int fd = sys::try_open_at(
+        dir, name, O_WRONLY | O_CREAT | O_NOFOLLOW | (replace ? O_TRUNC : O_EXCL), e.mode);
     if (fd < 0) return fd;
     UniqueFd f(fd);
     sys::write_all(fd, e.text, name);
@@ -82,8 +82,7 @@ std::optional<Entry> entry_of(const MountOp& op) { return std::visit(EntryOf{}, 
 
 int write_entry(int dir, const std::string& name, const Entry& e, OwnDirs& dirs, bool replace) {
     switch (e.kind) {
-        case EntryKind::dir:
-            return dirs.make(dir, name, e.mode);
+        case EntryKind::dir: return dirs.make(dir, name, e.mode);
         case EntryKind::file: {
             const int r = sys::try_mknod_file_at(dir, name, 0644);
             return r == -EEXIST ? 0 : r;
@@ -95,8 +94,7 @@ int write_entry(int dir, const std::string& name, const Entry& e, OwnDirs& dirs,
             if ((r = sys::try_unlink_at(dir, name)) < 0) return r;
             return sys::try_symlink_at(text, dir, name);
         }
-        case EntryKind::content:
-            return write_content(dir, name, e, replace);
+        case EntryKind::content: return write_content(dir, name, e, replace);
     }
     return -EINVAL;
 }

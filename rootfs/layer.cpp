@@ -51,7 +51,8 @@ bool is_covered(const Covered& covered, const std::vector<std::string>& dirs) {
 
 // The usual case, in 1 + depth calls instead of 3 per component: a parent that the image has,
 // spelled canonically (no symlink, no ".."), and not covered. nullopt sends the rest to the walk.
-std::optional<Canonical> plain_parent(int image, const std::string& target, const Covered& covered) {
+std::optional<Canonical> plain_parent(int image, const std::string& target,
+                                      const Covered& covered) {
     Canonical out;
     for (std::string& c : split_path(parent_of(target))) {
         if (c == "..") return std::nullopt;
@@ -66,7 +67,8 @@ std::optional<Canonical> plain_parent(int image, const std::string& target, cons
     for (std::size_t i = 0; i < out.dirs.size(); ++i) {
         prefix += (i ? "/" : "") + out.dirs[i];
         struct stat st {};
-        if (!sys::lstat_at(image, prefix, st) || !S_ISDIR(st.st_mode)) return std::nullopt;  // changed under us
+        if (!sys::lstat_at(image, prefix, st) || !S_ISDIR(st.st_mode))
+            return std::nullopt;  // changed under us
         out.modes.push_back(st.st_mode & 07777);
     }
     return out;
@@ -79,7 +81,8 @@ Canonical canonical_parent(int image, const std::string& target, const Covered& 
     ResolveHooks hooks;  // stop where the executor makes the rest, in gpubox's mount
     hooks.stop = [&](const std::vector<std::string>& parts) { return is_covered(covered, parts); };
     Resolved r = resolve_in_root(image, parent_of(target), ResolveMode::canonical, O_PATH, hooks);
-    if (r.fd < 0 && r.fd != -ENOENT) sys::fail(cat("resolve(", quote(target), ") in ROOTFS"), -r.fd);
+    if (r.fd < 0 && r.fd != -ENOENT)
+        sys::fail(cat("resolve(", quote(target), ") in ROOTFS"), -r.fd);
     Canonical out{std::move(r.parts), std::move(r.modes), UniqueFd(r.fd), r.stopped};
     return out;
 }
@@ -114,7 +117,8 @@ public:
         const std::string name = base_name(target);
         if (c.covered || image_has(c, name, e.kind)) return false;
         const int dir = dirs_.open(c.dirs, c.dirs.size(), c.modes);
-        if (dir < 0) sys::fail(cat("mkdir -p ", quote("/" + join(c.dirs, "/")), " in gpubox's layer"), -dir);
+        if (dir < 0)
+            sys::fail(cat("mkdir -p ", quote("/" + join(c.dirs, "/")), " in gpubox's layer"), -dir);
         if (const int r = write_entry(dir, name, e, dirs_, true); r < 0)
             sys::fail(cat(entry_call(e.kind), "(", quote(target), ") in gpubox's layer"), -r);
         return true;
@@ -127,7 +131,8 @@ private:
     const Canonical& parent(const std::string& target) {
         const std::string key = parent_of(target);
         auto it = parents_.find(key);
-        if (it == parents_.end()) it = parents_.emplace(key, canonical_parent(image_, target, covered_)).first;
+        if (it == parents_.end())
+            it = parents_.emplace(key, canonical_parent(image_, target, covered_)).first;
         return it->second;
     }
 
@@ -155,7 +160,8 @@ bool prepare_entry(Layer& layer, const MountOp& op) {
 
 bool in_image(const MountOp& op) {
     const std::optional<Place> p = place_of(op);
-    return p ? *p == Place::image : !std::holds_alternative<Devpts>(op);  // /proc and /sys are image mount points
+    return p ? *p == Place::image
+             : !std::holds_alternative<Devpts>(op);  // /proc and /sys are image mount points
 }
 
 // A read-only tmpfs that the plan puts in a kernel filesystem (/proc/driver), made instead as
@@ -166,7 +172,8 @@ bool in_image(const MountOp& op) {
 // there, and the directories on the way as directories, unless the image has a directory of
 // its own at that path, which would merge in: then this returns false and init mounts the
 // tmpfs as planned.
-bool prepare_tmpfs_dir(const MountPlan& full, std::size_t i, int image, int dir, std::vector<bool>& prepared) {
+bool prepare_tmpfs_dir(const MountPlan& full, std::size_t i, int image, int dir,
+                       std::vector<bool>& prepared) {
     const Tmpfs& t = std::get<Tmpfs>(full.ops[i]);
     const auto parts = split_path(t.target);
     std::vector<mode_t> modes;  // the image's own, for the directories on the way that it has
@@ -201,13 +208,15 @@ void clone_prepared_dirs(const MountPlan& plan, NewRoot& root) {
     for (std::size_t i = 0; i < plan.ops.size(); ++i) {
         const auto* t = std::get_if<Tmpfs>(&plan.ops[i]);
         if (!t || !root.prepared[i]) continue;
-        const int fd = try_open_beneath(root.mnt.get(), t->target.substr(1), O_PATH | O_DIRECTORY | O_NOFOLLOW,
-                                        RESOLVE_NO_XDEV);
-        if (fd < 0) sys::fail(cat("openat2(overlay, ", quote(t->target), ", RESOLVE_NO_SYMLINKS)"), -fd);
+        const int fd = try_open_beneath(root.mnt.get(), t->target.substr(1),
+                                        O_PATH | O_DIRECTORY | O_NOFOLLOW, RESOLVE_NO_XDEV);
+        if (fd < 0)
+            sys::fail(cat("openat2(overlay, ", quote(t->target), ", RESOLVE_NO_SYMLINKS)"), -fd);
         UniqueFd at(fd);
         UniqueFd tree = sys::open_tree_clone(fd, t->target, false);
         sys::mount_setattr(tree.get(), t->target,
-                           MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (t->noexec ? MOUNT_ATTR_NOEXEC : 0),
+                           MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                               (t->noexec ? MOUNT_ATTR_NOEXEC : 0),
                            0, false);
         root.trees.emplace(i, std::move(tree));
     }
@@ -215,7 +224,8 @@ void clone_prepared_dirs(const MountPlan& plan, NewRoot& root) {
 
 UniqueFd mount_gpubox_tmpfs(const RootSpec& root) {
     UniqueFd fs = sys::fsopen("tmpfs");
-    if (root.tmpfs_size) sys::fsconfig_string(fs.get(), "tmpfs", "size", std::to_string(root.tmpfs_size));
+    if (root.tmpfs_size)
+        sys::fsconfig_string(fs.get(), "tmpfs", "size", std::to_string(root.tmpfs_size));
     sys::fsconfig_string(fs.get(), "tmpfs", "source", "gpubox");  // what df and mountinfo show
     sys::fsconfig_string(fs.get(), "tmpfs", "mode", "0755");
     sys::fsconfig_create(fs.get(), "tmpfs");
@@ -238,7 +248,8 @@ void prepare_entries(Layer& layer, const MountPlan& plan, std::size_t from, std:
     }
 }
 
-NewRoot overlay_root(const MountPlan& plan, int rootfs, const RootDraft& draft, const LatePlan* late) {
+NewRoot overlay_root(const MountPlan& plan, int rootfs, const RootDraft& draft,
+                     const LatePlan* late) {
     const bool ro = plan.root.mode == RootMode::read_only;
     const RootLayer& layer = draft.layer;
     NewRoot out{{}, true, draft.prepared};
@@ -247,7 +258,8 @@ NewRoot overlay_root(const MountPlan& plan, int rootfs, const RootDraft& draft, 
         full = &late->full;
         std::vector<bool> done = late->prepared;
         done.resize(late->full.ops.size() - plan.ops.size());
-        out.prepared.insert(out.prepared.begin() + static_cast<std::ptrdiff_t>(plan.user_from), done.begin(), done.end());
+        out.prepared.insert(out.prepared.begin() + static_cast<std::ptrdiff_t>(plan.user_from),
+                            done.begin(), done.end());
     }
     const std::string upper_path = cat("/proc/self/fd/", layer.upper.get());
     std::string lower_path = cat("/proc/self/fd/", rootfs);
@@ -259,12 +271,13 @@ NewRoot overlay_root(const MountPlan& plan, int rootfs, const RootDraft& draft, 
     } else {
         sys::fsconfig_string(fs.get(), "overlay", "lowerdir", lower_path);
         sys::fsconfig_string(fs.get(), "overlay", "upperdir", upper_path);
-        sys::fsconfig_string(fs.get(), "overlay", "workdir", cat("/proc/self/fd/", layer.work.get()));
+        sys::fsconfig_string(fs.get(), "overlay", "workdir",
+                             cat("/proc/self/fd/", layer.work.get()));
         sys::fsconfig_flag(fs.get(), "overlay", "userxattr");
     }
     sys::fsconfig_create(fs.get(), "overlay");
-    UniqueFd mnt = sys::fsmount(fs.get(), "overlay",
-                                MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (ro ? MOUNT_ATTR_RDONLY : 0));
+    UniqueFd mnt = sys::fsmount(
+        fs.get(), "overlay", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (ro ? MOUNT_ATTR_RDONLY : 0));
     sys::move_mount(mnt.get(), "overlay", rootfs, plan.root.rootfs);
     out.mnt = std::move(mnt);
     out.tmpfs_attached = draft.tmpfs_attached;
@@ -275,7 +288,8 @@ NewRoot overlay_root(const MountPlan& plan, int rootfs, const RootDraft& draft, 
 UniqueFd bind_root(const MountPlan& plan, int rootfs, bool read_only) {
     UniqueFd mnt = sys::open_tree_clone(rootfs, plan.root.rootfs, true);
     sys::mount_setattr(mnt.get(), plan.root.rootfs,
-                       MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (read_only ? MOUNT_ATTR_RDONLY : 0), 0, true);
+                       MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (read_only ? MOUNT_ATTR_RDONLY : 0),
+                       0, true);
     sys::move_mount(mnt.get(), plan.root.rootfs, rootfs, plan.root.rootfs);
     return mnt;
 }
@@ -331,7 +345,8 @@ std::vector<UniqueFd> overlay_missing_dirs(const MountPlan& plan, int root, int 
         const std::string& d = dirs[n];
         try {
             out.push_back(overlay_dir(root, tmpfs, static_cast<int>(n), d));
-            log::info(cat("ROOTFS is bound: ", quote(d), " gets an overlay of its own for gpubox's entries"));
+            log::info(cat("ROOTFS is bound: ", quote(d),
+                          " gets an overlay of its own for gpubox's entries"));
         } catch (const SysError& e) {
             log::info(cat("ROOTFS is bound, and ", quote(d), " cannot be overlaid: ", e.what()));
         }
@@ -388,7 +403,8 @@ RootLayer open_root_layer(const MountPlan& plan, bool late_ops) {
         }
         return l;
     } catch (...) {
-        std::throw_with_nested(SetupError(cat("root (", to_string(plan.root), "): gpubox's tmpfs")));
+        std::throw_with_nested(
+            SetupError(cat("root (", to_string(plan.root), "): gpubox's tmpfs")));
     }
 }
 
@@ -420,8 +436,10 @@ NewRoot assemble_root(const MountPlan& plan, int rootfs, RootDraft draft, const 
         } else {
             const bool writable = plan.root.mode == RootMode::writable;
             if (!writable)
-                log::info(cat("ROOTFS ", quote(plan.root.rootfs), " has mounts below it: bound read-only and "
-                              "recursively instead of an overlay (writes only in gpubox's tmpfs mounts)"));
+                log::info(cat(
+                    "ROOTFS ", quote(plan.root.rootfs),
+                    " has mounts below it: bound read-only and "
+                    "recursively instead of an overlay (writes only in gpubox's tmpfs mounts)"));
             root = {bind_root(plan, rootfs, !writable), false, {}};
         }
         root.tmpfs = std::move(draft.layer.tmpfs);
@@ -433,7 +451,8 @@ NewRoot assemble_root(const MountPlan& plan, int rootfs, RootDraft draft, const 
     }
 }
 
-std::vector<bool> prepare_late_entries(const MountPlan& full, std::size_t at, std::size_t n, int rootfs, int dir) {
+std::vector<bool> prepare_late_entries(const MountPlan& full, std::size_t at, std::size_t n,
+                                       int rootfs, int dir) {
     // The plan's modes are exact: the monitor's umask (the user's) must not trim them, as the
     // child's umask(0) does not. The monitor is single-threaded; its umask is back on return.
     struct Umask {
@@ -445,14 +464,17 @@ std::vector<bool> prepare_late_entries(const MountPlan& full, std::size_t at, st
     prepare_entries(entries, full, at, at + n, prepared);
     entries.seal();
     for (std::size_t i = at; i < at + n; ++i)
-        if (const auto* t = std::get_if<Tmpfs>(&full.ops[i]); t && t->place == Place::kernel && t->read_only) {
+        if (const auto* t = std::get_if<Tmpfs>(&full.ops[i]);
+            t && t->place == Place::kernel && t->read_only) {
             try {
                 prepared[i] = prepare_tmpfs_dir(full, i, rootfs, dir, prepared);
             } catch (...) {
-                std::throw_with_nested(SetupError(step_name(full, i) + ": its contents in gpubox's layer"));
+                std::throw_with_nested(
+                    SetupError(step_name(full, i) + ": its contents in gpubox's layer"));
             }
         }
-    return {prepared.begin() + static_cast<std::ptrdiff_t>(at), prepared.begin() + static_cast<std::ptrdiff_t>(at + n)};
+    return {prepared.begin() + static_cast<std::ptrdiff_t>(at),
+            prepared.begin() + static_cast<std::ptrdiff_t>(at + n)};
 }
 
 }  // namespace gpubox::rootfs

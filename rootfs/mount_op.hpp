@@ -40,8 +40,13 @@ struct BindDev {  // the only op without MS_NODEV; source must be a char device
     std::optional<dev_t> rdev;  // expected device number, checked before and after mounting
     Place place = Place::gpubox;
 };
-struct Proc { std::string target = "/proc"; };
-struct Sysfs { std::string target = "/sys"; bool fresh = true; };  // !fresh: ro rbind of host /sys
+struct Proc {
+    std::string target = "/proc";
+};
+struct Sysfs {
+    std::string target = "/sys";
+    bool fresh = true;
+};  // !fresh: ro rbind of host /sys
 // Writable: a directory of gpubox's one tmpfs (RootSpec::tmpfs_size caps all of them together),
 // bound here. Read-only: a small tmpfs of its own, filled while detached, then sealed (/dev,
 // /proc/driver): the workload cannot write to it at all.
@@ -52,14 +57,20 @@ struct Tmpfs {
     bool read_only = false;
     Place place = Place::image;
 };
-struct Devpts { std::string target = "/dev/pts"; };
+struct Devpts {
+    std::string target = "/dev/pts";
+};
 struct Symlink {
     std::string link_text, path;
     Place place = Place::gpubox;
 };
-struct MaskPath { std::string target; };   // /dev/null over a file, empty ro tmpfs over a dir
-struct RemountRo { std::string target; };  // bind onto itself, read-only, recursively
-struct WriteFile {                         // a generated file inside a gpubox tmpfs
+struct MaskPath {
+    std::string target;
+};  // /dev/null over a file, empty ro tmpfs over a dir
+struct RemountRo {
+    std::string target;
+};                  // bind onto itself, read-only, recursively
+struct WriteFile {  // a generated file inside a gpubox tmpfs
     std::string target, content;
     mode_t mode = 0444;
     Place place = Place::gpubox;

@@ -35,7 +35,8 @@ std::vector<std::string> split_path(const std::string& p) {
 
 bool is_within(const std::string& path, const std::string& dir) {
     if (dir == "/") return true;
-    return path == dir || (starts_with(path, dir) && path.size() > dir.size() && path[dir.size()] == '/');
+    return path == dir ||
+           (starts_with(path, dir) && path.size() > dir.size() && path[dir.size()] == '/');
 }
 
 bool is_plain_name(const std::string& name) {

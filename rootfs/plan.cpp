@@ -14,9 +14,9 @@ namespace {
 
 // /proc entries that leak host state or accept writes that matter; masked as in the OCI default
 // profile. Files get /dev/null bound over them, directories an empty read-only tmpfs.
-const char* const kProcMasks[] = {"/proc/kcore",       "/proc/keys",       "/proc/timer_list",
+const char* const kProcMasks[] = {"/proc/kcore",       "/proc/keys",          "/proc/timer_list",
                                   "/proc/sched_debug", "/proc/sysrq-trigger", "/proc/latency_stats",
-                                  "/proc/acpi",        "/proc/scsi",       "/proc/asound",
+                                  "/proc/acpi",        "/proc/scsi",          "/proc/asound",
                                   "/proc/firmware"};
 const char* const kProcReadOnly[] = {"/proc/sys", "/proc/bus", "/proc/fs", "/proc/irq"};
 const char* const kDevNodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
@@ -45,14 +45,16 @@ void add_base_ops(const PlanInputs& in, std::vector<MountOp>& ops) {
     ops.push_back(Symlink{.link_text = "/proc/self/fd/0", .path = "/dev/stdin"});
     ops.push_back(Symlink{.link_text = "/proc/self/fd/1", .path = "/dev/stdout"});
     ops.push_back(Symlink{.link_text = "/proc/self/fd/2", .path = "/dev/stderr"});
-    ops.push_back(Tmpfs{.target = "/dev/shm", .mode = 01777, .noexec = true, .place = Place::gpubox});
+    ops.push_back(
+        Tmpfs{.target = "/dev/shm", .mode = 01777, .noexec = true, .place = Place::gpubox});
     ops.push_back(Tmpfs{.target = "/tmp", .mode = 01777});
     ops.push_back(Tmpfs{.target = "/run"});
 }
 
 // Which filesystem a target falls in, given the ops before it (`before`, then `then`): the
 // innermost earlier mount wins.
-Place place_for(const std::string& target, std::span<const MountOp> before, std::span<const MountOp> then = {}) {
+Place place_for(const std::string& target, std::span<const MountOp> before,
+                std::span<const MountOp> then = {}) {
     Place place = Place::image;
     std::size_t best = 0;
     for (std::span<const MountOp> ops : {before, then})
@@ -83,8 +85,7 @@ void add_user_mounts(const PlanInputs& in, std::vector<MountOp>& ops) {
             throw PlanError(cat("cannot mount over / (", quote(m.source), ")"),
                             "pass the directory as ROOTFS instead");
         MountOp op;
-        if (m.type == UserMount::Type::tmpfs)
-            op = Tmpfs{.target = m.target};
+        if (m.type == UserMount::Type::tmpfs) op = Tmpfs{.target = m.target};
         else
             op = Bind{.source = m.source,
                       .target = m.target,

@@ -16,8 +16,8 @@ struct PlanInputs {
     RootSpec root;
     bool new_pid_ns = true;
     bool new_net_ns = true;
-    std::vector<MountOp> device_ops;        // from the GPU planner, applied after the base set
-    std::vector<UserMount> user_mounts;     // applied last, so users can override
+    std::vector<MountOp> device_ops;     // from the GPU planner, applied after the base set
+    std::vector<UserMount> user_mounts;  // applied last, so users can override
 };
 
 // Pure: the ordered, validated plan. Throws PlanError for impossible requests.

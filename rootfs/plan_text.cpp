@@ -50,7 +50,9 @@ std::string render(const RemountRo& r) { return cat("remount-ro ", r.target); }
 std::string render(const WriteFile& w) {
     return cat("file ", w.target, " (", w.content.size(), " bytes, mode=", mode_text(w.mode), ")");
 }
-std::string render(const MakeDir& d) { return cat("mkdir ", d.target, " (mode=", mode_text(d.mode), ")"); }
+std::string render(const MakeDir& d) {
+    return cat("mkdir ", d.target, " (mode=", mode_text(d.mode), ")");
+}
 
 }  // namespace
 
@@ -61,7 +63,8 @@ std::string to_string(const MountOp& op) {
 std::string to_string(const RootSpec& root) {
     switch (root.mode) {
         case RootMode::overlay:
-            return cat("root overlay lower=", root.rootfs, " upper=gpubox's tmpfs (ROOTFS read-only, writes discarded)");
+            return cat("root overlay lower=", root.rootfs,
+                       " upper=gpubox's tmpfs (ROOTFS read-only, writes discarded)");
         case RootMode::read_only:
             return cat("root read-only overlay lower=", root.rootfs, " (no writes outside tmpfs)");
         case RootMode::writable:
@@ -71,8 +74,9 @@ std::string to_string(const RootSpec& root) {
 }
 
 std::string tmpfs_text(const RootSpec& root) {
-    return cat("gpubox's tmpfs: size=", size_text(root.tmpfs_size), " (one budget: ",
-               root.mode == RootMode::overlay ? "the root's layer, " : "", "/tmp, /run, /dev/shm, --tmpfs)");
+    return cat("gpubox's tmpfs: size=", size_text(root.tmpfs_size),
+               " (one budget: ", root.mode == RootMode::overlay ? "the root's layer, " : "",
+               "/tmp, /run, /dev/shm, --tmpfs)");
 }
 
 }  // namespace gpubox::rootfs

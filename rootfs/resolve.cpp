@@ -125,8 +125,7 @@ private:
     Resolved finish() {
         if (mode_ == ResolveMode::canonical)
             out_.fd = missing() ? -ENOENT : stack_.back().release();
-        else
-            out_.fd = sys::try_open_at(cur(), ".", flags_ & ~O_CREAT);
+        else out_.fd = sys::try_open_at(cur(), ".", flags_ & ~O_CREAT);
         return std::move(out_);
     }
 
@@ -152,9 +151,9 @@ int walk_in_root(int root, const std::string& path, int flags) {
 }
 
 int try_open_in_root(int root, const std::string& path, int flags) {
-    int fd = sys::try_openat2(root, relative(path), static_cast<std::uint64_t>(flags),
-                              RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
-                              (flags & O_CREAT) ? 0644 : 0);
+    int fd =
+        sys::try_openat2(root, relative(path), static_cast<std::uint64_t>(flags),
+                         RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS, (flags & O_CREAT) ? 0644 : 0);
     // Refused (an old kernel, an outer seccomp filter), or still racing mounts after the
     // retries: the walk has the same semantics, one component at a time.
     if (fd == -ENOSYS || fd == -EPERM || fd == -EINVAL || fd == -EAGAIN)
@@ -163,9 +162,9 @@ int try_open_in_root(int root, const std::string& path, int flags) {
 }
 
 int try_open_beneath(int dir, const std::string& rel, int flags, std::uint64_t resolve) {
-    return sys::try_openat2(dir, rel, static_cast<std::uint64_t>(flags),
-                            RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
-                                resolve);
+    return sys::try_openat2(
+        dir, rel, static_cast<std::uint64_t>(flags),
+        RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | resolve);
 }
 
 std::optional<MappedFile> map_regular_in_root(int root, const std::string& path,

@@ -13,27 +13,40 @@ namespace {
 // Each op's fields, in one list per op type that both directions walk (O may be const, for
 // encoding). One overload per type, no fallback: an op type without one is a compile error
 // (kEveryOpHasFields below), never an op whose fields are silently dropped.
-template <typename O, typename F> requires std::is_same_v<std::remove_const_t<O>, Bind>
-void fields(O& o, F&& f) { f(o.source), f(o.target), f(o.read_only), f(o.need), f(o.place), f(o.kind); }
-template <typename O, typename F> requires std::is_same_v<std::remove_const_t<O>, BindDev>
+template <typename O, typename F>
+requires std::is_same_v<std::remove_const_t<O>, Bind>
+void fields(O& o, F&& f) {
+    f(o.source), f(o.target), f(o.read_only), f(o.need), f(o.place), f(o.kind);
+}
+template <typename O, typename F>
+requires std::is_same_v<std::remove_const_t<O>, BindDev>
 void fields(O& o, F&& f) { f(o.source), f(o.target), f(o.need), f(o.rdev), f(o.place); }
-template <typename O, typename F> requires std::is_same_v<std::remove_const_t<O>, Proc>
+template <typename O, typename F>
+requires std::is_same_v<std::remove_const_t<O>, Proc>
 void fields(O& o, F&& f) { f(o.target); }
-template <typename O, typename F> requires std::is_same_v<std::remove_const_t<O>, Sysfs>
+template <typename O, typename F>
+requires std::is_same_v<std::remove_const_t<O>, Sysfs>
 void fields(O& o, F&& f) { f(o.target), f(o.fresh); }
-template <typename O, typename F> requires std::is_same_v<std::remove_const_t<O>, Tmpfs>
+template <typename O, typename F>
+requires std::is_same_v<std::remove_const_t<O>, Tmpfs>
 void fields(O& o, F&& f) { f(o.target), f(o.mode), f(o.noexec), f(o.read_only), f(o.place); }
-template <typename O, typename F> requires std::is_same_v<std::remove_const_t<O>, Devpts>
+template <typename O, typename F>
+requires std::is_same_v<std::remove_const_t<O>, Devpts>
 void fields(O& o, F&& f) { f(o.target); }
-template <typename O, typename F> requires std::is_same_v<std::remove_const_t<O>, Symlink>
+template <typename O, typename F>
+requires std::is_same_v<std::remove_const_t<O>, Symlink>
 void fields(O& o, F&& f) { f(o.link_text), f(o.path), f(o.place); }
-template <typename O, typename F> requires std::is_same_v<std::remove_const_t<O>, MaskPath>
+template <typename O, typename F>
+requires std::is_same_v<std::remove_const_t<O>, MaskPath>
 void fields(O& o, F&& f) { f(o.target); }
-template <typename O, typename F> requires std::is_same_v<std::remove_const_t<O>, RemountRo>
+template <typename O, typename F>
+requires std::is_same_v<std::remove_const_t<O>, RemountRo>
 void fields(O& o, F&& f) { f(o.target); }
-template <typename O, typename F> requires std::is_same_v<std::remove_const_t<O>, WriteFile>
+template <typename O, typename F>
+requires std::is_same_v<std::remove_const_t<O>, WriteFile>
 void fields(O& o, F&& f) { f(o.target), f(o.content), f(o.mode), f(o.place); }
-template <typename O, typename F> requires std::is_same_v<std::remove_const_t<O>, MakeDir>
+template <typename O, typename F>
+requires std::is_same_v<std::remove_const_t<O>, MakeDir>
 void fields(O& o, F&& f) { f(o.target), f(o.mode), f(o.place); }
 
 struct AnyField {
@@ -41,17 +54,24 @@ struct AnyField {
     void operator()(T&) const {}
 };
 template <typename T>
-concept HasFields = requires(T& op) { fields(op, AnyField{}); };
+concept HasFields = requires(T& op) {
+    fields(op, AnyField{});
+};
 template <typename V>
 struct EveryOpHasFields;
 template <typename... Ops>
 struct EveryOpHasFields<std::variant<Ops...>> : std::bool_constant<(HasFields<Ops> && ...)> {};
-static_assert(EveryOpHasFields<MountOp>::value, "a MountOp type has no fields() list in rootfs/wire.cpp");
+static_assert(EveryOpHasFields<MountOp>::value,
+              "a MountOp type has no fields() list in rootfs/wire.cpp");
 
-template <typename E> constexpr std::uint64_t kLast = 0;
-template <> constexpr std::uint64_t kLast<Need> = static_cast<std::uint64_t>(Need::optional);
-template <> constexpr std::uint64_t kLast<Place> = static_cast<std::uint64_t>(Place::kernel);
-template <> constexpr std::uint64_t kLast<SourceKind> = static_cast<std::uint64_t>(SourceKind::file);
+template <typename E>
+constexpr std::uint64_t kLast = 0;
+template <>
+constexpr std::uint64_t kLast<Need> = static_cast<std::uint64_t>(Need::optional);
+template <>
+constexpr std::uint64_t kLast<Place> = static_cast<std::uint64_t>(Place::kernel);
+template <>
+constexpr std::uint64_t kLast<SourceKind> = static_cast<std::uint64_t>(SourceKind::file);
 
 struct Writer {
     std::string out;

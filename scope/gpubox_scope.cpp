@@ -31,10 +31,12 @@ constexpr std::uint64_t kTimeoutUsec = 5'000'000;  // per D-Bus call, and for th
 }
 
 // sd-bus answers -errno; a D-Bus error reply also has a name and a message.
-void check(int r, const std::string& step, const std::string& call, const sd_bus_error* reply = nullptr) {
+void check(int r, const std::string& step, const std::string& call,
+           const sd_bus_error* reply = nullptr) {
     if (r >= 0) return;
     if (reply && reply->name)
-        die(step + ": " + call + ": " + reply->name + (reply->message ? std::string(": ") + reply->message : ""));
+        die(step + ": " + call + ": " + reply->name +
+            (reply->message ? std::string(": ") + reply->message : ""));
     die(step + ": " + call + ": " + std::strerror(-r));
 }
 
@@ -43,7 +45,8 @@ std::string quote(const std::string& s) { return "\"" + s + "\""; }
 std::uint64_t now_usec() {
     timespec ts{};
     ::clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000 + static_cast<std::uint64_t>(ts.tv_nsec) / 1000;
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000 +
+           static_cast<std::uint64_t>(ts.tv_nsec) / 1000;
 }
 
 struct JobWait {
@@ -65,7 +68,8 @@ sd_bus* connect(const std::string& kind, const std::string& address) {
     const std::string step = "connect to the " + kind + " bus";
     sd_bus* bus = nullptr;
     check(sd_bus_new(&bus), step, "sd_bus_new");
-    check(sd_bus_set_address(bus, address.c_str()), step, "sd_bus_set_address(" + quote(address) + ")");
+    check(sd_bus_set_address(bus, address.c_str()), step,
+          "sd_bus_set_address(" + quote(address) + ")");
     check(sd_bus_set_bus_client(bus, 1), step, "sd_bus_set_bus_client");
     check(sd_bus_start(bus), step, "sd_bus_start(" + quote(address) + ")");
     return bus;
@@ -73,9 +77,11 @@ sd_bus* connect(const std::string& kind, const std::string& address) {
 
 std::string start_unit(sd_bus* bus, const std::string& unit, std::uint32_t pid) {
     const std::string step = "start the scope";
-    const std::string call = "org.freedesktop.systemd1.Manager.StartTransientUnit(" + quote(unit) + ")";
+    const std::string call =
+        "org.freedesktop.systemd1.Manager.StartTransientUnit(" + quote(unit) + ")";
     sd_bus_message* m = nullptr;
-    check(sd_bus_message_new_method_call(bus, &m, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+    check(sd_bus_message_new_method_call(bus, &m, "org.freedesktop.systemd1",
+                                         "/org/freedesktop/systemd1",
                                          "org.freedesktop.systemd1.Manager", "StartTransientUnit"),
           step, call);
     const std::string description = "gpubox sandbox (monitor pid " + std::to_string(pid) + ")";
@@ -107,11 +113,12 @@ void wait_for_job(sd_bus* bus, JobWait& w) {
         if (r > 0) continue;
         const std::uint64_t now = now_usec();
         if (now >= deadline)
-            die(step + ": no org.freedesktop.systemd1.Manager.JobRemoved for " + quote(w.job) + " within " +
-                std::to_string(kTimeoutUsec / 1'000'000) + " s");
+            die(step + ": no org.freedesktop.systemd1.Manager.JobRemoved for " + quote(w.job) +
+                " within " + std::to_string(kTimeoutUsec / 1'000'000) + " s");
         check(sd_bus_wait(bus, deadline - now), step, "sd_bus_wait");
     }
-    if (w.result != "done") die(step + ": job " + quote(w.job) + " ended with result " + quote(w.result));
+    if (w.result != "done")
+        die(step + ": job " + quote(w.job) + " ended with result " + quote(w.result));
 }
 
 }  // namespace
@@ -123,14 +130,16 @@ int main(int argc, char** argv) {
     char* end = nullptr;
     errno = 0;
     const unsigned long pid = std::strtoul(argv[4], &end, 10);
-    if (errno || *end || pid == 0 || pid > 0x3fffffff) die("gpubox-scope: bad PID " + quote(argv[4]), 2);
+    if (errno || *end || pid == 0 || pid > 0x3fffffff)
+        die("gpubox-scope: bad PID " + quote(argv[4]), 2);
 
     sd_bus* bus = connect(kind, address);
     JobWait w;
     sd_bus_slot* slot = nullptr;
     check(sd_bus_match_signal(bus, &slot, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
                               "org.freedesktop.systemd1.Manager", "JobRemoved", on_job_removed, &w),
-          "subscribe to JobRemoved", "sd_bus_match_signal(org.freedesktop.systemd1.Manager.JobRemoved)");
+          "subscribe to JobRemoved",
+          "sd_bus_match_signal(org.freedesktop.systemd1.Manager.JobRemoved)");
     w.job = start_unit(bus, unit, static_cast<std::uint32_t>(pid));
     wait_for_job(bus, w);
     sd_bus_slot_unref(slot);

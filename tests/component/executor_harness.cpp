@@ -85,7 +85,8 @@ Tree::Tree() {
 
 Tree::~Tree() {
     std::error_code ec;
-    for (auto it = fs::recursive_directory_iterator(top_, ec); it != fs::recursive_directory_iterator(); ++it)
+    for (auto it = fs::recursive_directory_iterator(top_, ec);
+         it != fs::recursive_directory_iterator(); ++it)
         if (it->is_directory(ec) && !it->is_symlink(ec)) ::chmod(it->path().c_str(), 0700);
     fs::remove_all(top_, ec);
 }
@@ -116,13 +117,15 @@ Outcome apply_in_userns(const rootfs::MountPlan& plan, bool no_openat2) {
         } catch (...) {
             text = "harness: " + describe(std::current_exception()) + '\0';
         }
-        const bool sent = ::write(fds[1], text.data(), text.size()) == static_cast<ssize_t>(text.size());
+        const bool sent =
+            ::write(fds[1], text.data(), text.size()) == static_cast<ssize_t>(text.size());
         ::_exit(sent ? 0 : 1);
     }
     ::close(fds[1]);
     std::string text;
     char buf[4096];
-    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<std::size_t>(n));
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;)
+        text.append(buf, static_cast<std::size_t>(n));
     ::close(fds[0]);
     int status = 0;
     ::waitpid(pid, &status, 0);
@@ -131,11 +134,13 @@ Outcome apply_in_userns(const rootfs::MountPlan& plan, bool no_openat2) {
     o.error = text.substr(0, nul);
     std::istringstream mounts(nul == std::string::npos ? "" : text.substr(nul + 1));
     for (std::string line; std::getline(mounts, line);) o.new_mounts.push_back(line);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) o.error = "harness: the child died: " + o.error;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        o.error = "harness: the child died: " + o.error;
     return o;
 }
 
-rootfs::MountPlan plan_over(const std::string& rootfs, std::vector<rootfs::MountOp> ops, rootfs::RootMode mode) {
+rootfs::MountPlan plan_over(const std::string& rootfs, std::vector<rootfs::MountOp> ops,
+                            rootfs::RootMode mode) {
     rootfs::MountPlan plan;
     plan.root = {rootfs, mode, 16 << 20};
     plan.ops = std::move(ops);

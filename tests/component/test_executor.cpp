@@ -30,7 +30,8 @@ Bind bind_src(const Tree& t, const std::string& target) {
 
 // Every mount the executor added lies under ROOTFS; the temp tree (ROOTFS, the victim, the
 // source) is as it was before.
-void require_contained(const Tree& t, const Outcome& o, const std::map<std::string, std::string>& before) {
+void require_contained(const Tree& t, const Outcome& o,
+                       const std::map<std::string, std::string>& before) {
     for (const std::string& m : o.new_mounts) {
         INFO("new mount point " << m);
         CHECK(m.rfind(t.path("root"), 0) == 0);
@@ -47,7 +48,8 @@ void require_error(const Outcome& o, const std::string& target, const std::strin
     CHECK(o.error.substr(o.error.size() - errno_text.size()) == errno_text);
 }
 
-Outcome apply_bind(const Tree& t, const std::string& target, rootfs::RootMode mode, bool no_openat2) {
+Outcome apply_bind(const Tree& t, const std::string& target, rootfs::RootMode mode,
+                   bool no_openat2) {
     return apply_in_userns(plan_over(t.path("root"), {bind_src(t, target)}, mode), no_openat2);
 }
 
@@ -66,8 +68,8 @@ TEST_CASE("a mount point behind a link out of the root is made inside the root")
     INFO((walk ? "openat2 refused (ENOSYS): the resolver's own walk" : "with openat2"));
     Tree t;
     populate(t);
-    ::symlink(t.path("victim").c_str(), t.path("root/opt").c_str());   // absolute, to a host path
-    ::symlink("../../../../victim", t.path("root/srv").c_str());       // relative, climbing out
+    ::symlink(t.path("victim").c_str(), t.path("root/opt").c_str());  // absolute, to a host path
+    ::symlink("../../../../victim", t.path("root/srv").c_str());      // relative, climbing out
     const auto before = snapshot(t.top());
     Outcome abs = apply_bind(t, "/opt/x", kOverlay, walk);
     CHECK(abs.error == "");
@@ -79,7 +81,9 @@ TEST_CASE("a mount point behind a link out of the root is made inside the root")
     require_contained(t, rel, before);
     for (const char* target : {"/opt/x", "/srv/y"}) {
         Outcome w = apply_bind(t, target, kWritable, walk);
-        require_error(w, target, "(its directory is not on a filesystem gpubox mounted): Operation not permitted");
+        require_error(
+            w, target,
+            "(its directory is not on a filesystem gpubox mounted): Operation not permitted");
         require_contained(t, w, before);
     }
 }
@@ -131,7 +135,8 @@ TEST_CASE("a read-only directory of the image takes its mount point in the layer
     CHECK(mounted_at(o, t.path("root/ro/x")));
     require_contained(t, o, before);
     Outcome w = apply_bind(t, "/ro/x", kWritable, walk);
-    require_error(w, "/ro/x", "(its directory is not on a filesystem gpubox mounted): Operation not permitted");
+    require_error(w, "/ro/x",
+                  "(its directory is not on a filesystem gpubox mounted): Operation not permitted");
     require_contained(t, w, before);
 }
 
@@ -143,7 +148,8 @@ TEST_CASE("a symlink chain past the hop limit fails with ELOOP") {
     populate(t);
     REQUIRE(::mkdir(t.path("root/deep").c_str(), 0755) == 0);
     for (int i = 0; i < 45; ++i)  // l0 -> l1 -> ... -> l45 -> deep: 46 links
-        ::symlink(("l" + std::to_string(i + 1)).c_str(), t.path("root/l" + std::to_string(i)).c_str());
+        ::symlink(("l" + std::to_string(i + 1)).c_str(),
+                  t.path("root/l" + std::to_string(i)).c_str());
     ::symlink("deep", t.path("root/l45").c_str());
     const auto before = snapshot(t.top());
     Outcome near = apply_bind(t, "/l40/x", kOverlay, walk);  // 6 links: followed, inside the root

@@ -22,7 +22,8 @@ int main(int argc, char** argv) {
     }
     if (!strcmp(m, "exit3")) return 3;
     if (!strcmp(m, "segv")) return *(volatile int*)0;
-    if (!strcmp(m, "cpu")) for (volatile unsigned long i = 0;; ++i) {}
+    if (!strcmp(m, "cpu"))
+        for (volatile unsigned long i = 0;; ++i) {}
     if (!strcmp(m, "sleep")) return sleep(30), 0;
     if (!strcmp(m, "alloc")) {  // 512 MiB, 8 MiB at a time, every page touched
         for (int i = 0; i < 64; ++i) {

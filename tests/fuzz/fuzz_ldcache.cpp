@@ -17,8 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::vector<LdCacheEntry> found;
     try {
         found = find_ldcache(bytes, prefixes);
-    } catch (const LdCacheError&) {
-    }
+    } catch (const LdCacheError&) {}
     try {
         auto entries = parse_ldcache(bytes);
         for (const LdCacheEntry& e : found)
@@ -28,7 +27,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             if (!(e.hwcap & kLdHwcapExtension)) plain.push_back(e);
         auto again = parse_ldcache(render_ldcache(plain));
         if (again.size() != plain.size()) __builtin_trap();
-    } catch (const LdCacheError&) {
-    }
+    } catch (const LdCacheError&) {}
     return 0;
 }

@@ -17,6 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     (void)parse_fatbin(bytes);
     std::string problem;
     (void)parse_compat_note(bytes, problem);
-    (void)evaluate_requirement(std::string(bytes.substr(0, 256)), {"12.4", "550.54.14", "8.0", "tesla", true});
+    (void)evaluate_requirement(std::string(bytes.substr(0, 256)),
+                               {"12.4", "550.54.14", "8.0", "tesla", true});
     return 0;
 }

@@ -19,7 +19,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     try {
         auto info = parse_gpu_information(text, "fuzz");
         if (info.device_minor < 0 || info.device_minor > 254) __builtin_trap();
-    } catch (const gpubox::PlanError&) {
-    }
+    } catch (const gpubox::PlanError&) {}
     return 0;
 }

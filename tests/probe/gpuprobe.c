@@ -29,7 +29,8 @@ int main(int argc, char** argv) {
         count(&n);
         Dl_info info;
         dladdr((void*)get_version, &info);
-        printf("cuda_driver_version=%d\ncuInit=%d\ndevices=%d\nlibcuda_path=%s\n", v, ir, n, info.dli_fname);
+        printf("cuda_driver_version=%d\ncuInit=%d\ndevices=%d\nlibcuda_path=%s\n", v, ir, n,
+               info.dli_fname);
         if (ir != 0) rc = 1;
     }
     void* dev = dlopen("libcuda.so", RTLD_NOW);
@@ -41,7 +42,8 @@ int main(int argc, char** argv) {
     } else {
         char buf[96] = "";
         int (*init)(void) = (int (*)(void))dlsym(nvml, "nvmlInit_v2");
-        int (*drv)(char*, unsigned) = (int (*)(char*, unsigned))dlsym(nvml, "nvmlSystemGetDriverVersion");
+        int (*drv)(char*, unsigned) =
+            (int (*)(char*, unsigned))dlsym(nvml, "nvmlSystemGetDriverVersion");
         const int ir = init ? init() : -1;
         if (ir != 0) printf("nvmlInit=%d\n", ir);
         else drv(buf, sizeof buf);

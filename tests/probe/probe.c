@@ -37,8 +37,8 @@ static int status(void) {
     FILE* f = fopen("/proc/self/status", "r");
     char line[256];
     while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "Cap", 3) || !strncmp(line, "NoNewPrivs", 10) || !strncmp(line, "Seccomp:", 8) ||
-            !strncmp(line, "Uid:", 4) || !strncmp(line, "Gid:", 4))
+        if (!strncmp(line, "Cap", 3) || !strncmp(line, "NoNewPrivs", 10) ||
+            !strncmp(line, "Seccomp:", 8) || !strncmp(line, "Uid:", 4) || !strncmp(line, "Gid:", 4))
             fputs(line, stdout);
     return 0;
 }
@@ -95,8 +95,11 @@ static int list_dir(const char* path, int numeric_only) {
 static int stat_path(const char* p) {
     struct stat st;
     if (lstat(p, &st) < 0) return printf("%s=%s\n", p, strerrorname_np(errno)), 0;
-    const char* t = S_ISCHR(st.st_mode) ? "chr" : S_ISDIR(st.st_mode) ? "dir" : S_ISLNK(st.st_mode) ? "lnk"
-                  : S_ISREG(st.st_mode) ? "reg" : "other";
+    const char* t = S_ISCHR(st.st_mode)   ? "chr"
+                    : S_ISDIR(st.st_mode) ? "dir"
+                    : S_ISLNK(st.st_mode) ? "lnk"
+                    : S_ISREG(st.st_mode) ? "reg"
+                                          : "other";
     printf("%s=%s %u:%u\n", p, t, major(st.st_rdev), minor(st.st_rdev));
     return 0;
 }
@@ -151,14 +154,16 @@ static int hog(const char* kind, long mib, long rate, long hold) {
     if (!strcmp(kind, "malloc1") && !(region = malloc((size_t)mib * M)))
         return printf("hog=0 malloc=ENOMEM\n"), 3;
     if ((!strcmp(kind, "shared") || !strcmp(kind, "shared2")) &&
-        (region = mmap(NULL, (size_t)mib * M, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0)) == MAP_FAILED)
+        (region = mmap(NULL, (size_t)mib * M, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                       -1, 0)) == MAP_FAILED)
         return printf("hog=0 mmap=%s\n", strerrorname_np(errno)), 3;
     if (!strcmp(kind, "memfd") && (fd = memfd_create("hog", 0)) < 0)
         return printf("hog=0 memfd_create=%s\n", strerrorname_np(errno)), 3;
     if (!strcmp(kind, "sysv")) {
         if ((shmid = shmget(IPC_PRIVATE, (size_t)mib * M, IPC_CREAT | 0600)) < 0)
             return printf("hog=0 shmget=%s\n", strerrorname_np(errno)), 3;
-        if ((region = shmat(shmid, NULL, 0)) == (void*)-1) return printf("hog=0 shmat=%s\n", strerrorname_np(errno)), 3;
+        if ((region = shmat(shmid, NULL, 0)) == (void*)-1)
+            return printf("hog=0 shmat=%s\n", strerrorname_np(errno)), 3;
     }
     if (!strncmp(kind, "file:", 5) && (fd = open(kind + 5, O_WRONLY | O_CREAT | O_TRUNC, 0600)) < 0)
         return printf("hog=0 open=%s\n", strerrorname_np(errno)), 3;
@@ -167,14 +172,14 @@ static int hog(const char* kind, long mib, long rate, long hold) {
     const double t0 = now();
     for (long i = 0; i < mib; ++i) {
         if (rate > 0)
-            while (now() - t0 < (double)i / (double)rate) {
-            }
+            while (now() - t0 < (double)i / (double)rate) {}
         if (!strcmp(kind, "anon")) {
             char* p = malloc(M);
             if (!p) return printf("hog=%ld malloc=ENOMEM\n", i), 3;
             memset(p, 1, M);
         } else if (fd >= 0) {
-            if (write(fd, chunk, M) != (ssize_t)M) return printf("hog=%ld write=%s\n", i, strerrorname_np(errno)), 3;
+            if (write(fd, chunk, M) != (ssize_t)M)
+                return printf("hog=%ld write=%s\n", i, strerrorname_np(errno)), 3;
         } else {
             memset(region + (size_t)i * M, 1, M);
         }
@@ -194,8 +199,7 @@ static int hog(const char* kind, long mib, long rate, long hold) {
 
 static void spin_for(double seconds) {
     const double t0 = cpu_now();
-    while (cpu_now() - t0 < seconds) {
-    }
+    while (cpu_now() - t0 < seconds) {}
 }
 
 static void* spin_thread(void* arg) {
@@ -239,7 +243,10 @@ static int forkbomb(void) {
     int ok = 0;
     for (int i = 0; i < 100000; ++i) {
         pid_t p = fork();
-        if (p == 0) { sleep(60); _exit(0); }
+        if (p == 0) {
+            sleep(60);
+            _exit(0);
+        }
         if (p < 0) break;
         ++ok;
     }
@@ -287,7 +294,11 @@ static int shm(const char* mode, int key, int seconds) {
 
 int main(int argc, char** argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    if (argc < 2) return fprintf(stderr, "usage: probe status|syscalls|tiocsti|fds|pids|ls D|stat P..|read P..|write P..\n"), 2;
+    if (argc < 2)
+        return fprintf(stderr,
+                       "usage: probe status|syscalls|tiocsti|fds|pids|ls D|stat P..|read P..|write "
+                       "P..\n"),
+               2;
     const char* cmd = argv[1];
     if (!strcmp(cmd, "status")) return status();
     if (!strcmp(cmd, "syscalls")) return syscalls();
@@ -297,14 +308,19 @@ int main(int argc, char** argv) {
     if (!strcmp(cmd, "ls") && argc > 2) return list_dir(argv[2], 0);
     if (!strcmp(cmd, "membomb")) return membomb();
     if (!strcmp(cmd, "forkbomb")) return forkbomb();
-    if (!strcmp(cmd, "hog") && argc > 5) return hog(argv[2], atol(argv[3]), atol(argv[4]), atol(argv[5]));
+    if (!strcmp(cmd, "hog") && argc > 5)
+        return hog(argv[2], atol(argv[3]), atol(argv[4]), atol(argv[5]));
     if (!strcmp(cmd, "spin") && argc > 3) return spin(atoi(argv[2]), atof(argv[3]));
-    if (!strcmp(cmd, "reaped-chain") && argc > 3) return reaped_chain(atoi(argv[2]), atoi(argv[3]), argc > 4 ? argv[4] : "ign");
+    if (!strcmp(cmd, "reaped-chain") && argc > 3)
+        return reaped_chain(atoi(argv[2]), atoi(argv[3]), argc > 4 ? argv[4] : "ign");
     if (!strcmp(cmd, "connect") && argc > 3) return connect_tcp(argv[2], atoi(argv[3]));
-    if (!strcmp(cmd, "abstract") && argc > 3) return abstract(argv[2], argv[3], argc > 4 ? atoi(argv[4]) : 0);
-    if (!strcmp(cmd, "shm") && argc > 3) return shm(argv[2], atoi(argv[3]), argc > 4 ? atoi(argv[4]) : 0);
+    if (!strcmp(cmd, "abstract") && argc > 3)
+        return abstract(argv[2], argv[3], argc > 4 ? atoi(argv[4]) : 0);
+    if (!strcmp(cmd, "shm") && argc > 3)
+        return shm(argv[2], atoi(argv[3]), argc > 4 ? atoi(argv[4]) : 0);
     if (!strcmp(cmd, "kill-all")) return printf("kill_all=%s\n", result(kill(-1, SIGKILL))), 0;
-    if (!strcmp(cmd, "ptrace") && argc > 2) return printf("ptrace=%s\n", result(ptrace(PTRACE_ATTACH, atoi(argv[2]), 0, 0))), 0;
+    if (!strcmp(cmd, "ptrace") && argc > 2)
+        return printf("ptrace=%s\n", result(ptrace(PTRACE_ATTACH, atoi(argv[2]), 0, 0))), 0;
     for (int i = 2; i < argc; ++i) {
         if (!strcmp(cmd, "stat")) stat_path(argv[i]);
         else if (!strcmp(cmd, "read")) read_path(argv[i]);

@@ -18,8 +18,9 @@ TEST_CASE("--cgroup takes auto, off, systemd or an absolute directory") {
     const CgroupRequest p = run("/sys/fs/cgroup/user.slice/box");
     CHECK(p.mode == CgroupMode::path);
     CHECK(p.path == "/sys/fs/cgroup/user.slice/box");
-    REQUIRE_THROWS_WITH(run("relative/dir"), "--cgroup: expected auto, off, systemd or an absolute cgroup "
-                                             "directory, got \"relative/dir\"");
+    REQUIRE_THROWS_WITH(run("relative/dir"),
+                        "--cgroup: expected auto, off, systemd or an absolute cgroup "
+                        "directory, got \"relative/dir\"");
     REQUIRE_THROWS_AS(run(""), UsageError);
     REQUIRE_THROWS_AS(run("PATH"), UsageError);  // the table's name for the path mode is no word
     for (CgroupMode m : {CgroupMode::auto_, CgroupMode::off, CgroupMode::systemd})
@@ -60,9 +61,11 @@ TEST_CASE("the cgroup2 mount point from mountinfo") {
         "29 28 0:26 / /sys/fs/cgroup/unified rw,nosuid shared:10 - cgroup2 cgroup2 rw,nsdelegate\n"
         "30 28 0:27 / /sys/fs/cgroup/memory rw shared:11 - cgroup cgroup rw,memory\n";
     CHECK(parse_cgroup2_mount(hybrid) == "/sys/fs/cgroup/unified");
-    CHECK(parse_cgroup2_mount("35 24 0:30 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:9 - "
-                              "cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot\n") == "/sys/fs/cgroup");
-    CHECK(parse_cgroup2_mount("35 24 0:30 / /mnt/cg\\040two rw - cgroup2 none rw\n") == "/mnt/cg two");
+    CHECK(parse_cgroup2_mount(
+              "35 24 0:30 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:9 - "
+              "cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot\n") == "/sys/fs/cgroup");
+    CHECK(parse_cgroup2_mount("35 24 0:30 / /mnt/cg\\040two rw - cgroup2 none rw\n") ==
+          "/mnt/cg two");
     // An optional field before the separator, and no cgroup2 at all.
     CHECK(parse_cgroup2_mount("40 1 0:5 / /x rw shared:1 master:2 - cgroup2 x rw\n") == "/x");
     CHECK(parse_cgroup2_mount("28 25 0:25 / /sys/fs/cgroup ro - tmpfs tmpfs ro\n") == std::nullopt);
@@ -70,7 +73,8 @@ TEST_CASE("the cgroup2 mount point from mountinfo") {
 }
 
 TEST_CASE("our cgroup v2 path from /proc/self/cgroup") {
-    CHECK(parse_proc_cgroup("0::/user.slice/user-1000.slice/user@1000.service/app.slice/gpubox-7-00c0ffee.scope\n") ==
+    CHECK(parse_proc_cgroup("0::/user.slice/user-1000.slice/user@1000.service/app.slice/"
+                            "gpubox-7-00c0ffee.scope\n") ==
           "/user.slice/user-1000.slice/user@1000.service/app.slice/gpubox-7-00c0ffee.scope");
     CHECK(parse_proc_cgroup("9:name=systemd:/\n4:memory:/x\n0::/\n") == "/");
     CHECK(parse_proc_cgroup("4:memory:/x\n1:cpu:/\n") == std::nullopt);  // cgroup v1 only
@@ -81,7 +85,8 @@ TEST_CASE("scope unit names, and recognising the scope's cgroup") {
     CHECK(scope_unit_name(1234, 0xc0ffee) == "gpubox-1234-00c0ffee.scope");
     CHECK(scope_unit_name(1, 0xffffffffu) == "gpubox-1-ffffffff.scope");
     const std::string unit = "gpubox-7-00c0ffee.scope";
-    CHECK(cgroup_is_unit("/user.slice/user-1000.slice/user@1000.service/app.slice/gpubox-7-00c0ffee.scope", unit));
+    CHECK(cgroup_is_unit(
+        "/user.slice/user-1000.slice/user@1000.service/app.slice/gpubox-7-00c0ffee.scope", unit));
     CHECK_FALSE(cgroup_is_unit("/system.slice/gpubox-vmtest.service", unit));
     CHECK_FALSE(cgroup_is_unit("/a/xgpubox-7-00c0ffee.scope", unit));
     CHECK_FALSE(cgroup_is_unit("gpubox-7-00c0ffee.scope", unit));
@@ -89,46 +94,71 @@ TEST_CASE("scope unit names, and recognising the scope's cgroup") {
 
 TEST_CASE("subtree_control gets only the controllers the scope was given") {
     const std::vector<std::string> want{"cpu", "memory", "pids"};
-    CHECK(plan_subtree_control("cpu memory pids\n", want) == std::vector<std::string>{"+cpu", "+memory", "+pids"});
-    CHECK(plan_subtree_control("memory pids\n", want) == std::vector<std::string>{"+memory", "+pids"});
+    CHECK(plan_subtree_control("cpu memory pids\n", want) ==
+          std::vector<std::string>{"+cpu", "+memory", "+pids"});
+    CHECK(plan_subtree_control("memory pids\n", want) ==
+          std::vector<std::string>{"+memory", "+pids"});
     CHECK(plan_subtree_control("cpuset io memory\n", want) == std::vector<std::string>{"+memory"});
     CHECK(plan_subtree_control("", want).empty());
 }
 
 TEST_CASE("doctor's fix for each reason a route was passed over") {
     using R = CgroupRoute;
-    const std::string no_bus = "systemd scope \"gpubox-1-00000001.scope\": connect to the user bus: no bus socket "
-                               "\"/run/user/1000/bus\" (no systemd user manager for uid 1000)";
+    const std::string no_bus =
+        "systemd scope \"gpubox-1-00000001.scope\": connect to the user bus: no bus socket "
+        "\"/run/user/1000/bus\" (no systemd user manager for uid 1000)";
     CHECK(cgroup_fix(R::systemd_scope, no_bus, 1000) ==
-          "loginctl enable-linger \"$(id -un)\" (or log in), so that user@1000.service runs, and install "
+          "loginctl enable-linger \"$(id -un)\" (or log in), so that user@1000.service runs, and "
+          "install "
           "dbus-user-session for its D-Bus");
-    CHECK(cgroup_fix(R::systemd_scope, "connect to the system bus: no bus socket \"/run/dbus/system_bus_socket\"", 0) ==
-          "start systemd's D-Bus system bus (dbus.service)");
-    CHECK_THAT(cgroup_fix(R::systemd_scope, "dlopen(\"libsystemd.so.0\"): libsystemd.so.0: cannot open", 1000),
+    CHECK(cgroup_fix(R::systemd_scope,
+                     "connect to the system bus: no bus socket \"/run/dbus/system_bus_socket\"",
+                     0) == "start systemd's D-Bus system bus (dbus.service)");
+    CHECK_THAT(cgroup_fix(R::systemd_scope,
+                          "dlopen(\"libsystemd.so.0\"): libsystemd.so.0: cannot open", 1000),
                Catch::StartsWith("install libsystemd0"));
-    CHECK_THAT(cgroup_fix(R::systemd_scope, "\"/opt/gpubox/bin/gpubox-scope\" exited with status 127: /opt/gpubox/bin/"
-                                            "gpubox-scope: error while loading shared libraries: libsystemd.so.0: "
-                                            "cannot open shared object file", 1000),
-               Catch::StartsWith("install libsystemd0"));
-    CHECK_THAT(cgroup_fix(R::systemd_scope, "systemd scope \"x\": find gpubox's sd-bus helper: no helper gpubox-scope "
-                                            "(looked for /a/gpubox-scope and /a/../libexec/gpubox/gpubox-scope)", 1000),
-               Catch::StartsWith("install gpubox-scope"));
-    CHECK_THAT(cgroup_fix(R::systemd_scope, "find gpubox's sd-bus helper: helper \"/a/gpubox-scope\": writable by its "
-                                            "group or by anyone (mode 0777)", 1000),
-               Catch::Contains("chmod go-w"));
-    CHECK_THAT(cgroup_fix(R::systemd_scope, "systemd scope \"x\": controllers not delegated to \"/sys/fs/cgroup/a\": memory", 1000),
-               Catch::Contains("Delegate=cpu cpuset io memory pids"));
-    CHECK_THAT(cgroup_fix(R::own, "own cgroup /sys/fs/cgroup/unified: controllers not delegated (cgroup/unified)", 0),
-               Catch::Contains("systemd.unified_cgroup_hierarchy=1"));
-    CHECK_THAT(cgroup_fix(R::own, "no cgroup v2 hierarchy is mounted", 1000), Catch::Contains("cgroup v2"));
-    CHECK_THAT(cgroup_fix(R::own, "own cgroup \"/sys/fs/cgroup/x\" (not delegated to this user): mkdirat", 1000),
-               Catch::Contains("Delegate=yes"));
+    CHECK_THAT(
+        cgroup_fix(R::systemd_scope,
+                   "\"/opt/gpubox/bin/gpubox-scope\" exited with status 127: /opt/gpubox/bin/"
+                   "gpubox-scope: error while loading shared libraries: libsystemd.so.0: "
+                   "cannot open shared object file",
+                   1000),
+        Catch::StartsWith("install libsystemd0"));
+    CHECK_THAT(
+        cgroup_fix(R::systemd_scope,
+                   "systemd scope \"x\": find gpubox's sd-bus helper: no helper gpubox-scope "
+                   "(looked for /a/gpubox-scope and /a/../libexec/gpubox/gpubox-scope)",
+                   1000),
+        Catch::StartsWith("install gpubox-scope"));
+    CHECK_THAT(
+        cgroup_fix(R::systemd_scope,
+                   "find gpubox's sd-bus helper: helper \"/a/gpubox-scope\": writable by its "
+                   "group or by anyone (mode 0777)",
+                   1000),
+        Catch::Contains("chmod go-w"));
+    CHECK_THAT(
+        cgroup_fix(R::systemd_scope,
+                   "systemd scope \"x\": controllers not delegated to \"/sys/fs/cgroup/a\": memory",
+                   1000),
+        Catch::Contains("Delegate=cpu cpuset io memory pids"));
+    CHECK_THAT(
+        cgroup_fix(R::own,
+                   "own cgroup /sys/fs/cgroup/unified: controllers not delegated (cgroup/unified)",
+                   0),
+        Catch::Contains("systemd.unified_cgroup_hierarchy=1"));
+    CHECK_THAT(cgroup_fix(R::own, "no cgroup v2 hierarchy is mounted", 1000),
+               Catch::Contains("cgroup v2"));
+    CHECK_THAT(
+        cgroup_fix(R::own, "own cgroup \"/sys/fs/cgroup/x\" (not delegated to this user): mkdirat",
+                   1000),
+        Catch::Contains("Delegate=yes"));
     CHECK_THAT(cgroup_cpu_fix(), Catch::Contains("user@.service.d/delegate.conf"));
 }
 
 TEST_CASE("gpubox-scope is looked for beside gpubox, then in ../libexec/gpubox") {
     CHECK(scope_helper_candidates("/usr/bin/gpubox") ==
-          std::vector<std::string>{"/usr/bin/gpubox-scope", "/usr/bin/../libexec/gpubox/gpubox-scope"});
+          std::vector<std::string>{"/usr/bin/gpubox-scope",
+                                   "/usr/bin/../libexec/gpubox/gpubox-scope"});
     CHECK(scope_helper_candidates("/gpubox") ==
           std::vector<std::string>{"/gpubox-scope", "/../libexec/gpubox/gpubox-scope"});
 }
@@ -159,7 +189,8 @@ TEST_CASE("a sandbox cgroup's name gives its monitor's pid, and nothing else doe
     CHECK_FALSE(sandbox_cgroup_pid("gpubox-"));
     CHECK_FALSE(sandbox_cgroup_pid("gpubox-0"));
     CHECK_FALSE(sandbox_cgroup_pid("gpubox-12a"));
-    CHECK_FALSE(sandbox_cgroup_pid("gpubox-1234-0a1b2c3d.scope"));  // a systemd scope: systemd collects it
-    CHECK_FALSE(sandbox_cgroup_pid("gpubox-12345678901"));          // no pid has 11 digits
+    CHECK_FALSE(
+        sandbox_cgroup_pid("gpubox-1234-0a1b2c3d.scope"));  // a systemd scope: systemd collects it
+    CHECK_FALSE(sandbox_cgroup_pid("gpubox-12345678901"));  // no pid has 11 digits
     CHECK_FALSE(sandbox_cgroup_pid("other-1234"));
 }

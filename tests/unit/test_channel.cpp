@@ -36,8 +36,9 @@ T round_trip(const channel::Frame& f) {
 
 TEST_CASE("every frame type round-trips") {
     round_trip<channel::Go>(channel::Go{});
-    CHECK(round_trip<channel::Failure>(channel::Failure{126, "execve(\"x\"): Permission denied\nhint"}).text ==
-          "execve(\"x\"): Permission denied\nhint");
+    CHECK(round_trip<channel::Failure>(
+              channel::Failure{126, "execve(\"x\"): Permission denied\nhint"})
+              .text == "execve(\"x\"): Permission denied\nhint");
     CHECK(round_trip<channel::Failure>(channel::Failure{127, ""}).code == 127);
     CHECK(round_trip<channel::Exited>(channel::Exited{0x0900}).wait_status == 0x0900);
     const isolate::Usage u{123456789012ULL, 1ULL << 40, 17};
@@ -50,8 +51,10 @@ TEST_CASE("every frame type round-trips") {
 
 TEST_CASE("the device plan arrives whole: ops, user_from and the late ops' prepared flags") {
     channel::DevicePlan sent;
-    sent.late.full.ops = {rootfs::Tmpfs{.target = "/tmp"}, rootfs::BindDev{.source = "/dev/nvidia0", .target = "/dev/nvidia0"},
-                          rootfs::Symlink{.link_text = "a", .path = "/b"}, rootfs::Bind{.source = "/s", .target = "/t"}};
+    sent.late.full.ops = {rootfs::Tmpfs{.target = "/tmp"},
+                          rootfs::BindDev{.source = "/dev/nvidia0", .target = "/dev/nvidia0"},
+                          rootfs::Symlink{.link_text = "a", .path = "/b"},
+                          rootfs::Bind{.source = "/s", .target = "/t"}};
     sent.late.full.user_from = 3;  // late ops: [1, 3)
     sent.late.prepared = {false, true};
     const channel::DevicePlan got = round_trip<channel::DevicePlan>(sent);
@@ -78,7 +81,7 @@ TEST_CASE("an fd travels beside its frame") {
 TEST_CASE("receive_if takes only its own type, and EOF is nullopt") {
     Pair p;
     channel::send(p.a.get(), channel::Failure{125, "early"});
-    CHECK_FALSE(channel::receive_if<channel::LateDir>(p.b.get()));  // left queued ...
+    CHECK_FALSE(channel::receive_if<channel::LateDir>(p.b.get()));    // left queued ...
     const auto f = channel::receive_if<channel::Failure>(p.b.get());  // ... for whoever wants it
     REQUIRE(f);
     CHECK(f->text == "early");
@@ -93,12 +96,12 @@ TEST_CASE("frames that do not decode are refused") {
         sys::send_frame(p.a.get(), bytes, -1, "test");
         return channel::receive(p.b.get());
     };
-    CHECK_THROWS_AS(raw(std::string(1, '\x7f')), SetupError);            // unknown tag
+    CHECK_THROWS_AS(raw(std::string(1, '\x7f')), SetupError);  // unknown tag
     const char exited = static_cast<char>(channel::tag_of<channel::Exited>());
     CHECK_THROWS_AS(raw(std::string(1, exited) + "ab"), SetupError);     // truncated
     CHECK_THROWS_AS(raw(std::string(1, exited) + "abcde"), SetupError);  // trailing bytes
     const char pty = static_cast<char>(channel::tag_of<channel::PtyMaster>());
-    CHECK_THROWS_AS(raw(std::string(1, pty)), SetupError);               // its fd missing
+    CHECK_THROWS_AS(raw(std::string(1, pty)), SetupError);  // its fd missing
     const char plan = static_cast<char>(channel::tag_of<channel::DevicePlan>());
     CHECK_THROWS_AS(raw(std::string(1, plan) + std::string(24, '\xff')), SetupError);
 }

@@ -32,8 +32,8 @@ TEST_CASE("run: --opt=value and --opt value are the same") {
 }
 
 TEST_CASE("run: binds, tmpfs and env keep command-line order") {
-    Options o = parse({"run", "--bind", "/a:/b", "--ro-bind", "/c:/c", "--tmpfs", "/t", "--env", "A=1",
-                       "--env", "B=x=y", "r", "cmd"});
+    Options o = parse({"run", "--bind", "/a:/b", "--ro-bind", "/c:/c", "--tmpfs", "/t", "--env",
+                       "A=1", "--env", "B=x=y", "r", "cmd"});
     REQUIRE(o.mounts.size() == 3);
     CHECK(o.mounts[0].type == rootfs::UserMount::Type::bind);
     CHECK(o.mounts[0].source == "/a");
@@ -47,7 +47,8 @@ TEST_CASE("run: binds, tmpfs and env keep command-line order") {
 TEST_CASE("run: bad input is a UsageError naming the option") {
     using Catch::Matchers::Contains;
     CHECK_THROWS_WITH(parse({"run", "--bogus", "r", "x"}), Contains("unknown option \"--bogus\""));
-    CHECK(parse({"run", "r"}).argv.empty());  // an image's own Cmd, else "missing CMD" (test_image.cpp)
+    CHECK(parse({"run", "r"})
+              .argv.empty());  // an image's own Cmd, else "missing CMD" (test_image.cpp)
     CHECK_THROWS_WITH(parse({"run"}), Contains("missing ROOTFS"));
     CHECK_THROWS_WITH(parse({"run", "--hostname"}), Contains("--hostname needs a value"));
     CHECK_THROWS_WITH(parse({"run", "--bind", "/a:rel", "r", "x"}), Contains("is not absolute"));
@@ -59,14 +60,17 @@ TEST_CASE("run: bad input is a UsageError naming the option") {
 }
 
 TEST_CASE("parse_size") {
-    auto [text, bytes] = GENERATE(table<std::string, std::uint64_t>({
-        {"4096B", 4096}, {"64K", 64ULL << 10}, {"256M", 256ULL << 20}, {"2G", 2ULL << 30},
-        {"3MiB", 3ULL << 20}}));
+    auto [text, bytes] = GENERATE(table<std::string, std::uint64_t>({{"4096B", 4096},
+                                                                     {"64K", 64ULL << 10},
+                                                                     {"256M", 256ULL << 20},
+                                                                     {"2G", 2ULL << 30},
+                                                                     {"3MiB", 3ULL << 20}}));
     CHECK(parse_size(text, "x") == bytes);
 }
 
 TEST_CASE("parse_size rejects junk") {
-    auto text = GENERATE(as<std::string>{}, "", "M", "12X", "-1", "0", "0M", "256", "1.5G", "99999999999999999G");
+    auto text = GENERATE(as<std::string>{}, "", "M", "12X", "-1", "0", "0M", "256", "1.5G",
+                         "99999999999999999G");
     CHECK_THROWS_AS(parse_size(text, "x"), UsageError);
 }
 
@@ -91,13 +95,19 @@ TEST_CASE("parse_size: a bare number suggests the unit") {
 }
 
 TEST_CASE("every subcommand takes --help") {
-    for (std::vector<std::string> args : std::vector<std::vector<std::string>>{
-             {"run", "--help"}, {"run", "--share-net", "-h"}, {"list", "--help"}, {"doctor", "--help"},
-             {"rootfs", "create", "--help"}, {"rootfs", "--help"}, {"help", "run"}}) {
+    for (std::vector<std::string> args :
+         std::vector<std::vector<std::string>>{{"run", "--help"},
+                                               {"run", "--share-net", "-h"},
+                                               {"list", "--help"},
+                                               {"doctor", "--help"},
+                                               {"rootfs", "create", "--help"},
+                                               {"rootfs", "--help"},
+                                               {"help", "run"}}) {
         Options o = parse(args);
         CHECK(o.command == Command::help);
         CHECK_FALSE(o.help_topic.empty());
-        CHECK_THAT(command_help(o.help_topic), Catch::Matchers::StartsWith("usage: gpubox " + o.help_topic));
+        CHECK_THAT(command_help(o.help_topic),
+                   Catch::Matchers::StartsWith("usage: gpubox " + o.help_topic));
     }
     CHECK(parse({"--help"}).help_topic.empty());
     CHECK_THAT(usage_text(), Catch::Matchers::Contains("  --memory-limit SIZE "));
@@ -111,14 +121,17 @@ TEST_CASE("conflicting options are one UsageError") {
                       "run: --writable and --read-only contradict each other (choose one)");
     CHECK_THROWS_WITH(parse({"run", "--read-only", "--writable", "r", "x"}),
                       "run: --writable and --read-only contradict each other (choose one)");
-    CHECK(parse({"run", "--writable", "--writable", "r", "x"}).root_mode == rootfs::RootMode::writable);
-    CHECK_THROWS_WITH(parse({"run", "--gpu", "0", "--gpu", "none", "r", "x"}), "run: --gpu none contradicts --gpu 0");
+    CHECK(parse({"run", "--writable", "--writable", "r", "x"}).root_mode ==
+          rootfs::RootMode::writable);
+    CHECK_THROWS_WITH(parse({"run", "--gpu", "0", "--gpu", "none", "r", "x"}),
+                      "run: --gpu none contradicts --gpu 0");
 }
 
 TEST_CASE("a repeated --gpu is the union, de-duplicated") {
     using gpu::parse_gpu_spec, gpu::to_string;
     CHECK(to_string(parse({"run", "--gpu", "0", "--gpu", "1", "r", "x"}).gpu) == "0,1");
-    CHECK(to_string(parse({"run", "--gpu", "0,1", "--gpu", "1,GPU-abc", "r", "x"}).gpu) == "0,1,GPU-abc");
+    CHECK(to_string(parse({"run", "--gpu", "0,1", "--gpu", "1,GPU-abc", "r", "x"}).gpu) ==
+          "0,1,GPU-abc");
     CHECK(to_string(parse({"run", "--gpu", "0", "--gpu", "all", "r", "x"}).gpu) == "all");
     CHECK(to_string(parse({"run", "--gpu", "none", "r", "x"}).gpu) == "none");
     CHECK(to_string(merge_gpu_specs(parse_gpu_spec("all"), parse_gpu_spec("3"))) == "all");
@@ -127,8 +140,10 @@ TEST_CASE("a repeated --gpu is the union, de-duplicated") {
 TEST_CASE("--bind mistakes say what was meant") {
     CHECK_THROWS_WITH(parse({"run", "--bind", "/tmp", "/mnt", "./rootfs", "true"}),
                       "run: --bind takes one argument SRC:DST: did you mean --bind /tmp:/mnt?");
-    CHECK_THROWS_WITH(parse({"run", "--ro-bind", "/etc", "./rootfs", "true"}),
-                      Catch::Matchers::StartsWith("run: --ro-bind /etc: no destination: did you mean --ro-bind /etc:/etc?"));
+    CHECK_THROWS_WITH(
+        parse({"run", "--ro-bind", "/etc", "./rootfs", "true"}),
+        Catch::Matchers::StartsWith(
+            "run: --ro-bind /etc: no destination: did you mean --ro-bind /etc:/etc?"));
     CHECK_THROWS_WITH(parse({"run", "--bind=/tmp", "/abs/rootfs", "true"}),
                       Catch::Matchers::StartsWith("run: --bind /tmp: no destination"));
 }

@@ -40,12 +40,16 @@ std::string describe(const MountOp& op) {
 
 std::string tree(const fs::path& top) {
     std::vector<std::string> lines;
-    for (auto it = fs::recursive_directory_iterator(top); it != fs::recursive_directory_iterator(); ++it) {
+    for (auto it = fs::recursive_directory_iterator(top); it != fs::recursive_directory_iterator();
+         ++it) {
         struct stat st {};
         ::lstat(it->path().c_str(), &st);
         std::ostringstream l;
         l << it->path().lexically_relative(top).string() << " "
-          << (S_ISDIR(st.st_mode) ? "d" : S_ISLNK(st.st_mode) ? "l" : "f") << std::oct << (st.st_mode & 07777);
+          << (S_ISDIR(st.st_mode)   ? "d"
+              : S_ISLNK(st.st_mode) ? "l"
+                                    : "f")
+          << std::oct << (st.st_mode & 07777);
         lines.push_back(l.str());
     }
     std::sort(lines.begin(), lines.end());

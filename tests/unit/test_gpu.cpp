@@ -44,8 +44,10 @@ GpuInventory as_real(GpuInventory inv) {
             n.is_char = true, n.host = inv.driver_root + n.path;
             if (g.vendor == Vendor::nvidia) n.rdev = makedev(195, static_cast<unsigned>(g.minor));
         }
-    const std::map<std::string, dev_t> rdev = {{"nvidiactl", makedev(195, 255)}, {"nvidia-modeset", makedev(195, 254)},
-                                               {"nvidia-uvm", makedev(508, 0)}, {"nvidia-uvm-tools", makedev(508, 1)}};
+    const std::map<std::string, dev_t> rdev = {{"nvidiactl", makedev(195, 255)},
+                                               {"nvidia-modeset", makedev(195, 254)},
+                                               {"nvidia-uvm", makedev(508, 0)},
+                                               {"nvidia-uvm-tools", makedev(508, 1)}};
     for (auto& [name, n] : inv.shared_nodes) {
         n.is_char = n.exists, n.host = inv.driver_root + n.path;
         if (rdev.count(name)) n.rdev = rdev.at(name);
@@ -67,7 +69,8 @@ std::vector<std::vector<std::string>> table(const std::string& text) {
         std::vector<std::string> cells;
         for (std::size_t at = 0; at < line.size();) {
             std::size_t gap = line.find("  ", at);
-            cells.push_back(line.substr(at, gap == std::string::npos ? std::string::npos : gap - at));
+            cells.push_back(
+                line.substr(at, gap == std::string::npos ? std::string::npos : gap - at));
             if (gap == std::string::npos) break;
             at = line.find_first_not_of(' ', gap);
         }
@@ -77,7 +80,8 @@ std::vector<std::vector<std::string>> table(const std::string& text) {
 }
 
 bool has(const std::vector<std::string>& v, const std::string& needle) {
-    return std::any_of(v.begin(), v.end(), [&](auto& s) { return s.find(needle) != std::string::npos; });
+    return std::any_of(v.begin(), v.end(),
+                       [&](auto& s) { return s.find(needle) != std::string::npos; });
 }
 
 }  // namespace
@@ -120,7 +124,8 @@ TEST_CASE("discovery scope: indices and UUIDs need only the NVIDIA driver's list
     CHECK(nv.shared_nodes.at("nvidiactl").host == h.dir.string() + "/dev/nvidiactl");
 }
 
-TEST_CASE("discovery by index reads only the GPUs asked for, and numbers them as a full read does") {
+TEST_CASE(
+    "discovery by index reads only the GPUs asked for, and numbers them as a full read does") {
     CHECK(indices_only(parse_gpu_spec("3,0")) == std::vector<int>{3, 0});
     CHECK(indices_only(parse_gpu_spec("0,GPU-000000a2-1111-2222-3333-444400000012")).empty());
     CHECK(indices_only(parse_gpu_spec("all")).empty());
@@ -134,7 +139,8 @@ TEST_CASE("discovery by index reads only the GPUs asked for, and numbers them as
     }
     const GpuInventory broken = discover_gpus(h.dir.string(), kCapDefault, Scope::nvidia);
     REQUIRE(broken.gpus.size() == 4);
-    CHECK(broken.gpus[1].problem == "\"/proc/driver/nvidia/gpus/0000:5e:00.0/information\": no Device Minor");
+    CHECK(broken.gpus[1].problem ==
+          "\"/proc/driver/nvidia/gpus/0000:5e:00.0/information\": no Device Minor");
     CHECK(broken.gpus[3].problem.empty());
     const GpuInventory some = discover_gpus(h.dir.string(), kCapDefault, Scope::nvidia, {3, 0});
     REQUIRE(some.gpus.size() == full.gpus.size());
@@ -153,7 +159,8 @@ TEST_CASE("discovery by index reads only the GPUs asked for, and numbers them as
     CHECK(select_gpus(some, parse_gpu_spec("3"))[0].minor == 1);
     // An information file that disagrees with its directory's name: the full read decides.
     for (const char* bus : {"0000:5e:00.0", "0000:86:00.0"})
-        fs::copy_file(h.dir / bus, gpus / bus / "information", fs::copy_options::overwrite_existing);
+        fs::copy_file(h.dir / bus, gpus / bus / "information",
+                      fs::copy_options::overwrite_existing);
     const fs::path info = gpus / "0000:3b:00.0/information";
     std::string text;
     {
@@ -169,14 +176,22 @@ TEST_CASE("discovery by index reads only the GPUs asked for, and numbers them as
     CHECK(moved.gpus[3].minor == 2);
 }
 
-TEST_CASE("discovery: a GPU the driver lists but does not describe keeps its index, and cannot be selected") {
+TEST_CASE(
+    "discovery: a GPU the driver lists but does not describe keeps its index, and cannot be "
+    "selected") {
     Host h;
     const GpuInventory before = discover_gpus(h.dir.string(), kCapDefault);
-    h.fake.remove("/proc/driver/nvidia/gpus/0000:3b:00.0/information");  // GPU 0 (unreadable, fallen off the bus)
-    for (const auto& [scope, only] : {std::pair{Scope::all, std::vector<int>{}}, {Scope::nvidia, {}}, {Scope::nvidia, {0}},
+    h.fake.remove(
+        "/proc/driver/nvidia/gpus/0000:3b:00.0/information");  // GPU 0 (unreadable, fallen off the bus)
+    for (const auto& [scope, only] : {std::pair{Scope::all, std::vector<int>{}},
+                                      {Scope::nvidia, {}},
+                                      {Scope::nvidia, {0}},
                                       {Scope::nvidia, {1}}}) {
-        const auto asked = [&](int i) { return only.empty() || std::find(only.begin(), only.end(), i) != only.end(); };
-        INFO("scope " << (scope == Scope::all ? "all" : "nvidia") << (only.empty() ? "" : cat(", index ", only[0])));
+        const auto asked = [&](int i) {
+            return only.empty() || std::find(only.begin(), only.end(), i) != only.end();
+        };
+        INFO("scope " << (scope == Scope::all ? "all" : "nvidia")
+                      << (only.empty() ? "" : cat(", index ", only[0])));
         GpuInventory inv = as_real(discover_gpus(h.dir.string(), kCapDefault, scope, only));
         REQUIRE(inv.gpus.size() >= 4);
         for (std::size_t i = 0; i < 4; ++i) {  // the same numbering as before, as nvidia-smi's
@@ -189,28 +204,39 @@ TEST_CASE("discovery: a GPU the driver lists but does not describe keeps its ind
         if (!asked(0)) {  // listed by its directory's name alone
             CHECK(inv.gpus[0].problem.empty());
         } else try {
-            CHECK(inv.gpus[0].problem == "\"/proc/driver/nvidia/gpus/0000:3b:00.0/information\" cannot be read");
-            plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("0")), kCapDefault, {"/usr/lib/x86_64-linux-gnu", {}});
-            FAIL("GPU 0 was planned");
-        } catch (const PlanError& e) {
-            CHECK(std::string(e.what()) == "GPU 0 (0000:3b:00.0): \"/proc/driver/nvidia/gpus/0000:3b:00.0/information\" cannot be read");
-        }
+                CHECK(inv.gpus[0].problem ==
+                      "\"/proc/driver/nvidia/gpus/0000:3b:00.0/information\" cannot be read");
+                plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("0")), kCapDefault,
+                                {"/usr/lib/x86_64-linux-gnu", {}});
+                FAIL("GPU 0 was planned");
+            } catch (const PlanError& e) {
+                CHECK(std::string(e.what()) ==
+                      "GPU 0 (0000:3b:00.0): \"/proc/driver/nvidia/gpus/0000:3b:00.0/information\" "
+                      "cannot be read");
+            }
         if (!asked(1)) continue;
-        const GpuPlan p = plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("1")), kCapDefault, {"/usr/lib/x86_64-linux-gnu", {}});
-        CHECK(has(texts(p), "-> /dev/nvidia" + std::to_string(before.gpus[1].minor) + " "));  // index 1 is still GPU 1
+        const GpuPlan p = plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("1")), kCapDefault,
+                                          {"/usr/lib/x86_64-linux-gnu", {}});
+        CHECK(has(texts(p), "-> /dev/nvidia" + std::to_string(before.gpus[1].minor) +
+                                " "));  // index 1 is still GPU 1
     }
     CHECK(table(describe_gpus(discover_gpus(h.dir.string(), kCapDefault)))[1] ==
-          std::vector<std::string>{"0", "0000:3b:00.0", "nvidia", "-", "-",
-                                   "- (\"/proc/driver/nvidia/gpus/0000:3b:00.0/information\" cannot be read)"});
+          std::vector<std::string>{
+              "0", "0000:3b:00.0", "nvidia", "-", "-",
+              "- (\"/proc/driver/nvidia/gpus/0000:3b:00.0/information\" cannot be read)"});
 }
 
-TEST_CASE("discovery: a driver entry with no PCI address makes indices uncertain, and fails nothing else") {
+TEST_CASE(
+    "discovery: a driver entry with no PCI address makes indices uncertain, and fails nothing "
+    "else") {
     Host h;
     const GpuInventory before = discover_gpus(h.dir.string(), kCapDefault);
     const fs::path odd = h.dir / "proc/driver/nvidia/gpus/odd";
     fs::create_directories(odd);
     std::string why = "\"/proc/driver/nvidia/gpus/odd\" is not named by a PCI address, and ";
-    SECTION("its information cannot be read") { why += "\"/proc/driver/nvidia/gpus/odd/information\" cannot be read"; }
+    SECTION("its information cannot be read") {
+        why += "\"/proc/driver/nvidia/gpus/odd/information\" cannot be read";
+    }
     SECTION("its Bus Location is not a PCI address either") {
         std::ifstream in(h.dir / "proc/driver/nvidia/gpus/0000:3b:00.0/information");
         std::string text(std::istreambuf_iterator<char>(in), {});
@@ -219,20 +245,25 @@ TEST_CASE("discovery: a driver entry with no PCI address makes indices uncertain
         std::ofstream(odd / "information") << text;
         why += "its Bus Location \"zz:00\" is not one";
     }
-    for (const auto& [scope, only] : {std::pair{Scope::all, std::vector<int>{}}, {Scope::nvidia, {}}, {Scope::nvidia, {0}}}) {
-        INFO("scope " << (scope == Scope::all ? "all" : "nvidia") << (only.empty() ? "" : ", index 0"));
+    for (const auto& [scope, only] :
+         {std::pair{Scope::all, std::vector<int>{}}, {Scope::nvidia, {}}, {Scope::nvidia, {0}}}) {
+        INFO("scope " << (scope == Scope::all ? "all" : "nvidia")
+                      << (only.empty() ? "" : ", index 0"));
         const GpuInventory inv = discover_gpus(h.dir.string(), kCapDefault, scope, only);
         CHECK(inv.unplaced == std::vector<std::string>{why});
         REQUIRE(inv.gpus.size() >= 4);
         for (std::size_t i = 0; i < 4; ++i) CHECK(inv.gpus[i].pci == before.gpus[i].pci);
         for (const char* spec : {"0", "2,GPU-000000a1", "all"})
-            CHECK_THROWS_WITH(select_gpus(inv, parse_gpu_spec(spec)),
-                              Catch::Matchers::EndsWith("the driver lists a GPU that cannot be placed in PCI order: " + why));
+            CHECK_THROWS_WITH(
+                select_gpus(inv, parse_gpu_spec(spec)),
+                Catch::Matchers::EndsWith(
+                    "the driver lists a GPU that cannot be placed in PCI order: " + why));
         const std::vector<Gpu> by_uuid = select_gpus(inv, parse_gpu_spec(before.gpus[1].uuid));
         REQUIRE(by_uuid.size() == 1);
         CHECK(by_uuid[0].pci == before.gpus[1].pci);
         CHECK(select_gpus(inv, parse_gpu_spec("0000:86:00.0")).size() == 1);
-        CHECK(table(describe_gpus(inv)).back() == std::vector<std::string>{"?", "?", "nvidia", "-", "-", "- (" + why + ")"});
+        CHECK(table(describe_gpus(inv)).back() ==
+              std::vector<std::string>{"?", "?", "nvidia", "-", "-", "- (" + why + ")"});
     }
 }
 
@@ -242,15 +273,18 @@ TEST_CASE("discovery: only libraries of the kernel module's version, for the cap
     std::vector<std::string> files;
     for (const DriverLib& l : inv.libs) files.push_back(l.file);
     CHECK(files == std::vector<std::string>{"libcuda.so.550.54.14", "libnvidia-ml.so.550.54.14",
-                                            "libnvidia-opencl.so.550.54.14", "libnvidia-ptxjitcompiler.so.550.54.14"});
+                                            "libnvidia-opencl.so.550.54.14",
+                                            "libnvidia-ptxjitcompiler.so.550.54.14"});
     CHECK(inv.stale_versions == std::vector<std::string>{"535.104.05"});
-    auto cuda = std::find_if(inv.libs.begin(), inv.libs.end(), [](auto& l) { return l.file == "libcuda.so.550.54.14"; });
+    auto cuda = std::find_if(inv.libs.begin(), inv.libs.end(),
+                             [](auto& l) { return l.file == "libcuda.so.550.54.14"; });
     CHECK(cuda->host_path == (h.dir / "usr/lib/x86_64-linux-gnu/libcuda.so.550.54.14").string());
     GpuInventory video = discover_gpus(h.dir.string(), kCapVideo | kCapGraphics);
     bool encode = false, glx = false, gtk = false;
-    for (auto& l : video.libs) encode |= l.file.find("encode") != std::string::npos,
-                               glx |= l.file.find("GLX") != std::string::npos,
-                               gtk |= l.file.find("gtk") != std::string::npos;
+    for (auto& l : video.libs)
+        encode |= l.file.find("encode") != std::string::npos,
+            glx |= l.file.find("GLX") != std::string::npos,
+            gtk |= l.file.find("gtk") != std::string::npos;
     CHECK(encode);
     CHECK(glx);
     CHECK_FALSE(gtk);
@@ -263,15 +297,20 @@ TEST_CASE("discovery: an absolute symlink under the driver root stays inside it"
     CHECK(discover_gpus(h.dir.string(), kCapDefault).nvidia_version == "550.54.14");
 }
 
-TEST_CASE("discovery: a GPU's /proc directory named through a link is bound from inside the driver root") {
+TEST_CASE(
+    "discovery: a GPU's /proc directory named through a link is bound from inside the driver "
+    "root") {
     Host h;
     const fs::path gpus = h.dir / "proc/driver/nvidia/gpus";
     fs::rename(gpus / "0000:3b:00.0", h.dir / "gpu-3b");
-    fs::create_symlink("/gpu-3b", gpus / "0000:3b:00.0");  // absolute: inside the driver root, not on the host
+    fs::create_symlink("/gpu-3b",
+                       gpus / "0000:3b:00.0");  // absolute: inside the driver root, not on the host
     for (const std::vector<int>& only : {std::vector<int>{}, {0}}) {
         GpuInventory inv = as_real(discover_gpus(h.dir.string(), kCapDefault, Scope::nvidia, only));
-        const auto t = texts(plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("0")), kCapDefault, {"/usr/lib/x86_64-linux-gnu", {}}));
-        CHECK(has(t, "ro-bind " + fs::canonical(h.dir).string() + "/gpu-3b -> /proc/driver/nvidia/gpus/0000:3b:00.0"));
+        const auto t = texts(plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("0")),
+                                             kCapDefault, {"/usr/lib/x86_64-linux-gnu", {}}));
+        CHECK(has(t, "ro-bind " + fs::canonical(h.dir).string() +
+                         "/gpu-3b -> /proc/driver/nvidia/gpus/0000:3b:00.0"));
     }
 }
 
@@ -279,21 +318,25 @@ TEST_CASE("discovery: absolute, chained and escaping soname links resolve inside
     Host h;
     const fs::path lib = h.dir / "usr/lib/x86_64-linux-gnu";
     fs::remove(lib / "libnvidia-ml.so.1");  // absolute: found by the full resolution, in the root
-    fs::create_symlink("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.14", lib / "libnvidia-ml.so.1");
+    fs::create_symlink("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.14",
+                       lib / "libnvidia-ml.so.1");
     fs::remove(lib / "libcuda.so");  // a link to a link
     fs::create_symlink("libcuda.so.1", lib / "libcuda.so");
     // Points at a decoy outside the driver root: read as if the root were "/", it is missing.
     const fs::path decoy = h.dir.string() + "-decoy";
     fs::create_directory(decoy);
-    fs::copy_file(lib / "libnvidia-ptxjitcompiler.so.550.54.14", decoy / "libnvidia-ptxjitcompiler.so.550.54.14");
+    fs::copy_file(lib / "libnvidia-ptxjitcompiler.so.550.54.14",
+                  decoy / "libnvidia-ptxjitcompiler.so.550.54.14");
     fs::remove(lib / "libnvidia-ptxjitcompiler.so.1");
-    fs::create_symlink(decoy / "libnvidia-ptxjitcompiler.so.550.54.14", lib / "libnvidia-ptxjitcompiler.so.1");
+    fs::create_symlink(decoy / "libnvidia-ptxjitcompiler.so.550.54.14",
+                       lib / "libnvidia-ptxjitcompiler.so.1");
     GpuInventory inv = discover_gpus(h.dir.string(), kCapDefault);
     fs::remove_all(decoy);
     std::map<std::string, DriverLib> by_file;
     for (const DriverLib& l : inv.libs) by_file[l.file] = l;
     REQUIRE(by_file.count("libnvidia-ml.so.550.54.14"));
-    CHECK(by_file["libnvidia-ml.so.550.54.14"].host_path == (lib / "libnvidia-ml.so.550.54.14").string());
+    CHECK(by_file["libnvidia-ml.so.550.54.14"].host_path ==
+          (lib / "libnvidia-ml.so.550.54.14").string());
     REQUIRE(by_file.count("libcuda.so.550.54.14"));
     const auto& cuda = by_file["libcuda.so.550.54.14"].sonames;
     CHECK(std::count(cuda.begin(), cuda.end(), "libcuda.so") == 1);
@@ -302,7 +345,9 @@ TEST_CASE("discovery: absolute, chained and escaping soname links resolve inside
     for (const DriverLib& l : inv.libs) CHECK(l.host_path.rfind(h.dir.string() + "/", 0) == 0);
 }
 
-TEST_CASE("discovery: host paths are real paths, through a linked library directory and a linked driver root") {
+TEST_CASE(
+    "discovery: host paths are real paths, through a linked library directory and a linked driver "
+    "root") {
     Host h;
     const fs::path real = fs::canonical(h.dir);
     // The cache still names /usr/lib/x86_64-linux-gnu, which is now a link to a directory.
@@ -314,7 +359,8 @@ TEST_CASE("discovery: host paths are real paths, through a linked library direct
     fs::remove(link);
     REQUIRE_FALSE(inv.libs.empty());
     for (const DriverLib& l : inv.libs) CHECK(l.host_path == (real / "libs" / l.file).string());
-    auto smi = std::find_if(inv.binaries.begin(), inv.binaries.end(), [](auto& b) { return b.first == "nvidia-smi"; });
+    auto smi = std::find_if(inv.binaries.begin(), inv.binaries.end(),
+                            [](auto& b) { return b.first == "nvidia-smi"; });
     REQUIRE(smi != inv.binaries.end());
     CHECK(smi->second == (real / "usr/bin/nvidia-smi").string());
     REQUIRE(inv.shared_nodes.count("nvidiactl"));
@@ -327,12 +373,15 @@ TEST_CASE("discovery: a tool must be a regular file; a directory of that name is
     fs::rename(h.dir / "usr/bin/nvidia-smi", h.dir / "usr/local/bin/nvidia-smi");
     fs::create_directory(h.dir / "usr/bin/nvidia-smi");
     GpuInventory inv = discover_gpus(h.dir.string(), kCapDefault);
-    auto smi = std::find_if(inv.binaries.begin(), inv.binaries.end(), [](auto& b) { return b.first == "nvidia-smi"; });
+    auto smi = std::find_if(inv.binaries.begin(), inv.binaries.end(),
+                            [](auto& b) { return b.first == "nvidia-smi"; });
     REQUIRE(smi != inv.binaries.end());
     CHECK(smi->second == (h.dir / "usr/local/bin/nvidia-smi").string());
 }
 
-TEST_CASE("discovery: a driver under a prefix: its tools from beside its libraries, never a wrapper script") {
+TEST_CASE(
+    "discovery: a driver under a prefix: its tools from beside its libraries, never a wrapper "
+    "script") {
     test::TempDir t("prefixhost");
     test::FakeHost::Artifacts a{"", "", "", "", "", "", "", "", "/bin/true"};
     a.prefix = "/usr/local/nvidia";
@@ -340,13 +389,15 @@ TEST_CASE("discovery: a driver under a prefix: its tools from beside its librari
     REQUIRE(fs::exists(t.dir / "usr/bin/nvidia-smi"));  // the host's script of that name
     GpuInventory inv = discover_gpus(t.dir.string(), kCapDefault);
     REQUIRE_FALSE(inv.libs.empty());
-    for (const DriverLib& l : inv.libs) CHECK(l.host_path == (t.dir / "usr/local/nvidia/lib64" / l.file).string());
+    for (const DriverLib& l : inv.libs)
+        CHECK(l.host_path == (t.dir / "usr/local/nvidia/lib64" / l.file).string());
     std::vector<std::string> names;
     for (const auto& [name, host] : inv.binaries) {
         names.push_back(name);
         CHECK(host == (t.dir / "usr/local/nvidia/bin" / name).string());
     }
-    CHECK(names == std::vector<std::string>{"nvidia-smi", "nvidia-debugdump", "nvidia-cuda-mps-control"});
+    CHECK(names ==
+          std::vector<std::string>{"nvidia-smi", "nvidia-debugdump", "nvidia-cuda-mps-control"});
     // Without the real tools, the scripts on the PATH are still no tools.
     fs::remove_all(t.dir / "usr/local/nvidia/bin");
     CHECK(discover_gpus(t.dir.string(), kCapDefault).binaries.empty());
@@ -390,12 +441,18 @@ TEST_CASE("selection by index, list, UUID, PCI address, all and none") {
     CHECK(minors("none").empty());
     CHECK(select_gpus(inv, parse_gpu_spec("0000:c1:00.0"))[0].vendor == Vendor::amd);
     // Each GPU by what the item could have been: index, PCI address and model, or UUID.
-    CHECK_THROWS_WITH(select_gpus(inv, parse_gpu_spec("7")),
-                      Catch::Matchers::StartsWith("--gpu 7: no such GPU; GPUs on this host: 0 (0000:3b:00.0 Tesla T4), 1 (0000:5e:00.0 ") &&
-                          Catch::Matchers::EndsWith(", 3 (0000:af:00.0 NVIDIA RTX A6000), 0000:00:02.0 (intel), 0000:c1:00.0 (amd)"));
+    CHECK_THROWS_WITH(
+        select_gpus(inv, parse_gpu_spec("7")),
+        Catch::Matchers::StartsWith("--gpu 7: no such GPU; GPUs on this host: 0 (0000:3b:00.0 "
+                                    "Tesla T4), 1 (0000:5e:00.0 ") &&
+            Catch::Matchers::EndsWith(
+                ", 3 (0000:af:00.0 NVIDIA RTX A6000), 0000:00:02.0 (intel), 0000:c1:00.0 (amd)"));
     CHECK_THROWS_WITH(select_gpus(inv, parse_gpu_spec("GPU-ffff")),
-                      Catch::Matchers::StartsWith("--gpu GPU-ffff: no such GPU; GPUs on this host: 0 (GPU-000000a0-1111-2222-3333-444400000010), 1 (GPU-000000a1-"));
-    CHECK_THROWS_WITH(select_gpus(GpuInventory{}, parse_gpu_spec("0")), "--gpu 0: no such GPU; GPUs on this host: none");
+                      Catch::Matchers::StartsWith(
+                          "--gpu GPU-ffff: no such GPU; GPUs on this host: 0 "
+                          "(GPU-000000a0-1111-2222-3333-444400000010), 1 (GPU-000000a1-"));
+    CHECK_THROWS_WITH(select_gpus(GpuInventory{}, parse_gpu_spec("0")),
+                      "--gpu 0: no such GPU; GPUs on this host: none");
     CHECK_THROWS_AS(parse_gpu_spec("first"), UsageError);
     CHECK_THROWS_AS(parse_gpu_spec("0,"), UsageError);
 }
@@ -403,8 +460,9 @@ TEST_CASE("selection by index, list, UUID, PCI address, all and none") {
 TEST_CASE("GPU plan: exactly the selected GPU's node and procfs entry, driver files, cache") {
     Host h;
     GpuInventory inv = as_real(discover_gpus(h.dir.string(), kCapDefault));
-    ImageInfo image{choose_libdir(true), {{kLdFlagsNative, "libcuda.so.1", "/opt/old/libcuda.so.1", 0},
-                                          {kLdFlagsNative, "libz.so.1", "/usr/lib/x86_64-linux-gnu/libz.so.1", 0}}};
+    ImageInfo image{choose_libdir(true),
+                    {{kLdFlagsNative, "libcuda.so.1", "/opt/old/libcuda.so.1", 0},
+                     {kLdFlagsNative, "libz.so.1", "/usr/lib/x86_64-linux-gnu/libz.so.1", 0}}};
     GpuPlan p = plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("0")), kCapDefault, image);
     auto t = texts(p);
     CHECK(has(t, "bind-dev " + h.dir.string() + "/dev/nvidia2 -> /dev/nvidia2 [195:2]"));
@@ -419,32 +477,42 @@ TEST_CASE("GPU plan: exactly the selected GPU's node and procfs entry, driver fi
     CHECK(has(t, "-> /usr/lib/x86_64-linux-gnu/libcuda.so.550.54.14"));
     CHECK(has(t, "symlink /usr/lib/x86_64-linux-gnu/libcuda.so.1 -> libcuda.so.550.54.14"));
     CHECK(has(t, "symlink /usr/lib/x86_64-linux-gnu/libnvidia-ml.so -> libnvidia-ml.so.1"));
-    CHECK(has(t, "symlink /usr/lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so.1 -> libnvidia-ptxjitcompiler.so.550.54.14"));
-    CHECK_FALSE(has(t, "symlink /usr/lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so "));  // nobody uses that name
+    CHECK(has(t,
+              "symlink /usr/lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so.1 -> "
+              "libnvidia-ptxjitcompiler.so.550.54.14"));
+    CHECK_FALSE(has(
+        t,
+        "symlink /usr/lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so "));  // nobody uses that name
     CHECK(has(t, "-> /usr/bin/nvidia-smi"));
     CHECK(has(t, "/run/nvidia-persistenced/socket (optional)"));
     CHECK_FALSE(has(t, "535.104.05"));
     for (const auto& op : p.ops) {
-        if (auto* w = std::get_if<rootfs::WriteFile>(&op); w && w->target == "/proc/driver/nvidia/params")
+        if (auto* w = std::get_if<rootfs::WriteFile>(&op);
+            w && w->target == "/proc/driver/nvidia/params")
             CHECK(w->content.find("ModifyDeviceFiles: 0") != std::string::npos);
         if (auto* w = std::get_if<rootfs::WriteFile>(&op); w && w->target == "/etc/ld.so.cache") {
             auto entries = parse_ldcache(w->content);
-            auto cuda = std::find_if(entries.begin(), entries.end(), [](auto& e) { return e.key == "libcuda.so.1"; });
+            auto cuda = std::find_if(entries.begin(), entries.end(),
+                                     [](auto& e) { return e.key == "libcuda.so.1"; });
             REQUIRE(cuda != entries.end());
-            CHECK(cuda->value == "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.14");  // the host's wins
-            CHECK(std::count_if(entries.begin(), entries.end(), [](auto& e) { return e.key == "libcuda.so.1"; }) == 1);
-            CHECK(std::any_of(entries.begin(), entries.end(), [](auto& e) { return e.key == "libz.so.1"; }));
+            CHECK(cuda->value ==
+                  "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.14");  // the host's wins
+            CHECK(std::count_if(entries.begin(), entries.end(),
+                                [](auto& e) { return e.key == "libcuda.so.1"; }) == 1);
+            CHECK(std::any_of(entries.begin(), entries.end(),
+                              [](auto& e) { return e.key == "libz.so.1"; }));
         }
     }
-    CHECK(p.summary == std::vector<std::string>{"index 0 -> 0000:3b:00.0 -> /dev/nvidia2 -> "
-                                                "GPU-000000a0-1111-2222-3333-444400000010 (Tesla T4)"});
+    CHECK(p.summary ==
+          std::vector<std::string>{"index 0 -> 0000:3b:00.0 -> /dev/nvidia2 -> "
+                                   "GPU-000000a0-1111-2222-3333-444400000010 (Tesla T4)"});
 }
 
 TEST_CASE("GPU plan: capabilities choose the nodes; RHEL layout gets lib64") {
     Host h;
     GpuInventory inv = as_real(discover_gpus(h.dir.string(), kCapUtility | kCapDisplay));
-    auto t = texts(plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("1")), kCapUtility | kCapDisplay,
-                                   ImageInfo{choose_libdir(false), {}}));
+    auto t = texts(plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("1")),
+                                   kCapUtility | kCapDisplay, ImageInfo{choose_libdir(false), {}}));
     CHECK_FALSE(has(t, "nvidia-uvm"));
     CHECK(has(t, "-> /dev/nvidia-modeset [195:254]"));
     CHECK(has(t, "-> /usr/lib64/libnvidia-ml.so.550.54.14"));
@@ -456,54 +524,74 @@ TEST_CASE("GPU plan: the loaders' config files come with their capabilities") {
     const std::string host = fs::canonical(h.dir).string();
     auto plan = [&](unsigned caps) {
         GpuInventory inv = as_real(discover_gpus(h.dir.string(), caps));
-        return plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("0")), caps, {"/usr/lib/x86_64-linux-gnu", {}});
+        return plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("0")), caps,
+                               {"/usr/lib/x86_64-linux-gnu", {}});
     };
     auto icd = [](const GpuPlan& p) -> std::optional<std::string> {
         for (const auto& op : p.ops)
-            if (auto* w = std::get_if<rootfs::WriteFile>(&op); w && w->target == "/etc/OpenCL/vendors/nvidia.icd") return w->content;
+            if (auto* w = std::get_if<rootfs::WriteFile>(&op);
+                w && w->target == "/etc/OpenCL/vendors/nvidia.icd")
+                return w->content;
         return std::nullopt;
     };
     // compute: OpenCL's ICD loader is told the soname the plan links and ld.so.cache lists.
     const GpuPlan compute = plan(kCapDefault);
     CHECK(icd(compute) == "libnvidia-opencl.so.1\n");
-    CHECK(has(texts(compute), "symlink /usr/lib/x86_64-linux-gnu/libnvidia-opencl.so.1 -> libnvidia-opencl.so.550.54.14"));
+    CHECK(has(texts(compute),
+              "symlink /usr/lib/x86_64-linux-gnu/libnvidia-opencl.so.1 -> "
+              "libnvidia-opencl.so.550.54.14"));
     CHECK_FALSE(has(texts(compute), "vulkan"));
     // The persistenced socket stays connectable; the firmware is read-only.
     const auto steps = texts(compute);
     auto step = [&](const std::string& s) { return std::count(steps.begin(), steps.end(), s); };
-    CHECK(step("bind " + host + "/run/nvidia-persistenced/socket -> /run/nvidia-persistenced/socket (optional)") == 1);
-    CHECK(step("ro-bind " + host + "/lib/firmware/nvidia/550.54.14 -> /lib/firmware/nvidia/550.54.14 (optional)") == 1);
+    CHECK(step("bind " + host +
+               "/run/nvidia-persistenced/socket -> /run/nvidia-persistenced/socket (optional)") ==
+          1);
+    CHECK(step("ro-bind " + host +
+               "/lib/firmware/nvidia/550.54.14 -> /lib/firmware/nvidia/550.54.14 (optional)") == 1);
     CHECK_FALSE(has(texts(compute), "glvnd"));
     // graphics (and display, which implies it): the host's Vulkan ICD and EGL vendor files,
     // read-only at the same paths; the ones this host lacks are not planned at all.
     for (unsigned caps : {unsigned{kCapGraphics}, kCapUtility | kCapDisplay}) {
         const auto t = texts(plan(caps));
-        CHECK(has(t, "ro-bind " + host + "/usr/share/vulkan/icd.d/nvidia_icd.json -> /usr/share/vulkan/icd.d/nvidia_icd.json (optional)"));
-        CHECK(has(t, "ro-bind " + host + "/usr/share/glvnd/egl_vendor.d/10_nvidia.json -> /usr/share/glvnd/egl_vendor.d/10_nvidia.json (optional)"));
+        CHECK(has(t, "ro-bind " + host +
+                         "/usr/share/vulkan/icd.d/nvidia_icd.json -> "
+                         "/usr/share/vulkan/icd.d/nvidia_icd.json (optional)"));
+        CHECK(has(t, "ro-bind " + host +
+                         "/usr/share/glvnd/egl_vendor.d/10_nvidia.json -> "
+                         "/usr/share/glvnd/egl_vendor.d/10_nvidia.json (optional)"));
         CHECK_FALSE(has(t, "/etc/vulkan"));
         CHECK_FALSE(has(t, "OpenCL"));  // no compute, no libnvidia-opencl
     }
     // A host without libnvidia-opencl: no ICD file that would name a library that is not there.
-    h.fake.remove("/usr/lib/x86_64-linux-gnu/libnvidia-opencl.so.1").remove("/usr/lib/x86_64-linux-gnu/libnvidia-opencl.so.550.54.14");
+    h.fake.remove("/usr/lib/x86_64-linux-gnu/libnvidia-opencl.so.1")
+        .remove("/usr/lib/x86_64-linux-gnu/libnvidia-opencl.so.550.54.14");
     CHECK_FALSE(icd(plan(kCapDefault)));
 }
 
-TEST_CASE("discovery and plan: a GPU in MIG mode is planned whole, with a warning that CUDA will not see it") {
+TEST_CASE(
+    "discovery and plan: a GPU in MIG mode is planned whole, with a warning that CUDA will not see "
+    "it") {
     Host h;
     h.fake.mig(0, 2);  // GPU 1 (minor 0)
     for (const std::vector<int>& only : {std::vector<int>{}, {1}}) {
         GpuInventory inv = as_real(discover_gpus(h.dir.string(), kCapDefault, Scope::nvidia, only));
         CHECK(inv.gpus[1].mig_instances == 2);
-        const GpuPlan mig = plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("1")), kCapDefault, {"/usr/lib/x86_64-linux-gnu", {}});
+        const GpuPlan mig = plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("1")), kCapDefault,
+                                            {"/usr/lib/x86_64-linux-gnu", {}});
         CHECK(has(texts(mig), "-> /dev/nvidia0 [195:0]"));
-        CHECK(mig.warnings == std::vector<std::string>{
-                                  "GPU 1 (0000:5e:00.0) is in MIG mode (2 GPU instances): gpubox gives whole GPUs, not MIG "
-                                  "devices, so CUDA inside will find no device; nvidia-smi still works"});
+        CHECK(mig.warnings ==
+              std::vector<std::string>{
+                  "GPU 1 (0000:5e:00.0) is in MIG mode (2 GPU instances): gpubox gives whole GPUs, "
+                  "not MIG "
+                  "devices, so CUDA inside will find no device; nvidia-smi still works"});
         if (only.empty()) {
             CHECK(inv.gpus[0].mig_instances == 0);
-            CHECK(plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("0")), kCapDefault, {"/usr/lib/x86_64-linux-gnu", {}})
+            CHECK(plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("0")), kCapDefault,
+                                  {"/usr/lib/x86_64-linux-gnu", {}})
                       .warnings.empty());
-            CHECK(table(describe_gpus(inv))[2].back() == "/dev/nvidia0 (MIG mode: 2 GPU instances)");
+            CHECK(table(describe_gpus(inv))[2].back() ==
+                  "/dev/nvidia0 (MIG mode: 2 GPU instances)");
         }
     }
 }
@@ -511,7 +599,8 @@ TEST_CASE("discovery and plan: a GPU in MIG mode is planned whole, with a warnin
 TEST_CASE("GPU plan: AMD and Intel GPUs get their DRM nodes and by-path links") {
     Host h;
     GpuInventory inv = as_real(discover_gpus(h.dir.string(), kCapDefault));
-    auto t = texts(plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("0000:c1:00.0")), kCapDefault, {}));
+    auto t = texts(
+        plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("0000:c1:00.0")), kCapDefault, {}));
     CHECK(has(t, "-> /dev/kfd"));
     CHECK(has(t, "-> /dev/dri/card1"));
     CHECK(has(t, "-> /dev/dri/renderD129"));
@@ -543,11 +632,13 @@ TEST_CASE("GPU plan: broken hosts are clear errors") {
         }
     }
     SECTION("a node that is not the driver's device") {
-        CHECK_THROWS_WITH(plan_gpu0(h, false), Contains("not the expected character device"));  // plain files
+        CHECK_THROWS_WITH(plan_gpu0(h, false),
+                          Contains("not the expected character device"));  // plain files
     }
     SECTION("module and libraries disagree") {
         h.fake.file("/sys/module/nvidia/version", "560.28.03\n");
-        CHECK_THROWS_WITH(plan_gpu0(h), Contains("version mismatch: kernel module 560.28.03, user-space libraries 535.104.05, 550.54.14"));
+        CHECK_THROWS_WITH(plan_gpu0(h), Contains("version mismatch: kernel module 560.28.03, "
+                                                 "user-space libraries 535.104.05, 550.54.14"));
     }
     SECTION("no driver at all") {
         h.fake.remove("/sys/module/nvidia").remove("/proc/driver/nvidia/version");
@@ -567,9 +658,11 @@ TEST_CASE("GPU ops placed after the rest of the plan land as if planned with it"
     in.user_mounts = {{rootfs::UserMount::Type::tmpfs, "", "/scratch"}};
     const rootfs::MountPlan base = rootfs::build_mount_plan(in);
     in.device_ops = plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("0")), kCapDefault,
-                                    ImageInfo{choose_libdir(true), {}}).ops;
+                                    ImageInfo{choose_libdir(true), {}})
+                        .ops;
     const rootfs::MountPlan full = rootfs::build_mount_plan(in);
-    const rootfs::MountPlan late = rootfs::with_device_ops(base, rootfs::place_device_ops(base, in.device_ops));
+    const rootfs::MountPlan late =
+        rootfs::with_device_ops(base, rootfs::place_device_ops(base, in.device_ops));
     // Every field, places included: what init builds from the monitor's ops, and --print-plan's plan.
     CHECK(rootfs::encode_ops(late.ops) == rootfs::encode_ops(full.ops));
     CHECK(late.user_from == full.user_from);
@@ -581,17 +674,20 @@ TEST_CASE("GPU ops fit the mount planner: /dev nodes in gpubox's tmpfs, librarie
     rootfs::PlanInputs in;
     in.root = {"/img", rootfs::RootMode::overlay, 0};
     in.device_ops = plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("0")), kCapDefault,
-                                    ImageInfo{choose_libdir(true), {}}).ops;
+                                    ImageInfo{choose_libdir(true), {}})
+                        .ops;
     rootfs::MountPlan plan = rootfs::build_mount_plan(in);
     for (const auto& op : plan.ops) {
         if (auto* d = std::get_if<rootfs::BindDev>(&op)) CHECK(d->place == rootfs::Place::gpubox);
-        if (auto* s = std::get_if<rootfs::Symlink>(&op); s && s->path.find("libcuda") != std::string::npos)
+        if (auto* s = std::get_if<rootfs::Symlink>(&op);
+            s && s->path.find("libcuda") != std::string::npos)
             CHECK(s->place == rootfs::Place::image);
         if (auto* t = std::get_if<rootfs::Tmpfs>(&op); t && t->target == "/proc/driver")
             CHECK(t->place == rootfs::Place::kernel);
     }
     in.root.mode = rootfs::RootMode::writable;
-    CHECK_THROWS_WITH(rootfs::build_mount_plan(in), Catch::Matchers::Contains("never writes into ROOTFS"));
+    CHECK_THROWS_WITH(rootfs::build_mount_plan(in),
+                      Catch::Matchers::Contains("never writes into ROOTFS"));
 }
 
 TEST_CASE("gpubox list: a header and one row per GPU, columns aligned whatever their widths") {
@@ -600,8 +696,11 @@ TEST_CASE("gpubox list: a header and one row per GPU, columns aligned whatever t
     const auto rows = table(text);
     REQUIRE(rows.size() == 7);  // the header, 4 NVIDIA GPUs, the AMD and the Intel one
     CHECK(rows[0] == std::vector<std::string>{"INDEX", "PCI", "VENDOR", "MODEL", "UUID", "NODES"});
-    CHECK(rows[1] == std::vector<std::string>{"0", "0000:3b:00.0", "nvidia", "Tesla T4", "GPU-000000a0-1111-2222-3333-444400000010", "/dev/nvidia2"});
-    CHECK(rows[6] == std::vector<std::string>{"-", "0000:c1:00.0", "amd", "-", "-", "/dev/dri/card1 /dev/dri/renderD129"});
+    CHECK(rows[1] == std::vector<std::string>{"0", "0000:3b:00.0", "nvidia", "Tesla T4",
+                                              "GPU-000000a0-1111-2222-3333-444400000010",
+                                              "/dev/nvidia2"});
+    CHECK(rows[6] == std::vector<std::string>{"-", "0000:c1:00.0", "amd", "-", "-",
+                                              "/dev/dri/card1 /dev/dri/renderD129"});
     // Every cell starts where its column's name does.
     std::istringstream in(text);
     std::vector<std::string> lines;

@@ -183,8 +183,8 @@ TEST_CASE("re-pull: the registry's manifest alone, and the index entry for the p
     PullRequest r;
     r.cert_dir = "/c";
     CHECK(plan_inspect_args(r, "docker://h/x:1", "/a.json") ==
-          std::vector<std::string>{"skopeo", "inspect", "--raw", "--tls-verify=true",
-                                   "--cert-dir", "/c", "--authfile", "/a.json", "docker://h/x:1"});
+          std::vector<std::string>{"skopeo", "inspect", "--raw", "--tls-verify=true", "--cert-dir",
+                                   "/c", "--authfile", "/a.json", "docker://h/x:1"});
     r = {};
     r.insecure = true;
     CHECK(plan_inspect_args(r, "docker://h/x:1", "") ==

@@ -16,7 +16,9 @@ IsolateArgs parse(std::vector<std::string> args) { return parse_isolate_command_
 
 IsolateHost host(std::vector<std::string> missing = {"/lib64"}) {
     IsolateHost h;
-    h.exists = [missing](const std::string& p) { return std::find(missing.begin(), missing.end(), p) == missing.end(); };
+    h.exists = [missing](const std::string& p) {
+        return std::find(missing.begin(), missing.end(), p) == missing.end();
+    };
     h.environ = {{"HOME", "/home/judge"}, {"PATH", "/usr/bin"}, {"SECRET", "x"}};
     h.uid = 1000, h.gid = 1000;
     return h;
@@ -29,7 +31,9 @@ IsolateRun plan(std::vector<std::string> args, const IsolateHost& h = host()) {
 }
 
 std::string text(const UserMount& m) {
-    const char* t = m.type == UserMount::Type::bind ? "bind " : m.type == UserMount::Type::ro_bind ? "ro-bind " : "tmpfs ";
+    const char* t = m.type == UserMount::Type::bind      ? "bind "
+                    : m.type == UserMount::Type::ro_bind ? "ro-bind "
+                                                         : "tmpfs ";
     return t + (m.source.empty() ? "" : m.source + " -> ") + m.target;
 }
 
@@ -42,7 +46,8 @@ std::vector<std::string> mounts(const IsolateRun& r) {
 }  // namespace
 
 TEST_CASE("isolate CLI: getopt's grammar") {
-    IsolateArgs a = parse({"-b", "3", "-sv", "-t1.5", "--wall-time=4", "--mem", "65536", "--run", "--", "./a", "-t", "9"});
+    IsolateArgs a = parse({"-b", "3", "-sv", "-t1.5", "--wall-time=4", "--mem", "65536", "--run",
+                           "--", "./a", "-t", "9"});
     CHECK(a.mode == IsolateMode::run);
     CHECK(a.box_id == 3);
     CHECK(a.silent == 1);
@@ -65,10 +70,13 @@ TEST_CASE("isolate CLI: getopt's grammar") {
         CHECK_THROWS_WITH(parse({"--run"}), "--run mode requires a command to run");
         CHECK_THROWS_WITH(parse({"--init", "x"}), "--init mode takes no parameters");
         CHECK_THROWS_WITH(parse({"-b", "x1", "--init"}), "Invalid numeric parameter: x1");
-        CHECK_THROWS_WITH(parse({"-b", "99999999999", "--init"}), "Numeric parameter out of range: 99999999999");
-        CHECK_THROWS_WITH(parse({"--cg-mem=1000", "--run", "x"}), "Options related to control groups require --cg to be set.");
+        CHECK_THROWS_WITH(parse({"-b", "99999999999", "--init"}),
+                          "Numeric parameter out of range: 99999999999");
+        CHECK_THROWS_WITH(parse({"--cg-mem=1000", "--run", "x"}),
+                          "Options related to control groups require --cg to be set.");
         CHECK_THROWS_WITH(parse({"--bogus", "--init"}), "isolate: unrecognized option '--bogus'");
-        CHECK_THROWS_WITH(parse({"-d", "x:frob", "--init"}), "Invalid directory rule 'x:frob': Unknown option 'frob'");
+        CHECK_THROWS_WITH(parse({"-d", "x:frob", "--init"}),
+                          "Invalid directory rule 'x:frob': Unknown option 'frob'");
         CHECK_THROWS_WITH(parse({"-E=x", "--init"}), "Invalid environment specified: =x");
     }
     SECTION("stderr and stderr-to-stdout exclude each other, the last one wins") {
@@ -94,8 +102,10 @@ TEST_CASE("isolate directory rules, as rules.c keeps them") {
     CHECK(add_isolate_dir_rule(r, "x=rel") == "Right-hand side must start with '/' or './'");
     CHECK(add_isolate_dir_rule(r, "x:fs") == "Missing filesystem name");
     CHECK(add_isolate_dir_rule(r, "x=ext4:fs") == "This filesystem is not supported");
-    CHECK(add_isolate_dir_rule(r, "x=y:tmp") == "Temporary directory mounts do not have a right-hand side");
-    CHECK(add_isolate_dir_rule(r, "x=proc:fs:tmp") == "Flags 'fs' and 'tmp' are mutually exclusive");
+    CHECK(add_isolate_dir_rule(r, "x=y:tmp") ==
+          "Temporary directory mounts do not have a right-hand side");
+    CHECK(add_isolate_dir_rule(r, "x=proc:fs:tmp") ==
+          "Flags 'fs' and 'tmp' are mutually exclusive");
 }
 
 TEST_CASE("plan_isolate_run: isolate's default rules on an empty root") {
@@ -106,8 +116,9 @@ TEST_CASE("plan_isolate_run: isolate's default rules on an empty root") {
     CHECK(o.argv == std::vector<std::string>{"./prog"});
     CHECK(o.meta.empty());  // isolate mode writes its own
     // /dev, /dev/shm, /proc and /tmp are gpubox's own; /lib64 is `maybe` and missing here.
-    CHECK(mounts(r) == std::vector<std::string>{"bind /run/user/1000/gpubox/isolate/7/box -> /box", "ro-bind /bin -> /bin",
-                                                 "ro-bind /lib -> /lib", "ro-bind /usr -> /usr"});
+    CHECK(mounts(r) == std::vector<std::string>{"bind /run/user/1000/gpubox/isolate/7/box -> /box",
+                                                "ro-bind /bin -> /bin", "ro-bind /lib -> /lib",
+                                                "ro-bind /usr -> /usr"});
     CHECK(mounts(plan({"--run", "x"}, host({}))).size() == 5);  // with /lib64
     CHECK(o.bare_env);
     CHECK(o.env == std::vector<std::pair<std::string, std::string>>{{"LIBC_FATAL_STDERR_", "1"}});
@@ -119,17 +130,21 @@ TEST_CASE("plan_isolate_run: isolate's default rules on an empty root") {
         CHECK_FALSE(o.limits.memory_bytes);
     }
     SECTION("-D drops the defaults; user rules stay in order") {
-        IsolateRun d = plan({"-D", "--dir=box=./box:rw", "--dir=/data=/srv/data", "--dir=scratch:tmp", "--run", "x"});
-        CHECK(mounts(d) == std::vector<std::string>{"bind /run/user/1000/gpubox/isolate/7/box -> /box",
-                                                     "ro-bind /srv/data -> /data", "tmpfs /scratch"});
+        IsolateRun d = plan({"-D", "--dir=box=./box:rw", "--dir=/data=/srv/data",
+                             "--dir=scratch:tmp", "--run", "x"});
+        CHECK(mounts(d) ==
+              std::vector<std::string>{"bind /run/user/1000/gpubox/isolate/7/box -> /box",
+                                       "ro-bind /srv/data -> /data", "tmpfs /scratch"});
     }
 }
 
 TEST_CASE("plan_isolate_run: limits in isolate's units") {
-    IsolateRun r = plan({"--cg", "-t", "1", "-x", "1.5", "-w", "3", "-m", "65536", "--cg-mem=131072", "-p20", "-f", "100",
-                         "-k", "8192", "-n", "0", "-o", "out.txt", "--run", "x"});
+    IsolateRun r =
+        plan({"--cg", "-t", "1",   "-x", "1.5",  "-w", "3", "-m", "65536",   "--cg-mem=131072",
+              "-p20", "-f", "100", "-k", "8192", "-n", "0", "-o", "out.txt", "--run",
+              "x"});
     const isolate::Limits& l = r.options.limits;
-    CHECK(*l.cpu_seconds == 1.5);  // killed past both -t and -x
+    CHECK(*l.cpu_seconds == 1.5);              // killed past both -t and -x
     CHECK(*r.report_limits.cpu_seconds == 1);  // but judged against -t
     CHECK(*l.wall_seconds == 3);
     CHECK(*l.as_bytes == 65536ull * 1024);
@@ -140,35 +155,44 @@ TEST_CASE("plan_isolate_run: limits in isolate's units") {
     CHECK_FALSE(l.stderr_bytes);
     CHECK(*l.stack_bytes == 8192 * 1024);
     CHECK_FALSE(l.nofile);
-    CHECK_FALSE(plan({"-p", "--run", "x"}).options.limits.pids);  // any number: gpubox's default cap
+    CHECK_FALSE(
+        plan({"-p", "--run", "x"}).options.limits.pids);  // any number: gpubox's default cap
 }
 
 TEST_CASE("plan_isolate_run: redirections open in bound host directories") {
-    IsolateRun r = plan({"-i", "in.txt", "-o", "/box/sub/out.txt", "-r", "/dev/null", "--run", "x"});
+    IsolateRun r =
+        plan({"-i", "in.txt", "-o", "/box/sub/out.txt", "-r", "/dev/null", "--run", "x"});
     CHECK(r.redirect[0].host_dir == kBox.box);
     CHECK(r.redirect[0].rel == "in.txt");
     CHECK(r.redirect[1].rel == "sub/out.txt");
     CHECK(r.redirect[2].host_dir == "/dev");
     CHECK(r.redirect[2].rel == "null");
-    CHECK_THROWS_WITH(plan({"-o", "/usr/x", "--run", "x"}), "open(\"/usr/x\"): Read-only file system");
+    CHECK_THROWS_WITH(plan({"-o", "/usr/x", "--run", "x"}),
+                      "open(\"/usr/x\"): Read-only file system");
     CHECK_THROWS_AS(plan({"-i", "/etc/passwd", "--run", "x"}), PlanError);
     CHECK(plan({"-i", "/usr/share/dict", "--run", "x"}).redirect[0].host_dir == "/usr");
 }
 
 TEST_CASE("plan_isolate_run: what gpubox cannot honour unprivileged is an error") {
     CHECK_THROWS_WITH(plan({"--dir=/data=/srv:noexec", "--run", "x"}), Catch::Contains("noexec"));
-    CHECK_THROWS_WITH(plan({"--dir=/dev2=/dev:dev", "--run", "x"}), Catch::Contains("device access needs root"));
-    CHECK_THROWS_WITH(plan({"--dir=/x=sysfs:fs", "--run", "x"}), Catch::Contains("only at its own place"));
-    CHECK_THROWS_WITH(plan({"--as-uid=0", "--as-gid=0", "--run", "x"}), Catch::Contains("cannot act on behalf"));
-    CHECK_THROWS_WITH(plan({"--as-uid=1000", "--run", "x"}), "--as-uid and --as-gid must be used either both or none");
+    CHECK_THROWS_WITH(plan({"--dir=/dev2=/dev:dev", "--run", "x"}),
+                      Catch::Contains("device access needs root"));
+    CHECK_THROWS_WITH(plan({"--dir=/x=sysfs:fs", "--run", "x"}),
+                      Catch::Contains("only at its own place"));
+    CHECK_THROWS_WITH(plan({"--as-uid=0", "--as-gid=0", "--run", "x"}),
+                      Catch::Contains("cannot act on behalf"));
+    CHECK_THROWS_WITH(plan({"--as-uid=1000", "--run", "x"}),
+                      "--as-uid and --as-gid must be used either both or none");
     CHECK_NOTHROW(plan({"--as-uid=1000", "--as-gid=1000", "--run", "x"}));
     CHECK_THROWS_WITH(plan({"--core=100", "--run", "x"}), Catch::Contains("core"));
-    CHECK(unsupported_isolate_request(parse({"-q", "10,10", "--init"}), 1, 1).find("quota") != std::string::npos);
+    CHECK(unsupported_isolate_request(parse({"-q", "10,10", "--init"}), 1, 1).find("quota") !=
+          std::string::npos);
     CHECK_NOTHROW(plan({"--dir=/data=/srv:norec:maybe", "--dir=/dev:dev:norec", "--run", "x"}));
 }
 
 TEST_CASE("isolate environment rules") {
-    const std::vector<std::pair<std::string, std::string>> env = {{"HOME", "/h"}, {"PATH", "/usr/bin"}, {"X", "1"}};
+    const std::vector<std::pair<std::string, std::string>> env = {
+        {"HOME", "/h"}, {"PATH", "/usr/bin"}, {"X", "1"}};
     using Env = std::vector<std::pair<std::string, std::string>>;
     CHECK(plan_isolate_env(parse({"-E", "HOME", "-E", "Y=2", "-E", "NOPE", "--init"}), env) ==
           Env{{"LIBC_FATAL_STDERR_", "1"}, {"HOME", "/h"}, {"Y", "2"}});

@@ -40,15 +40,20 @@ std::string mode_of(const fs::path& p) {
     struct stat st {};
     if (::lstat(p.c_str(), &st) < 0) return "missing";
     std::ostringstream s;
-    s << (S_ISDIR(st.st_mode) ? "d" : S_ISLNK(st.st_mode) ? "l" : S_ISREG(st.st_mode) ? "f" : "?") << std::oct
-      << (st.st_mode & 07777);
+    s << (S_ISDIR(st.st_mode)   ? "d"
+          : S_ISLNK(st.st_mode) ? "l"
+          : S_ISREG(st.st_mode) ? "f"
+                                : "?")
+      << std::oct << (st.st_mode & 07777);
     return s.str();
 }
 
 std::string list(const fs::path& top) {
     std::vector<std::string> lines;
-    for (auto it = fs::recursive_directory_iterator(top); it != fs::recursive_directory_iterator(); ++it)
-        lines.push_back(it->path().lexically_relative(top).string() + " " + mode_of(it->path()) + "\n");
+    for (auto it = fs::recursive_directory_iterator(top); it != fs::recursive_directory_iterator();
+         ++it)
+        lines.push_back(it->path().lexically_relative(top).string() + " " + mode_of(it->path()) +
+                        "\n");
     std::sort(lines.begin(), lines.end());
     std::string out;
     for (const std::string& l : lines) out += l;
@@ -68,19 +73,24 @@ TEST_CASE("the monitor makes the GPU's entries in the late directory as init wou
                Tmpfs{"/proc/driver", 0555, true, true, Place::kernel},
                MakeDir{"/proc/driver/nvidia", 0555},
                WriteFile{"/proc/driver/nvidia/params", "ModifyDeviceFiles: 0\n", 0444},
-               Bind{d.dir.string(), "/proc/driver/nvidia/gpus/0000:3b:00.0", true, Need::required, Place::image, SourceKind::dir},
-               Bind{(d.dir / "driver.so").string(), lib + "libcuda.so.550", true, Need::required, Place::image, SourceKind::file},
+               Bind{d.dir.string(), "/proc/driver/nvidia/gpus/0000:3b:00.0", true, Need::required,
+                    Place::image, SourceKind::dir},
+               Bind{(d.dir / "driver.so").string(), lib + "libcuda.so.550", true, Need::required,
+                    Place::image, SourceKind::file},
                Symlink{"libcuda.so.550", lib + "libcuda.so.1"},
                WriteFile{"/etc/ld.so.cache", "gpubox's", 0644},
-               Bind{d.dir.string(), "/lib/firmware/nvidia/550", true, Need::optional, Place::image, SourceKind::dir},
-               Bind{(d.dir / "absent").string(), "/usr/bin/nvidia-absent", true, Need::optional, Place::image, SourceKind::unknown}});
+               Bind{d.dir.string(), "/lib/firmware/nvidia/550", true, Need::optional, Place::image,
+                    SourceKind::dir},
+               Bind{(d.dir / "absent").string(), "/usr/bin/nvidia-absent", true, Need::optional,
+                    Place::image, SourceKind::unknown}});
     const MountPlan full = with_device_ops(base, ops);
     UniqueFd image = sys::open_at(AT_FDCWD, (d.dir / "image").string(), O_PATH | O_DIRECTORY);
     UniqueFd late = sys::open_at(AT_FDCWD, (d.dir / "late").string(), O_PATH | O_DIRECTORY);
     const std::string image_before = list(d.dir / "image");
 
     const mode_t old = ::umask(077);  // a cautious user's: the entries' modes must not change
-    const std::vector<bool> prepared = prepare_late_entries(full, base.user_from, ops.size(), image.get(), late.get());
+    const std::vector<bool> prepared =
+        prepare_late_entries(full, base.user_from, ops.size(), image.get(), late.get());
     CHECK(::umask(old) == 077);  // and the monitor's own is back
 
     // Mount points, links and files only for image-place ops; /dev is gpubox's. The read-only
@@ -105,12 +115,14 @@ TEST_CASE("the monitor makes the GPU's entries in the late directory as init wou
           "usr/lib/x86_64-linux-gnu d755\n"
           "usr/lib/x86_64-linux-gnu/libcuda.so.1 l777\n"
           "usr/lib/x86_64-linux-gnu/libcuda.so.550 f644\n");
-    CHECK(fs::read_symlink(d.dir / "late/usr/lib/x86_64-linux-gnu/libcuda.so.1") == "libcuda.so.550");
+    CHECK(fs::read_symlink(d.dir / "late/usr/lib/x86_64-linux-gnu/libcuda.so.1") ==
+          "libcuda.so.550");
     std::ifstream cache(d.dir / "late/etc/ld.so.cache");
     CHECK(std::string(std::istreambuf_iterator<char>(cache), {}) == "gpubox's");
     // Done here, so init skips them: the link and the files, and the tmpfs (bound from there).
     // Binds still mount at apply time.
-    CHECK(prepared == std::vector<bool>{false, true, true, true, false, false, true, true, false, false});
+    CHECK(prepared ==
+          std::vector<bool>{false, true, true, true, false, false, true, true, false, false});
     CHECK(list(d.dir / "image") == image_before);
 }
 
@@ -119,8 +131,9 @@ TEST_CASE("a kernel-place tmpfs is left to init where the image's own directory 
     PlanInputs in;
     in.root = {(d.dir / "image").string(), RootMode::overlay, 0};
     const MountPlan base = build_mount_plan(in);
-    const std::vector<MountOp> ops = place_device_ops(base, {Tmpfs{"/proc/driver", 0555, true, true, Place::kernel},
-                                                             MakeDir{"/proc/driver/nvidia", 0555}});
+    const std::vector<MountOp> ops =
+        place_device_ops(base, {Tmpfs{"/proc/driver", 0555, true, true, Place::kernel},
+                                MakeDir{"/proc/driver/nvidia", 0555}});
     const MountPlan full = with_device_ops(base, ops);
     UniqueFd late = sys::open_at(AT_FDCWD, (d.dir / "late").string(), O_PATH | O_DIRECTORY);
     auto prepare = [&] {

@@ -18,7 +18,9 @@ std::vector<LdCacheEntry> sample() {
             {0x0303, "libfoo.so.9", "/x/libfoo.so.9", 0}};
 }
 template <typename T>
-void put(std::string& s, std::size_t off, T v) { std::memcpy(s.data() + off, &v, sizeof v); }
+void put(std::string& s, std::size_t off, T v) {
+    std::memcpy(s.data() + off, &v, sizeof v);
+}
 }  // namespace
 
 TEST_CASE("ld.so.cache: what we render parses back, in glibc's order") {
@@ -27,9 +29,10 @@ TEST_CASE("ld.so.cache: what we render parses back, in glibc's order") {
     REQUIRE(entries.size() == 5);
     for (std::size_t i = 1; i < entries.size(); ++i)
         CHECK(ldcache_libcmp(entries[i - 1].key, entries[i].key) >= 0);  // descending keys
-    CHECK(entries[0].key == "libfoo.so.10");  // 10 > 9 numerically
+    CHECK(entries[0].key == "libfoo.so.10");                             // 10 > 9 numerically
     CHECK(entries[1].key == "libfoo.so.9");
-    auto libc = std::find_if(entries.begin(), entries.end(), [](auto& e) { return e.key == "libc.so.6"; });
+    auto libc =
+        std::find_if(entries.begin(), entries.end(), [](auto& e) { return e.key == "libc.so.6"; });
     CHECK(libc->flags == 0x0303);  // higher flags first among equal keys
 }
 
@@ -47,8 +50,9 @@ TEST_CASE("ld.so.cache: the system's own cache (written by its ldconfig) parses"
     s << f.rdbuf();
     auto entries = parse_ldcache(s.str());
     CHECK(entries.size() > 10);
-    CHECK(std::any_of(entries.begin(), entries.end(),
-                      [](auto& e) { return e.key == "libc.so.6" && (e.flags & 0xffff) == kLdFlagsNative; }));
+    CHECK(std::any_of(entries.begin(), entries.end(), [](auto& e) {
+        return e.key == "libc.so.6" && (e.flags & 0xffff) == kLdFlagsNative;
+    }));
 }
 
 TEST_CASE("ld.so.cache: compat format (old table, then the new one at an 8-byte boundary)") {
@@ -60,7 +64,8 @@ TEST_CASE("ld.so.cache: compat format (old table, then the new one at an 8-byte 
     while (old.size() % 8) old += '\0';
     auto entries = parse_ldcache(old + newpart);
     CHECK(entries.size() == 5);
-    CHECK_THROWS_WITH(parse_ldcache(old + std::string(64, 'x')), Catch::Matchers::Contains("old format only"));
+    CHECK_THROWS_WITH(parse_ldcache(old + std::string(64, 'x')),
+                      Catch::Matchers::Contains("old format only"));
 }
 
 TEST_CASE("ld.so.cache: every truncation is an error, never a crash") {
@@ -96,10 +101,12 @@ TEST_CASE("ld.so.cache: corrupt fields are rejected") {
 }
 
 namespace {
-std::vector<LdCacheEntry> filtered(const std::vector<LdCacheEntry>& all, const std::vector<std::string>& prefixes) {
+std::vector<LdCacheEntry> filtered(const std::vector<LdCacheEntry>& all,
+                                   const std::vector<std::string>& prefixes) {
     std::vector<LdCacheEntry> out;
     for (const LdCacheEntry& e : all)
-        if (std::any_of(prefixes.begin(), prefixes.end(), [&](auto& p) { return e.key.rfind(p, 0) == 0; }))
+        if (std::any_of(prefixes.begin(), prefixes.end(),
+                        [&](auto& p) { return e.key.rfind(p, 0) == 0; }))
             out.push_back(e);
     return out;
 }
@@ -107,21 +114,31 @@ std::vector<LdCacheEntry> filtered(const std::vector<LdCacheEntry>& all, const s
 
 TEST_CASE("ld.so.cache lookup: the binary search finds what a full scan finds, in table order") {
     std::vector<LdCacheEntry> entries = sample();
-    for (const char* k : {"libcuda.so", "libcudadebugger.so.1", "libnvidia-ml.so.1", "libnvidia-ml.so",
-                          "libnvidia-pkcs11.so.1", "libnvidia-pkcs11-openssl3.so.1", "libnvidia-nvvm.so.4",
-                          "libnvidia-nvvm.so.10", "libnvidia-ml.so.1", "libz.so.1", "libA.so", "lib9.so", "libnvidia-mlx.so.2"})
+    for (const char* k :
+         {"libcuda.so", "libcudadebugger.so.1", "libnvidia-ml.so.1", "libnvidia-ml.so",
+          "libnvidia-pkcs11.so.1", "libnvidia-pkcs11-openssl3.so.1", "libnvidia-nvvm.so.4",
+          "libnvidia-nvvm.so.10", "libnvidia-ml.so.1", "libz.so.1", "libA.so", "lib9.so",
+          "libnvidia-mlx.so.2"})
         entries.push_back({0x0303, k, std::string("/usr/lib/") + k, 0});
     const std::string bytes = render_ldcache(entries);
     const auto all = parse_ldcache(bytes);
-    for (const std::vector<std::string>& prefixes :
-         std::vector<std::vector<std::string>>{{"libcuda.so"}, {"libnvidia-ml.so"}, {"libnvidia-pkcs11.so"},
-                                               {"libnvidia-pkcs11-openssl3.so"}, {"libnvidia-nvvm.so"},
-                                               {"libcuda.so", "libnvidia-ml.so", "libnvidia-nvvm.so", "libc.so"},
-                                               {"lib"}, {"libzz.so"}, {"aaa"}, {"zzz"}, {}}) {
+    for (const std::vector<std::string>& prefixes : std::vector<std::vector<std::string>>{
+             {"libcuda.so"},
+             {"libnvidia-ml.so"},
+             {"libnvidia-pkcs11.so"},
+             {"libnvidia-pkcs11-openssl3.so"},
+             {"libnvidia-nvvm.so"},
+             {"libcuda.so", "libnvidia-ml.so", "libnvidia-nvvm.so", "libc.so"},
+             {"lib"},
+             {"libzz.so"},
+             {"aaa"},
+             {"zzz"},
+             {}}) {
         INFO("prefixes: " << prefixes.size() << (prefixes.empty() ? "" : " first " + prefixes[0]));
         CHECK(find_ldcache(bytes, prefixes) == filtered(all, prefixes));
     }
-    CHECK(find_ldcache(bytes, {"libnvidia-ml.so"}).size() == 3);  // both libnvidia-ml.so.1 entries, not -mlx
+    CHECK(find_ldcache(bytes, {"libnvidia-ml.so"}).size() ==
+          3);  // both libnvidia-ml.so.1 entries, not -mlx
     CHECK(find_ldcache(bytes, {"libcuda.so", "libcuda.so"}).size() == 2);  // each entry once
 }
 
@@ -133,12 +150,15 @@ TEST_CASE("ld.so.cache lookup: the system's cache, sorted by its own ldconfig") 
     const auto all = parse_ldcache(s.str());
     std::vector<std::string> prefixes;
     for (const LdCacheEntry& e : all)  // every library's name up to ".so": each is found
-        if (auto so = e.key.find(".so"); so != std::string::npos) prefixes.push_back(e.key.substr(0, so + 3));
+        if (auto so = e.key.find(".so"); so != std::string::npos)
+            prefixes.push_back(e.key.substr(0, so + 3));
     REQUIRE(prefixes.size() > 10);
     CHECK(find_ldcache(s.str(), prefixes) == filtered(all, prefixes));
 }
 
-TEST_CASE("ld.so.cache lookup: an unsorted table gives fewer entries, never wrong ones, and bad input throws") {
+TEST_CASE(
+    "ld.so.cache lookup: an unsorted table gives fewer entries, never wrong ones, and bad input "
+    "throws") {
     std::string bytes = render_ldcache(sample());
     // Swap the first and last records: the table is no longer sorted.
     const std::size_t first = 48, last = 48 + 4 * 24;

@@ -20,7 +20,8 @@ std::string mech(const LimitPlan& p, const std::string& name) {
     return "";
 }
 bool has_rlimit(const LimitPlan& p, int r) {
-    return std::any_of(p.rlimits.begin(), p.rlimits.end(), [&](auto& op) { return op.resource == r; });
+    return std::any_of(p.rlimits.begin(), p.rlimits.end(),
+                       [&](auto& op) { return op.resource == r; });
 }
 Limits autograder() {
     Limits l;
@@ -48,7 +49,8 @@ TEST_CASE("limits without a cgroup: rlimits, sampling, and mechanisms that say s
 
 TEST_CASE("defaults that protect the host: a pids cap, one tmpfs budget, SysV within it") {
     LimitPlan p = plan_limits({}, {}, true, false, false, 1ULL << 30);
-    auto nproc = std::find_if(p.rlimits.begin(), p.rlimits.end(), [](auto& op) { return op.resource == RLIMIT_NPROC; });
+    auto nproc = std::find_if(p.rlimits.begin(), p.rlimits.end(),
+                              [](auto& op) { return op.resource == RLIMIT_NPROC; });
     REQUIRE(nproc != p.rlimits.end());
     CHECK(nproc->value == kDefaultPids);
     CHECK(mech(p, "pids").find("the default, 4096") != std::string::npos);
@@ -60,8 +62,10 @@ TEST_CASE("defaults that protect the host: a pids cap, one tmpfs budget, SysV wi
     CHECK_FALSE(unlimited.any());
     CHECK(plan_tmpfs_size(32 << 20, 64 << 20, 8ULL << 30) == 32u << 20);  // --tmpfs-size wins
     CHECK(plan_tmpfs_size(0, 64 << 20, 8ULL << 30) == 64u << 20);         // else the memory limit
-    CHECK(plan_tmpfs_size(0, std::nullopt, 8ULL << 30) == 2ULL << 30);    // else a quarter of MemAvailable
-    CHECK(parse_mem_available("MemTotal:       24000000 kB\nMemAvailable:    8000000 kB\n") == 8000000ULL * 1024);
+    CHECK(plan_tmpfs_size(0, std::nullopt, 8ULL << 30) ==
+          2ULL << 30);  // else a quarter of MemAvailable
+    CHECK(parse_mem_available("MemTotal:       24000000 kB\nMemAvailable:    8000000 kB\n") ==
+          8000000ULL * 1024);
     CHECK_FALSE(parse_mem_available("MemTotal: 1 kB\n"));
 }
 
@@ -79,45 +83,58 @@ TEST_CASE("limits with a delegated cgroup use its controllers") {
 TEST_CASE("honest mechanisms on old kernels and for the host's root") {
     Limits l;
     l.pids = 10;
-    CHECK(mech(plan_limits(l, {}, false, false, false), "pids").find("Linux < 5.14") != std::string::npos);
-    CHECK(mech(plan_limits(l, {}, true, false, true), "pids").find("NOT enforced") != std::string::npos);
+    CHECK(mech(plan_limits(l, {}, false, false, false), "pids").find("Linux < 5.14") !=
+          std::string::npos);
+    CHECK(mech(plan_limits(l, {}, true, false, true), "pids").find("NOT enforced") !=
+          std::string::npos);
     auto nproc = plan_limits(l, {}, true, true, false).rlimits;
-    CHECK(std::find_if(nproc.begin(), nproc.end(), [](auto& op) { return op.resource == RLIMIT_NPROC; })->value == 11);
+    CHECK(std::find_if(nproc.begin(), nproc.end(), [](auto& op) {
+              return op.resource == RLIMIT_NPROC;
+          })->value == 11);
 }
 
 TEST_CASE("usage parsers: stat with a hostile comm, status, smaps_rollup, sysvipc, loadavg") {
     ProcSample p;
-    REQUIRE(parse_proc_stat("42 (a) b) c) R 7 42 42 0 -1 4194560 10 0 0 0 7 3 2 1 20 0 1 0 12345 0", 10, p));
+    REQUIRE(parse_proc_stat("42 (a) b) c) R 7 42 42 0 -1 4194560 10 0 0 0 7 3 2 1 20 0 1 0 12345 0",
+                            10, p));
     CHECK(p.ppid == 7);
     CHECK(p.self_ns == 100);
     CHECK(p.children_ns == 30);
     CHECK(p.start == 12345);
     CHECK_FALSE(parse_proc_stat("42 (no close", 10, p));
     CHECK_FALSE(parse_proc_stat("42 (x) R 1", 10, p));
-    REQUIRE(parse_proc_status("Name:\tsh\nThreads:\t4\nSigIgn:\t0000000000010000\nRssAnon:\t  100 kB\nRssShmem:\t 7 kB\n", p));
+    REQUIRE(parse_proc_status(
+        "Name:\tsh\nThreads:\t4\nSigIgn:\t0000000000010000\nRssAnon:\t  100 kB\nRssShmem:\t 7 kB\n",
+        p));
     CHECK(p.threads == 4);
     CHECK(p.ignores_sigchld);  // bit 16: signal 17
     CHECK(p.anon_bytes == 100 * 1024);
     CHECK(p.shmem_bytes == 7 * 1024);
-    REQUIRE(parse_proc_status("Threads:\t1\nSigIgn:\t0000000000000004\n", p));  // a zombie: no Rss lines
+    REQUIRE(parse_proc_status("Threads:\t1\nSigIgn:\t0000000000000004\n",
+                              p));  // a zombie: no Rss lines
     CHECK_FALSE(p.ignores_sigchld);
     CHECK(p.anon_bytes == 0);
     CHECK_FALSE(parse_proc_status("Name: x\n", p));
     CHECK(parse_pss_shmem("Rss: 10 kB\nPss_Anon: 3 kB\nPss_Shmem:  2048 kB\n") == 2048u * 1024);
     const std::string shm =
-        "       key      shmid perms                  size  cpid  lpid nattch   uid   gid  cuid  cgid      atime      dtime      ctime                   rss                  swap\n"
-        "         0          1   600               1048576    10    10      0  1000  1000  1000  1000          0          0 1700000000               1048576                     0\n"
-        "         0          2   600               1048576    10    10      1  1000  1000  1000  1000          0          0 1700000000                524288                     0\n";
-    CHECK(parse_unattached_sysv(shm) == 1048576u);  // the attached one is in its attacher's Pss_Shmem
+        "       key      shmid perms                  size  cpid  lpid nattch   uid   gid  cuid  "
+        "cgid      atime      dtime      ctime                   rss                  swap\n"
+        "         0          1   600               1048576    10    10      0  1000  1000  1000  "
+        "1000          0          0 1700000000               1048576                     0\n"
+        "         0          2   600               1048576    10    10      1  1000  1000  1000  "
+        "1000          0          0 1700000000                524288                     0\n";
+    CHECK(parse_unattached_sysv(shm) ==
+          1048576u);  // the attached one is in its attacher's Pss_Shmem
     CHECK(parse_last_pid("0.00 0.01 0.05 1/120 4242\n") == 4242u);
     CHECK_FALSE(parse_last_pid("0.00 0.01\n"));
 }
 
 namespace {
-ProcSample proc(pid_t pid, pid_t ppid, std::uint64_t self, std::uint64_t children = 0, bool ign = false,
-                std::uint64_t start = 1) {
+ProcSample proc(pid_t pid, pid_t ppid, std::uint64_t self, std::uint64_t children = 0,
+                bool ign = false, std::uint64_t start = 1) {
     ProcSample p;
-    p.pid = pid, p.ppid = ppid, p.self_ns = self, p.children_ns = children, p.ignores_sigchld = ign, p.start = start;
+    p.pid = pid, p.ppid = ppid, p.self_ns = self, p.children_ns = children, p.ignores_sigchld = ign,
+    p.start = start;
     return p;
 }
 constexpr std::uint64_t ms = 1000000;
@@ -127,13 +144,15 @@ TEST_CASE("CPU ledger: every process counts, waited for or reaped by the kernel"
     CpuLedger l(2);
     CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms)}, 0, 0) == 100 * ms);
     SECTION("a child its parent waits for moves into the parent's cutime: counted once") {
-        CHECK(l.update({proc(1, 0, 0), proc(2, 1, 110 * ms), proc(3, 2, 50 * ms)}, 1, 10 * ms) == 160 * ms);
+        CHECK(l.update({proc(1, 0, 0), proc(2, 1, 110 * ms), proc(3, 2, 50 * ms)}, 1, 10 * ms) ==
+              160 * ms);
         CHECK(l.update({proc(1, 0, 0), proc(2, 1, 120 * ms, 60 * ms)}, 0, 10 * ms) == 180 * ms);
         CHECK(l.charged_ns() == 0);
         CHECK_FALSE(l.reaping_seen());
     }
     SECTION("a child the kernel reaped is kept, plus the interval it may have run unseen") {
-        CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms, 0, true), proc(3, 2, 50 * ms)}, 1, 10 * ms) == 150 * ms);
+        CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms, 0, true), proc(3, 2, 50 * ms)}, 1,
+                       10 * ms) == 150 * ms);
         CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms, 0, true)}, 0, 10 * ms) == 160 * ms);
         CHECK(l.charged_ns() == 60 * ms);
         CHECK(l.reaping_seen());
@@ -142,11 +161,13 @@ TEST_CASE("CPU ledger: every process counts, waited for or reaped by the kernel"
         CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms, 0, true)}, 50, 10 * ms) == 190 * ms);
     }
     SECTION("SA_NOCLDWAIT, invisible in SigIgn, shows as a cutime that did not grow") {
-        CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms), proc(3, 2, 50 * ms)}, 1, 10 * ms) == 150 * ms);
+        CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms), proc(3, 2, 50 * ms)}, 1, 10 * ms) ==
+              150 * ms);
         CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms)}, 0, 10 * ms) == 150 * ms);
         CHECK(l.reaping_seen());
         // From then on its children are charged as a SIGCHLD-ignoring parent's.
-        CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms), proc(4, 2, 20 * ms)}, 1, 10 * ms) == 170 * ms);
+        CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms), proc(4, 2, 20 * ms)}, 1, 10 * ms) ==
+              170 * ms);
         CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms)}, 0, 10 * ms) == 180 * ms);
     }
     SECTION("a child shorter than a clock tick is weighed to the ns (schedstat)") {
@@ -154,26 +175,34 @@ TEST_CASE("CPU ledger: every process counts, waited for or reaped by the kernel"
         c.exact_ns = 4 * ms;
         CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms), c}, 1, 10 * ms) == 100 * ms);
         c.pid = 4, c.exact_ns = 9 * ms;
-        CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms), c}, 1, 10 * ms) == 100 * ms);  // 3 vanished: 4 ms owed
-        CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms)}, 0, 10 * ms) == 113 * ms);      // 13 ms > a tick
+        CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms), c}, 1, 10 * ms) ==
+              100 * ms);  // 3 vanished: 4 ms owed
+        CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms)}, 0, 10 * ms) ==
+              113 * ms);  // 13 ms > a tick
     }
     SECTION("a waited child's time within a tick of what it was seen using is no loss") {
         ProcSample c = proc(3, 2, 0);
         c.exact_ns = 9 * ms;
         CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms), c}, 1, 10 * ms) == 100 * ms);
-        CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms, 0)}, 0, 10 * ms) == 100 * ms);  // cutime shows 0 ticks
+        CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms, 0)}, 0, 10 * ms) ==
+              100 * ms);  // cutime shows 0 ticks
         CHECK_FALSE(l.reaping_seen());
     }
     SECTION("orphans go to init, whose cutime counts") {
-        CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms), proc(3, 2, 50 * ms)}, 1, 10 * ms) == 150 * ms);
-        CHECK(l.update({proc(1, 0, 0, 170 * ms)}, 0, 10 * ms) == 170 * ms);  // 2 and then 3 reaped by init
+        CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms), proc(3, 2, 50 * ms)}, 1, 10 * ms) ==
+              150 * ms);
+        CHECK(l.update({proc(1, 0, 0, 170 * ms)}, 0, 10 * ms) ==
+              170 * ms);  // 2 and then 3 reaped by init
         CHECK(l.charged_ns() == 0);
     }
     SECTION("a reused pid is a new process") {
-        CHECK(l.update({proc(1, 0, 0, 100 * ms), proc(2, 1, 5 * ms, 0, false, 99)}, 1, 10 * ms) == 105 * ms);
+        CHECK(l.update({proc(1, 0, 0, 100 * ms), proc(2, 1, 5 * ms, 0, false, 99)}, 1, 10 * ms) ==
+              105 * ms);
         CHECK(l.charged_ns() == 0);
     }
-    SECTION("without a sign of the kernel reaping, unseen pids cost nothing (a shell's waited children)") {
+    SECTION(
+        "without a sign of the kernel reaping, unseen pids cost nothing (a shell's waited "
+        "children)") {
         CHECK(l.update({proc(1, 0, 0), proc(2, 1, 100 * ms, 30 * ms)}, 40, 10 * ms) == 130 * ms);
         CHECK(l.charged_ns() == 0);
     }
@@ -238,13 +267,16 @@ TEST_CASE("verdicts") {
 TEST_CASE("meta renderings") {
     Limits l = autograder();
     RunOutcome o;
-    o.have_status = true, o.status = SIGKILL, o.killed_for = KillReason::wall_time, o.wall_seconds = 5.0012, o.cpu_seconds = 0.25;
+    o.have_status = true, o.status = SIGKILL, o.killed_for = KillReason::wall_time,
+    o.wall_seconds = 5.0012, o.cpu_seconds = 0.25;
     Verdict v = judge(o, l);
     // isolate's order for a run it killed: the verdict, killed, then the statistics (isolate.c:
     // err() then box_exit()); its message, which CMS reads for "wall".
     std::string iso = render_meta_isolate(v, o, l);
-    CHECK(iso == "status:TO\nmessage:Time limit exceeded (wall clock)\nkilled:1\ntime:0.250\ntime-wall:5.001\n"
-                 "max-rss:0\ncsw-voluntary:0\ncsw-forced:0\ncg-mem:0\n");
+    CHECK(iso ==
+          "status:TO\nmessage:Time limit exceeded (wall "
+          "clock)\nkilled:1\ntime:0.250\ntime-wall:5.001\n"
+          "max-rss:0\ncsw-voluntary:0\ncsw-forced:0\ncg-mem:0\n");
     std::string js = render_meta_json(v, o, l, {{LimitName::wall_time, "monitor timer"}});
     CHECK(js.find("\"status\": \"TO\"") != std::string::npos);
     CHECK(js.find("\"mechanism\": \"monitor timer\"") != std::string::npos);
@@ -262,9 +294,11 @@ TEST_CASE("isolate's vocabulary for gpubox's verdicts") {
         CHECK(v.status == "ML");
         CHECK(isolate_status(v) == "SG");
         CHECK(render_meta_isolate(v, o, l) ==
-              "time:0.066\ntime-wall:0.248\nmax-rss:1000\ncsw-voluntary:0\ncsw-forced:0\ncg-mem:307200\n"
+              "time:0.066\ntime-wall:0.248\nmax-rss:1000\ncsw-voluntary:0\ncsw-forced:0\ncg-mem:"
+              "307200\n"
               "cg-oom-killed:1\nexitsig:9\nstatus:SG\nmessage:Caught fatal signal 9\n");
-        CHECK(render_meta_json(v, o, l, {}).find("\"isolate_status\": \"SG\"") != std::string::npos);
+        CHECK(render_meta_json(v, o, l, {}).find("\"isolate_status\": \"SG\"") !=
+              std::string::npos);
     }
     SECTION("an output kill is SIGXFSZ") {
         l.stdout_bytes = 10;
@@ -273,13 +307,15 @@ TEST_CASE("isolate's vocabulary for gpubox's verdicts") {
         CHECK(v.status == "OL");
         CHECK(isolate_status(v) == "SG");
         const std::string iso = render_meta_isolate(v, o, l);
-        CHECK(iso.find("exitsig:25\nstatus:SG\nmessage:Caught fatal signal 25\n") != std::string::npos);
+        CHECK(iso.find("exitsig:25\nstatus:SG\nmessage:Caught fatal signal 25\n") !=
+              std::string::npos);
         CHECK(iso.find("killed") == std::string::npos);
     }
     SECTION("a normal exit writes no status and no message") {
         o.status = 0;
         CHECK(render_meta_isolate(judge(o, l), o, l) ==
-              "time:0.066\ntime-wall:0.248\nmax-rss:1000\ncsw-voluntary:0\ncsw-forced:0\ncg-mem:307200\nexitcode:0\n");
+              "time:0.066\ntime-wall:0.248\nmax-rss:1000\ncsw-voluntary:0\ncsw-forced:0\ncg-mem:"
+              "307200\nexitcode:0\n");
     }
     SECTION("a run that ended past its CPU limit is TO, as isolate checks after the exit") {
         o.status = 0, o.cpu_seconds = 2.5;
@@ -287,9 +323,12 @@ TEST_CASE("isolate's vocabulary for gpubox's verdicts") {
         CHECK(iso.find("status:TO\nmessage:Time limit exceeded\n") != std::string::npos);
         CHECK(iso.find("exitcode") == std::string::npos);
     }
-    SECTION("without a cgroup peak, cg-mem is max-rss; without rusage, max-rss is the sampled peak") {
+    SECTION(
+        "without a cgroup peak, cg-mem is max-rss; without rusage, max-rss is the sampled peak") {
         o.status = 0, o.memory_peak_bytes.reset();
-        CHECK(render_meta_isolate(judge(o, l), o, l).find("max-rss:1000\ncsw-voluntary:0\ncsw-forced:0\ncg-mem:1000\n") != std::string::npos);
+        CHECK(render_meta_isolate(judge(o, l), o, l)
+                  .find("max-rss:1000\ncsw-voluntary:0\ncsw-forced:0\ncg-mem:1000\n") !=
+              std::string::npos);
         o.memory_peak_bytes = 2048 * 1024, o.max_rss_kb = 0;
         CHECK(render_meta_isolate(judge(o, l), o, l).find("max-rss:2048\n") != std::string::npos);
     }
@@ -301,7 +340,8 @@ TEST_CASE("isolate's vocabulary for gpubox's verdicts") {
     }
     SECTION("gpubox's own failure is XX") {
         o.setup_failed = true, o.setup_code = 125, o.message = "mount step 3/9: boom";
-        CHECK(render_meta_isolate(judge(o, l), o, l).find("status:XX\nmessage:mount step 3/9: boom\n") == 0);
+        CHECK(render_meta_isolate(judge(o, l), o, l)
+                  .find("status:XX\nmessage:mount step 3/9: boom\n") == 0);
     }
 }
 
@@ -326,7 +366,8 @@ TEST_CASE("limit names and meta formats: one table each, names give the value ba
     CHECK_FALSE(limit_from_name("stdout_"));
     CHECK(parse_meta_format("isolate") == MetaFormat::isolate);
     CHECK(to_string(parse_meta_format("json")) == "json");
-    CHECK_THROWS_WITH(parse_meta_format("xml"), "--meta-format: expected json or isolate, got \"xml\"");
+    CHECK_THROWS_WITH(parse_meta_format("xml"),
+                      "--meta-format: expected json or isolate, got \"xml\"");
     CHECK(limit_of(KillReason::stderr_) == LimitName::stderr_);
     CHECK_FALSE(limit_of(KillReason::parent_died));
 }

@@ -34,8 +34,10 @@ TEST_CASE("id maps: init is root of the outer namespace, the workload sees the c
 }
 
 TEST_CASE("environment: clean defaults, later assignments win") {
-    auto env = launcher::build_environment({{"A", "1"}, {"PATH", "/x"}, {"A", "2"}}, false, "xterm");
-    CHECK(env == std::vector<std::string>{"PATH=/x", "HOME=/tmp", "LANG=C.UTF-8", "TERM=xterm", "A=2"});
+    auto env =
+        launcher::build_environment({{"A", "1"}, {"PATH", "/x"}, {"A", "2"}}, false, "xterm");
+    CHECK(env ==
+          std::vector<std::string>{"PATH=/x", "HOME=/tmp", "LANG=C.UTF-8", "TERM=xterm", "A=2"});
     CHECK(launcher::build_environment({}, true, nullptr)[1] == "HOME=/root");
 }
 
@@ -117,14 +119,13 @@ TEST_CASE("every Syscall has one name, and the name gives it back") {
     CHECK(syscall_from_name("no_such_call") == Syscall::unknown);
 }
 
-TEST_CASE("quote escapes what could forge a line") {
-    CHECK(quote("a\"b\n") == "\"a\\\"b\\x0a\"");
-}
+TEST_CASE("quote escapes what could forge a line") { CHECK(quote("a\"b\n") == "\"a\\\"b\\x0a\""); }
 
 TEST_CASE("cat prints every piece as a stream would") {
     const std::string s = "str";
     std::uint64_t big = 18446744073709551615ull;
-    CHECK(cat("a", s, std::string_view("v"), 'c', -42, 7u, big) == "astrvc-42718446744073709551615");
+    CHECK(cat("a", s, std::string_view("v"), 'c', -42, 7u, big) ==
+          "astrvc-42718446744073709551615");
     CHECK(cat(static_cast<unsigned char>('x'), true) == "x1");  // through the stream, as before
     CHECK(cat("0x", std::hex, 255) == "0xff");
     CHECK(cat() == "");
@@ -142,19 +143,22 @@ TEST_CASE("plan_stdio: the workload never holds an fd of a host file") {
     SECTION("pipes, sockets and terminals pass; files and other devices are relayed") {
         auto p = plan_stdio({of(S_IFREG | 0444), of(S_IFIFO), of(S_IFSOCK)}, {});
         CHECK(p.relay == std::array<bool, 3>{true, false, false});
-        p = plan_stdio({of(S_IFCHR, 1, true), of(S_IFCHR), of(S_IFDIR)}, {});  // a tty, /dev/null, a directory
+        p = plan_stdio({of(S_IFCHR, 1, true), of(S_IFCHR), of(S_IFDIR)},
+                       {});  // a tty, /dev/null, a directory
         CHECK(p.relay == std::array<bool, 3>{false, true, true});
         CHECK(plan_stdio({closed, closed, closed}, {}).relay == std::array<bool, 3>{});
     }
     SECTION("a capped output is relayed whatever it is") {
-        CHECK(plan_stdio({of(S_IFIFO), of(S_IFIFO), of(S_IFCHR, 1, true)}, {false, true, true}).relay ==
-              std::array<bool, 3>{false, true, true});
+        CHECK(plan_stdio({of(S_IFIFO), of(S_IFIFO), of(S_IFCHR, 1, true)}, {false, true, true})
+                  .relay == std::array<bool, 3>{false, true, true});
     }
     SECTION(">file 2>&1 takes one relay, unless a cap counts them apart") {
         CHECK(plan_stdio({closed, of(S_IFREG, 5), of(S_IFREG, 5)}, {}).err_into_out);
         CHECK_FALSE(plan_stdio({closed, of(S_IFREG, 5), of(S_IFREG, 6)}, {}).err_into_out);
-        CHECK_FALSE(plan_stdio({closed, of(S_IFREG, 5), of(S_IFREG, 5)}, {false, true, false}).err_into_out);
-        CHECK_FALSE(plan_stdio({closed, of(S_IFIFO, 5), of(S_IFIFO, 5)}, {false, true, true}).err_into_out);
+        CHECK_FALSE(plan_stdio({closed, of(S_IFREG, 5), of(S_IFREG, 5)}, {false, true, false})
+                        .err_into_out);
+        CHECK_FALSE(
+            plan_stdio({closed, of(S_IFIFO, 5), of(S_IFIFO, 5)}, {false, true, true}).err_into_out);
     }
 }
 

@@ -7,8 +7,8 @@ using namespace gpubox;
 using namespace gpubox::rootfs;
 
 TEST_CASE("normalize_container_path") {
-    auto [in, out] = GENERATE(table<std::string, std::string>({
-        {"/", "/"}, {"//a//b/", "/a/b"}, {"/a/./b", "/a/b"}, {"/.", "/"}, {"/a/b/.", "/a/b"}}));
+    auto [in, out] = GENERATE(table<std::string, std::string>(
+        {{"/", "/"}, {"//a//b/", "/a/b"}, {"/a/./b", "/a/b"}, {"/.", "/"}, {"/a/b/.", "/a/b"}}));
     CHECK(normalize_container_path(in, "t") == out);
 }
 

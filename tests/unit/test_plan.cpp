@@ -62,7 +62,8 @@ TEST_CASE("planner orders /dev tmpfs before device binds and /proc before its ma
 
 TEST_CASE("targets get their place: in the image, in gpubox's tmpfs, in a kernel fs") {
     PlanInputs in = base();
-    in.user_mounts = {{UserMount::Type::bind, "/h", "/tmp/x"}, {UserMount::Type::bind, "/h", "/opt/x"}};
+    in.user_mounts = {{UserMount::Type::bind, "/h", "/tmp/x"},
+                      {UserMount::Type::bind, "/h", "/opt/x"}};
     MountPlan p = build_mount_plan(in);
     CHECK(std::get<Bind>(p.ops[p.ops.size() - 2]).place == Place::gpubox);
     CHECK(std::get<Bind>(p.ops.back()).place == Place::image);
@@ -96,8 +97,8 @@ TEST_CASE("mount ops survive the monitor-to-init wire format; damaged bytes are 
                      Tmpfs{"/proc/driver", 0555, true, false, Place::kernel},
                      MakeDir{"/proc/driver/nvidia", 0555},
                      WriteFile{"/proc/driver/nvidia/params", std::string("a\0b\n", 4), 0444},
-                     Bind{"/usr/lib/libcuda.so.550", "/usr/lib/libcuda.so.550", true, Need::optional,
-                          Place::image, SourceKind::file},
+                     Bind{"/usr/lib/libcuda.so.550", "/usr/lib/libcuda.so.550", true,
+                          Need::optional, Place::image, SourceKind::file},
                      Symlink{"libcuda.so.550", "/usr/lib/libcuda.so.1", Place::image}};
     const MountPlan plan = build_mount_plan(in);
     const std::string bytes = encode_ops(plan.ops);

@@ -44,8 +44,13 @@ struct TempTree : test::TempDir {
 
 // What the entry resolves to: "file", "sub" (the directory), or an errno name.
 std::string resolve(int root, const std::string& p, bool fallback) {
-    int fd = fallback ? rootfs::walk_in_root(root, p, O_RDONLY) : rootfs::try_open_in_root(root, p, O_RDONLY);
-    if (fd < 0) return fd == -ENOENT ? "ENOENT" : fd == -ELOOP ? "ELOOP" : fd == -EXDEV ? "EXDEV" : "E" + std::to_string(-fd);
+    int fd = fallback ? rootfs::walk_in_root(root, p, O_RDONLY)
+                      : rootfs::try_open_in_root(root, p, O_RDONLY);
+    if (fd < 0)
+        return fd == -ENOENT  ? "ENOENT"
+               : fd == -ELOOP ? "ELOOP"
+               : fd == -EXDEV ? "EXDEV"
+                              : "E" + std::to_string(-fd);
     char buf[8] = {};
     ssize_t n = ::read(fd, buf, 7);
     ::close(fd);
@@ -57,10 +62,15 @@ std::string resolve(int root, const std::string& p, bool fallback) {
 TEST_CASE("open_in_root never leaves the root") {
     TempTree t;
     UniqueFd root = sys::open_at(AT_FDCWD, (t.dir / "root").string(), O_PATH | O_DIRECTORY);
-    auto [path, expect] = GENERATE(table<std::string, std::string>({
-        {"/file", "in"}, {"dir/up", "in"}, {"dir/abs", "in"}, {"escape", "ENOENT"},
-        {"escape_abs", "ENOENT"}, {"a", "ELOOP"}, {"/../../file", "in"}, {"dirlink/sub", "dir"},
-        {"/dirlink/../file", "in"}}));
+    auto [path, expect] = GENERATE(table<std::string, std::string>({{"/file", "in"},
+                                                                    {"dir/up", "in"},
+                                                                    {"dir/abs", "in"},
+                                                                    {"escape", "ENOENT"},
+                                                                    {"escape_abs", "ENOENT"},
+                                                                    {"a", "ELOOP"},
+                                                                    {"/../../file", "in"},
+                                                                    {"dirlink/sub", "dir"},
+                                                                    {"/dirlink/../file", "in"}}));
     for (bool fallback : {false, true}) {
         INFO(path << (fallback ? " (walk)" : " (openat2)"));
         CHECK(resolve(root.get(), path, fallback) == expect);
@@ -80,14 +90,16 @@ TEST_CASE("a \"..\" that races a mount elsewhere on the host still resolves") {
             for (;;) {
                 UniqueFd fs = sys::fsopen("tmpfs");
                 sys::fsconfig_create(fs.get(), "tmpfs");
-                sys::fsmount(fs.get(), "tmpfs", 0);  // made and dropped: two changes to the mount table
+                sys::fsmount(fs.get(), "tmpfs",
+                             0);  // made and dropped: two changes to the mount table
             }
         } catch (...) {
             ::_exit(2);
         }
     }
     int wrong = 0;
-    for (int i = 0; i < 20000; ++i) wrong += resolve(root.get(), "dir/sub/../../file", false) != "in";
+    for (int i = 0; i < 20000; ++i)
+        wrong += resolve(root.get(), "dir/sub/../../file", false) != "in";
     int status = 0;
     ::kill(churn, SIGKILL);
     REQUIRE(::waitpid(churn, &status, 0) == churn);
@@ -114,7 +126,7 @@ TEST_CASE("map_regular_in_root maps regular files only, resolved inside the root
     CHECK(mapped("/file") == "[in]");
     CHECK(mapped("dir/abs") == "[in]");  // "/file" in the root, not the host's
     CHECK(mapped("escape") == "none");
-    CHECK(mapped("fifo") == "none");     // and it returns: nothing opens it for reading
+    CHECK(mapped("fifo") == "none");  // and it returns: nothing opens it for reading
     CHECK(mapped("dir") == "none");
     CHECK(mapped("missing") == "none");
     CHECK(mapped("empty") == "[]");
@@ -147,9 +159,13 @@ TEST_CASE("a mapped file that shrinks reads as zeros past its new end, and says 
         try {
             std::ofstream(t.dir / "other") << std::string(2 * static_cast<std::size_t>(page), 'y');
             UniqueFd fd = sys::open_at(AT_FDCWD, (t.dir / "other").string(), O_RDONLY);
-            auto* p = static_cast<volatile const char*>(::mmap(nullptr, 2 * page, PROT_READ, MAP_PRIVATE, fd.get(), 0));
-            if (::ftruncate(sys::open_at(AT_FDCWD, (t.dir / "other").string(), O_WRONLY).get(), 0) != 0) ::_exit(2);
-            ::dup2(sys::open_at(AT_FDCWD, "/dev/null", O_WRONLY).get(), STDERR_FILENO);  // ASan's report, if any
+            auto* p = static_cast<volatile const char*>(
+                ::mmap(nullptr, 2 * page, PROT_READ, MAP_PRIVATE, fd.get(), 0));
+            if (::ftruncate(sys::open_at(AT_FDCWD, (t.dir / "other").string(), O_WRONLY).get(),
+                            0) != 0)
+                ::_exit(2);
+            ::dup2(sys::open_at(AT_FDCWD, "/dev/null", O_WRONLY).get(),
+                   STDERR_FILENO);            // ASan's report, if any
             ::_exit(p[page] == 'y' ? 3 : 4);  // faults: the file has no page there any more
         } catch (...) {
             ::_exit(5);  // never back into the test runner
@@ -158,7 +174,8 @@ TEST_CASE("a mapped file that shrinks reads as zeros past its new end, and says 
     int status = 0;
     REQUIRE(::waitpid(pid, &status, 0) == pid);
 #if defined(__SANITIZE_ADDRESS__)
-    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 1));  // the disposition before: ASan's report
+    CHECK(
+        (WIFEXITED(status) && WEXITSTATUS(status) == 1));  // the disposition before: ASan's report
 #else
     CHECK(WIFSIGNALED(status));
     CHECK(WTERMSIG(status) == SIGBUS);
@@ -175,7 +192,8 @@ TEST_CASE("open_in_root falls back when an outer seccomp filter answers ENOSYS f
         ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
         if (seccomp_load(ctx) != 0) ::_exit(2);
         int root = ::open((t.dir / "root").c_str(), O_PATH | O_DIRECTORY);
-        bool ok = resolve(root, "dir/abs", false) == "in" && resolve(root, "escape", false) == "ENOENT";
+        bool ok =
+            resolve(root, "dir/abs", false) == "in" && resolve(root, "escape", false) == "ENOENT";
         ::_exit(ok ? 0 : 1);
     }
     int status = 0;
@@ -202,21 +220,27 @@ TEST_CASE("resolve_in_root, canonical: the path the kernel will reach, missing p
     UniqueFd root = sys::open_at(AT_FDCWD, (t.dir / "root").string(), O_PATH | O_DIRECTORY);
     using rootfs::ResolveMode;
     const auto canonical = [&](const std::string& p, const rootfs::ResolveHooks& hooks = {}) {
-        rootfs::Resolved r = rootfs::resolve_in_root(root.get(), p, ResolveMode::canonical, O_PATH, hooks);
+        rootfs::Resolved r =
+            rootfs::resolve_in_root(root.get(), p, ResolveMode::canonical, O_PATH, hooks);
         UniqueFd held(r.fd);
-        return joined(r) + (r.fd >= 0 ? " fd" : r.fd == -ENOENT ? "" : " E" + std::to_string(-r.fd)) +
+        return joined(r) +
+               (r.fd >= 0         ? " fd"
+                : r.fd == -ENOENT ? ""
+                                  : " E" + std::to_string(-r.fd)) +
                (r.stopped ? " stopped" : "");
     };
     CHECK(canonical("dirlink/sub") == "/dir/sub fd");
     CHECK(canonical("dirlink/sub/new/more") == "/dir/sub/new?/more?");
     CHECK(canonical("dir/sub/../../dirlink") == "/dir fd");
-    CHECK(canonical("escape") == "/outside?");       // inside the root, never the host's
+    CHECK(canonical("escape") == "/outside?");  // inside the root, never the host's
     CHECK(canonical("escape_abs") == "/outside?");
-    CHECK(canonical("new/../dir") == "/dir fd");     // ".." past a missing part, lexically
-    CHECK(canonical("a/x") == "/ E40");              // the loop: ELOOP
-    CHECK(canonical("file/x") == "/ E20");           // ENOTDIR
+    CHECK(canonical("new/../dir") == "/dir fd");  // ".." past a missing part, lexically
+    CHECK(canonical("a/x") == "/ E40");           // the loop: ELOOP
+    CHECK(canonical("file/x") == "/ E20");        // ENOTDIR
     rootfs::ResolveHooks stop;
-    stop.stop = [](const std::vector<std::string>& parts) { return parts.size() == 1 && parts[0] == "dir"; };
+    stop.stop = [](const std::vector<std::string>& parts) {
+        return parts.size() == 1 && parts[0] == "dir";
+    };
     CHECK(canonical("dirlink/sub", stop) == "/dir? stopped");
 }
 
@@ -232,7 +256,8 @@ TEST_CASE("resolve_in_root, create: missing parts made where the root's links le
     };
     const auto create = [&](const std::string& p) {
         made.clear();
-        rootfs::Resolved r = rootfs::resolve_in_root(root.get(), p, rootfs::ResolveMode::create, O_PATH, hooks);
+        rootfs::Resolved r =
+            rootfs::resolve_in_root(root.get(), p, rootfs::ResolveMode::create, O_PATH, hooks);
         UniqueFd held(r.fd);
         return r.fd >= 0 ? join(made, " ") : "E" + std::to_string(-r.fd);
     };

@@ -15,11 +15,13 @@ using namespace gpubox::isolate;
 TEST_CASE("default policy covers the sandbox checklist") {
     std::set<std::string> names;
     for (const SeccompRule& r : default_seccomp_policy().rules) names.insert(r.syscall);
-    for (const char* s : {"unshare", "clone", "clone3", "setns", "mount", "umount2", "pivot_root",
-                          "fsopen", "fsmount", "open_tree", "open_tree_attr", "move_mount", "mount_setattr", "keyctl",
-                          "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",
-                          "kexec_load", "init_module", "finit_module", "ptrace", "ioctl",
-                          "io_uring_setup", "socket", "personality", "syslog"})
+    for (const char* s :
+         {"unshare",        "clone",        "clone3",          "setns",       "mount",
+          "umount2",        "pivot_root",   "fsopen",          "fsmount",     "open_tree",
+          "open_tree_attr", "move_mount",   "mount_setattr",   "keyctl",      "add_key",
+          "request_key",    "bpf",          "perf_event_open", "userfaultfd", "kexec_load",
+          "init_module",    "finit_module", "ptrace",          "ioctl",       "io_uring_setup",
+          "socket",         "personality",  "syslog"})
         CHECK(names.count(s) == 1);
     // CUDA and NUMA-aware code need these; flatpak's list denies them, ours must not.
     for (const char* s : {"mbind", "set_mempolicy", "get_mempolicy", "move_pages", "migrate_pages"})
@@ -30,7 +32,8 @@ TEST_CASE("clone3 and the new mount API answer ENOSYS so libc falls back") {
     std::set<std::string> enosys;
     for (const SeccompRule& r : default_seccomp_policy().rules)
         if (r.action == SeccompRule::Action::enosys) enosys.insert(r.syscall);
-    for (const char* s : {"clone3", "open_tree", "fsopen", "fsmount", "move_mount", "mount_setattr"})
+    for (const char* s :
+         {"clone3", "open_tree", "fsopen", "fsmount", "move_mount", "mount_setattr"})
         CHECK(enosys.count(s) == 1);  // a rule that is gone, or answers otherwise, fails
 }
 
@@ -51,10 +54,11 @@ TEST_CASE("the compiled filter is real BPF and libseccomp's PFC shows the rules"
     CHECK(prog.bytes.size() % 8 == 0);
     std::string pfc = export_pfc(default_seccomp_policy());
     // mount, by its number on this architecture (165 on x86-64, 40 on arm64)
-    CHECK(pfc.find(std::string("if ($syscall == ") + std::to_string(seccomp_syscall_resolve_name("mount")) + ")") !=
+    CHECK(pfc.find(std::string("if ($syscall == ") +
+                   std::to_string(seccomp_syscall_resolve_name("mount")) + ")") !=
           std::string::npos);
-    CHECK(pfc.find("action ERRNO(38)") != std::string::npos);      // ENOSYS
-    CHECK(pfc.find("action KILL_PROCESS") != std::string::npos);   // bad arch
+    CHECK(pfc.find("action ERRNO(38)") != std::string::npos);     // ENOSYS
+    CHECK(pfc.find("action KILL_PROCESS") != std::string::npos);  // bad arch
 }
 
 TEST_CASE("the filter compiled at build time is exactly today's policy") {

@@ -50,7 +50,8 @@ TEST_CASE("--gpu slurm, env and auto[:N] parse as kinds of their own") {
     CHECK(parse_gpu_spec("auto").kind == K::lease);
     CHECK(parse_gpu_spec("auto").count == 1);
     CHECK(parse_gpu_spec("auto:3").count == 3);
-    for (const char* bad : {"auto:", "auto:0", "auto:x", "auto:1000", "auto:-1"}) CHECK_THROWS_AS(parse_gpu_spec(bad), UsageError);
+    for (const char* bad : {"auto:", "auto:0", "auto:x", "auto:1000", "auto:-1"})
+        CHECK_THROWS_AS(parse_gpu_spec(bad), UsageError);
 }
 
 TEST_CASE("NVIDIA_VISIBLE_DEVICES as the container toolkit reads it") {
@@ -61,15 +62,19 @@ TEST_CASE("NVIDIA_VISIBLE_DEVICES as the container toolkit reads it") {
     const GpuSpec s = from_visible_devices("1,GPU-3");
     CHECK(s.kind == K::list);
     CHECK(s.items == std::vector<std::string>{"1", "GPU-3"});
-    CHECK_THROWS_WITH(from_visible_devices(std::nullopt), "--gpu env: NVIDIA_VISIBLE_DEVICES is not set");
+    CHECK_THROWS_WITH(from_visible_devices(std::nullopt),
+                      "--gpu env: NVIDIA_VISIBLE_DEVICES is not set");
     CHECK_THROWS_AS(from_visible_devices("slurm"), PlanError);
     CHECK_THROWS_AS(from_visible_devices("0,,1"), PlanError);
 }
 
 TEST_CASE("hostlists expand as Slurm's do") {
-    CHECK(expand_hostlist("/dev/nvidia[0-3]") == std::vector<std::string>{"/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia2", "/dev/nvidia3"});
-    CHECK(expand_hostlist("node[01-02,7],login") == std::vector<std::string>{"node01", "node02", "node7", "login"});
-    CHECK(expand_hostlist("/dev/nvidia2,/dev/nvidia0") == std::vector<std::string>{"/dev/nvidia2", "/dev/nvidia0"});
+    CHECK(expand_hostlist("/dev/nvidia[0-3]") ==
+          std::vector<std::string>{"/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia2", "/dev/nvidia3"});
+    CHECK(expand_hostlist("node[01-02,7],login") ==
+          std::vector<std::string>{"node01", "node02", "node7", "login"});
+    CHECK(expand_hostlist("/dev/nvidia2,/dev/nvidia0") ==
+          std::vector<std::string>{"/dev/nvidia2", "/dev/nvidia0"});
     CHECK_THROWS_AS(expand_hostlist("n[3-1]"), UsageError);
     CHECK_THROWS_AS(expand_hostlist("n[1-2"), UsageError);
 }
@@ -90,9 +95,11 @@ TEST_CASE("gres.conf: this node's GPU files, in order; AutoDetect=nvml") {
 
 TEST_CASE("Slurm's variables: indices into slurmd's GPU list") {
     GresGpus none;
-    CHECK_THROWS_WITH(from_slurm({}, none), "--gpu slurm: not in a Slurm allocation (SLURM_JOB_ID is not set)");
+    CHECK_THROWS_WITH(from_slurm({}, none),
+                      "--gpu slurm: not in a Slurm allocation (SLURM_JOB_ID is not set)");
     CHECK_THROWS_WITH(from_slurm({"7", std::nullopt, std::nullopt}, none),
-                      "--gpu slurm: Slurm job 7 has no GPU on this node (neither SLURM_STEP_GPUS nor SLURM_JOB_GPUS is set)");
+                      "--gpu slurm: Slurm job 7 has no GPU on this node (neither SLURM_STEP_GPUS "
+                      "nor SLURM_JOB_GPUS is set)");
     // No gres.conf to read: File=/dev/nvidia[0-N], an index is a minor. The step's win.
     GpuSpec s = from_slurm({"7", std::string("1,3"), std::string("0,1,2,3")}, none);
     CHECK(s.kind == K::minors);
@@ -102,7 +109,8 @@ TEST_CASE("Slurm's variables: indices into slurmd's GPU list") {
     // gres.conf lists files out of minor order: Slurm's index is the position in that list.
     GresGpus odd;
     odd.files = {"/dev/nvidia2", "/dev/nvidia3", "/dev/nvidia0"};
-    CHECK(from_slurm({"7", std::string("0,2"), std::nullopt}, odd).minors == std::vector<int>{2, 0});
+    CHECK(from_slurm({"7", std::string("0,2"), std::nullopt}, odd).minors ==
+          std::vector<int>{2, 0});
     CHECK_THROWS_WITH(from_slurm({"7", std::string("3"), std::nullopt}, odd),
                       "--gpu slurm: SLURM_STEP_GPUS=3: index 3 is past gres.conf's 3 GPU files");
     // AutoDetect=nvml: NVML's order, which is PCI bus order: nvidia-smi's index.
@@ -117,17 +125,20 @@ TEST_CASE("Slurm's variables: indices into slurmd's GPU list") {
 TEST_CASE("selection by device minor") {
     const GpuInventory inv = four();
     GpuSpec s{K::minors, {}, {1, 2}, 1, "--gpu slurm: SLURM_STEP_GPUS=1,2"};
-    CHECK(indices(select_gpus(inv, s)) == std::vector<int>{0, 3});  // minor 2 is GPU 0, minor 1 GPU 3
+    CHECK(indices(select_gpus(inv, s)) ==
+          std::vector<int>{0, 3});  // minor 2 is GPU 0, minor 1 GPU 3
     CHECK(scope_for(s) == Scope::nvidia);
     s.minors = {5};
     CHECK_THROWS_WITH(select_gpus(inv, s),
-                      "--gpu slurm: SLURM_STEP_GPUS=1,2 names /dev/nvidia5, which is no GPU of this host; GPUs: 0 (/dev/nvidia2), "
+                      "--gpu slurm: SLURM_STEP_GPUS=1,2 names /dev/nvidia5, which is no GPU of "
+                      "this host; GPUs: 0 (/dev/nvidia2), "
                       "1 (/dev/nvidia0), 2 (/dev/nvidia3), 3 (/dev/nvidia1)");
     CHECK_THROWS_AS(select_gpus(inv, parse_gpu_spec("slurm")), PlanError);  // unresolved
 }
 
 TEST_CASE("the device cgroup named in /proc/self/cgroup") {
-    CHECK(device_cgroup_of("6:freezer:/\n5:devices:/slurm/uid_0/job_3/step_0\n0::/\n") == "5:devices:/slurm/uid_0/job_3/step_0");
+    CHECK(device_cgroup_of("6:freezer:/\n5:devices:/slurm/uid_0/job_3/step_0\n0::/\n") ==
+          "5:devices:/slurm/uid_0/job_3/step_0");
     CHECK(device_cgroup_of("0::/user.slice/user-1000.slice\n") == "0::/user.slice/user-1000.slice");
     CHECK(device_cgroup_of("") == "?");
 }
@@ -139,8 +150,10 @@ TEST_CASE("/proc/locks: flock holders, waiters skipped") {
         "2: FLOCK  ADVISORY  READ 42 fd:01:77 0 EOF\n"
         "3: POSIX  ADVISORY  WRITE 7 00:1a:1 0 EOF\n");
     REQUIRE(l.size() == 2);
-    CHECK((l[0].pid == 1234 && !l[0].shared && l[0].dev_major == 0 && l[0].dev_minor == 0x1a && l[0].inode == 5678));
-    CHECK((l[1].pid == 42 && l[1].shared && l[1].dev_major == 0xfd && l[1].dev_minor == 1 && l[1].inode == 77));
+    CHECK((l[0].pid == 1234 && !l[0].shared && l[0].dev_major == 0 && l[0].dev_minor == 0x1a &&
+           l[0].inode == 5678));
+    CHECK((l[1].pid == 42 && l[1].shared && l[1].dev_major == 0xfd && l[1].dev_minor == 1 &&
+           l[1].inode == 77));
 }
 
 TEST_CASE("GPU leases: exclusive and shared, hostile lock files") {
@@ -155,16 +168,20 @@ TEST_CASE("GPU leases: exclusive and shared, hostile lock files") {
         struct stat st {};
         REQUIRE(::stat(dir.c_str(), &st) == 0);
         CHECK((st.st_mode & 07777) == 01777);
-        CHECK(take_lease(inv, {1, false, 0}).indices == std::vector<int>{3});  // locks are per open file: one process will do
+        CHECK(take_lease(inv, {1, false, 0}).indices ==
+              std::vector<int>{3});  // locks are per open file: one process will do
         CHECK_THROWS_AS(take_lease(inv, {2, false, 0}), PlanError);
-        CHECK(take_lease(inv, {1, true, 0}).indices == std::vector<int>{3});  // a sharer skips exclusive holders
+        CHECK(take_lease(inv, {1, true, 0}).indices ==
+              std::vector<int>{3});  // a sharer skips exclusive holders
         CHECK_THROWS_AS(take_lease(inv, {2, true, 0}), PlanError);
     }
     {
         Lease s1 = take_lease(inv, {4, true, 0});
         Lease s2 = take_lease(inv, {4, true, 0});
         CHECK(s2.indices.size() == 4);
-        CHECK_THROWS_WITH(take_lease(inv, {1, false, 0}), Catch::Contains("only 0 of 4 GPUs free") && Catch::Contains("shared, pid"));
+        CHECK_THROWS_WITH(
+            take_lease(inv, {1, false, 0}),
+            Catch::Contains("only 0 of 4 GPUs free") && Catch::Contains("shared, pid"));
     }
     CHECK(take_lease(inv, {4, false, 0}).indices.size() == 4);  // all released
     // A symlink and a FIFO where lock files should be: those GPUs are unusable, never followed.
@@ -174,7 +191,8 @@ TEST_CASE("GPU leases: exclusive and shared, hostile lock files") {
     REQUIRE(::mkfifo((dir + "/nvidia-GPU-1.lock").c_str(), 0666) == 0);
     CHECK(take_lease(inv, {2, false, 0}).indices == std::vector<int>{2, 3});
     CHECK_THROWS_WITH(take_lease(inv, {3, false, 0}),
-                      Catch::Contains("nvidia-GPU-0.lock is a symlink") && Catch::Contains("nvidia-GPU-1.lock is not a regular file"));
+                      Catch::Contains("nvidia-GPU-0.lock is a symlink") &&
+                          Catch::Contains("nvidia-GPU-1.lock is not a regular file"));
     ::unsetenv("GPUBOX_LEASE_DIR");
 }
 
@@ -200,16 +218,20 @@ TEST_CASE("the verdict of a run ended from outside") {
     CHECK(v.message == "exited with code 7 (terminated: SIGTERM sent to gpubox, forwarded)");
     o.killed_for = KillReason::kill_after, o.kill_after = 2;
     v = judge(o, {});
-    CHECK((v.status == "SG" && v.killed && v.signal == SIGKILL && v.gpubox_exit == 137 && !v.limit));
-    CHECK(v.message == "terminated: SIGTERM sent to gpubox; the sandbox was killed after --kill-after 2.000 s");
+    CHECK(
+        (v.status == "SG" && v.killed && v.signal == SIGKILL && v.gpubox_exit == 137 && !v.limit));
+    CHECK(v.message ==
+          "terminated: SIGTERM sent to gpubox; the sandbox was killed after --kill-after 2.000 s");
     CHECK(render_meta_json(v, o, {}, {}).find("\"terminated\": \"SIGTERM\"") != std::string::npos);
     o.killed_for = KillReason::parent_died, o.terminated_by = 0;
     CHECK(judge(o, {}).terminated == "parent_died");
-    CHECK(render_meta_json(judge(RunOutcome{}, {}), RunOutcome{}, {}, {}).find("\"terminated\": null") != std::string::npos);
+    CHECK(render_meta_json(judge(RunOutcome{}, {}), RunOutcome{}, {}, {})
+              .find("\"terminated\": null") != std::string::npos);
 }
 
 TEST_CASE("a GpuSpec reads back as --gpu takes it") {
-    for (const char* text : {"none", "all", "slurm", "env", "auto", "auto:3", "0", "3,GPU-abc,0000:3b:00.0"}) {
+    for (const char* text :
+         {"none", "all", "slurm", "env", "auto", "auto:3", "0", "3,GPU-abc,0000:3b:00.0"}) {
         const GpuSpec spec = parse_gpu_spec(text);
         CHECK(to_string(spec) == text);
         CHECK(to_string(parse_gpu_spec(to_string(spec))) == text);
