@@ -68,8 +68,9 @@ TEST_CASE("a mount point behind a link out of the root is made inside the root")
     INFO((walk ? "openat2 refused (ENOSYS): the resolver's own walk" : "with openat2"));
     Tree t;
     populate(t);
-    ::symlink(t.path("victim").c_str(), t.path("root/opt").c_str());  // absolute, to a host path
-    ::symlink("../../../../victim", t.path("root/srv").c_str());      // relative, climbing out
+    // absolute, to a host path; relative, climbing out
+    REQUIRE(::symlink(t.path("victim").c_str(), t.path("root/opt").c_str()) == 0);
+    REQUIRE(::symlink("../../../../victim", t.path("root/srv").c_str()) == 0);
     const auto before = snapshot(t.top());
     Outcome abs = apply_bind(t, "/opt/x", kOverlay, walk);
     CHECK(abs.error == "");
@@ -148,9 +149,9 @@ TEST_CASE("a symlink chain past the hop limit fails with ELOOP") {
     populate(t);
     REQUIRE(::mkdir(t.path("root/deep").c_str(), 0755) == 0);
     for (int i = 0; i < 45; ++i)  // l0 -> l1 -> ... -> l45 -> deep: 46 links
-        ::symlink(("l" + std::to_string(i + 1)).c_str(),
-                  t.path("root/l" + std::to_string(i)).c_str());
-    ::symlink("deep", t.path("root/l45").c_str());
+        REQUIRE(::symlink(("l" + std::to_string(i + 1)).c_str(),
+                          t.path("root/l" + std::to_string(i)).c_str()) == 0);
+    REQUIRE(::symlink("deep", t.path("root/l45").c_str()) == 0);
     const auto before = snapshot(t.top());
     Outcome near = apply_bind(t, "/l40/x", kOverlay, walk);  // 6 links: followed, inside the root
     CHECK(near.error == "");
