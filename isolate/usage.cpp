@@ -117,9 +117,31 @@ std::optional<std::uint64_t> parse_last_pid(const std::string& loadavg) {
     return v;
 }
 
+std::uint64_t CpuLedger::settle_parents(const std::map<pid_t, ProcSample>& cur) {
+    const std::uint64_t tick_ns = sys::ns_per_clock_tick();
+    std::uint64_t lost = 0;
+    for (auto it = parents_.begin(); it != parents_.end();) {
+        auto p = cur.find(it->first);
+        if (p == cur.end()) {
+            it = parents_.erase(it);
+            continue;
+        }
+        Parent& parent = it->second;
+        const std::uint64_t grew =
+            p->second.children_ns - std::min(p->second.children_ns, parent.children_first);
+        if (parent.owed > grew + tick_ns && parent.owed - grew > parent.charged) {
+            lost += parent.owed - grew - parent.charged;
+            parent.charged = parent.owed - grew;
+            parent.reaps = true;
+        }
+        reaping_ = reaping_ || parent.reaps;
+        ++it;
+    }
+    return lost;
+}
+
 std::uint64_t CpuLedger::update(const std::vector<ProcSample>& now, std::uint64_t pids_made,
                                 std::uint64_t interval_ns) {
-    const std::uint64_t tick_ns = sys::ns_per_clock_tick();
     std::map<pid_t, ProcSample> cur;
     for (const ProcSample& p : now) cur.emplace(p.pid, p);
     auto same = [](const std::map<pid_t, ProcSample>& m, pid_t pid, const ProcSample& p) {
@@ -147,23 +169,7 @@ std::uint64_t CpuLedger::update(const std::vector<ProcSample>& now, std::uint64_
         if (parent.reaps) lost += used + interval_ns;
         else parent.owed += used;
     }
-    for (auto it = parents_.begin(); it != parents_.end();) {
-        auto p = cur.find(it->first);
-        if (p == cur.end()) {
-            it = parents_.erase(it);
-            continue;
-        }
-        Parent& parent = it->second;
-        const std::uint64_t grew =
-            p->second.children_ns - std::min(p->second.children_ns, parent.children_first);
-        if (parent.owed > grew + tick_ns && parent.owed - grew > parent.charged) {
-            lost += parent.owed - grew - parent.charged;
-            parent.charged = parent.owed - grew;
-            parent.reaps = true;
-        }
-        reaping_ = reaping_ || parent.reaps;
-        ++it;
-    }
+    lost += settle_parents(cur);
     std::uint64_t live = 0;
     for (const auto& [pid, p] : cur) live += p.self_ns + p.children_ns;
     if (reaping_ && pids_made > seen_new) {

@@ -86,6 +86,9 @@ private:
         std::uint64_t charged = 0;  // what was charged for it by the balance
         bool reaps = false;         // the kernel reaps its children
     };
+    // The balance of parents whose cutime grew by less than their vanished children had used
+    // (SA_NOCLDWAIT, which /proc does not show): what is charged for them now.
+    std::uint64_t settle_parents(const std::map<pid_t, ProcSample>& cur);
     unsigned cpus_;
     std::map<pid_t, ProcSample> last_;
     std::map<pid_t, Parent> parents_;
