@@ -27,19 +27,22 @@ bool has_dir(int root, const std::string& path) {
 
 }  // namespace
 
+UniqueFd open_directory(const std::string& path, const std::string& what) {
+    try {
+        return sys::open_at(AT_FDCWD, path, O_PATH | O_DIRECTORY);
+    } catch (...) {
+        std::throw_with_nested(
+            PlanError(cat(what, " ", quote(path), " is not a usable directory")));
+    }
+}
+
 std::string choose_libdir(bool has_multiarch) {
     return has_multiarch ? cat("/usr/lib/", kMultiarch) : "/usr/lib64";
 }
 
 ImageInfo inspect_image(const std::string& rootfs) {
     ImageInfo info;
-    UniqueFd root;
-    try {
-        root = sys::open_at(AT_FDCWD, rootfs, O_PATH | O_DIRECTORY);
-    } catch (...) {
-        std::throw_with_nested(
-            PlanError(cat("ROOTFS ", quote(rootfs), " is not a usable directory")));
-    }
+    const UniqueFd root = open_directory(rootfs, "ROOTFS");
     info.libdir = choose_libdir(has_dir(root.get(), cat("/usr/lib/", kMultiarch)) ||
                                 has_dir(root.get(), cat("/lib/", kMultiarch)));
     const auto cache = rootfs::map_regular_in_root(root.get(), "/etc/ld.so.cache", 64 << 20);

@@ -3,6 +3,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/unique_fd.hpp"
 #include "gpu/ldcache.hpp"
 
 namespace gpubox::gpu {
@@ -18,6 +19,10 @@ struct ImageInfo {
 };
 
 ImageInfo inspect_image(const std::string& rootfs);
+
+// PATH opened O_PATH|O_DIRECTORY, to resolve paths inside it by fd; else a PlanError naming it
+// as WHAT ("ROOTFS", "--driver-root") over the open's SysError.
+UniqueFd open_directory(const std::string& path, const std::string& what);
 
 // Pure: the library directory for a layout. Debian/Ubuntu multiarch when the image has it,
 // else the lib64 directory glibc's loader searches on RHEL-like systems.

@@ -7,6 +7,7 @@
 #include "common/error.hpp"
 #include "common/sys.hpp"
 #include "common/text.hpp"
+#include "gpu/image.hpp"
 #include "gpu/pci.hpp"
 #include "gpu/proc_driver.hpp"
 #include "preflight/discover.hpp"
@@ -101,13 +102,7 @@ void read_cpu(int root, HostFacts& h) {
 
 HostFacts discover_host_facts(const std::string& driver_root, const gpu::GpuSpec& spec, bool cpu) {
     HostFacts h;
-    UniqueFd root;
-    try {
-        root = sys::open_at(AT_FDCWD, driver_root, O_PATH | O_DIRECTORY);
-    } catch (...) {
-        std::throw_with_nested(
-            PlanError(cat("--driver-root ", quote(driver_root), " is not a usable directory")));
-    }
+    const UniqueFd root = gpu::open_directory(driver_root, "--driver-root");
     read_driver(root.get(), h);
     if (cpu) read_cpu(root.get(), h);
     if (spec.kind == gpu::GpuSpec::Kind::none) return h;

@@ -9,6 +9,7 @@
 #include "common/error.hpp"
 #include "common/sys.hpp"
 #include "common/text.hpp"
+#include "gpu/image.hpp"
 #include "gpu/ldcache.hpp"
 #include "preflight/discover.hpp"
 #include "preflight/files.hpp"
@@ -137,13 +138,7 @@ ImageFacts discover_image_facts(const std::string& rootfs,
                                 const ImageScan& scan) {
     ImageFacts img;
     img.rootfs = rootfs, img.env = env;
-    UniqueFd root;
-    try {
-        root = sys::open_at(AT_FDCWD, rootfs, O_PATH | O_DIRECTORY);
-    } catch (...) {
-        std::throw_with_nested(
-            PlanError(cat("ROOTFS ", quote(rootfs), " is not a usable directory")));
-    }
+    const UniqueFd root = gpu::open_directory(rootfs, "ROOTFS");
     find_cudart(root.get(), img);
     // version.json only says what the library would: read it where there is none (a static
     // runtime, a toolkit-only image), or for `gpubox check`, which reports both.
