@@ -95,9 +95,12 @@ wait_jobs() { for _ in $(seq $(($1 * 5))); do [ -z "$(squeue -h -u 65534 2>/dev/
 left() { pgrep -f -- "$1" >/dev/null && echo "left: $(pgrep -af -- "$1")" || true; }
 
 # --- the time limit job first: it takes a minute ---
+# Slurm signals every process of the step itself, the sandbox's too. The workload's sleep
+# ignores SIGTERM: were it killed first, the shell's `wait` would return 0 and the shell end
+# before its own SIGTERM came (seen once in CI), and the test would not see the trap run.
 cat >"$J/limit.sh" <<EOF
 #!/bin/bash
-exec $G run --meta $J/limit.json --kill-after 2 $R sh -c 'trap "echo got-TERM; exit 9" TERM; echo started; sleep 4710 & wait'
+exec $G run --meta $J/limit.json --kill-after 2 $R sh -c 'trap "echo got-TERM; exit 9" TERM; echo started; (trap "" TERM; exec sleep 4710) & wait'
 EOF
 limit_id=$(as_nobody sbatch --parsable --time=1 -o "$J/limit.out" "$J/limit.sh")
 
@@ -151,7 +154,7 @@ submit_and_cancel() {  # NAME SCRIPT-BODY
     for _ in $(seq 150); do squeue -h -j "$id" 2>/dev/null | grep -q . || break; sleep 0.1; done
 }
 M=$J/cancel.json
-submit_and_cancel cancel "exec $G run --meta $M $R sh -c 'trap \"echo got-TERM; exit 7\" TERM; echo started; sleep 4711 & wait'"
+submit_and_cancel cancel "exec $G run --meta $M $R sh -c 'trap \"echo got-TERM; exit 7\" TERM; echo started; (trap \"\" TERM; exec sleep 4711) & wait'"
 expect_match "scancel: the workload got SIGTERM" "$(cat "$J/cancel.out")" '^got-TERM$'
 expect_eq "scancel: --meta says terminated by SIGTERM" "$(field status):$(field terminated):$(field exit_code)" "RE:SIGTERM:7"
 expect_eq "scancel: nothing left running" "$(left 'sleep 4711')" ""
