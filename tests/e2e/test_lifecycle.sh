@@ -24,7 +24,7 @@ for sig in TERM INT HUP USR1; do
     # A file per signal: the background job truncates its output file only once it has forked,
     # and a shared one could still say "ready" from the signal before.
     out_file=$WORK/sig-$sig.out
-    "$GPUBOX" run "$R" sh -c "trap 'echo got $sig; exit 3' $sig; echo ready; sleep 30 & wait" >"$out_file" &
+    "$GPUBOX" run "$R" sh -c "trap 'echo got $sig; exit 3' $sig; echo ready; sleep 3021 & wait" >"$out_file" &
     gp=$!
     for _ in $(seq 50); do grep -q ready "$out_file" 2>/dev/null && break; sleep 0.1; done
     kill -"$sig" "$gp"
@@ -32,7 +32,7 @@ for sig in TERM INT HUP USR1; do
     expect_eq "SIG$sig sent to gpubox reaches the workload" "$rc:$(tail -1 "$out_file")" "3:got $sig"
 done
 set +m
-check "no sleep left behind by the signal tests" wait_gone 'sleep 30'
+check "no sleep left behind by the signal tests" wait_gone 'sleep 3021'
 
 box run "$R" sh -c 'sh -c "kill -9 \$\$"; echo child-killed=$?'
 expect_eq "kill -9 inside kills the target with ordinary semantics" "$out" "child-killed=137"
