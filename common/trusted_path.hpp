@@ -1,0 +1,48 @@
+#pragma once
+// Paths in directories another user might write: where gpubox keeps state for its caller, and
+// files the caller names for gpubox to write (README's "Security model" lists each use).
+//
+// A state directory is the caller's own: made by gpubox (mode 0700), or owned by the caller
+// and writable by nobody else. Every directory on the way to it is root's or the caller's and
+// writable by nobody else unless sticky (as /tmp, where others may add entries but not rename
+// or remove ours), and a symlink on the way is followed only when root's or the caller's. So
+// nobody but root and the caller can rename, replace or fill anything on that path. Each step
+// is opened O_PATH|O_NOFOLLOW from the one before and checked by fstat after opening; the
+// caller gets the last fd and works relative to it (openat, mkdirat) from then on.
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <string>
+
+#include "common/unique_fd.hpp"
+
+namespace gpubox::trusted_path {
+
+enum class Role {
+    on_the_way,  // a directory the path passes through
+    own,         // the state directory itself
+};
+
+// Pure: why a directory with status `st` cannot be trusted in `role` by effective uid `euid`
+// ("belongs to uid 1001", "is writable by others (mode 0777) and not sticky"); "" when it can.
+std::string dir_problem(const struct stat& st, uid_t euid, Role role);
+// Pure: why a symlink on the way (its own lstat) cannot be followed; "" when it can.
+std::string link_problem(const struct stat& st, uid_t euid);
+// Pure: "" for a regular file, else "not a regular file (a FIFO)" and the like.
+std::string regular_file_problem(mode_t mode);
+
+// The state directory `path` (made absolute against the cwd), walked as above from "/": an
+// O_PATH|O_DIRECTORY fd. `create`: missing directories are made (mkdirat, 0700), then checked
+// as any other. A refusal is PlanError("<what> \"path\"...", hint); a failed call is a
+// SysError nested in PlanError("<what> \"path\"", hint).
+UniqueFd open_state_dir(const std::string& path, bool create, const std::string& what,
+                        const std::string& hint);
+
+// A file the caller names for gpubox to write (--meta), opened for writing without blocking
+// and without following a final symlink: a new one made O_CREAT|O_EXCL with `mode`; an
+// existing one opened O_PATH|O_NOFOLLOW first and only if it is a regular file reopened
+// O_WRONLY|O_TRUNC, so that no FIFO, device or socket is ever opened for writing. A symlink
+// fails as open(O_NOFOLLOW) does (ELOOP, a SysError); another type is PlanError.
+UniqueFd open_output_file(const std::string& path, mode_t mode);
+
+}  // namespace gpubox::trusted_path

@@ -1,0 +1,163 @@
+#include <catch2/catch.hpp>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "common/error.hpp"
+#include "common/sys.hpp"
+#include "common/sys_host.hpp"
+#include "common/trusted_path.hpp"
+#include "temp_dir.hpp"
+
+using namespace gpubox;
+using namespace gpubox::trusted_path;
+
+namespace {
+
+struct stat dir(uid_t uid, mode_t mode) {
+    struct stat st {};
+    st.st_mode = S_IFDIR | mode;
+    st.st_uid = uid;
+    return st;
+}
+
+}  // namespace
+
+TEST_CASE("dir_problem: the state directory itself is the caller's and writable by nobody else") {
+    CHECK(dir_problem(dir(1000, 0700), 1000, Role::own) == "");
+    CHECK(dir_problem(dir(1000, 0755), 1000, Role::own) == "");
+    CHECK(dir_problem(dir(1001, 01777), 1000, Role::own) ==
+          "belongs to uid 1001, not to you (uid 1000)");
+    CHECK(dir_problem(dir(0, 01777), 1000, Role::own) == "belongs to uid 0, not to you (uid 1000)");
+    CHECK(dir_problem(dir(1000, 01777), 1000, Role::own) == "is writable by others (mode 01777)");
+    CHECK(dir_problem(dir(1000, 0770), 1000, Role::own) == "is writable by its group (mode 0770)");
+    CHECK(dir_problem(dir(0, 0700), 0, Role::own) == "");
+    struct stat file = dir(1000, 0600);
+    file.st_mode = S_IFREG | 0600;
+    CHECK(dir_problem(file, 1000, Role::own) == "is not a directory");
+}
+
+TEST_CASE("dir_problem: on the way, root's or the caller's, shared only when sticky") {
+    CHECK(dir_problem(dir(0, 0755), 1000, Role::on_the_way) == "");
+    CHECK(dir_problem(dir(0, 01777), 1000, Role::on_the_way) == "");  // /tmp
+    CHECK(dir_problem(dir(1000, 0700), 1000, Role::on_the_way) == "");
+    CHECK(dir_problem(dir(1000, 01777), 1000, Role::on_the_way) == "");
+    CHECK(dir_problem(dir(1001, 0755), 1000, Role::on_the_way) == "belongs to uid 1001");
+    CHECK(dir_problem(dir(1001, 01777), 1000, Role::on_the_way) == "belongs to uid 1001");
+    CHECK(dir_problem(dir(0, 0777), 1000, Role::on_the_way) ==
+          "is writable by others (mode 0777) and not sticky");
+    CHECK(dir_problem(dir(0, 02775), 1000, Role::on_the_way) ==
+          "is writable by its group (mode 02775) and not sticky");  // /usr/local, root:staff
+}
+
+TEST_CASE("link_problem: a symlink on the way is followed only when root's or the caller's") {
+    struct stat l {};
+    l.st_mode = S_IFLNK | 0777;
+    CHECK(link_problem(l, 1000) == "");
+    l.st_uid = 1000;
+    CHECK(link_problem(l, 1000) == "");
+    l.st_uid = 1001;
+    CHECK(link_problem(l, 1000) == "is a symlink of uid 1001");
+}
+
+TEST_CASE("regular_file_problem names the type") {
+    CHECK(regular_file_problem(S_IFREG | 0644) == "");
+    CHECK(regular_file_problem(S_IFIFO | 0644) == "not a regular file (a FIFO)");
+    CHECK(regular_file_problem(S_IFDIR | 0755) == "not a regular file (a directory)");
+    CHECK(regular_file_problem(S_IFCHR | 0666) == "not a regular file (a character device)");
+    CHECK(regular_file_problem(S_IFSOCK | 0755) == "not a regular file (a socket)");
+}
+
+TEST_CASE("open_state_dir makes a missing chain 0700 and walks . .. and the caller's links") {
+    test::TempDir t("trusted");
+    const std::string base = t.dir.string();
+    const std::string root = base + "/a/b/boxes";
+    UniqueFd fd = open_state_dir(root, true, "box root", "hint");
+    struct stat st = sys::fstat(fd.get(), root);
+    CHECK((st.st_mode & 07777) == 0700);
+    CHECK(st.st_uid == ::geteuid());
+    for (const char* made : {"/a", "/a/b"}) CHECK((sys::stat(base + made).st_mode & 07777) == 0700);
+    // The same directory again, through ".", "..", a relative link and an absolute one.
+    sys::symlink_at("a/b", AT_FDCWD, base + "/rel");
+    sys::symlink_at(base + "/a", AT_FDCWD, base + "/abs");
+    for (const std::string& p :
+         {base + "/a/./b/../b/boxes", base + "/rel/boxes", base + "/abs/b/boxes/", base + "/rel"}) {
+        UniqueFd again = open_state_dir(p, false, "box root", "hint");
+        const struct stat s2 = sys::fstat(again.get(), p);
+        CHECK(s2.st_ino == (p == base + "/rel" ? sys::stat(base + "/a/b").st_ino : st.st_ino));
+    }
+}
+
+TEST_CASE("open_state_dir refuses a state directory others can write, with what and the hint") {
+    test::TempDir t("trusted");
+    const std::string open = t.dir.string() + "/open";
+    sys::mkdir_at(AT_FDCWD, open, 0700);
+    sys::fchmod_at(AT_FDCWD, open, 0777);
+    try {
+        open_state_dir(open, true, "box root", "set GPUBOX_ISOLATE_ROOT");
+        FAIL("accepted a directory of mode 0777");
+    } catch (const PlanError& e) {
+        CHECK(std::string(e.what()) ==
+              "box root \"" + open + "\" is writable by others (mode 0777)");
+        CHECK(e.hint == "set GPUBOX_ISOLATE_ROOT");
+    }
+    // Below it, the caller's own 0700 directory is refused too: it could be renamed away.
+    sys::mkdir_at(AT_FDCWD, open + "/mine", 0700);
+    sys::fchmod_at(AT_FDCWD, open, 0777);
+    CHECK_THROWS_WITH(open_state_dir(open + "/mine", false, "box root", ""),
+                      "box root \"" + open + "/mine\": \"" + open +
+                          "\" is writable by others (mode 0777) and not sticky");
+    // A sticky one may be on the way (as /tmp).
+    sys::fchmod_at(AT_FDCWD, open, 01777);
+    CHECK(open_state_dir(open + "/mine", false, "box root", "").valid());
+}
+
+TEST_CASE("open_state_dir: a file on the way, a missing directory, a link loop") {
+    test::TempDir t("trusted");
+    const std::string base = t.dir.string();
+    std::ofstream(base + "/file") << "x";
+    CHECK_THROWS_WITH(
+        open_state_dir(base + "/file/boxes", true, "box root", ""),
+        "box root \"" + base + "/file/boxes\": \"" + base + "/file\" is not a directory");
+    try {
+        open_state_dir(base + "/missing", false, "box root", "h");
+        FAIL("opened a missing directory");
+    } catch (const PlanError&) {
+        const auto e = std::current_exception();
+        CHECK(describe(e) == "box root \"" + base + "/missing\": open(\"" + base +
+                                 "/missing\", O_PATH|O_NOFOLLOW): No such file or directory");
+        CHECK(hint_for(e) == "h");
+    }
+    sys::symlink_at("loop", AT_FDCWD, base + "/loop");
+    CHECK_THROWS_AS(open_state_dir(base + "/loop", true, "box root", ""), PlanError);
+}
+
+TEST_CASE("open_output_file: new, regular (truncated), never a FIFO or a symlink, never blocking") {
+    test::TempDir t("trusted");
+    const std::string base = t.dir.string();
+    {
+        UniqueFd fd = open_output_file(base + "/new", 0600);
+        sys::write_all(fd.get(), "verdict", "new");
+    }
+    CHECK((sys::stat(base + "/new").st_mode & 0777) == 0600);
+    {
+        UniqueFd fd = open_output_file(base + "/new", 0644);
+        CHECK(sys::fstat(fd.get(), "new").st_size == 0);  // truncated when opened
+    }
+    REQUIRE(::mkfifo((base + "/fifo").c_str(), 0600) == 0);  // no reader: open would block
+    CHECK_THROWS_WITH(open_output_file(base + "/fifo", 0644), "not a regular file (a FIFO)");
+    CHECK_THROWS_WITH(open_output_file(base, 0644), "not a regular file (a directory)");
+    sys::symlink_at(base + "/new", AT_FDCWD, base + "/link");
+    try {
+        open_output_file(base + "/link", 0644);
+        FAIL("followed a symlink");
+    } catch (const SysError& e) {
+        CHECK(e.err() == ELOOP);
+    }
+    sys::symlink_at(base + "/absent", AT_FDCWD, base + "/dangling");  // O_CREAT would follow it
+    CHECK_THROWS_AS(open_output_file(base + "/dangling", 0644), SysError);
+    struct stat st {};
+    CHECK(sys::try_stat(base + "/absent", st) == -ENOENT);
+}
