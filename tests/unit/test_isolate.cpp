@@ -1,10 +1,18 @@
 #include <catch2/catch.hpp>
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+
+#include <fstream>
 
 #include "common/error.hpp"
+#include "common/sys.hpp"
+#include "common/sys_host.hpp"
+#include "launcher/box_tree.hpp"
 #include "launcher/isolate_box.hpp"
 #include "launcher/isolate_cli.hpp"
 #include "launcher/isolate_plan.hpp"
+#include "temp_dir.hpp"
 
 using namespace gpubox;
 using namespace gpubox::launcher;
@@ -207,4 +215,44 @@ TEST_CASE("isolate boxes live in a root of the caller's own") {
     CHECK(isolate_boxes_root(nullptr, "/run/user/5", 5) == "/run/user/5/gpubox/isolate");
     CHECK(isolate_boxes_root("", "", 65534) == "/tmp/gpubox-isolate-65534");
     CHECK(box_paths("/r", 3).box == "/r/3/box");
+}
+
+TEST_CASE("sweep_special_files: only files and directories are left, the program's modes kept") {
+    test::TempDir t("box-tree");
+    const std::string box = t.dir.string() + "/box";
+    for (const char* d : {"", "/a", "/a/b", "/c"}) sys::mkdir_at(AT_FDCWD, box + d, 0755);
+    std::ofstream(box + "/a/b/out.txt") << "4";
+    for (const char* l : {"/top", "/a/res", "/a/b/res", "/c/res"})
+        sys::symlink_at("/etc/passwd", AT_FDCWD, box + l);
+    REQUIRE(::mkfifo((box + "/a/b/fifo").c_str(), 0600) == 0);
+    sys::fchmod_at(AT_FDCWD, box + "/a/b", 0);
+    sys::fchmod_at(AT_FDCWD, box + "/a", 0311);
+    sys::fchmod_at(AT_FDCWD, box + "/c", 0);
+    const UniqueFd top = sys::open_at(AT_FDCWD, t.dir.string(), O_PATH | O_DIRECTORY);
+    sweep_special_files(top.get(), "box");
+    CHECK((sys::stat(box + "/a").st_mode & 07777) == 0311);
+    CHECK((sys::stat(box + "/a/b").st_mode & 07777) == 0);
+    CHECK((sys::stat(box + "/c").st_mode & 07777) == 0);
+    for (const char* d : {"/a", "/a/b", "/c"}) sys::fchmod_at(AT_FDCWD, box + d, 0755);
+    struct stat st {};
+    for (const char* gone : {"/top", "/a/res", "/a/b/res", "/a/b/fifo", "/c/res"})
+        CHECK(sys::try_lstat_at(AT_FDCWD, box + gone, st) == -ENOENT);
+    CHECK(sys::try_read_at(AT_FDCWD, box + "/a/b/out.txt") == "4");
+}
+
+TEST_CASE("remove_box_tree: every mode, a missing name, a file") {
+    test::TempDir t("box-tree");
+    const std::string dir = t.dir.string();
+    for (const char* d : {"/0", "/0/box", "/0/box/x", "/0/root"})
+        sys::mkdir_at(AT_FDCWD, dir + d, 0755);
+    std::ofstream(dir + "/0/box/x/f") << "x";
+    sys::symlink_at("/", AT_FDCWD, dir + "/0/box/x/root");
+    sys::fchmod_at(AT_FDCWD, dir + "/0/box/x", 0);
+    sys::fchmod_at(AT_FDCWD, dir + "/0/box", 0500);
+    std::ofstream(dir + "/1") << "a file";
+    const UniqueFd top = sys::open_at(AT_FDCWD, dir, O_PATH | O_DIRECTORY);
+    remove_box_tree(top.get(), "0");
+    remove_box_tree(top.get(), "1");
+    remove_box_tree(top.get(), "2");
+    CHECK(sys::list_dir(top.get(), ".").empty());
 }
