@@ -1,7 +1,8 @@
 // isolate mode's executor. A box is <boxes>/<id> (box/ for the program's /box, root/ an empty
 // root for its mounts) with a lock file <boxes>/<id>.lock beside it, which, as isolate's, is
 // never unlinked (only truncated), records the owner and the --cg mode, and is flock()ed while a
-// command works on the box.
+// command works on the box. <boxes> is the caller's own (common/trusted_path.hpp), opened once;
+// the lock, the box's directories, their removal and the sweep after a run work relative to it.
 #include "launcher/isolate_box.hpp"
 
 #include <fcntl.h>
@@ -21,6 +22,8 @@
 #include "common/sys.hpp"
 #include "common/sys_host.hpp"
 #include "common/text.hpp"
+#include "common/trusted_path.hpp"
+#include "launcher/box_tree.hpp"
 #include "launcher/isolate_cli.hpp"
 #include "launcher/isolate_plan.hpp"
 #include "launcher/run.hpp"
@@ -57,16 +60,6 @@ bool parse_lock(const std::string& text, LockRecord& r) {
     return true;
 }
 
-// mkdir(), as isolate words its failure: 0, or the errno.
-int try_mkdir(const std::string& path, mode_t mode) {
-    try {
-        sys::mkdir(path, mode);
-        return 0;
-    } catch (const SysError& e) {
-        return e.err();
-    }
-}
-
 struct BoxLock {
     UniqueFd fd;
     LockRecord rec;
@@ -83,24 +76,26 @@ struct BoxLock {
 };
 
 // A lock another user owns cannot be opened read-write: say whose box it is, as isolate does.
-[[noreturn]] void refuse_foreign_lock(const std::string& path, int err) {
-    try {
-        LockRecord other;
-        if (parse_lock(sys::read_file(path, 4096), other) && other.initialized &&
-            other.owner != ::getuid())
-            throw IsolateDie(cat("This box belongs to a different user (uid ", other.owner, ")"));
-    } catch (const SysError&) {}
+[[noreturn]] void refuse_foreign_lock(int boxes, const std::string& name, const std::string& path,
+                                      int err) {
+    LockRecord other;
+    if (parse_lock(sys::try_read_at(boxes, name), other) && other.initialized &&
+        other.owner != ::getuid())
+        throw IsolateDie(cat("This box belongs to a different user (uid ", other.owner, ")"));
     throw IsolateDie(cat("Cannot open ", path, ": ", std::strerror(err)));
 }
 
-// isolate.c: lock_box(). False: there is no box (never made, or cleaned up).
-bool lock_box(BoxLock& lock, const IsolateArgs& a, const std::string& path, bool is_init,
+// isolate.c: lock_box(), on <id>.lock in the boxes' root `boxes`. False: there is no box (never
+// made, or cleaned up).
+bool lock_box(BoxLock& lock, const IsolateArgs& a, int boxes, const std::string& root, bool is_init,
               bool is_cleanup) {
-    lock.path = path;
-    const int fd =
-        sys::try_open_at(AT_FDCWD, path, O_RDWR | O_NOFOLLOW | (is_init ? O_CREAT : 0), 0644);
+    const std::string name = cat(a.box_id, ".lock");
+    lock.path = cat(root, "/", name);
+    const std::string& path = lock.path;
+    const int fd = sys::try_open_at(
+        boxes, name, O_RDWR | O_NOFOLLOW | O_NONBLOCK | (is_init ? O_CREAT : 0), 0644);
     if (fd == -ENOENT) return false;
-    if (fd == -EACCES) refuse_foreign_lock(path, EACCES);
+    if (fd == -EACCES) refuse_foreign_lock(boxes, name, path, EACCES);
     if (fd < 0) throw IsolateDie(cat("Cannot open ", path, ": ", std::strerror(-fd)));
     lock.fd = UniqueFd(fd);
     if (!sys::flock_exclusive(fd, a.wait, path))
@@ -119,44 +114,21 @@ bool lock_box(BoxLock& lock, const IsolateArgs& a, const std::string& path, bool
     return present;
 }
 
-// The boxes' root: made 0700 when missing. One we find must be a real directory that is ours,
-// or a shared one with the sticky bit (as /tmp), so nobody else can swap a box under us.
-void ensure_boxes_root(const std::string& root) {
-    std::error_code ec;
-    if (!fs::exists(root, ec)) {
-        fs::create_directories(fs::path(root).parent_path(), ec);
-        if (const int err = try_mkdir(root, 0700); err && err != EEXIST)
-            throw IsolateDie(cat("Cannot create box root ", root, ": ", std::strerror(err)));
+// The boxes' root: the caller's own, made 0700 where missing (common/trusted_path.hpp).
+UniqueFd open_boxes_root(const std::string& root) {
+    try {
+        return trusted_path::open_state_dir(
+            root, true, "box root",
+            "set GPUBOX_ISOLATE_ROOT or XDG_RUNTIME_DIR to a directory of your own");
+    } catch (...) {
+        const auto e = std::current_exception();
+        throw IsolateDie(cat(describe(e), "; ", hint_for(e)));
     }
-    struct stat st {};
-    if (!sys::lstat_at(AT_FDCWD, root, st) || !S_ISDIR(st.st_mode))
-        throw IsolateDie(cat("Box root ", root, " is not a directory (a symlink?)"));
-    if (st.st_uid != ::getuid() && !(st.st_mode & S_ISVTX))
-        throw IsolateDie(cat("Box root ", root, " belongs to uid ", st.st_uid,
-                             " and is not sticky: refusing it"));
 }
 
-// rmtree() that also enters directories the program made unreadable (it ran as our uid).
-void remove_tree(const fs::path& p) {
-    std::error_code ec;
-    const fs::file_status st = fs::symlink_status(p, ec);
-    if (ec || !fs::exists(st)) return;
-    if (fs::is_directory(st)) {
-        fs::permissions(p, fs::perms::owner_all, fs::perm_options::add, ec);
-        for (const fs::directory_entry& e : fs::directory_iterator(p)) remove_tree(e.path());
-    }
-    fs::remove(p);
-}
-
-// isolate removes what is neither a file nor a directory from the box after a run (symlinks,
-// fifos, sockets), unless --special-files, so that the judge never follows one.
-void remove_special_files(const fs::path& dir) {
-    std::error_code ec;
-    for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
-        const fs::file_status st = e.symlink_status(ec);
-        if (fs::is_directory(st)) remove_special_files(e.path());
-        else if (!fs::is_regular_file(st)) fs::remove(e.path(), ec);
-    }
+// A directory `name` of `dir` (never a symlink), as an O_PATH fd.
+UniqueFd open_dir_at(int dir, const std::string& name) {
+    return sys::open_at(dir, name, O_PATH | O_NOFOLLOW | O_DIRECTORY);
 }
 
 // The caller's fds 0-2 while the program runs: -i, -o, -r (opened in their bound host
@@ -218,47 +190,80 @@ IsolateHost current_host() {
     return h;
 }
 
-void write_meta(const IsolateArgs& a, const std::string& text) {
-    if (a.meta.empty()) return;
-    if (a.meta == "-") return sys::write_all(1, text, "stdout");
+// -M: opened as isolate's meta_open() opens it, before anything else (truncated then, written
+// once the verdict is known), but without blocking or following a symlink, and only a regular
+// file or a new one (common/trusted_path.hpp); "-" is stdout.
+struct MetaFile {
+    std::string path;
+    UniqueFd fd;
+    bool to_stdout = false;
+};
+
+MetaFile open_meta(const std::string& path) {
+    MetaFile m{path, {}, path == "-"};
+    if (path.empty() || m.to_stdout) return m;
     try {
-        UniqueFd fd = sys::open_at(AT_FDCWD, a.meta, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-        sys::write_all(fd.get(), text, a.meta);
-    } catch (const SysError&) {
-        throw IsolateDie(cat("Failed to open metafile '", a.meta, "'"));
+        m.fd = trusted_path::open_output_file(path, 0666);
+    } catch (const SysError& e) {
+        throw IsolateDie(cat("Failed to open metafile '", path, "': ", std::strerror(e.err())));
+    } catch (const PlanError& e) {
+        throw IsolateDie(cat("Failed to open metafile '", path, "': ", e.what()));
     }
+    return m;
 }
 
-std::string lock_path(const std::string& root, int id) { return cat(root, "/", id, ".lock"); }
+// Throws SysError where the verdict cannot be written.
+void write_meta(const MetaFile& m, const std::string& text) {
+    if (m.to_stdout) return sys::write_all(1, text, "stdout");
+    if (m.fd.valid()) sys::write_all(m.fd.get(), text, m.path);
+}
+
 std::string self_name(const IsolateArgs& a) { return a.cg ? "isolate --cg" : "isolate"; }
 
-int do_init(const IsolateArgs& a, const std::string& root, const BoxPaths& box) {
+int do_init(const IsolateArgs& a, int boxes, const BoxPaths& box, const std::string& root) {
     BoxLock lock;
-    lock_box(lock, a, lock_path(root, a.box_id), true, false);
-    remove_tree(box.dir);
-    for (const std::string& d : {box.dir, box.box, box.root})
-        if (const int err = try_mkdir(d, d == box.root ? 0755 : 0700))
-            throw IsolateDie(cat("Cannot create ", d, ": ", std::strerror(err)));
+    lock_box(lock, a, boxes, root, true, false);
+    const std::string id = std::to_string(a.box_id);
+    remove_box_tree(boxes, id);
+    if (const int err = sys::try_mkdir_at(boxes, id, 0700))
+        throw IsolateDie(cat("Cannot create ", box.dir, ": ", std::strerror(-err)));
+    const UniqueFd dir = open_dir_at(boxes, id);
+    for (const auto& [name, mode] : {std::pair{"box", 0700}, {"root", 0755}})
+        if (const int err = sys::try_mkdir_at(dir.get(), name, mode))
+            throw IsolateDie(cat("Cannot create ", box.dir, "/", name, ": ", std::strerror(-err)));
     lock.rec.initialized = true;
     lock.write();
     std::cout << box.dir << std::endl;
     return 0;
 }
 
-int do_cleanup(const IsolateArgs& a, const std::string& root, const BoxPaths& box) {
+int do_cleanup(const IsolateArgs& a, int boxes, const std::string& root) {
     BoxLock lock;
-    if (!lock_box(lock, a, lock_path(root, a.box_id), false, true)) {
+    if (!lock_box(lock, a, boxes, root, false, true)) {
         if (a.verbose) std::cerr << "Nothing to do -- box did not exist\n";
         return 0;
     }
-    remove_tree(box.dir);
+    remove_box_tree(boxes, std::to_string(a.box_id));
     sys::ftruncate(lock.fd.get(), 0, lock.path);  // never unlinked, as isolate's
     return 0;
 }
 
-int do_run(const IsolateArgs& a, const std::string& root, const BoxPaths& box) {
+// The verdict could not be written to -M after the run: it goes to stderr in full, and the run
+// is an internal error (exit 2), since the judge reads its verdict from the meta file.
+int meta_write_failed(const MetaFile& m, const SysError& e, const std::string& text) {
+    try {
+        sys::ftruncate(m.fd.get(), 0, m.path);  // not half a verdict
+    } catch (const SysError&) {}
+    std::cerr << "Failed to write metafile '" << m.path << "': " << std::strerror(e.err())
+              << "; its contents follow\n"
+              << text << std::flush;
+    return 2;
+}
+
+int do_run(const IsolateArgs& a, int boxes, const BoxPaths& box, const std::string& root,
+           const MetaFile& meta) {
     BoxLock lock;
-    if (!lock_box(lock, a, lock_path(root, a.box_id), false, false))
+    if (!lock_box(lock, a, boxes, root, false, false))
         throw IsolateDie(cat("Box not found, did you run `", self_name(a), " --init'?"));
     const IsolateRun plan = plan_isolate_run(a, box, current_host());
     RunReport rep;
@@ -266,10 +271,16 @@ int do_run(const IsolateArgs& a, const std::string& root, const BoxPaths& box) {
         Redirection redirect(plan.redirect, a.stderr_to_stdout);
         run_sandbox(plan.options, &rep);
     }
-    if (!a.special_files) remove_special_files(box.box);
+    if (!a.special_files)  // the judge never follows or blocks on what the program left
+        sweep_special_files(open_dir_at(boxes, std::to_string(a.box_id)).get(), "box");
     const IsolateResult r = isolate_result(rep.verdict, rep.outcome, plan.report_limits);
     if (r.status == "XX") throw IsolateDie(r.message);
-    write_meta(a, render_meta_isolate(rep.verdict, rep.outcome, plan.report_limits));
+    const std::string text = render_meta_isolate(rep.verdict, rep.outcome, plan.report_limits);
+    try {
+        write_meta(meta, text);
+    } catch (const SysError& e) {
+        return meta_write_failed(meta, e, text);
+    }
     if (rep.outcome.setup_failed)
         std::cerr << rep.outcome.message << "\n";  // as the program's execve() error
     if (r.status.empty()) {
@@ -283,9 +294,9 @@ int do_run(const IsolateArgs& a, const std::string& root, const BoxPaths& box) {
 }
 
 // isolate.c: die(): status XX in the meta file, the message on stderr, exit 2.
-int die(const IsolateArgs& a, const std::string& message) {
+int die(const MetaFile& meta, const std::string& message) {
     try {
-        write_meta(a, cat("status:XX\nmessage:", message, "\n"));
+        write_meta(meta, cat("status:XX\nmessage:", message, "\n"));
     } catch (...) {}
     std::cerr << message << std::endl;
     return 2;
@@ -293,17 +304,17 @@ int die(const IsolateArgs& a, const std::string& message) {
 
 constexpr int kNumBoxes = 100000;
 
-int dispatch(const IsolateArgs& a, const std::string& root) {
+int dispatch(const IsolateArgs& a, const std::string& root, const MetaFile& meta) {
     if (const std::string why = unsupported_isolate_request(a, ::getuid(), ::getgid());
         !why.empty())
         throw IsolateDie(why);
     if (a.box_id < 0 || a.box_id >= kNumBoxes)
         throw IsolateDie(cat("Sandbox ID out of range (allowed: 0-", kNumBoxes - 1, ")"));
-    ensure_boxes_root(root);
+    const UniqueFd boxes = open_boxes_root(root);
     const BoxPaths box = box_paths(root, a.box_id);
-    if (a.mode == IsolateMode::init) return do_init(a, root, box);
-    if (a.mode == IsolateMode::cleanup) return do_cleanup(a, root, box);
-    return do_run(a, root, box);
+    if (a.mode == IsolateMode::init) return do_init(a, boxes.get(), box, root);
+    if (a.mode == IsolateMode::cleanup) return do_cleanup(a, boxes.get(), root);
+    return do_run(a, boxes.get(), box, root, meta);
 }
 
 }  // namespace
@@ -327,16 +338,22 @@ int isolate_main(const std::vector<std::string>& args) {
             return 0;
         case IsolateMode::version: std::cout << isolate_version_text(); return 0;
         case IsolateMode::check_config: return 0;
-        case IsolateMode::print_cg_root:
-            return die(a,
-                       "gpubox has no cgroup root of its own: it uses a delegated cgroup v2 where "
-                       "it finds one");
         default: break;
     }
+    MetaFile meta;
     try {
-        return dispatch(a, root);
+        meta = open_meta(a.meta);
+    } catch (const IsolateDie& e) {
+        return die(meta, e.what());
+    }
+    if (a.mode == IsolateMode::print_cg_root)
+        return die(meta,
+                   "gpubox has no cgroup root of its own: it uses a delegated cgroup v2 where it "
+                   "finds one");
+    try {
+        return dispatch(a, root, meta);
     } catch (...) {
-        return die(a, describe(std::current_exception()));
+        return die(meta, describe(std::current_exception()));
     }
 }
 
