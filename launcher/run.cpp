@@ -20,6 +20,7 @@
 #include "common/log.hpp"
 #include "common/sys.hpp"
 #include "common/text.hpp"
+#include "common/trusted_path.hpp"
 #include "isolate/id_map.hpp"
 #include "isolate/namespaces.hpp"
 #include "isolate/default_filter.hpp"
@@ -90,16 +91,33 @@ sigset_t monitor_signals() {
     return set;
 }
 
-void write_meta(const Options& o, const Verdict& v, const RunOutcome& out, const Mechanisms& m) {
-    if (o.meta.empty()) return;
+// --meta: opened before anything runs, so that a bad one (a FIFO, a symlink, a directory) is
+// refused then (common/trusted_path.hpp), and written once the verdict is known.
+UniqueFd open_meta(const std::string& path) {
+    if (path.empty()) return {};
+    try {
+        return trusted_path::open_output_file(path, 0644);
+    } catch (...) {
+        std::throw_with_nested(PlanError(cat("--meta ", quote(path))));
+    }
+}
+
+// The verdict is never lost: where it cannot be written to --meta, the file is left empty and
+// the verdict goes to stderr in full after the error.
+void write_meta(const UniqueFd& meta, const Options& o, const Verdict& v, const RunOutcome& out,
+                const Mechanisms& m) {
+    if (!meta.valid()) return;
     const std::string text = o.meta_format == MetaFormat::isolate
                                  ? render_meta_isolate(v, out, o.limits)
                                  : render_meta_json(v, out, o.limits, m);
     try {
-        UniqueFd fd = sys::open_at(AT_FDCWD, o.meta, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        sys::write_all(fd.get(), text, o.meta);
-    } catch (...) {
-        std::throw_with_nested(SetupError("--meta"));
+        sys::write_all(meta.get(), text, o.meta);
+    } catch (const SysError& e) {
+        try {
+            sys::ftruncate(meta.get(), 0, o.meta);
+        } catch (const SysError&) {}
+        log::error(cat("--meta ", quote(o.meta), ": ", e.what(), "; the verdict follows"));
+        std::cerr << text << std::flush;
     }
 }
 
@@ -341,8 +359,8 @@ void write_usage_failure_meta(const std::string& path, const std::string& messag
     out.setup_code = kExitSetupFailed;
     out.message = message;
     try {
-        write_meta(o, judge(out, o.limits), out, {});
-    } catch (...) {}
+        write_meta(open_meta(path), o, judge(out, o.limits), out, {});
+    } catch (...) {}  // a bad --meta: the usage error is all there is to say
 }
 
 namespace {
@@ -366,7 +384,9 @@ int run_sandbox(const Options& o, RunReport* report) {
     UniqueFd parent;
     isolate::Cgroup cgroup;
     isolate::LimitPlan limits;
+    UniqueFd meta;
     try {
+        if (!o.print_plan) meta = open_meta(o.meta);
         if (o.die_with_parent) parent = watch_parent();
         run_preflight(o);  // before anything starts: --preflight enforce exits here
         plan = plan_run(o);
@@ -393,7 +413,7 @@ int run_sandbox(const Options& o, RunReport* report) {
         if (out.setup_failed) report_setup_failure(out);
         if (v.killed && !o.quiet)
             log::error(v.message);  // "killed: wall-clock limit 1.000 s exceeded"
-        write_meta(o, v, out, limits.mechanisms);
+        write_meta(meta, o, v, out, limits.mechanisms);
         if (report) *report = {v, out};
         return v.gpubox_exit;
     } catch (...) {
@@ -404,7 +424,7 @@ int run_sandbox(const Options& o, RunReport* report) {
         out.setup_code = kExitSetupFailed;
         out.message = describe(std::current_exception());
         try {
-            write_meta(o, judge(out, o.limits), out, limits.mechanisms);
+            write_meta(meta, o, judge(out, o.limits), out, limits.mechanisms);
         } catch (...) {}
         throw;
     }

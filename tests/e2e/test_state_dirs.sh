@@ -155,18 +155,46 @@ expect_eq "--cleanup of that tree under the same limit" "$rc:$err:$(ls -A "$GPUB
 
 # --- 3. --meta ----------------------------------------------------------------------------
 as_judge mkfifo "$JD/fifo"
+judge timeout 60 "$G" run --meta "$JD/fifo" --bind "$JD:/j" "$JD/r" sh -c 'touch /j/ran; exit 3'
+expect_eq "gpubox run --meta FIFO (no reader): refused before anything runs, one line" "$rc:$err:$(ls "$JD/ran" 2>&1)" \
+    "125:gpubox: --meta \"$JD/fifo\": not a regular file (a FIFO):ls: cannot access '$JD/ran': No such file or directory"
 judge env GPUBOX_ISOLATE_ROOT="$GPUBOX_ISOLATE_ROOT" "$ISO" --init
 judge env GPUBOX_ISOLATE_ROOT="$GPUBOX_ISOLATE_ROOT" timeout 60 "$ISO" -M "$JD/fifo" --run -- /bin/true
 expect_eq "isolate -M FIFO: isolate's message, exit 2" "$rc:$err" \
     "2:Failed to open metafile '$JD/fifo': not a regular file (a FIFO)"
 as_judge ln -s "$JD/private" "$JD/meta-link"
+judge "$G" run --meta "$JD/meta-link" "$JD/r" true
+expect_match "--meta naming a symlink: refused, never followed" "$rc:$err" \
+    "^125:gpubox: --meta \"$JD/meta-link\": open\(.*\): Too many levels of symbolic links$"
+check "... the file it points to is untouched" private_intact
 judge env GPUBOX_ISOLATE_ROOT="$GPUBOX_ISOLATE_ROOT" "$ISO" -M "$JD/meta-link" --run -- /bin/true
 expect_eq "isolate -M SYMLINK: refused" "$rc:$err" \
     "2:Failed to open metafile '$JD/meta-link': Too many levels of symbolic links"
 check "... the file it points to is untouched" private_intact
+judge "$G" run --meta "$JD" "$JD/r" true
+expect_eq "--meta naming a directory: refused before the run" "$rc:$err" \
+    "125:gpubox: --meta \"$JD\": not a regular file (a directory)"
+judge "$G" run --meta "$JD/meta.json" "$JD/r" sh -c 'exit 3'
+expect_match "a new --meta file: written as before" "$rc:$(grep '"status"' "$JD/meta.json")" '^3: *"status": "RE",$'
+# Writing the verdict fails after the run (RLIMIT_FSIZE 0, SIGXFSZ ignored; gpubox's stderr a
+# pipe, which the limit does not cover): the verdict goes to stderr in full and the exit status
+# is the run's.
+judge bash -c 'trap "" XFSZ; (ulimit -f 0; exec "$@") 2>&1 | cat >&2; exit "${PIPESTATUS[0]}"' \
+    sh "$G" run --meta "$JD/meta.json" "$JD/r" sh -c 'exit 3'
+expect_match "--meta that cannot be written: the run's status, the error and the whole verdict on stderr" "$rc:$err" \
+    $'^3:gpubox: --meta "[^"]*": write\\(.*\\): File too large; the verdict follows\n\\{\n.*"status": "RE",.*\n\\}$'
+expect_eq "... and the file is left empty, not half written" "$(stat -c %s "$JD/meta.json")" 0
 judge bash -c 'trap "" XFSZ; (ulimit -f 0; exec "$@") 2>&1 | cat >&2; exit "${PIPESTATUS[0]}"' \
     sh env GPUBOX_ISOLATE_ROOT="$GPUBOX_ISOLATE_ROOT" "$ISO" -M "$JD/meta" --run -- /bin/true
 expect_match "isolate -M that cannot be written: exit 2, the error and the whole meta file on stderr" "$rc:$err" \
     $'^2:Failed to write metafile \'[^\']*\': File too large; its contents follow\ntime:.*\nexitcode:0$'
+if [ "$two_users" = 1 ]; then
+    # A's symlink at the name the judge gives --meta in a shared sticky directory.
+    mkdir -m 1777 "$T/pub/tmp"
+    as_attacker ln -s "$JD/private" "$T/pub/tmp/verdict.json"
+    judge "$G" run --meta "$T/pub/tmp/verdict.json" "$JD/r" true
+    expect_match "another user's symlink at the --meta name is refused" "$rc:$err" '^125:gpubox: --meta '
+    check "... the judge's private file is untouched" private_intact
+fi
 judge env GPUBOX_ISOLATE_ROOT="$GPUBOX_ISOLATE_ROOT" "$ISO" --cleanup
 finish
