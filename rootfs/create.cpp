@@ -13,6 +13,7 @@
 #include "common/error.hpp"
 #include "common/sys.hpp"
 #include "common/text.hpp"
+#include "common/trusted_path.hpp"
 
 namespace fs = std::filesystem;
 
@@ -76,6 +77,18 @@ void copy_lib(const fs::path& from, const fs::path& to_dir) {
     fs::permissions(to_dir / from.filename(), fs::perms(0755));
 }
 
+// An empty directory that is there already is filled only if it is the caller's own and
+// nobody else may write it: another user who made it first could change the image afterwards
+// (common/trusted_path.hpp, the rule for a state directory itself). A new one is made.
+void refuse_foreign_dir(const std::string& dir) {
+    const UniqueFd fd = sys::open_at(AT_FDCWD, dir, O_PATH | O_DIRECTORY);
+    const std::string problem =
+        trusted_path::dir_problem(sys::fstat(fd.get(), dir), ::geteuid(), trusted_path::Role::own);
+    if (!problem.empty())
+        throw PlanError(cat("rootfs create: ", quote(dir), " ", problem),
+                        "name a new directory (gpubox makes it), or one only you can write");
+}
+
 }  // namespace
 
 void create_rootfs(const CreateOptions& opt) {
@@ -84,6 +97,7 @@ void create_rootfs(const CreateOptions& opt) {
     if (fs::exists(root, ec) && !(fs::is_directory(root) && fs::is_empty(root)))
         throw UsageError(
             cat("rootfs create: ", quote(opt.dir), " exists and is not an empty directory"));
+    if (!ec && fs::exists(root, ec)) refuse_foreign_dir(opt.dir);
     if (sys::try_faccessat(opt.busybox, X_OK) != 0)
         throw PlanError(cat("rootfs create: no busybox at ", quote(opt.busybox)),
                         "install Debian's busybox-static, or pass --busybox PATH");

@@ -100,6 +100,15 @@ if [ "$two_users" = 1 ]; then
     expect_match "a shared sticky root is refused" "$rc:$err" \
         "^2:box root \"$T/pub/shared\" belongs to uid 0, not to you \(uid $J\); set GPUBOX_ISOLATE_ROOT"
 
+    # rootfs create into an empty directory another user made first: they could change the
+    # image afterwards (a busybox of theirs in every later run).
+    mkdir -m 0777 "$T/pub/rootfs" && chown "$A:$A" "$T/pub/rootfs"
+    judge "$G" rootfs create "$T/pub/rootfs"
+    expect_eq "rootfs create into another user's empty directory is refused" "$rc:$err" \
+        "125:gpubox: rootfs create: \"$T/pub/rootfs\" belongs to uid $A, not to you (uid $J)
+gpubox: hint: name a new directory (gpubox makes it), or one only you can write"
+    check "... and writes nothing there" test -z "$(ls -A "$T/pub/rootfs")"
+
     # And where nothing was there: made 0700 by gpubox, used as before.
     judge "$ISO" --init
     expect_eq "the default root, made by gpubox: --init prints the box" "$rc:$out" "0:$DEFAULT_ROOT/0"
@@ -109,6 +118,9 @@ if [ "$two_users" = 1 ]; then
 else
     ok "# SKIP the attacker's side of the boxes' root needs the suite to start as root"
 fi
+as_judge mkdir "$JD/r2"
+judge "$G" rootfs create "$JD/r2"
+expect_eq "rootfs create into an empty directory of the caller's own, as before" "$rc:$err:$(ls "$JD/r2/etc/passwd")" "0::$JD/r2/etc/passwd"
 as_judge mkdir -m 0700 "$JD/xdg"
 judge env XDG_RUNTIME_DIR="$JD/xdg" "$ISO" --init
 expect_eq "XDG_RUNTIME_DIR of the judge's own: gpubox/isolate made below it" "$rc:$out" "0:$JD/xdg/gpubox/isolate/0"
