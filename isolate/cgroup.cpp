@@ -95,7 +95,7 @@ Cgroup make_below(const std::string& parent, const std::string& name, const Limi
     UniqueFd parent_fd = sys::open_at(AT_FDCWD, parent, O_PATH | O_DIRECTORY);
     remove_stale_cgroups(parent_fd.get());
     sys::mkdir_at(parent_fd.get(), name, 0755);
-    cg.dir = sys::open_at(AT_FDCWD, cg.path, O_RDONLY | O_DIRECTORY);
+    cg.dir = sys::open_at(parent_fd.get(), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);  // made here
     cg.caps.usable = cg.dir.valid();
     if (want_mem && write_text(cg.path + "/memory.max", std::to_string(*limits.memory_bytes))) {
         write_text(cg.path + "/memory.swap.max", "0");
