@@ -79,6 +79,8 @@ UniqueFd open_tree_clone(int fd, const std::string& what, bool recursive);
 // clone: one open_tree_attr() where the kernel has it (6.15), else open_tree() and
 // mount_setattr(). A new fd, or -errno.
 int try_open_tree_attr(int dirfd, const std::string& path, bool recursive, std::uint64_t set);
+// The same for directory `dirfd` itself, throwing SysError naming it as `what`.
+UniqueFd open_tree_attr(int dirfd, const std::string& what, bool recursive, std::uint64_t set);
 void mount_setattr(int mntfd, const std::string& what, std::uint64_t set, std::uint64_t clr,
                    bool recursive);
 void move_mount(int from_fd, const std::string& from, int to_fd, const std::string& to);

@@ -13,6 +13,7 @@
 #include "launcher/commands.hpp"
 #include "launcher/image_commands.hpp"
 #include "preflight/preflight.hpp"
+#include "rootfs/view.hpp"
 
 namespace gpubox::launcher {
 namespace {
@@ -70,16 +71,19 @@ int check_command(const Options& o) {
             "check: --gpu auto leases GPUs at run time; name them (indices, UUIDs, all)");
     for (const std::string& e : o.requirements) r.requirements.push_back({"--require", e});
     r.objects = true;
+    const UniqueFd root = rootfs::open_read_only_view(r.target.rootfs, "ROOTFS");
+    r.root = root.get();
     const preflight::Report report = preflight::check_image(r);
     std::cout << (o.json ? preflight::render_json(report) : preflight::render_text(report))
               << std::flush;
     return report.fits() ? 0 : 1;
 }
 
-void run_preflight(const Options& o) {
+void run_preflight(const Options& o, int root) {
     if (o.preflight == preflight::Mode::off) return;
     preflight::Request r;
     r.target = {o.rootfs, env_map(o.env)};
+    r.root = root;
     r.command = o.argv.empty() ? "" : o.argv.front();
     r.workdir = o.workdir;
     r.driver_root = o.driver_root;
