@@ -10,6 +10,7 @@
 #include "common/error.hpp"
 #include "gpu/slurm.hpp"
 #include "image/store.hpp"
+#include "image/store_dir.hpp"
 #include "launcher/commands.hpp"
 #include "launcher/image_commands.hpp"
 #include "preflight/preflight.hpp"
@@ -34,11 +35,14 @@ std::optional<image::Stored> pulled_image(const std::string& operand) {
     std::map<std::string, std::string> env;  // only what store_root reads
     for (const char* k : {"GPUBOX_IMAGES", "XDG_DATA_HOME", "HOME"})
         if (const char* v = std::getenv(k)) env[k] = v;
+    std::filesystem::path root;
     try {
-        return image::find(image::store_root(env), operand);
+        root = image::store_root(env);
     } catch (const UsageError&) {
         return std::nullopt;  // no store to look in
     }
+    const std::optional<image::StoreDir> store = image::open_store(root, false);
+    return store ? image::find(store->path, operand) : std::nullopt;
 }
 
 // IMAGE|ROOTFS as `gpubox run` would run it: a pulled image brings its Env (under --env), its

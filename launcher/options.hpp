@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gpu/gpu_spec.hpp"
+#include "image/pull.hpp"
 #include "isolate/cgroup_plan.hpp"
 #include "isolate/limits.hpp"
 #include "preflight/mode.hpp"
@@ -78,6 +79,7 @@ struct Options {
     struct Pull {
         std::string source, name, cert_dir, creds, authfile, platform;
         bool insecure = false;
+        std::uint64_t max_size = image::kDefaultMaxSize;  // --max-size
     } pull;
     std::vector<std::string> image_names;  // rmi
     // Preflight (run, check): what the image needs against what the node has
