@@ -164,6 +164,7 @@ void set_signal_mask(const sigset_t& set);             // sigprocmask(SIG_SETMAS
 void send_signal(pid_t pid, int sig);                  // kill(2), best effort
 // wait4(2) for `pid`, EINTR retried: its status and rusage (left as they are on ECHILD).
 void wait_rusage(pid_t pid, int& status, rusage& ru);
+long children_max_rss_kb();  // getrusage(RUSAGE_CHILDREN).ru_maxrss: the reaped ones' peak
 // read(2) and write(2) as they are, for relays that decide per errno: the count, or -errno.
 ssize_t try_read(int fd, void* buf, std::size_t n);
 ssize_t try_write(int fd, const void* buf, std::size_t n);

@@ -40,6 +40,7 @@ struct Failure {
 };
 struct Exited {
     int wait_status = 0;
+    long max_rss_kb = 0;  // the workload's processes' peak resident set (init's RUSAGE_CHILDREN)
 };
 struct Sample {
     isolate::Usage usage;

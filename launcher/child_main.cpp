@@ -108,8 +108,9 @@ std::optional<rootfs::LatePlan> receive_late_plan(const ChildSpec& spec, const E
         if (err != ENOENT && err != ENOTDIR && first_error == ENOENT) first_error = err;
     }
     const int code = first_error == ENOENT ? kExitNotFound : kExitCannotExec;
+    const bool searched = spec.argv[0].find('/') == std::string::npos;
     throw ExecError(cat("execve(", quote(spec.argv[0]), "): ", std::strerror(first_error),
-                        code == kExitNotFound ? " (searched the sandbox's PATH)" : ""),
+                        code == kExitNotFound && searched ? " (searched the sandbox's PATH)" : ""),
                     code);
 }
 

@@ -51,6 +51,9 @@ struct Options {
     std::string hostname = "gpubox";
     std::vector<std::pair<std::string, std::string>> env;  // --env-file and --env, in order
     bool bare_env = false;  // exactly `env`, without gpubox's PATH, HOME, LANG, TERM (isolate mode)
+    // /sys and /run: isolate's box has neither, so isolate mode mounts them only where a --dir
+    // rule asks for them.
+    bool sysfs = true, run_tmpfs = true;
     bool seccomp = true;
     std::string seccomp_bpf;  // a raw BPF profile replacing the default
     std::uint64_t tmpfs_size = 0;

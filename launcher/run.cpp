@@ -188,6 +188,7 @@ RunPlan plan_run(const Options& o) {
     p.host_share = isolate::plan_tmpfs_size(0, std::nullopt, avail.value_or(0));
     in.new_pid_ns = true;
     in.new_net_ns = !o.share_net;
+    in.sysfs = o.sysfs, in.run_tmpfs = o.run_tmpfs;
     in.user_mounts = o.mounts;
     p.gpus = gpu::resolve_gpu_spec(o.gpu);
     if (p.gpus.kind != gpu::GpuSpec::Kind::none) {
@@ -413,7 +414,7 @@ int run_sandbox(const Options& o, RunReport* report) {
         RunOutcome out = spawn_and_supervise(o, plan, cgroup, parent.get(), std::move(view));
         isolate::remove_cgroup(cgroup);
         const Verdict v = judge(out, o.limits);
-        if (out.setup_failed) report_setup_failure(out);
+        if (out.setup_failed && !report) report_setup_failure(out);  // else the caller's to say
         if (v.killed && !o.quiet)
             log::error(v.message);  // "killed: wall-clock limit 1.000 s exceeded"
         write_meta(o, v, out, limits.mechanisms);
