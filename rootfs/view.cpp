@@ -61,7 +61,7 @@ UniqueFd open_read_only_view(const std::string& path, const std::string& what) {
     std::string reply;
     UniqueFd view;
     try {
-        if (!sys::recv_frame(mine.get(), reply, view, kWhat)) reply = "e5";  // EIO
+        if (!sys::recv_frame(mine.get(), reply, view, kWhat)) reply = cat("e", EIO);
     } catch (...) {
         sys::kill_and_reap(pid);
         throw;
