@@ -323,6 +323,16 @@ int try_open_tree_attr(int dirfd, const std::string& path, bool recursive, std::
     return tree.release();
 }
 
+UniqueFd open_tree_attr(int dirfd, const std::string& what, bool recursive, std::uint64_t set) {
+    const int fd = try_open_tree_attr(dirfd, ".", recursive, set);
+    if (fd < 0)
+        fail(Syscall::open_tree, -fd,
+             cat("open_tree(", quote(what), ", OPEN_TREE_CLONE", recursive ? "|AT_RECURSIVE" : "",
+                 ", ", attr_names(set), ")"),
+             what);
+    return UniqueFd(fd);
+}
+
 void mount_setattr(int mntfd, const std::string& what, std::uint64_t set, std::uint64_t clr,
                    bool recursive) {
     mount_attr attr{};

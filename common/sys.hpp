@@ -79,6 +79,8 @@ UniqueFd open_tree_clone(int fd, const std::string& what, bool recursive);
 // clone: one open_tree_attr() where the kernel has it (6.15), else open_tree() and
 // mount_setattr(). A new fd, or -errno.
 int try_open_tree_attr(int dirfd, const std::string& path, bool recursive, std::uint64_t set);
+// The same for directory `dirfd` itself, throwing SysError naming it as `what`.
+UniqueFd open_tree_attr(int dirfd, const std::string& what, bool recursive, std::uint64_t set);
 void mount_setattr(int mntfd, const std::string& what, std::uint64_t set, std::uint64_t clr,
                    bool recursive);
 void move_mount(int from_fd, const std::string& from, int to_fd, const std::string& to);
@@ -162,6 +164,7 @@ void set_signal_mask(const sigset_t& set);             // sigprocmask(SIG_SETMAS
 void send_signal(pid_t pid, int sig);                  // kill(2), best effort
 // wait4(2) for `pid`, EINTR retried: its status and rusage (left as they are on ECHILD).
 void wait_rusage(pid_t pid, int& status, rusage& ru);
+long children_max_rss_kb();  // getrusage(RUSAGE_CHILDREN).ru_maxrss: the reaped ones' peak
 // read(2) and write(2) as they are, for relays that decide per errno: the count, or -errno.
 ssize_t try_read(int fd, void* buf, std::size_t n);
 ssize_t try_write(int fd, const void* buf, std::size_t n);

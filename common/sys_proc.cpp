@@ -197,6 +197,12 @@ void wait_rusage(pid_t pid, int& status, rusage& ru) {
     while (::wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {}
 }
 
+long children_max_rss_kb() {
+    rusage ru{};
+    ::getrusage(RUSAGE_CHILDREN, &ru);  // fails only for a bad `who`
+    return ru.ru_maxrss;
+}
+
 ssize_t try_read(int fd, void* buf, std::size_t n) {
     const ssize_t r = ::read(fd, buf, n);
     return r < 0 ? -errno : r;

@@ -1,5 +1,7 @@
 #pragma once
 #include <charconv>
+#include <cstdint>
+#include <cstdio>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -82,6 +84,15 @@ std::string join(const Range& items, std::string_view sep) {
 
 inline bool starts_with(std::string_view s, std::string_view prefix) {
     return s.substr(0, prefix.size()) == prefix;
+}
+
+// "12 KiB" (rounded up), "300 MiB", "1.5 GiB": a size for people.
+inline std::string human_size(std::uint64_t b) {
+    if (b < (1u << 20)) return cat((b + 1023) / 1024, " KiB");
+    if (b < (1ull << 30)) return cat((b + (1u << 19)) >> 20, " MiB");
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(b) / (1ull << 30));
+    return buf;
 }
 
 }  // namespace gpubox

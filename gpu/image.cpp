@@ -3,9 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "common/error.hpp"
 #include "common/log.hpp"
-#include "common/sys.hpp"
 #include "common/text.hpp"
 #include "rootfs/resolve.hpp"
 
@@ -27,25 +25,15 @@ bool has_dir(int root, const std::string& path) {
 
 }  // namespace
 
-UniqueFd open_directory(const std::string& path, const std::string& what) {
-    try {
-        return sys::open_at(AT_FDCWD, path, O_PATH | O_DIRECTORY);
-    } catch (...) {
-        std::throw_with_nested(
-            PlanError(cat(what, " ", quote(path), " is not a usable directory")));
-    }
-}
-
 std::string choose_libdir(bool has_multiarch) {
     return has_multiarch ? cat("/usr/lib/", kMultiarch) : "/usr/lib64";
 }
 
-ImageInfo inspect_image(const std::string& rootfs) {
+ImageInfo inspect_image(int root) {
     ImageInfo info;
-    const UniqueFd root = open_directory(rootfs, "ROOTFS");
-    info.libdir = choose_libdir(has_dir(root.get(), cat("/usr/lib/", kMultiarch)) ||
-                                has_dir(root.get(), cat("/lib/", kMultiarch)));
-    const auto cache = rootfs::map_regular_in_root(root.get(), "/etc/ld.so.cache", 64 << 20);
+    info.libdir = choose_libdir(has_dir(root, cat("/usr/lib/", kMultiarch)) ||
+                                has_dir(root, cat("/lib/", kMultiarch)));
+    const auto cache = rootfs::map_regular_in_root(root, "/etc/ld.so.cache", 64 << 20);
     if (!cache) return info;
     std::string problem;
     info.ldcache = parse_mapped_ldcache(*cache, parse_ldcache, problem);

@@ -18,11 +18,8 @@ struct ImageInfo {
     std::vector<std::pair<std::string, std::string>> compat_first;  // stem, container path
 };
 
-ImageInfo inspect_image(const std::string& rootfs);
-
-// PATH opened O_PATH|O_DIRECTORY, to resolve paths inside it by fd; else a PlanError naming it
-// as WHAT ("ROOTFS", "--driver-root") over the open's SysError.
-UniqueFd open_directory(const std::string& path, const std::string& what);
+// `root`: ROOTFS's read-only view (rootfs/view.hpp), so that reading it changes no timestamp.
+ImageInfo inspect_image(int root);
 
 // Pure: the library directory for a layout. Debian/Ubuntu multiarch when the image has it,
 // else the lib64 directory glibc's loader searches on RHEL-like systems.

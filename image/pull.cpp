@@ -17,6 +17,7 @@
 #include "image/oci.hpp"
 #include "image/reference.hpp"
 #include "image/store.hpp"
+#include "image/store_dir.hpp"
 #include "image/tool.hpp"
 #include "image/tool_error.hpp"
 #include "image/tree.hpp"
@@ -240,7 +241,7 @@ void unpack(const PullRequest& r, const Source& s, const fs::path& tmp, const fs
             bool progress, PullResult& out) {
     sys::mkdir_at(AT_FDCWD, dir.string(), 0755);
     sys::mkdir_at(AT_FDCWD, (dir / "rootfs").string(), 0755);
-    std::vector<std::string> args = {"gpubox-unpack"};
+    std::vector<std::string> args = {"gpubox-unpack", "--max-size", std::to_string(r.max_size)};
     if (progress) args.push_back("--progress");
     if (s.kind == Source::Kind::tar) {
         args.insert(args.end(),
@@ -351,7 +352,8 @@ PullResult pull(const fs::path& store, const PullRequest& r,
                 const std::map<std::string, std::string>& env, bool progress) {
     MadeDirs made(store);
     try {
-        PullResult out = pull_into(store, r, env, progress);
+        const std::optional<StoreDir> dir = open_store(store, true);  // made where missing
+        PullResult out = pull_into(dir.value().path, r, env, progress);
         made.done = true;
         return out;
     } catch (const PlanError&) {

@@ -10,10 +10,15 @@
 
 namespace gpubox::image {
 
+// --max-size's default: NGC's PyTorch images unpack to about 20 GiB, the largest CUDA images
+// in common use to some 30 (README, "Images").
+inline constexpr std::uint64_t kDefaultMaxSize = std::uint64_t{32} << 30;
+
 struct PullRequest {
     std::string source, name;  // name: "" for the default
     bool insecure = false;     // plain HTTP, or HTTPS without verification
     std::string cert_dir, creds, authfile, platform;
+    std::uint64_t max_size = kDefaultMaxSize;  // --max-size: what gpubox-unpack may write
 };
 
 struct PullResult {

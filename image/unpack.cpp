@@ -5,10 +5,12 @@
 #include <fcntl.h>
 #include <nettle/sha2.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -110,6 +112,8 @@ void write_data(struct archive* a, int fd, const std::string& path, std::uint64_
     sys::ftruncate(fd, static_cast<off_t>(size), path);  // a sparse file's trailing hole
 }
 
+constexpr std::uint64_t kEntryBytes = 512;  // a tar header: what an entry costs at least
+
 }  // namespace
 
 std::string sha256_fd(int fd, const std::string& what) {
@@ -127,12 +131,42 @@ std::string sha256_fd(int fd, const std::string& what) {
     return hex_digest(ctx);
 }
 
-Unpacker::Unpacker(const std::string& rootfs)
-    : root_(sys::open_at(AT_FDCWD, rootfs, O_PATH | O_DIRECTORY)) {}
+Unpacker::Unpacker(const std::string& rootfs, const UnpackLimits& limits)
+    : root_(sys::open_at(AT_FDCWD, rootfs, O_PATH | O_DIRECTORY)), budget_{limits} {}
+
+// Free space for `need` more bytes past the reserve, measured again where what was left after
+// the last measurement would not do (our own writes, and others', change it).
+void Unpacker::ensure_space(std::uint64_t need) {
+    if (need <= space_left_) return;
+    struct statvfs s {};
+    if (::fstatvfs(root_.get(), &s) != 0) sys::fail("fstatvfs(rootfs)", errno);
+    const std::uint64_t avail = std::uint64_t{s.f_bavail} * s.f_frsize;
+    const std::uint64_t size = std::uint64_t{s.f_blocks} * s.f_frsize;
+    const std::uint64_t reserve = space_reserve(size);
+    space_left_ = avail > reserve ? avail - reserve : 0;
+    const std::string problem = space_problem(avail, size, need);
+    if (!problem.empty()) throw std::runtime_error(problem);
+}
+
+// Each entry before it is written: against the limits, then the free space.
+void Unpacker::charge(std::uint64_t bytes) {
+    const std::string problem = budget_.charge(bytes);
+    if (!problem.empty()) throw std::runtime_error(problem);
+    ensure_space(bytes);
+    space_left_ -= bytes;
+}
 
 std::string Unpacker::layer(int blob_fd, const std::string& what, const std::string& digest,
                             const std::function<void(std::uint64_t)>& progress) {
     HashingSource src(blob_fd, what, &progress);
+    // A layer writes at least about what it weighs: that much must be free before it starts.
+    const auto blob_size = static_cast<std::uint64_t>(sys::fstat(blob_fd, what).st_size);
+    try {
+        ensure_space(blob_size);
+    } catch (...) {
+        std::throw_with_nested(std::runtime_error(what));
+    }
+    budget_.start_layer(blob_size);
     Archive a(archive_read_new(), archive_read_free);
     archive_read_support_filter_all(a.get());
     archive_read_support_format_tar(a.get());
@@ -162,6 +196,9 @@ std::string Unpacker::layer(int blob_fd, const std::string& what, const std::str
 }
 
 void Unpacker::apply(struct archive* a, struct archive_entry* e) {
+    const bool data = archive_entry_filetype(e) == AE_IFREG && !archive_entry_hardlink(e);
+    charge(kEntryBytes +
+           (data ? static_cast<std::uint64_t>(std::max<la_int64_t>(archive_entry_size(e), 0)) : 0));
     const char* name = archive_entry_pathname(e);
     const EntryPlan plan = plan_entry(name ? name : "..");
     using K = EntryPlan::Kind;

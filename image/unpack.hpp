@@ -12,6 +12,7 @@
 #include <string>
 
 #include "common/unique_fd.hpp"
+#include "image/limits.hpp"
 
 struct archive;  // libarchive's, kept out of this header
 struct archive_entry;
@@ -25,7 +26,7 @@ struct UnpackCounts {
 
 class Unpacker {
 public:
-    explicit Unpacker(const std::string& rootfs);
+    Unpacker(const std::string& rootfs, const UnpackLimits& limits);
     // One layer blob (tar, tar+gzip or tar+zstd). `digest` "sha256:<hex>" is checked against
     // what was read, the whole blob, before the next layer; "" computes it only. Returns it.
     std::string layer(int blob_fd, const std::string& what, const std::string& digest,
@@ -35,12 +36,16 @@ public:
 
 private:
     void apply(::archive* a, ::archive_entry* e);
+    void charge(std::uint64_t bytes);  // throws where a limit or the free space says no
+    void ensure_space(std::uint64_t need);
     void create(::archive* a, ::archive_entry* e, const std::string& path);
     UniqueFd parent_of(const std::string& path, bool create);
     UniqueFd root_;
     std::set<std::string> added_;            // paths this layer created (opaque markers)
     std::map<std::string, unsigned> modes_;  // directory -> its final mode
     UnpackCounts counts_;
+    UnpackBudget budget_;
+    std::uint64_t space_left_ = 0;  // free space past the reserve, as last measured
 };
 
 // sha256 of everything left on `fd`, as "sha256:<hex>".

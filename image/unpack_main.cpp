@@ -3,10 +3,13 @@
 // and nettle stay out of gpubox's static binary and `gpubox run`'s start-up; gpubox runs it with
 // an empty environment and no inherited fds but 0-2.
 //
-//   gpubox-unpack [--progress] --layout DIR ROOTFS   verified against the layout's digests
-//   gpubox-unpack [--progress] --tar FILE ROOTFS     one layer; its digest is computed
+//   gpubox-unpack [--progress] [--max-size BYTES] --layout DIR ROOTFS   verified against the
+//                                                                        layout's digests
+//   gpubox-unpack [--progress] [--max-size BYTES] --tar FILE ROOTFS     one layer; its digest
+//                                                                        is computed
 //
 // --progress: "progress: TEXT" lines on stderr, which gpubox shows on the terminal.
+// --max-size: the most all layers may unpack to (UnpackLimits, image/unpack.hpp).
 // stdout: one JSON object (digest, config, counts). Failure: one line on stderr, exit 1.
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -33,6 +36,7 @@ using Json = nlohmann::json;
 struct Args {
     bool progress = false;
     std::string layout, tar, rootfs;
+    UnpackLimits limits;
 };
 
 std::string blob_path(const std::string& layout, const std::string& digest) {
@@ -95,10 +99,12 @@ Args parse_args(int argc, char** argv) {
         if (s == "--progress") a.progress = true;
         else if (s == "--layout" && i + 1 < argc) a.layout = argv[++i];
         else if (s == "--tar" && i + 1 < argc) a.tar = argv[++i];
+        else if (s == "--max-size" && i + 1 < argc) a.limits.max_size = std::stoull(argv[++i]);
         else break;
     }
     if (i + 1 != argc || a.layout.empty() == a.tar.empty())
-        throw UsageError("usage: gpubox-unpack [--progress] --layout DIR|--tar FILE ROOTFS");
+        throw UsageError(
+            "usage: gpubox-unpack [--progress] [--max-size BYTES] --layout DIR|--tar FILE ROOTFS");
     a.rootfs = argv[i];
     return a;
 }
@@ -109,7 +115,7 @@ int main(int argc, char** argv) {
     try {
         ::umask(0);  // every mode is set explicitly, as the image says
         const Args args = parse_args(argc, argv);
-        Unpacker u(args.rootfs);
+        Unpacker u(args.rootfs, args.limits);
         Json out = args.layout.empty() ? unpack_tar(args, u) : unpack_layout(args, u);
         u.finish();
         const UnpackCounts& c = u.counts();

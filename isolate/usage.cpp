@@ -83,6 +83,7 @@ bool parse_proc_status(const std::string& status, ProcSample& out) {
     out.threads = static_cast<std::uint32_t>(*threads);
     out.anon_bytes = anon.value_or(0);  // kernel threads and zombies have no Rss lines
     out.shmem_bytes = shmem.value_or(0);
+    out.hwm_bytes = field(status, "VmHWM", 1024).value_or(0);
     return true;
 }
 
@@ -235,6 +236,7 @@ void add_process(int proc, const std::string& name, Scan& scan) {
         return;
     }
     scan.usage.memory_bytes += p.anon_bytes + p.shmem_bytes;
+    scan.usage.rss_peak_bytes = std::max(scan.usage.rss_peak_bytes, p.hwm_bytes);
     if (p.shmem_bytes) scan.sharers.emplace_back(p.pid, p.shmem_bytes);
     ++scan.usage.processes;
     scan.procs.push_back(p);

@@ -31,6 +31,7 @@ struct Usage {
     std::uint64_t cpu_ns = 0;        // every process of the sandbox but init; dead ones included
     std::uint64_t memory_bytes = 0;  // as above
     std::uint32_t processes = 0;
+    std::uint64_t rss_peak_bytes = 0;  // the largest VmHWM among them (the program's max-rss)
 };
 
 // One process, from /proc/<pid>/stat and /proc/<pid>/status.
@@ -43,6 +44,7 @@ struct ProcSample {
     std::uint32_t threads = 1;
     bool ignores_sigchld = false;                   // SIG_IGN: the kernel reaps its children
     std::uint64_t anon_bytes = 0, shmem_bytes = 0;  // RssAnon, RssShmem
+    std::uint64_t hwm_bytes = 0;                    // VmHWM: its peak resident set since its execve
 };
 
 // Pure parsers. `stat` may have spaces and parentheses in its comm field (parsed after the

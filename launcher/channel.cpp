@@ -55,9 +55,12 @@ int put(Out& o, const DevicePlan& p) {
     o.bytes += rootfs::encode_ops(full.ops, flags);
     return -1;
 }
+int put(Out&, const RootView& v) { return v.root.get(); }
 int put(Out& o, const LateDir& d) { return o.pod(d.dir.valid()), d.dir.get(); }
 int put(Out& o, const Failure& f) { return o.pod(std::int32_t{f.code}), o.bytes += f.text, -1; }
-int put(Out& o, const Exited& e) { return o.pod(std::int32_t{e.wait_status}), -1; }
+int put(Out& o, const Exited& e) {
+    return o.pod(std::int32_t{e.wait_status}), o.pod(std::int64_t{e.max_rss_kb}), -1;
+}
 int put(Out& o, const Sample& s) { return o.pod(s.usage), -1; }
 int put(Out&, const PtyMaster& p) { return p.master.get(); }
 
@@ -72,17 +75,22 @@ void get(In& in, UniqueFd, DevicePlan& p) {
     p.late.prepared.assign(flags.begin() + static_cast<std::ptrdiff_t>(h.at),
                            flags.begin() + static_cast<std::ptrdiff_t>(h.at + h.n));
 }
+UniqueFd required(UniqueFd fd) {
+    if (!fd.valid()) In::bad("the fd sent with it is missing");
+    return fd;
+}
+void get(In&, UniqueFd fd, RootView& v) { v.root = required(std::move(fd)); }
 void get(In& in, UniqueFd fd, LateDir& d) {
     if (in.pod<bool>() != fd.valid()) In::bad("the fd sent with it is missing");
     d.dir = std::move(fd);
 }
 void get(In& in, UniqueFd, Failure& f) { f.code = in.pod<std::int32_t>(), f.text = in.rest(); }
-void get(In& in, UniqueFd, Exited& e) { e.wait_status = in.pod<std::int32_t>(); }
-void get(In& in, UniqueFd, Sample& s) { s.usage = in.pod<isolate::Usage>(); }
-void get(In&, UniqueFd fd, PtyMaster& p) {
-    if (!fd.valid()) In::bad("the fd sent with it is missing");
-    p.master = std::move(fd);
+void get(In& in, UniqueFd, Exited& e) {
+    e.wait_status = in.pod<std::int32_t>();
+    e.max_rss_kb = static_cast<long>(in.pod<std::int64_t>());
 }
+void get(In& in, UniqueFd, Sample& s) { s.usage = in.pod<isolate::Usage>(); }
+void get(In&, UniqueFd fd, PtyMaster& p) { p.master = required(std::move(fd)); }
 
 template <std::size_t I = 0>
 Frame make_frame(std::size_t tag) {

@@ -7,7 +7,8 @@
 //
 //   monitor -> init      Go         the id maps are written: init may go on
 //                        DevicePlan the plan grown by the GPU's ops, placed by the monitor
-//   init -> monitor      LateDir    the layer's late directory, for the GPU's entries
+//   init -> monitor      RootView   ROOTFS, read-only, for the monitor's reads (rootfs/view.hpp)
+//                        LateDir    the layer's late directory, for the GPU's entries
 //   init, workload ->    Failure    the sandbox failed: exit code and message (incl. hint)
 //   init -> monitor      Exited     the workload's wait status
 //                        Sample     CPU and memory use, when init measures them
@@ -27,6 +28,9 @@ struct Go {};
 struct DevicePlan {
     rootfs::LatePlan late;  // full: the whole plan to apply; prepared: per late op
 };
+struct RootView {
+    UniqueFd root;  // a read-only mount of ROOTFS: reading it changes no timestamp in it
+};
 struct LateDir {
     UniqueFd dir;  // none: the root is bound, the monitor makes no entries
 };
@@ -36,6 +40,7 @@ struct Failure {
 };
 struct Exited {
     int wait_status = 0;
+    long max_rss_kb = 0;  // the workload's processes' peak resident set (init's RUSAGE_CHILDREN)
 };
 struct Sample {
     isolate::Usage usage;
@@ -44,7 +49,7 @@ struct PtyMaster {
     UniqueFd master;
 };
 
-using Frame = std::variant<Go, DevicePlan, LateDir, Failure, Exited, Sample, PtyMaster>;
+using Frame = std::variant<Go, DevicePlan, RootView, LateDir, Failure, Exited, Sample, PtyMaster>;
 
 // One frame, one sendmsg; a peer that is gone throws SysError(EPIPE).
 void send(int sock, const Frame& frame);

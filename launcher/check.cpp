@@ -10,9 +10,11 @@
 #include "common/error.hpp"
 #include "gpu/slurm.hpp"
 #include "image/store.hpp"
+#include "image/store_dir.hpp"
 #include "launcher/commands.hpp"
 #include "launcher/image_commands.hpp"
 #include "preflight/preflight.hpp"
+#include "rootfs/view.hpp"
 
 namespace gpubox::launcher {
 namespace {
@@ -33,11 +35,14 @@ std::optional<image::Stored> pulled_image(const std::string& operand) {
     std::map<std::string, std::string> env;  // only what store_root reads
     for (const char* k : {"GPUBOX_IMAGES", "XDG_DATA_HOME", "HOME"})
         if (const char* v = std::getenv(k)) env[k] = v;
+    std::filesystem::path root;
     try {
-        return image::find(image::store_root(env), operand);
+        root = image::store_root(env);
     } catch (const UsageError&) {
         return std::nullopt;  // no store to look in
     }
+    const std::optional<image::StoreDir> store = image::open_store(root, false);
+    return store ? image::find(store->path, operand) : std::nullopt;
 }
 
 // IMAGE|ROOTFS as `gpubox run` would run it: a pulled image brings its Env (under --env), its
@@ -70,16 +75,19 @@ int check_command(const Options& o) {
             "check: --gpu auto leases GPUs at run time; name them (indices, UUIDs, all)");
     for (const std::string& e : o.requirements) r.requirements.push_back({"--require", e});
     r.objects = true;
+    const UniqueFd root = rootfs::open_read_only_view(r.target.rootfs, "ROOTFS");
+    r.root = root.get();
     const preflight::Report report = preflight::check_image(r);
     std::cout << (o.json ? preflight::render_json(report) : preflight::render_text(report))
               << std::flush;
     return report.fits() ? 0 : 1;
 }
 
-void run_preflight(const Options& o) {
+void run_preflight(const Options& o, int root) {
     if (o.preflight == preflight::Mode::off) return;
     preflight::Request r;
     r.target = {o.rootfs, env_map(o.env)};
+    r.root = root;
     r.command = o.argv.empty() ? "" : o.argv.front();
     r.workdir = o.workdir;
     r.driver_root = o.driver_root;

@@ -5,6 +5,7 @@
 #include "launcher/child_main.hpp"
 
 #include <fcntl.h>
+#include <linux/mount.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -49,6 +50,24 @@ UniqueFd reopen_rootfs(const ChildSpec& spec, UniqueFd monitors) {
     return fd;
 }
 
+// ROOTFS read-only, with its submounts: reads through a read-only mount change no timestamp
+// (rootfs/view.hpp), symlinks followed and directories listed included. The monitor gets a
+// clone of its own first, where it reads ROOTFS (preflight, GPU planning).
+void send_root_view(const ChildSpec& spec, const Ends& own, int image) {
+    channel::send(own.control.get(), channel::RootView{sys::open_tree_attr(
+                                         image, spec.plan.root.rootfs, true, MOUNT_ATTR_RDONLY)});
+}
+
+// An overlay root's lower layer, and what we resolve its entries in: such a clone, attached
+// over ROOTFS in our mount namespace (no older kernel takes a detached layer). A bound root is
+// a read-only clone already, and --writable writes ROOTFS anyway.
+UniqueFd cover_read_only(const ChildSpec& spec, int image) {
+    const std::string& path = spec.plan.root.rootfs;
+    UniqueFd view = sys::open_tree_attr(image, path, true, MOUNT_ATTR_RDONLY);
+    sys::move_mount(view.get(), path + " (read-only)", image, path);
+    return view;
+}
+
 // The late directory of our layer, for the monitor to make the GPU's entries in (none where
 // the root is bound).
 void send_late_dir(const Ends& own, const rootfs::RootLayer& layer) {
@@ -89,8 +108,9 @@ std::optional<rootfs::LatePlan> receive_late_plan(const ChildSpec& spec, const E
         if (err != ENOENT && err != ENOTDIR && first_error == ENOENT) first_error = err;
     }
     const int code = first_error == ENOENT ? kExitNotFound : kExitCannotExec;
+    const bool searched = spec.argv[0].find('/') == std::string::npos;
     throw ExecError(cat("execve(", quote(spec.argv[0]), "): ", std::strerror(first_error),
-                        code == kExitNotFound ? " (searched the sandbox's PATH)" : ""),
+                        code == kExitNotFound && searched ? " (searched the sandbox's PATH)" : ""),
                     code);
 }
 
@@ -154,13 +174,15 @@ const std::vector<int>& forwarded_signals() {
         sys::prctl(PR_SET_DUMPABLE, 0, "PR_SET_DUMPABLE, 0");  // /proc/1/exe stays closed
         isolate::apply_ipc_limits(spec.ipc);  // our IPC namespace's, through the host's /proc
         sys::set_umask(0);
+        UniqueFd image = reopen_rootfs(spec, std::move(fds.rootfs));
+        if (spec.send_view) send_root_view(spec, own, image.get());
         // The layer first, so that the monitor can make the GPU's entries in it while we go on.
         rootfs::RootLayer layer = rootfs::open_root_layer(spec.plan, spec.late_plan);
         if (spec.late_plan) send_late_dir(own, layer);
         if (spec.new_net) enter_new_net();  // before the wait for the GPU's ops, if any
         sys::sethostname(spec.hostname);
         sys::make_rprivate();
-        UniqueFd image = reopen_rootfs(spec, std::move(fds.rootfs));
+        if (layer.upper.valid()) image = cover_read_only(spec, image.get());
         rootfs::RootDraft draft = rootfs::draft_root(spec.plan, image.get(), std::move(layer));
         const std::optional<rootfs::LatePlan> late = receive_late_plan(spec, own);
         const rootfs::MountPlan& plan = late ? late->full : spec.plan;

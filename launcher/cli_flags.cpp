@@ -257,6 +257,11 @@ const Flags& pull_flags() {
         {"--platform", "OS/ARCH",
          "the image to take from a multi-platform index (default: this host's)",
          [](Options& o, const std::string& v) { o.pull.platform = v; }},
+        {"--max-size", "SIZE",
+         "the most the image may unpack to, every file's declared size (default 32G); a layer "
+         "may also expand at most 100 times its compressed size, and a pull leaves 1 % of the "
+         "store's filesystem (at most 1 GiB) free",
+         [](Options& o, const std::string& v) { o.pull.max_size = parse_size(v, "--max-size"); }},
     };
     return flags;
 }

@@ -14,6 +14,7 @@
 #include "gpu/driver_files.hpp"
 #include "image/pull.hpp"
 #include "image/reference.hpp"
+#include "image/store_dir.hpp"
 #include "rootfs/paths.hpp"
 
 extern char** environ;
@@ -33,14 +34,6 @@ std::map<std::string, std::string> caller_env() {
 
 std::string short_digest(const std::string& d) { return d.substr(0, 19); }
 
-std::string human_size(std::uint64_t b) {
-    if (b < (1u << 20)) return cat((b + 1023) / 1024, " KiB");
-    if (b < (1ull << 30)) return cat((b + (1u << 19)) >> 20, " MiB");
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(b) / (1ull << 30));
-    return buf;
-}
-
 std::string when(std::int64_t t) {
     const std::time_t tt = static_cast<std::time_t>(t);
     std::tm tm{};
@@ -54,7 +47,7 @@ std::string when(std::int64_t t) {
 
 int pull_command(const Options& o) {
     const image::PullRequest r{o.pull.source, o.pull.name,     o.pull.insecure, o.pull.cert_dir,
-                               o.pull.creds,  o.pull.authfile, o.pull.platform};
+                               o.pull.creds,  o.pull.authfile, o.pull.platform, o.pull.max_size};
     const bool progress = ::isatty(2) && !o.quiet;
     const image::PullResult res =
         image::pull(image::store_root(caller_env()), r, caller_env(), progress);
@@ -65,7 +58,10 @@ int pull_command(const Options& o) {
 }
 
 int images_command(const Options& o) {
-    const std::vector<image::Stored> all = image::list(image::store_root(caller_env()));
+    const std::optional<image::StoreDir> store =
+        image::open_store(image::store_root(caller_env()), false);
+    const std::vector<image::Stored> all =
+        store ? image::list(store->path) : std::vector<image::Stored>{};
     if (o.json) {
         nlohmann::json out = nlohmann::json::array();
         for (const image::Stored& s : all)
@@ -93,11 +89,12 @@ int images_command(const Options& o) {
 }
 
 int rmi_command(const Options& o) {
-    const auto store = image::store_root(caller_env());
+    const std::optional<image::StoreDir> store =
+        image::open_store(image::store_root(caller_env()), false);
     int rc = 0;
     for (const std::string& name : o.image_names) {
         try {
-            if (image::valid_name(name) && image::remove_name(store, name)) {
+            if (store && image::valid_name(name) && image::remove_name(store->path, name)) {
                 std::cout << name << "\n";
                 continue;
             }
@@ -156,13 +153,15 @@ Options resolve_run_image(const Options& o, UniqueFd* hold) {
     if (o.rootfs.find('/') != std::string::npos || !image::valid_name(o.rootfs) ||
         (::stat(o.rootfs.c_str(), &st) == 0 && S_ISDIR(st.st_mode)))
         return missing_cmd();
-    std::filesystem::path store;
+    std::filesystem::path root;
     try {
-        store = image::store_root(caller_env());
+        root = image::store_root(caller_env());
     } catch (const UsageError&) {
         return missing_cmd();  // no store to look in: ROOTFS as before
     }
-    const std::optional<image::Stored> img = image::find(store, o.rootfs);
+    const std::optional<image::StoreDir> store = image::open_store(root, false);
+    const std::optional<image::Stored> img =
+        store ? image::find(store->path, o.rootfs) : std::nullopt;
     if (!img) {
         if (::lstat(o.rootfs.c_str(), &st) == 0)
             return missing_cmd();  // run's own "not a usable directory"

@@ -79,7 +79,10 @@ sigset_t init_signals() {
         for (pid_t p; (p = sys::reap_any(status)) > 0;) {
             if (p != workload) continue;
             reporter.report();  // the last word: what its files in gpubox's tmpfs still hold, too
-            channel::send_quietly(own.control.get(), channel::Exited{status});
+            // Its peak resident set, and its reaped descendants': the program's, not ours (the
+            // monitor's wait4 of init would report the larger of the two).
+            channel::send_quietly(own.control.get(),
+                                  channel::Exited{status, sys::children_max_rss_kb()});
             sys::exit_now(0);
         }
     }

@@ -185,6 +185,14 @@ IsolateRun plan_isolate_run(const IsolateArgs& a, const BoxPaths& box, const Iso
     o.workdir = isolate_workdir(a);
     o.bare_env = true;
     o.preflight = preflight::Mode::off;  // isolate's stderr is the judge's: no preflight lines
+    o.quiet = true;                      // and no "gpubox: killed: ..." beside isolate's line
+    // isolate's box has no /sys (whose files tell the host's hardware and settings) and no
+    // /run: only a rule of the judge's brings sysfs (--dir=sys=sysfs:fs) or a tmpfs there.
+    o.sysfs = std::any_of(a.dirs.begin(), a.dirs.end(), [&](const DirRule& r) {
+        return r.outside && (r.flags & kDirFs) && *r.outside == "sysfs" && r.inside == "sys" &&
+               (a.default_dirs || !(r.flags & kDirDefault));
+    });
+    o.run_tmpfs = false;
     o.env = plan_isolate_env(a, host.environ);
     const std::vector<Bound> rules = active_rules(a, box, host);
     o.mounts = plan_mounts(rules);

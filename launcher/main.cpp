@@ -36,10 +36,15 @@ int main(int argc, char** argv) {
     using namespace gpubox::launcher;
     if (!open_std_fds()) return kExitSetupFailed;  // no /dev/null: nowhere even to say so
     const std::vector<std::string> args(argv + 1, argv + argc);
-    // isolate mode: a symlink named isolate, or `gpubox isolate ...`; isolate's own exit codes.
+    // isolate mode: a symlink named isolate, or `gpubox isolate ...`; isolate's own exit codes,
+    // and only isolate's lines on stderr (the program's too): no warning of gpubox's.
     const std::string self = argc > 0 ? argv[0] : "";
-    if (self.substr(self.rfind('/') + 1) == "isolate") return isolate_main(args);
-    if (!args.empty() && args[0] == "isolate") return isolate_main({args.begin() + 1, args.end()});
+    const bool as_isolate = self.substr(self.rfind('/') + 1) == "isolate";
+    if (as_isolate || (!args.empty() && args[0] == "isolate")) {
+        log::set_level(log::Level::error);
+        return isolate_main(as_isolate ? args
+                                       : std::vector<std::string>(args.begin() + 1, args.end()));
+    }
     try {
         Options o = parse_command_line(args);
         log::set_level(o.verbosity >= 2   ? log::Level::debug

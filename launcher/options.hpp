@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gpu/gpu_spec.hpp"
+#include "image/pull.hpp"
 #include "isolate/cgroup_plan.hpp"
 #include "isolate/limits.hpp"
 #include "preflight/mode.hpp"
@@ -50,6 +51,9 @@ struct Options {
     std::string hostname = "gpubox";
     std::vector<std::pair<std::string, std::string>> env;  // --env-file and --env, in order
     bool bare_env = false;  // exactly `env`, without gpubox's PATH, HOME, LANG, TERM (isolate mode)
+    // /sys and /run: isolate's box has neither, so isolate mode mounts them only where a --dir
+    // rule asks for them.
+    bool sysfs = true, run_tmpfs = true;
     bool seccomp = true;
     std::string seccomp_bpf;  // a raw BPF profile replacing the default
     std::uint64_t tmpfs_size = 0;
@@ -78,6 +82,7 @@ struct Options {
     struct Pull {
         std::string source, name, cert_dir, creds, authfile, platform;
         bool insecure = false;
+        std::uint64_t max_size = image::kDefaultMaxSize;  // --max-size
     } pull;
     std::vector<std::string> image_names;  // rmi
     // Preflight (run, check): what the image needs against what the node has

@@ -45,6 +45,7 @@
 #include "isolate/limits.hpp"
 #include "rootfs/plan.hpp"
 #include "preflight/preflight.hpp"
+#include "rootfs/view.hpp"
 
 namespace gpubox::launcher {
 namespace {
@@ -153,7 +154,8 @@ void check_device_access(const std::vector<gpu::Gpu>& selected) {
 
 // Discovery and the GPU planner: the device ops, and a summary line per selected GPU. With
 // --gpu auto, the lease is taken here, by the monitor, after clone(): the sandbox never has it.
-std::vector<rootfs::MountOp> plan_gpus(const Options& o, RunPlan& plan) {
+// `root`: ROOTFS's read-only view (rootfs/view.hpp).
+std::vector<rootfs::MountOp> plan_gpus(const Options& o, RunPlan& plan, int root) {
     std::vector<std::string>& summary = plan.gpu_summary;
     gpu::GpuSpec gpus = plan.gpus;
     const gpu::Scope scope = gpu::scope_for(gpus);
@@ -174,11 +176,11 @@ std::vector<rootfs::MountOp> plan_gpus(const Options& o, RunPlan& plan) {
         throw;
     }
     check_device_access(selected);
-    gpu::ImageInfo image = gpu::inspect_image(o.rootfs);
+    gpu::ImageInfo image = gpu::inspect_image(root);
     std::vector<std::string> models;
     for (const gpu::Gpu& g : selected) models.push_back(g.model);
     std::string compat;
-    image.compat_first = preflight::forward_compat(o.rootfs, inv.nvidia_version, models, compat);
+    image.compat_first = preflight::forward_compat(root, inv.nvidia_version, models, compat);
     if (!compat.empty()) log::info("gpu: forward compatibility: " + compat);
     gpu::GpuPlan gp = gpu::plan_gpu_mounts(inv, selected, o.gpu_caps, image);
     summary = std::move(gp.summary);
@@ -204,6 +206,7 @@ RunPlan plan_run(const Options& o) {
     p.host_share = isolate::plan_tmpfs_size(0, std::nullopt, avail.value_or(0));
     in.new_pid_ns = true;
     in.new_net_ns = !o.share_net;
+    in.sysfs = o.sysfs, in.run_tmpfs = o.run_tmpfs;
     in.user_mounts = o.mounts;
     p.gpus = gpu::resolve_gpu_spec(o.gpu);
     if (p.gpus.kind != gpu::GpuSpec::Kind::none) {
@@ -211,7 +214,7 @@ RunPlan plan_run(const Options& o) {
         // the sandbox creates its namespaces and fills its layer; the sandbox takes the GPU's
         // ops just before it mounts the overlay. --print-plan plans everything up front.
         if (!o.print_plan) p.devices_later = true;
-        else in.device_ops = plan_gpus(o, p);
+        else in.device_ops = plan_gpus(o, p, rootfs::open_read_only_view(o.rootfs, "ROOTFS").get());
     }
     s.plan = rootfs::build_mount_plan(in);
     s.late_plan = p.devices_later;
@@ -244,9 +247,9 @@ namespace {
 // of init's layer, which init sent first: init meanwhile creates its network namespace and fills
 // the rest of its layer, instead of doing it all in turn. A frame other than LateDir (or EOF):
 // init failed first, and its Failure stays queued for supervise().
-void send_device_ops(const Options& o, RunPlan& plan, RunFds& fds) {
+void send_device_ops(const Options& o, RunPlan& plan, RunFds& fds, int root) {
     const rootfs::MountPlan& base = plan.spec.plan;
-    std::vector<rootfs::MountOp> ops = rootfs::place_device_ops(base, plan_gpus(o, plan));
+    std::vector<rootfs::MountOp> ops = rootfs::place_device_ops(base, plan_gpus(o, plan, root));
     const int control = fds.monitor.control.get();
     std::optional<channel::LateDir> dir = channel::receive_if<channel::LateDir>(control);
     if (!dir) return;
@@ -255,8 +258,8 @@ void send_device_ops(const Options& o, RunPlan& plan, RunFds& fds) {
     msg.late.full = rootfs::with_device_ops(base, std::move(ops));
     msg.late.prepared.assign(n, false);
     if (dir->dir.valid())
-        msg.late.prepared = rootfs::prepare_late_entries(msg.late.full, base.user_from, n,
-                                                         fds.rootfs.get(), dir->dir.get());
+        msg.late.prepared =
+            rootfs::prepare_late_entries(msg.late.full, base.user_from, n, root, dir->dir.get());
     send_unless_gone(control, msg);
 }
 
@@ -307,7 +310,7 @@ isolate::Spawned start_sandbox(const RunPlan& plan, RunFds& fds, isolate::Cgroup
         clone_flags, cgroup.caps.usable ? cgroup.dir.get() : -1, child_entry, &args);
     fds.sandbox = {};  // init's now
     fds.monitor_pidfd.reset();
-    if (!plan.devices_later) fds.rootfs.reset();  // else the GPU's entries are resolved in it
+    fds.rootfs.reset();  // init's, to check its own against
     try {
         isolate::write_outer_id_maps(child.pid, plan.spec.ids);
     } catch (...) {
@@ -319,24 +322,36 @@ isolate::Spawned start_sandbox(const RunPlan& plan, RunFds& fds, isolate::Cgroup
     return child;
 }
 
+// ROOTFS's read-only view for the monitor's reads: `made` where it was made before the sandbox
+// (--preflight enforce), else the one init sends first (spec.send_view), else none. With warn,
+// the preflight runs here, while the sandbox sets up. Invalid where init failed first: its
+// Failure stays queued for supervise().
+UniqueFd monitor_view(const Options& o, const RunPlan& plan, RunFds& fds, UniqueFd made) {
+    if (!plan.spec.send_view) return made;
+    std::optional<channel::RootView> got =
+        channel::receive_if<channel::RootView>(fds.monitor.control.get());
+    if (!got) return UniqueFd();
+    if (o.preflight == preflight::Mode::warn) run_preflight(o, got->root.get());
+    return std::move(got->root);
+}
+
 // Everything from the channels to the verdict; exceptions before the sandbox exists propagate.
 RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup& cgroup,
-                               int parent_pidfd) {
+                               int parent_pidfd, UniqueFd view) {
     pty::Terminal term;  // with the caller at a terminal: the workload's own pty, relayed
     RunFds fds = open_run_fds(o, plan.spec, term);
     if (plan.devices_later) plan.spec.cpus = sys::affinity();
     const sigset_t set = monitor_signals();
     const sigset_t old = sys::block_signals(set);
     isolate::Spawned child = start_sandbox(plan, fds, cgroup);
-    if (plan.devices_later) {
-        try {
-            send_device_ops(o, plan, fds);
-        } catch (...) {
-            sys::kill_and_reap(child.pid);  // it waits for the plan; nothing of it outlives it
-            throw;
-        }
-        fds.rootfs.reset();
+    try {
+        view = monitor_view(o, plan, fds, std::move(view));
+        if (plan.devices_later && view.valid()) send_device_ops(o, plan, fds, view.get());
+    } catch (...) {
+        sys::kill_and_reap(child.pid);  // it waits for the plan; nothing of it outlives it
+        throw;
     }
+    view.reset();
     term.attach(std::move(fds.monitor.pty));
     Ends& m = fds.monitor;
     RunOutcome out =
@@ -388,8 +403,17 @@ int run_sandbox(const Options& o, RunReport* report) {
     try {
         if (!o.print_plan) meta = open_meta(o.meta);
         if (o.die_with_parent) parent = watch_parent();
-        run_preflight(o);  // before anything starts: --preflight enforce exits here
+        // --preflight enforce (and --print-plan's warnings) before anything starts, through a
+        // view of ROOTFS of its own; warn uses the one the sandbox's init sends.
+        UniqueFd view;
+        if (o.preflight == preflight::Mode::enforce ||
+            (o.print_plan && o.preflight != preflight::Mode::off)) {
+            view = rootfs::open_read_only_view(o.rootfs, "ROOTFS");
+            run_preflight(o, view.get());
+        }
         plan = plan_run(o);
+        plan.spec.send_view =
+            !view.valid() && (o.preflight != preflight::Mode::off || plan.devices_later);
         if (o.limits.any()) cgroup = isolate::setup_cgroup(o.limits, o.cgroup);
         if (!cgroup.reason.empty()) log::info("cgroup: " + cgroup.reason);
         limits =
@@ -407,10 +431,10 @@ int run_sandbox(const Options& o, RunReport* report) {
             isolate::remove_cgroup(cgroup);
             return 0;
         }
-        RunOutcome out = spawn_and_supervise(o, plan, cgroup, parent.get());
+        RunOutcome out = spawn_and_supervise(o, plan, cgroup, parent.get(), std::move(view));
         isolate::remove_cgroup(cgroup);
         const Verdict v = judge(out, o.limits);
-        if (out.setup_failed) report_setup_failure(out);
+        if (out.setup_failed && !report) report_setup_failure(out);  // else the caller's to say
         if (v.killed && !o.quiet)
             log::error(v.message);  // "killed: wall-clock limit 1.000 s exceeded"
         write_meta(meta, o, v, out, limits.mechanisms);

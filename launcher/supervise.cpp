@@ -172,12 +172,13 @@ private:
         if (auto* x = std::get_if<channel::Failure>(&*f); x && !out_.setup_failed)
             out_.setup_failed = true, out_.setup_code = x->code, out_.message = std::move(x->text);
         if (auto* x = std::get_if<channel::Exited>(&*f))
-            out_.have_status = true, out_.status = x->wait_status;
+            out_.have_status = true, out_.status = x->wait_status, program_rss_kb_ = x->max_rss_kb;
         if (auto* x = std::get_if<channel::Sample>(&*f)) on_usage(x->usage);
     }
 
     void on_usage(const isolate::Usage& u) {
         sampled_peak_ = std::max(sampled_peak_, u.memory_bytes);
+        sampled_rss_kb_ = std::max(sampled_rss_kb_, static_cast<long>(u.rss_peak_bytes / 1024));
         sampled_cpu_ns_ = std::max(sampled_cpu_ns_, u.cpu_ns);
         if (s_.limits.cpu_seconds && !s_.cgroup.caps.usable &&
             u.cpu_ns > *s_.limits.cpu_seconds * 1e9)
@@ -217,8 +218,12 @@ private:
         };
         out_.cpu_seconds = std::max(secs(ru.ru_utime) + secs(ru.ru_stime),
                                     static_cast<double>(sampled_cpu_ns_) / 1e9);
-        // init's rusage misses what the kernel killed with it: the sampled peak where it saw more.
-        out_.max_rss_kb = std::max<long>(ru.ru_maxrss, static_cast<long>(sampled_peak_ / 1024));
+        // The program's peak resident set (isolate's max-rss): what init reports of its
+        // processes, or the largest VmHWM its samples saw. init's own rusage (the monitor's
+        // wait4) holds init's resident set too, which is gpubox's; it is the last resort, for a
+        // sandbox killed before init reported and never sampled.
+        out_.max_rss_kb = std::max(program_rss_kb_, sampled_rss_kb_);
+        if (!out_.max_rss_kb) out_.max_rss_kb = ru.ru_maxrss;
         out_.csw_voluntary = ru.ru_nvcsw;
         out_.csw_forced = ru.ru_nivcsw;
         if (s_.cgroup.caps.usable) {
@@ -228,6 +233,7 @@ private:
         }
         if (s_.cgroup.caps.memory) {
             out_.memory_peak_bytes = isolate::cgroup_memory_peak(s_.cgroup);
+            out_.memory_peak_cgroup = out_.memory_peak_bytes.has_value();
             out_.oom_killed = isolate::cgroup_oom_killed(s_.cgroup);
         } else if (sampled_peak_ > 0) {
             out_.memory_peak_bytes = sampled_peak_;
@@ -244,6 +250,7 @@ private:
     StdinPump stdin_;
     bool exited_ = false;
     std::uint64_t sampled_peak_ = 0;
+    long program_rss_kb_ = 0, sampled_rss_kb_ = 0;  // see finish()
     std::uint64_t sampled_cpu_ns_ = 0;
     RunOutcome out_;
 };

@@ -45,6 +45,7 @@ struct RunOutcome {
     double wall_seconds = 0, cpu_seconds = 0;
     long max_rss_kb = 0, csw_voluntary = 0, csw_forced = 0;
     std::optional<std::uint64_t> memory_peak_bytes;  // cgroup memory.peak, or the sampled maximum
+    bool memory_peak_cgroup = false;                 // memory.peak, not the sampler's
     bool oom_killed = false;
     std::string cgroup;  // the sandbox's cgroup, if it had one
 };

@@ -26,7 +26,8 @@ struct ImageScan {
 // The CUDA runtime (libcudart.so.X.Y.Z beside the sonames the image's ld.so.cache lists, and
 // in /usr/local/cuda/lib64), cuda/version.json, the compat directory and its libcuda's note,
 // the command's ELF facts, and with `objects` every library the image's ld.so.cache lists.
-ImageFacts discover_image_facts(const std::string& rootfs,
+// `root`: ROOTFS's read-only view (rootfs/view.hpp); `rootfs` its path, for the report.
+ImageFacts discover_image_facts(int root, const std::string& rootfs,
                                 const std::map<std::string, std::string>& env,
                                 const ImageScan& scan);
 

@@ -8,6 +8,7 @@
 #include "common/sys.hpp"
 #include "common/text.hpp"
 #include "gpu/image.hpp"
+#include "rootfs/view.hpp"
 #include "gpu/pci.hpp"
 #include "gpu/proc_driver.hpp"
 #include "preflight/discover.hpp"
@@ -102,7 +103,7 @@ void read_cpu(int root, HostFacts& h) {
 
 HostFacts discover_host_facts(const std::string& driver_root, const gpu::GpuSpec& spec, bool cpu) {
     HostFacts h;
-    const UniqueFd root = gpu::open_directory(driver_root, "--driver-root");
+    const UniqueFd root = rootfs::open_directory(driver_root, "--driver-root");
     read_driver(root.get(), h);
     if (cpu) read_cpu(root.get(), h);
     if (spec.kind == gpu::GpuSpec::Kind::none) return h;

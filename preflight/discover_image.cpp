@@ -9,7 +9,6 @@
 #include "common/error.hpp"
 #include "common/sys.hpp"
 #include "common/text.hpp"
-#include "gpu/image.hpp"
 #include "gpu/ldcache.hpp"
 #include "preflight/discover.hpp"
 #include "preflight/files.hpp"
@@ -133,24 +132,23 @@ std::optional<CompatFacts> discover_compat(int root) {
     return c;
 }
 
-ImageFacts discover_image_facts(const std::string& rootfs,
+ImageFacts discover_image_facts(int root, const std::string& rootfs,
                                 const std::map<std::string, std::string>& env,
                                 const ImageScan& scan) {
     ImageFacts img;
     img.rootfs = rootfs, img.env = env;
-    const UniqueFd root = gpu::open_directory(rootfs, "ROOTFS");
-    find_cudart(root.get(), img);
+    find_cudart(root, img);
     // version.json only says what the library would: read it where there is none (a static
     // runtime, a toolkit-only image), or for `gpubox check`, which reports both.
-    if (img.cudart.empty() || scan.objects) find_toolkit(root.get(), img);
-    img.compat = discover_compat(root.get());
+    if (img.cudart.empty() || scan.objects) find_toolkit(root, img);
+    img.compat = discover_compat(root);
     if (!scan.command.empty()) {
-        const std::string path = resolve_command(root.get(), scan, env);
+        const std::string path = resolve_command(root, scan, env);
         if (path.empty())
             img.command_problem = cat(quote(scan.command), " is not in the image's PATH");
-        else img.command = read_object(root.get(), path, scan.objects);
+        else img.command = read_object(root, path, scan.objects);
     }
-    if (scan.objects) scan_objects(root.get(), scan, img);
+    if (scan.objects) scan_objects(root, scan, img);
     return img;
 }
 

@@ -1,11 +1,9 @@
 #include "preflight/preflight.hpp"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 
 #include "common/error.hpp"
 #include "common/log.hpp"
-#include "common/sys.hpp"
 #include "common/text.hpp"
 #include "preflight/discover.hpp"
 
@@ -36,8 +34,8 @@ Target resolve_target(const std::string& spec, const std::map<std::string, std::
 }
 
 Report check_image(const Request& r) {
-    const ImageFacts image =
-        discover_image_facts(r.target.rootfs, r.target.env, {r.command, r.workdir, r.objects, 5});
+    const ImageFacts image = discover_image_facts(r.root, r.target.rootfs, r.target.env,
+                                                  {r.command, r.workdir, r.objects, 5});
     const HostFacts host = discover_host_facts(r.driver_root, r.gpus, true);
     std::vector<Requirement> reqs = collect_requirements(r.target.env);
     reqs.insert(reqs.end(), r.requirements.begin(), r.requirements.end());
@@ -48,8 +46,8 @@ void preflight_run(Mode mode, const Request& r) {
     if (mode == Mode::off) return;
     Report report;
     try {
-        ImageFacts image =
-            discover_image_facts(r.target.rootfs, r.target.env, {r.command, r.workdir, false, 0});
+        ImageFacts image = discover_image_facts(r.root, r.target.rootfs, r.target.env,
+                                                {r.command, r.workdir, false, 0});
         // Without --gpu the workload gets no GPU: its CUDA parts cannot matter, only the CPU.
         using K = gpu::GpuSpec::Kind;
         const bool gpus = r.gpus.kind != K::none;
@@ -77,10 +75,9 @@ void preflight_run(Mode mode, const Request& r) {
 }
 
 std::vector<std::pair<std::string, std::string>> forward_compat(
-    const std::string& rootfs, const std::optional<std::string>& driver,
-    const std::vector<std::string>& models, std::string& why) {
-    const UniqueFd root = sys::open_at(AT_FDCWD, rootfs, O_PATH | O_DIRECTORY);
-    const std::optional<CompatFacts> compat = discover_compat(root.get());
+    int root, const std::optional<std::string>& driver, const std::vector<std::string>& models,
+    std::string& why) {
+    const std::optional<CompatFacts> compat = discover_compat(root);
     std::vector<std::string> brands;
     for (const std::string& m : models) brands.push_back(brand_of(m));
     const CompatDecision d = decide_compat(compat, driver, brands);

@@ -23,6 +23,7 @@ Target resolve_target(const std::string& spec, const std::map<std::string, std::
 
 struct Request {
     Target target;
+    int root = -1;              // target.rootfs's read-only view (rootfs/view.hpp), borrowed
     std::string command;        // the workload's argv[0], "" for none
     std::string workdir = "/";  // run --workdir: where a relative argv[0] starts
     std::string driver_root = "/";
@@ -42,7 +43,7 @@ void preflight_run(Mode mode, const Request& r);
 // ld.so.cache ((stem, container path) pairs, see compat_overrides), or none. `why` gets the
 // decision either way ("" when the image has no compat libcuda).
 std::vector<std::pair<std::string, std::string>> forward_compat(
-    const std::string& rootfs, const std::optional<std::string>& driver,
-    const std::vector<std::string>& models, std::string& why);
+    int root, const std::optional<std::string>& driver, const std::vector<std::string>& models,
+    std::string& why);
 
 }  // namespace gpubox::preflight

@@ -31,7 +31,7 @@ void add_base_ops(const PlanInputs& in, std::vector<MountOp>& ops) {
     ops.push_back(Proc{});
     for (const char* p : kProcMasks) ops.push_back(MaskPath{.target = p});
     for (const char* p : kProcReadOnly) ops.push_back(RemountRo{.target = p});
-    ops.push_back(Sysfs{.target = "/sys", .fresh = in.new_net_ns});
+    if (in.sysfs) ops.push_back(Sysfs{.target = "/sys", .fresh = in.new_net_ns});
     // Sealed once filled: it holds gpubox's nodes and links, and takes no file of the workload's.
     ops.push_back(Tmpfs{.target = "/dev", .noexec = true, .read_only = true});
     for (std::size_t i = 0; i < std::size(kDevNodes); ++i)
@@ -48,7 +48,7 @@ void add_base_ops(const PlanInputs& in, std::vector<MountOp>& ops) {
     ops.push_back(
         Tmpfs{.target = "/dev/shm", .mode = 01777, .noexec = true, .place = Place::gpubox});
     ops.push_back(Tmpfs{.target = "/tmp", .mode = 01777});
-    ops.push_back(Tmpfs{.target = "/run"});
+    if (in.run_tmpfs) ops.push_back(Tmpfs{.target = "/run"});
 }
 
 // Which filesystem a target falls in, given the ops before it (`before`, then `then`): the

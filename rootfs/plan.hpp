@@ -16,8 +16,9 @@ struct PlanInputs {
     RootSpec root;
     bool new_pid_ns = true;
     bool new_net_ns = true;
-    std::vector<MountOp> device_ops;     // from the GPU planner, applied after the base set
-    std::vector<UserMount> user_mounts;  // applied last, so users can override
+    bool sysfs = true, run_tmpfs = true;  // /sys and /run (isolate's box has neither)
+    std::vector<MountOp> device_ops;      // from the GPU planner, applied after the base set
+    std::vector<UserMount> user_mounts;   // applied last, so users can override
 };
 
 // Pure: the ordered, validated plan. Throws PlanError for impossible requests.

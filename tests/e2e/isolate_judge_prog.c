@@ -1,5 +1,6 @@
 // A submission for tests/e2e/test_isolate_mode.sh, built there with gcc -static: one program,
 // one behaviour per argv[1], as a judge's correct, wrong, crashing and hostile submissions.
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -58,5 +59,13 @@ int main(int argc, char** argv) {
         return printf("read %zu bytes\n", fread(malloc(1 << 16), 1, 1 << 16, f)), 0;
     }
     if (!strcmp(m, "symlink")) return symlink("/etc/shadow", "planted"), 0;
+    if (!strcmp(m, "ls")) {  // the names in a directory, sorted, on one line
+        struct dirent** e;
+        const int n = scandir(argv[2], &e, NULL, alphasort);
+        if (n < 0) return printf("%s\n", strerror(errno)), 2;
+        for (int i = 0, first = 1; i < n; ++i)
+            if (e[i]->d_name[0] != '.') printf("%s%s", first ? "" : " ", e[i]->d_name), first = 0;
+        return printf("\n"), 0;
+    }
     return 5;
 }

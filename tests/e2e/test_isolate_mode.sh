@@ -78,6 +78,7 @@ expect_eq "segfault: SG, exitsig 11" "$rc:$(mf status):$(mf exitsig):$(mf messag
 
 run_prog -t 1 -w 10 -- cpu
 expect_eq "CPU loop under --time=1: TO, killed" "$rc:$(mf status):$(mf killed):$(mf message)" "1:TO:1:Time limit exceeded"
+expect_eq "CPU loop: isolate's status line alone on stderr (no line of gpubox's)" "$err" "Time limit exceeded"
 check "CPU loop: time >= 1 s and < 1.5 s ($(mf time))" eval 'at_least "$(mf time)" 1 && ! at_least "$(mf time)" 1.5'
 
 run_prog -t 5 -w 1 -- sleep
@@ -122,6 +123,32 @@ run_prog -t 1 --dir=etc -- read /etc/passwd
 expect_match "--dir=etc binds it" "$rc:$out" "^0:read [1-9][0-9]* bytes$"
 run_prog -t 1 -- read /box/../../etc/passwd
 expect_eq "no way out of /box by .." "$rc:$out" "1:No such file or directory"
+
+# isolate's box: its default rules and nothing else (isolate 2.x, rules.c: box, bin, dev,
+# dev/shm, lib, lib64, proc, tmp, usr). No /sys (the host's hardware and settings, such as
+# /sys/kernel/mm/transparent_hugepage/enabled) and no /run.
+run_prog -t 1 -- ls /
+expect_eq "the box's root holds what isolate's holds" "$rc:$out" "0:bin box dev lib lib64 proc tmp usr"
+run_prog -t 1 -- read /sys/kernel/mm/transparent_hugepage/enabled
+expect_eq "no /sys in the box" "$rc:$(mf status):$out" "1:RE:No such file or directory"
+run_prog -t 1 --dir=sys=sysfs:fs -- ls /sys/kernel/mm
+expect_match "... unless a rule asks for it (--dir=sys=sysfs:fs)" "$rc:$out" "^0:.*transparent_hugepage"
+iso -M "$M" -t 1 --run -- ./missing
+expect_eq "a program that is not there: isolate's execve() line and status line, no line of gpubox's" \
+    "$rc:$err" $'1:execve("./missing"): No such file or directory\nExited with error status 127'
+
+# max-rss is the program's peak resident set (isolate: the rusage of its processes), not that
+# of gpubox's own processes (about 3 MiB); cg-mem, without a cgroup, never below it.
+run_prog -t 1 -- exit3
+check "a small static program: max-rss is its own, under 2.5 MiB ($(mf max-rss) KiB; isolate 2.x: 1.2-1.4 MiB)" \
+    eval '[ "$(mf max-rss)" -gt 0 ] && [ "$(mf max-rss)" -lt 2560 ]'
+expect_eq "... and cg-mem agrees with it (no cgroup: at least the largest resident set)" "$(mf cg-mem)" "$(mf max-rss)"
+run_prog -t 10 -- alloc
+check "512 MiB touched: max-rss is 512 MiB and up ($(mf max-rss) KiB), cg-mem as much ($(mf cg-mem) KiB)" \
+    eval '[ "$(mf max-rss)" -ge 524288 ] && [ "$(mf max-rss)" -lt 540000 ] && [ "$(mf cg-mem)" -ge "$(mf max-rss)" ]'
+run_prog -t 1 -w 10 -- cpu
+check "a program gpubox killed: max-rss is still its own ($(mf max-rss) KiB), cg-mem no less" \
+    eval '[ "$(mf max-rss)" -gt 0 ] && [ "$(mf max-rss)" -lt 2560 ] && [ "$(mf cg-mem)" -ge "$(mf max-rss)" ]'
 
 run_prog -t 1 -- symlink
 check "a symlink the program planted in the box is gone after the run" test ! -L "$BOX/planted"

@@ -20,6 +20,7 @@
 #include "gpu/inventory.hpp"
 #include "gpu/mount_list.hpp"
 #include "rootfs/plan.hpp"
+#include "rootfs/view.hpp"
 #include "rootfs/wire.hpp"
 #include "tests/fixtures/fake_host.hpp"
 #include "tests/unit/temp_dir.hpp"
@@ -414,7 +415,8 @@ TEST_CASE("discovery and image inspection never block on a FIFO where a file sho
     CHECK(inv.ldcache_problem == "no /etc/ld.so.cache under the driver root");
     // The same FIFO as an image's cache: no cache of its own, gpubox writes a new one.
     fs::create_directories(h.dir / "usr/lib/x86_64-linux-gnu");
-    ImageInfo image = inspect_image(h.dir.string());
+    const UniqueFd root = rootfs::open_directory(h.dir.string(), "ROOTFS");
+    ImageInfo image = inspect_image(root.get());
     CHECK(image.ldcache.empty());
     CHECK(image.libdir == "/usr/lib/x86_64-linux-gnu");
 }

@@ -7,11 +7,14 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <optional>
 
 #include "common/error.hpp"
 #include "common/sys.hpp"
 #include "image/entry_plan.hpp"
+#include "image/limits.hpp"
 #include "image/store.hpp"
+#include "image/store_dir.hpp"
 #include "image/tree.hpp"
 #include "tests/unit/temp_dir.hpp"
 
@@ -172,4 +175,83 @@ TEST_CASE("opaque directories and removal: by fd, links never followed, read-onl
     remove_tree(r);
     CHECK_FALSE(fs::exists(r));
     CHECK(fs::exists(outside / "precious"));
+}
+
+TEST_CASE("store directory: the caller's own, on a way only root and the caller can change") {
+    struct stat st {};
+    st.st_mode = S_IFDIR | 0700, st.st_uid = 1000, st.st_gid = 1000;
+    CHECK(store_dir_problem(st, 1000, 1000, true).empty());
+    st.st_mode = S_IFDIR | 0775;  // the caller's private group (gid == uid): harmless
+    CHECK(store_dir_problem(st, 1000, 1000, true).empty());
+    st.st_gid = 100;  // a group others are in
+    CHECK(store_dir_problem(st, 1000, 100, true) == "writable by others (mode 0775)");
+    st.st_mode = S_IFDIR | 0757, st.st_gid = 1000;
+    CHECK(store_dir_problem(st, 1000, 1000, true) == "writable by others (mode 0757)");
+    st.st_mode = S_IFDIR | 0700, st.st_uid = 1001;
+    CHECK(store_dir_problem(st, 1000, 1000, true) == "owned by uid 1001, not by you (uid 1000)");
+    st.st_uid = 0;  // root's is fine above the store, never as the store
+    CHECK_FALSE(store_dir_problem(st, 1000, 1000, true).empty());
+    CHECK(store_dir_problem(st, 1000, 1000, false).empty());
+    st.st_mode = S_IFDIR | 01777;  // /tmp: others cannot rename what is ours in it
+    CHECK(store_dir_problem(st, 1000, 1000, false).empty());
+    st.st_mode = S_IFDIR | 0777;
+    CHECK(store_dir_problem(st, 1000, 1000, false) ==
+          "writable by others and not sticky (mode 0777): another user could replace what lies "
+          "below it");
+    st.st_mode = S_IFDIR | 0755, st.st_uid = 1001;
+    CHECK(store_dir_problem(st, 1000, 1000, false) ==
+          "owned by uid 1001, neither root nor you (uid 1000), who could replace what lies "
+          "below it");
+    st.st_mode = S_IFREG | 0600;
+    CHECK(store_dir_problem(st, 1001, 1001, true) == "not a directory");
+}
+
+TEST_CASE("open_store: made 0700 where missing, links followed and checked, unsafe ones refused") {
+    test::TempDir t("storedir");
+    CHECK_FALSE(open_store(t.dir / "a/images", false));
+    const std::optional<StoreDir> made = open_store(t.dir / "a/images", true);
+    REQUIRE(made);
+    CHECK(made->path == t.dir / "a/images");
+    struct stat st {};
+    REQUIRE(::stat((t.dir / "a/images").c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == 0700);
+    fs::create_symlink("a", t.dir / "link");  // in a directory of the caller's: followed
+    const std::optional<StoreDir> via = open_store(t.dir / "link/images", false);
+    REQUIRE(via);
+    CHECK(via->path == t.dir / "a/images");
+    ::chmod((t.dir / "a/images").c_str(), 0777);
+    CHECK_THROWS_WITH(
+        open_store(t.dir / "a/images", false),
+        "image store \"" + (t.dir / "a/images").string() + "\" is writable by others (mode 0777)");
+    ::chmod((t.dir / "a/images").c_str(), 0700);
+    ::chmod((t.dir / "a").c_str(), 0777);
+    CHECK_THROWS_WITH(open_store(t.dir / "link/images", false),
+                      "image store \"" + (t.dir / "link/images").string() + "\": \"" +
+                          (t.dir / "a").string() +
+                          "\" is writable by others and not sticky (mode 0777): another user "
+                          "could replace what lies below it");
+    fs::create_directories(t.dir / "file-parent");
+    put(t.dir / "file-parent/images", "x");
+    CHECK_THROWS(open_store(t.dir / "file-parent/images", false));
+}
+
+TEST_CASE("unpack limits: --max-size, the ratio past its floor, the free space kept") {
+    UnpackBudget b;
+    b.limits = {1000, 10, 100};
+    b.start_layer(5);
+    CHECK(b.charge(100).empty());  // 20 times the blob, but not past the floor
+    CHECK(b.charge(60) ==
+          "the layer expands to more than 10 times its compressed size of 1 KiB (1 KiB so far), "
+          "which no real layer does: a decompression bomb");
+    CHECK(b.total == 100);  // a refused charge is not counted
+    b.start_layer(1000);
+    CHECK(b.charge(800).empty());
+    CHECK(b.charge(101) == "the image unpacks to more than --max-size 1 KiB (1 KiB so far)");
+    CHECK(b.charge(100).empty());  // exactly the limit is fine
+    CHECK(space_reserve(std::uint64_t{10} << 30) == (std::uint64_t{10} << 30) / 100);
+    CHECK(space_reserve(std::uint64_t{1} << 40) == std::uint64_t{1} << 30);  // at most 1 GiB
+    CHECK(space_problem(std::uint64_t{5} << 30, std::uint64_t{100} << 30, 1 << 20).empty());
+    CHECK(space_problem(std::uint64_t{2} << 30, std::uint64_t{100} << 30, (1u << 30) + 1) ==
+          "the store's filesystem has 2.0 GiB free, and this needs 1.0 GiB more while a pull "
+          "leaves 1.0 GiB (1 %, at most 1 GiB) free");
 }

@@ -130,6 +130,11 @@ TEST_CASE("plan_isolate_run: isolate's default rules on an empty root") {
     CHECK(mounts(plan({"--run", "x"}, host({}))).size() == 5);  // with /lib64
     CHECK(o.bare_env);
     CHECK(o.env == std::vector<std::pair<std::string, std::string>>{{"LIBC_FATAL_STDERR_", "1"}});
+    // isolate's box: no /sys, no /run; stderr isolate's alone (no "gpubox: killed: ..." line).
+    CHECK_FALSE(o.sysfs);
+    CHECK_FALSE(o.run_tmpfs);
+    CHECK(o.quiet);
+    CHECK(plan({"--dir=sys=sysfs:fs", "--run", "x"}).options.sysfs);  // a rule asks for it
     SECTION("isolate's defaults: one process, 1024 files, unlimited stack") {
         CHECK(*o.limits.pids == 1);
         CHECK(*o.limits.nofile == 1024);

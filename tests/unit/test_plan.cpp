@@ -60,6 +60,18 @@ TEST_CASE("planner orders /dev tmpfs before device binds and /proc before its ma
     CHECK(index("bind-dev /dev/null") < index("devpts /dev/pts"));
 }
 
+TEST_CASE("isolate's box: the base set without /sys and /run") {
+    PlanInputs in = base();
+    in.sysfs = false, in.run_tmpfs = false;
+    const std::string with = render(build_mount_plan(base()));
+    const std::string without = render(build_mount_plan(in));
+    CHECK(with.find("\nsysfs /sys ") != std::string::npos);
+    CHECK(with.find("\ntmpfs /run ") != std::string::npos);
+    CHECK(without.find("\nsysfs ") == std::string::npos);
+    CHECK(without.find("\ntmpfs /run ") == std::string::npos);
+    CHECK(build_mount_plan(in).ops.size() + 2 == build_mount_plan(base()).ops.size());
+}
+
 TEST_CASE("targets get their place: in the image, in gpubox's tmpfs, in a kernel fs") {
     PlanInputs in = base();
     in.user_mounts = {{UserMount::Type::bind, "/h", "/tmp/x"},

@@ -10,6 +10,7 @@
 #include "gpu/ldcache.hpp"
 #include "preflight/discover.hpp"
 #include "preflight/elf.hpp"
+#include "rootfs/view.hpp"
 #include "tests/fixtures/fake_host.hpp"
 #include "tests/unit/temp_dir.hpp"
 
@@ -135,8 +136,9 @@ TEST_CASE("image facts: runtime, toolkit, compat directory, the command's ELF fa
     fs::create_symlink("libcuda.so.570.86.10", r / "usr/local/cuda/compat/libcuda.so.1");
     fs::create_directories(r / "usr/bin");
     fs::copy_file(std::string(CUDA_FIXTURES) + "/isa-v4", r / "usr/bin/app");
+    const UniqueFd root = rootfs::open_directory(r.string(), "ROOTFS");
     ImageFacts img =
-        discover_image_facts(r.string(), {{"PATH", "/usr/bin"}}, {"app", "/", true, 5});
+        discover_image_facts(root.get(), r.string(), {{"PATH", "/usr/bin"}}, {"app", "/", true, 5});
     CHECK(img.cudart == "12.6.77");
     CHECK(img.cudart_file == "/opt/cuda/lib/libcudart.so.12.6.77");
     CHECK(img.toolkit == "12.6.2");
@@ -150,9 +152,10 @@ TEST_CASE("image facts: runtime, toolkit, compat directory, the command's ELF fa
     CHECK(img.command->isa == 4);
     REQUIRE(img.objects.size() == 1);
     CHECK(img.objects[0].fatbin->sass == std::vector<int>{90});
-    img = discover_image_facts(r.string(), {{"PATH", "/usr/bin"}}, {"missing", "/", false, 0});
+    img = discover_image_facts(root.get(), r.string(), {{"PATH", "/usr/bin"}},
+                               {"missing", "/", false, 0});
     CHECK(img.command_problem == "\"missing\" is not in the image's PATH");
-    img = discover_image_facts(r.string(), {}, {"./app", "/usr/bin", false, 0});  // --workdir
+    img = discover_image_facts(root.get(), r.string(), {}, {"./app", "/usr/bin", false, 0});
     REQUIRE(img.command);
     CHECK(img.command->path == "/usr/bin/./app");
     CHECK(img.command->isa == 4);

@@ -1,0 +1,82 @@
+#include "rootfs/view.hpp"
+
+#include <fcntl.h>
+#include <linux/mount.h>
+#include <sched.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "common/sys.hpp"
+#include "common/text.hpp"
+
+namespace gpubox::rootfs {
+namespace {
+
+constexpr const char* kWhat = "read-only view";
+
+// The child: the directory `dir` names, cloned with its submounts in a mount namespace of its
+// own (whose user namespace lets it clone), made read-only, and sent back. It never returns.
+[[noreturn]] void make_view(int dir, int sock) noexcept {
+    int err = 0;
+    try {
+        sys::fchdir(dir, "ROOTFS");  // the namespace's copy of it becomes our cwd
+        sys::unshare(CLONE_NEWUSER | CLONE_NEWNS);
+        const UniqueFd view = sys::open_tree_attr(AT_FDCWD, "ROOTFS", true, MOUNT_ATTR_RDONLY);
+        sys::send_frame(sock, "v", view.get(), kWhat);
+        sys::exit_now(0);
+    } catch (const SysError& e) {
+        err = e.err();
+    } catch (...) {
+        err = EIO;
+    }
+    try {
+        sys::send_frame(sock, cat("e", err), -1, kWhat);
+    } catch (...) {}
+    sys::exit_now(1);
+}
+
+}  // namespace
+
+UniqueFd open_directory(const std::string& path, const std::string& what) {
+    try {
+        return sys::open_at(AT_FDCWD, path, O_PATH | O_DIRECTORY);
+    } catch (...) {
+        std::throw_with_nested(
+            PlanError(cat(what, " ", quote(path), " is not a usable directory")));
+    }
+}
+
+UniqueFd open_read_only_view(const std::string& path, const std::string& what) {
+    UniqueFd dir = open_directory(path, what);
+    UniqueFd mine, theirs;
+    sys::socketpair(mine, theirs);
+    const pid_t pid = sys::fork(cat("a read-only view of ", what));
+    if (pid == 0) make_view(dir.get(), theirs.get());
+    theirs.reset();
+    std::string reply;
+    UniqueFd view;
+    try {
+        if (!sys::recv_frame(mine.get(), reply, view, kWhat)) reply = cat("e", EIO);
+    } catch (...) {
+        sys::kill_and_reap(pid);
+        throw;
+    }
+    sys::wait_status(pid);
+    const struct stat a = sys::fstat(dir.get(), path);
+    if (view.valid()) {
+        const struct stat b = sys::fstat(view.get(), path);
+        if (a.st_dev == b.st_dev && a.st_ino == b.st_ino) return view;
+        sys::fail(cat("open_tree(", quote(path), "): ", what, " was replaced meanwhile"), ESTALE);
+    }
+    const int err = reply.size() > 1 && reply[0] == 'e' ? std::atoi(reply.c_str() + 1) : EIO;
+    log::info(cat(what, " ", quote(path), " is read in place (no read-only mount of it: ",
+                  std::strerror(err), "): reading it may update its files' access times"));
+    return dir;
+}
+
+}  // namespace gpubox::rootfs

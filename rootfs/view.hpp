@@ -1,0 +1,22 @@
+#pragma once
+// ROOTFS as gpubox reads it on the host (preflight, `gpubox check`, GPU planning): through a
+// read-only mount of its own, so that no read changes a timestamp in it. The kernel skips an
+// access-time update on a read-only mount (touch_atime needs write access to the mount), and
+// that covers what O_NOATIME cannot: files the caller does not own, directories listed and
+// symlinks followed on the way.
+#include <string>
+
+#include "common/unique_fd.hpp"
+
+namespace gpubox::rootfs {
+
+// PATH opened O_PATH|O_DIRECTORY, to resolve paths inside it by fd; else a PlanError naming it
+// as WHAT ("ROOTFS", "--driver-root") over the open's SysError.
+UniqueFd open_directory(const std::string& path, const std::string& what);
+
+// A read-only, recursive clone of PATH's mount tree (detached), made by a short-lived child in
+// a user and mount namespace of its own and passed back over a socket. Where no user namespace
+// can be had, PATH's own fd, with an info line saying that reads may then update access times.
+UniqueFd open_read_only_view(const std::string& path, const std::string& what);
+
+}  // namespace gpubox::rootfs
