@@ -127,8 +127,11 @@ main() {
         done
     }
     cleanup() {
+        set +e  # every step, whatever the one before did
         trap - EXIT INT TERM HUP
-        if [ -n "$unshare_pid" ]; then kill -TERM "$unshare_pid" 2>/dev/null; wait "$unshare_pid" 2>/dev/null; fi
+        # unshare --fork ignores SIGTERM and SIGINT while it waits; killed, it takes the namespace's
+        # pid 1 with it (--kill-child), and with that every process of the namespace.
+        if [ -n "$unshare_pid" ]; then kill -KILL "$unshare_pid" 2>/dev/null; wait "$unshare_pid" 2>/dev/null; fi
         leave_cgroups
         if [ -n "$logs" ] && [ -d "$root/var/log/gpubox-fresh" ]; then
             mkdir -p "$logs" && cp "$root"/var/log/gpubox-fresh/*.log "$logs/" 2>/dev/null && say "logs: $logs"
@@ -151,8 +154,12 @@ main() {
     say "host: $(nproc) CPUs, load $(hostload); $(uptime)"
     say "commit $commit of $src; checkout $checkout; apt sources: ${sources[*]}"
     t0=$(date +%s)
-    mmdebstrap --quiet --variant=minbase bookworm "$root" "${sources[@]}" >"$work/mmdebstrap.log" 2>&1 ||
-        { tail -20 "$work/mmdebstrap.log"; say "mmdebstrap failed"; exit 1; }
+    # In a mount namespace of its own, so that the mounts it makes in the root die with it, and
+    # in the background, so that a signal is handled at once (bash runs no trap while it waits
+    # for a command in the foreground); cleanup kills it with the rest of the run's cgroups.
+    unshare --mount --propagation private \
+        mmdebstrap --quiet --variant=minbase bookworm "$root" "${sources[@]}" >"$work/mmdebstrap.log" 2>&1 &
+    wait $! || { tail -20 "$work/mmdebstrap.log"; say "mmdebstrap failed"; exit 1; }
     say "fresh minbase root made in $(($(date +%s) - t0)) s"
     cp /etc/resolv.conf "$root/etc/resolv.conf"
     chmod 0700 "$root/root"
