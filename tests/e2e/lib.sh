@@ -79,7 +79,9 @@ if [ "$(id -u)" = 0 ] && [ -z "${GPUBOX_E2E_UNPRIVILEGED:-}" ] && [ "${E2E_AS_RO
     unshare --mount --propagation private -- bash -c '
         n=$1; shift
         for ((i = 0; i < n; i++)); do
-            mount -t tmpfs -o mode=0700,size=4k gpubox-e2e-hidden "$1" || exit 1; shift
+            mount -t tmpfs -o mode=0700,size=4k gpubox-e2e-hidden "$1" ||
+                { echo "Bail out! cannot hide $1 from the unprivileged part (a tmpfs over it)"; exit 1; }
+            shift
         done
         exec "$@"' _ "${#hide[@]}" "${hide[@]}" \
         setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all \
