@@ -85,7 +85,7 @@ fi
 # meter: at least the limit less the few MiB that init and the probe hold themselves). How soon
 # after the limit the pass comes is the scheduler's: on a quiet machine the overrun stays within
 # 10 % + 8 MiB at 1 GiB/s (bench/limits.sh), on a loaded one it grows with the sampler's delay
-# (one run at load 10 saw 522 MiB through a memfd), so it is printed, not asserted.
+# (one run on a loaded machine saw 522 MiB through a memfd), so it is printed, not asserted.
 # A run that fails having filled gpubox's tmpfs (whose budget is the memory limit: writes end in
 # ENOSPC there) failed at the limit: ML too.
 limit=64
