@@ -8,8 +8,8 @@
 #     bash tests/run-all.sh
 # each in a clean environment with stdin from /dev/null. Prints each command's closing lines,
 # exit status, wall time and the load average before and after; exits 0 when both pass.
-# --logs DIR keeps both commands' whole output there. Needs root, mmdebstrap, unshare and Debian's
-# package archive (the mirror of this machine's apt sources, or --mirror).
+# --logs DIR keeps both commands' whole output there, and ctest's LastTest.log. Needs root,
+# mmdebstrap, unshare and Debian's package archive (this machine's apt mirror, or --mirror).
 #
 # The root is entered with unshare (new mount, pid, uts and ipc namespaces; the host's network)
 # and pivot_root, NOT chroot: the kernel refuses user namespaces to a chrooted process
