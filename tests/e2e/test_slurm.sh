@@ -17,6 +17,7 @@ done
 
 T=$(mktemp -d /tmp/gpubox-slurm.XXXXXX)
 chmod 0755 "$T"
+NODE=gpubox$$
 NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 stop_all() {
     for p in slurmd slurmctld munged; do
@@ -26,7 +27,7 @@ stop_all() {
         [ -s "$T/$p.pid" ] && wait_until 60 eval '! kill -0 "$(cat "$T/$p.pid")" 2>/dev/null'
     done
     # Slurm's cgroup v1 directories (slurmd removes the jobs' own; the top one stays).
-    for c in /sys/fs/cgroup/*/slurm_localhost /sys/fs/cgroup/*/slurm; do
+    for c in /sys/fs/cgroup/*/slurm_"$NODE" /sys/fs/cgroup/*/slurm; do
         [ -d "$c" ] && find "$c" -depth -type d -exec rmdir {} + 2>/dev/null
     done
     rm -rf "$T" "$WORK"
@@ -49,6 +50,13 @@ while read -r uuid node; do UUID_OF[${node#/dev/nvidia}]=$uuid; done < <("$G" li
 dd if=/dev/urandom of="$T/munge/munge.key" bs=1024 count=1 status=none && chmod 0400 "$T/munge/munge.key"
 munged --force --key-file="$T/munge/munge.key" --socket="$T/munge/sock" --pid-file="$T/munged.pid" \
     --log-file="$T/munge/log" --seed-file="$T/munge/seed" || skip "munged does not start: $(tail -1 "$T/munge/log")"
+# Ports free now, not fixed ones, and a node name of its own (Slurm's cgroup v1 directories are
+# named after it): another suite on this host (a fresh-root check, another checkout's) may run
+# its own Slurm at the same time.
+read -r ctld_port slurmd_port < <(python3 -c 'import socket
+s = [socket.socket() for _ in range(2)]
+for x in s: x.bind(("127.0.0.1", 0))
+print(*(x.getsockname()[1] for x in s))')
 cgv1=0
 [ -d /sys/fs/cgroup/devices ] && [ -f /sys/fs/cgroup/devices/devices.deny ] && cgv1=1
 cat >"$T/slurm.conf" <<EOF
@@ -56,8 +64,8 @@ ClusterName=gpubox
 SlurmctldHost=localhost
 SlurmUser=root
 SlurmdUser=root
-SlurmctldPort=16917
-SlurmdPort=16918
+SlurmctldPort=$ctld_port
+SlurmdPort=$slurmd_port
 AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket=$T/munge/sock
@@ -79,14 +87,14 @@ SlurmdParameters=config_overrides
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 MpiDefault=none
-NodeName=localhost NodeHostname=localhost CPUs=16 RealMemory=1000 Gres=gpu:4 State=UNKNOWN
-PartitionName=p Nodes=localhost Default=YES MaxTime=INFINITE State=UP
+NodeName=$NODE NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=16 RealMemory=1000 Gres=gpu:4 State=UNKNOWN
+PartitionName=p Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
 EOF
-echo "NodeName=localhost Name=gpu File=$H/dev/nvidia[0-3]" >"$T/gres.conf"
+echo "NodeName=$NODE Name=gpu File=$H/dev/nvidia[0-3]" >"$T/gres.conf"
 printf 'CgroupPlugin=cgroup/v1\nCgroupMountpoint=/sys/fs/cgroup\nConstrainDevices=yes\nConstrainCores=no\nConstrainRAMSpace=no\n' >"$T/cgroup.conf"
 export SLURM_CONF=$T/slurm.conf
 slurmctld -i || skip "slurmctld does not start: $(tail -3 "$T/slurmctld.log")"
-slurmd -N localhost || skip "slurmd does not start: $(tail -3 "$T/slurmd.log")"
+slurmd -N "$NODE" || skip "slurmd does not start: $(tail -3 "$T/slurmd.log")"
 node_idle() { sinfo -h -o %t 2>/dev/null | grep -qE '^(idle|mix)'; }
 wait_until 120 node_idle
 sinfo -h -o %t | grep -qE '^(idle|mix)' || { echo "Bail out! the node is not idle: $(sinfo -h -o '%t %E'; tail -5 "$T/slurmd.log")"; exit 1; }
