@@ -1,19 +1,34 @@
 #!/usr/bin/env bash
-# Everything gpubox needs to build, test and benchmark on Debian 12, from Debian's archive.
-# Idempotent; run as root. Skips apt when every package is already installed.
+# The Debian 12 packages gpubox needs, from Debian's archive, on top of a minbase system
+# (tools/fresh-root-check.sh checks that on a fresh root). Idempotent; run as root. Skips apt when
+# every package is already installed.
+#   .ci/install-deps.sh build   what building, installing, packaging and running gpubox needs
+#                               (README's first command, examples/quickstart.sh)
+#   .ci/install-deps.sh         that, and what the test suite and the benchmarks call
+#                               (README's second command, tests/run-all.sh)
 set -euo pipefail
-# clang-format: tools/check-format.sh (clang-format 14, the version .clang-format is tuned for).
-pkgs=(build-essential cmake pkg-config clang clang-format libclang-rt-14-dev
-      libcap-ng-dev libseccomp-dev catch2 nlohmann-json3-dev
-      busybox-static util-linux bsdutils procps iproute2 bubblewrap hyperfine time
-      libsystemd-dev qemu-system-x86 mmdebstrap e2fsprogs
-      skopeo libarchive-dev nettle-dev python3  # gpubox pull: skopeo fetches, gpubox-unpack unpacks
-      slurm-wlm munge)  # tests/e2e/test_slurm.sh starts its own munged, slurmctld and slurmd
-pkgs+=(zsh)  # tests/e2e/test_install.sh: zsh completion
-# tests/e2e/test_images_registry.sh and bench/images.sh: Debian's v2 registry server to pull from,
-# skopeo to push, umoci (the benchmark's peer), htpasswd -B, openssl for the test CA, python3 to
-# craft the layer tars.
-pkgs+=(docker-registry skopeo umoci apache2-utils openssl python3)
+# Build: compilers, CMake and the libraries gpubox links (catch2: the default build configures
+# tests/, where quickstart finds the simulated GPU host); file: cpack -G DEB (dpkg-shlibdeps).
+# Run: busybox-static (gpubox rootfs create), skopeo (gpubox pull), util-linux (setpriv).
+build=(build-essential cmake pkg-config libcap-ng-dev libseccomp-dev libsystemd-dev
+       libarchive-dev nettle-dev nlohmann-json3-dev catch2 file busybox-static skopeo util-linux)
+tests=(clang libclang-rt-14-dev   # run-all.sh: unit tests under ASan/UBSan, libFuzzer smoke
+       clang-format git           # tools/check-format.sh: clang-format 14 over `git ls-files`
+       bsdutils procps time       # e2e: script(1) as a terminal, pgrep, /usr/bin/time
+       python3                    # e2e: the OCI images, layer by layer (tests/e2e/*.py)
+       zsh                        # test_install.sh: zsh completion
+       slurm-wlm munge            # test_slurm.sh starts its own munged, slurmctld and slurmd
+       # test_images_registry.sh and bench/images.sh: Debian's v2 registry server, htpasswd -B,
+       # openssl for the test CA, umoci (the benchmark's peer)
+       docker-registry apache2-utils openssl umoci
+       mmdebstrap                 # test_install.sh and the VM test: fresh Debian 12 roots
+       qemu-system-x86 e2fsprogs  # tests/vm: the systemd guest, its ext4 disks (mke2fs -d)
+       bubblewrap hyperfine)      # bench/: the peer and the timer
+case ${1:-all} in
+    build) pkgs=("${build[@]}") ;;
+    all) pkgs=("${build[@]}" "${tests[@]}") ;;
+    *) echo "usage: install-deps.sh [build]" >&2; exit 2 ;;
+esac
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

@@ -34,11 +34,16 @@ bench_setup() {
             for i in $(seq 5000); do entries+=("libunrelated$i.so.1=/usr/lib/x86_64-linux-gnu/unrelated-$i.so"); done
             "$W/fake-gpu-host" --write-ldcache "$W/host8big/etc/ld.so.cache" "${entries[@]}"
             mkdir "$W/work" && chown 65534:65534 "$W/work"
+            # The unprivileged part runs copies of the scripts, in a directory of its own: the
+            # checkout may be where uid 65534 cannot go (a clone in root's home, mode 0700).
+            mkdir -p "$W/bench" "$W/tests/e2e"
+            install -m 0644 "$BENCH_DIR"/*.sh "$W/bench/"
+            install -m 0644 "$TOP/tests/e2e/registry_lib.sh" "$W/tests/e2e/"
             # (|| rc=$?: under set -e a failed run would exit here and leave $W behind)
             rc=0
-            setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
-                env GPUBOX_BENCH_UNPRIVILEGED=1 W="$W" HOME="$W/work" PATH="$PATH" bash "$0" "$@" ||
-                rc=$?
+            (cd "$W/work" && setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
+                env GPUBOX_BENCH_UNPRIVILEGED=1 W="$W" HOME="$W/work" PATH="$PATH" \
+                bash "$W/bench/$(basename "$0")" "$@") || rc=$?
             rm -rf "$W"
             exit $rc
         fi

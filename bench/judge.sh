@@ -49,9 +49,9 @@ run_loop() {  # gpubox run, the same limits in its terms, an isolate meta file
 }
 export -f judge_loop run_loop
 export W N LIMITS_STR="${LIMITS[*]}"
-as_nobody() {
-    setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all env -u XDG_RUNTIME_DIR \
-        GPUBOX_ISOLATE_ROOT="$W/work/boxes" W="$W" N="$N" bash -c "LIMITS=($LIMITS_STR); $1"
+as_nobody() {  # in a directory of its own: the checkout may be where uid 65534 cannot go
+    (cd "$W/work" && setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all env -u XDG_RUNTIME_DIR \
+        GPUBOX_ISOLATE_ROOT="$W/work/boxes" W="$W" N="$N" bash -c "LIMITS=($LIMITS_STR); $1")
 }
 
 echo "machine: $(nproc) cores, $(uname -r); $N runs of a static no-op with -t 1 -w 5 -m 262144 and -M"

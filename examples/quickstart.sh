@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# README's first command: install what gpubox needs, build it, install it to /usr/local (as root),
+# README's first command: install what building and running gpubox needs (not the test suite's
+# tools: tests/run-all.sh adds those), build it, install it to /usr/local (as root),
 # make the default rootfs, and run gpubox's main job, `gpubox run --gpu 0 ROOTFS nvidia-smi -L`, as an unprivileged user.
 # On a host without an NVIDIA GPU it runs the same job against the simulated GPU host that the
 # test suite uses (--driver-root), and says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash .ci/install-deps.sh
+bash .ci/install-deps.sh build
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$(nproc)" --target gpubox gpubox_man fake-gpu-host gpuprobe probe >/dev/null
 echo "built: $(./build/launcher/gpubox --version)"

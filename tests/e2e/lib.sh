@@ -1,6 +1,7 @@
 # Sourced by every tests/e2e/test_*.sh. Runs the real gpubox binary as an unprivileged user:
 # when started as root (CI), it copies the binary, the probe and the scripts to a temp dir and
-# re-runs the script as uid/gid 65534 with no capabilities and no supplementary groups.
+# re-runs the script as uid/gid 65534 with no capabilities and no supplementary groups, with the
+# checkout and the build directory out of its sight (below).
 set -u
 : "${GPUBOX:?set GPUBOX to the gpubox binary}" "${PROBE:?set PROBE to the probe binary}"
 E2E_DIR=${E2E_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}
@@ -27,10 +28,12 @@ if [ "$(id -u)" = 0 ] && [ -z "${GPUBOX_E2E_UNPRIVILEGED:-}" ] && [ "${E2E_AS_RO
                 rm "$top/host-noinfo/proc/driver/nvidia/gpus/0000:3b:00.0/information" &&
                 "$FAKE_GPU_HOST" "$top/host-odd" --gpus 2 && mkdir "$top/host-odd/proc/driver/nvidia/gpus/odd" &&
                 "$FAKE_GPU_HOST" "$top/host-mig" --gpus 2 --mig &&
-                "$FAKE_GPU_HOST" "$top/host-prefix" --gpus 2 --prefix /usr/local/nvidia ||
+                "$FAKE_GPU_HOST" "$top/host-prefix" --gpus 2 --prefix /usr/local/nvidia &&
+                "$FAKE_GPU_HOST" "$top/host-a100" --gpus 2 --model 1:0x20b0:"NVIDIA A100-SXM4-80GB" ||
                 { echo "Bail out! fake-gpu-host failed"; exit 1; }
             extra+=(E2E_HOST="$top/host" E2E_HOST_NOUVM="$top/host-nouvm" E2E_HOST_NOINFO="$top/host-noinfo"
-                    E2E_HOST_ODD="$top/host-odd" E2E_HOST_MIG="$top/host-mig" E2E_HOST_PREFIX="$top/host-prefix")
+                    E2E_HOST_ODD="$top/host-odd" E2E_HOST_MIG="$top/host-mig" E2E_HOST_PREFIX="$top/host-prefix"
+                    E2E_HOST_A100="$top/host-a100")
             # A ROOTFS with a mount below it, as the host's "/" has: gpubox binds such a root
             # instead of overlaying it. The user's, so that the test can fill it.
             "$GPUBOX" rootfs create "$top/bound" >/dev/null && mkdir "$top/bound/mnt" &&
@@ -62,7 +65,26 @@ if [ "$(id -u)" = 0 ] && [ -z "${GPUBOX_E2E_UNPRIVILEGED:-}" ] && [ "${E2E_AS_RO
     for f in "$E2E_DIR"/*.sh "$E2E_DIR"/*.c "$E2E_DIR"/*.py; do [ -e "$f" ] && install -m 0644 "$f" "$top/"; done
     [ -d "$E2E_DIR/../../examples" ] && cp -r "$E2E_DIR/../../examples" "$top/examples"
     mkdir "$top/work" && chown 65534:65534 "$top/work"
-    setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all \
+    # The unprivileged part reads nothing of the checkout or the build directory, which may be
+    # where uid 65534 cannot go (a clone in root's home, mode 0700): it runs in a mount namespace
+    # where both are hidden under an empty root-only tmpfs, wherever they are, and starts in its
+    # own working directory.
+    src=$(cd "$E2E_DIR/../.." && pwd) build=$(cd "$(dirname "$GPUBOX")/.." && pwd)
+    hide=("$src")
+    case $build/ in "$src"/*) ;; *) hide+=("$build") ;; esac  # (a build below the checkout goes with it)
+    for d in "${hide[@]}"; do
+        case $top/ in "$d"/*) hide=() ;; esac  # never hide the test's own directory (nor "/")
+    done
+    cd "$top/work" || exit 1
+    unshare --mount --propagation private -- bash -c '
+        n=$1; shift
+        for ((i = 0; i < n; i++)); do
+            mount -t tmpfs -o mode=0700,size=4k gpubox-e2e-hidden "$1" ||
+                { echo "Bail out! cannot hide $1 from the unprivileged part (a tmpfs over it)"; exit 1; }
+            shift
+        done
+        exec "$@"' _ "${#hide[@]}" "${hide[@]}" \
+        setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all \
         env GPUBOX_E2E_UNPRIVILEGED=1 GPUBOX="$top/gpubox" PROBE="$top/probe" E2E_DIR="$top" \
         TMPDIR="$top/work" "${extra[@]}" bash "$top/$(basename "$0")"
     rc=$?
@@ -114,6 +136,18 @@ box() {
     err=$(cat "$WORK/.err")
 }
 
+# wait_until SECONDS COMMAND...: COMMAND, every 0.1 s, until it succeeds (0) or SECONDS of wall
+# time have passed (1). For waiting on an event: the cap is a margin for a loaded machine and
+# costs nothing when the event comes.
+wait_until() {
+    local end=$((SECONDS + $1))
+    shift
+    until "$@"; do
+        [ "$SECONDS" -lt "$end" ] || return 1
+        sleep 0.1
+    done
+}
+
 # meter_start / meter_stop: what the commands in between really used, by the root harness's
 # cgroup v1 meters (E2E_METER=1): $used_cpu (seconds) and $used_mem_mib (peak above the start).
 # have_meter says whether there are meters (always in CI, where the suite runs as root).
@@ -130,9 +164,11 @@ meter_stop() {
     used_mem_mib=$(( ($(cat "$E2E_MEMCG/memory.max_usage_in_bytes") - meter_mem0) >> 20 ))
 }
 
-# field NAME / mechanism LIMIT: a value from the JSON verdict in $M (gpubox's own 2-space layout).
+# field NAME / mechanism LIMIT / limit_value LIMIT: a value from the JSON verdict in $M (gpubox's
+# own 2-space layout).
 field() { grep -E "^  \"$1\":" "$M" | sed -E 's/^  "[^"]*": //; s/,$//; s/^"//; s/"$//'; }
 mechanism() { grep -A2 "\"$1\": {" "$M" | grep mechanism | sed -E 's/.*"mechanism": "(.*)",?/\1/'; }
+limit_value() { grep -A2 "\"$1\": {" "$M" | grep '"value"' | sed -E 's/.*"value": ([^,]*),?/\1/'; }
 
 # make_rootfs DIR: gpubox's default rootfs plus the static probe.
 make_rootfs() {

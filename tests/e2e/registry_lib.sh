@@ -80,7 +80,7 @@ EOF
 # accepts connections; sets REG_PORT. A port taken between the probe and the registry's bind
 # makes the registry exit: then it tries another port.
 reg_start() {
-    local name=$1 mode=$2 port pid try i
+    local name=$1 mode=$2 port pid try end
     mkdir -p "$REG_TOP/storage-$name" && chmod 0700 "$REG_TOP/storage-$name"
     for try in 1 2 3 4 5; do
         port=$(reg_free_port) || return 1
@@ -88,7 +88,8 @@ reg_start() {
             docker-registry serve "$(reg_config "$name" "$port" "$mode")" \
             >>"$REG_TOP/$name.log" 2>&1 </dev/null &
         pid=$!
-        for ((i = 0; i < 300; i++)); do
+        end=$((SECONDS + 120))  # (a margin for a loaded machine; it comes in well under a second)
+        while [ "$SECONDS" -lt "$end" ]; do
             kill -0 "$pid" 2>/dev/null || break
             if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
                 REG_PIDS+=("$pid")

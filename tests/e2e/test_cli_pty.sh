@@ -9,13 +9,16 @@ require_userns "$R"
 command -v script >/dev/null || { echo "Bail out! script(1) (bsdutils) is missing"; exit 1; }
 
 # at_terminal INPUT CMD: CMD at a 30x100 terminal, INPUT typed into it; the terminal's output
-# without carriage returns. The input stays open a while, so that it does not end the session.
+# without carriage returns. The input stays open until the session has ended, so that its end
+# never ends the session first (on a loaded machine gpubox may not even have started by then).
 at_terminal() {
-    { printf '%s' "$1"; sleep "${HOLD:-3}"; } |
-        timeout 60 script -qec "stty rows 30 cols 100; $2" /dev/null 2>&1 | tr -d '\r'
+    local ended=$WORK/.ended
+    rm -f "$ended"
+    { printf '%s' "$1"; wait_until 120 test -e "$ended"; } |
+        { timeout 120 script -qec "stty rows 30 cols 100; $2" /dev/null 2>&1; : >"$ended"; } | tr -d '\r'
 }
 
-out=$(at_terminal $'tty\nsleep 10 &\nsleep 0.5; jobs\nkill %1\nsleep 1; jobs; echo checked\nexit 3\n' "\"$GPUBOX\" run \"$R\" sh -i; echo rc=\$?")
+out=$(at_terminal $'tty\nsleep 10 &\nsleep 0.5; jobs\nkill %1\nwait %1; jobs; echo checked\nexit 3\n' "\"$GPUBOX\" run \"$R\" sh -i; echo rc=\$?")
 expect_match "tty names the sandbox's own /dev/pts/N" "$out" 'tty'$'\n''/dev/pts/[0-9]+'$'\n'
 expect_match "a background job runs" "$out" '^\[1\]\+ +Running +sleep 10$'
 after_kill=${out##*'/ $ kill %1'}
@@ -31,8 +34,8 @@ expect_match "fd 2 too, when the caller's stderr is the terminal" "$out" '^stder
 
 # A resize reaches the workload: it waits for SIGWINCH, then reports its size.
 mkdir "$WORK/sync"
-out=$(HOLD=1 at_terminal "" "\"$GPUBOX\" run --bind \"$WORK/sync:/sync\" \"$R\" sh -c 'trap \"stty size; exit 0\" WINCH; touch /sync/ready; while :; do sleep 0.1; done' </dev/tty & \
-    for i in \$(seq 100); do [ -e \"$WORK/sync/ready\" ] && break; sleep 0.1; done; stty rows 40 cols 120; wait")
+out=$(at_terminal "" "\"$GPUBOX\" run --bind \"$WORK/sync:/sync\" \"$R\" sh -c 'trap \"stty size; exit 0\" WINCH; touch /sync/ready; while :; do sleep 0.1; done' </dev/tty & \
+    for i in \$(seq 1000); do [ -e \"$WORK/sync/ready\" ] && break; sleep 0.1; done; stty rows 40 cols 120; wait")
 expect_match "SIGWINCH passes the new size on" "$out" '^40 120$'
 
 # The caller's terminal comes back as it was (raw mode undone), even after a limit kill.

@@ -15,11 +15,24 @@ if ! have_meter && [ "${GPUBOX_TESTS_MUST_WORK:-0}" = 1 ]; then
 fi
 # within NUMBER LOW HIGH
 within() { awk -v x="$1" -v lo="$2" -v hi="$3" 'BEGIN { exit !(x >= lo && x <= hi) }'; }
-# metered DESC MAX_CPU MAX_MEM_MIB: what the last run really used stays within the bound.
+# metered DESC CPU_LOW CPU_HIGH MEM_LOW_MIB MEM_HIGH_MIB: what the last run really used (the
+# meters, from outside) lies within the bounds; "-" for a bound the mechanism does not give.
 metered() {
     have_meter || { ok "$1 # SKIP no meter outside CI"; return; }
-    if within "$used_cpu" 0 "$2" && [ "$used_mem_mib" -le "$3" ]; then ok "$1 (cpu ${used_cpu}s, memory ${used_mem_mib} MiB)"
-    else not_ok "$1" "really used: cpu ${used_cpu}s (max $2), memory ${used_mem_mib} MiB (max $3)"; fi
+    local b=("${@:2}") i
+    for i in 0 1 2 3; do [ "${b[i]}" != - ] || b[i]=$((i % 2 ? 1000000000 : 0)); done
+    if within "$used_cpu" "${b[0]}" "${b[1]}" && within "$used_mem_mib" "${b[2]}" "${b[3]}"; then
+        ok "$1 (cpu ${used_cpu}s, memory ${used_mem_mib} MiB)"
+    else
+        not_ok "$1" "really used: cpu ${used_cpu}s (bounds $2 .. $3), memory ${used_mem_mib} MiB (bounds $4 .. $5)"
+    fi
+}
+# overrun WHAT LIMIT QUIET: the last run's real use past LIMIT, as a TAP comment. How far past
+# the limit a sampled limit lets a sandbox go depends on when the sampler gets the CPU: QUIET
+# is the figure on a quiet machine (bench/limits.sh), not a bound on a loaded one.
+overrun() {
+    have_meter || return 0
+    echo "# $1: really used cpu ${used_cpu}s, memory ${used_mem_mib} MiB; limit $2 (quiet machine: $3); load $(cut -d' ' -f1 /proc/loadavg)"
 }
 mrun() { meter_start; box "$@"; meter_stop; }
 
@@ -64,23 +77,34 @@ if command -v script >/dev/null; then
     expect_eq "a terminal stays a terminal" "$out" tty
 fi
 
-# --- memory: every way to take it ends in ML, within 10 % + a few MiB ----------------------
+# --- memory: every way to take it is counted, and ends in ML ------------------------------
+# Without a cgroup the memory limit is the sampler's: init sums what the sandbox holds every 5 ms
+# and the monitor kills. Whatever the load, that promises: every kind below is counted (else
+# the hog holds 256 MiB for 20 s, exits 0 and the run is OK), the kill comes once a pass sees
+# the limit (the verdict's peak is past it), and not before the sandbox really holds it (the
+# meter: at least the limit less the few MiB that init and the probe hold themselves). How soon
+# after the limit the pass comes is the scheduler's: on a quiet machine the overrun stays within
+# 10 % + 8 MiB at 1 GiB/s (bench/limits.sh), on a loaded one it grows with the sampler's delay
+# (one run on a loaded machine saw 522 MiB through a memfd), so it is printed, not asserted.
+# A run that fails having filled gpubox's tmpfs (whose budget is the memory limit: writes end in
+# ENOSPC there) failed at the limit: ML too.
 limit=64
-# At 1 GiB/s, the rate the bound is promised for. A run that fails having filled gpubox's tmpfs
-# (whose budget is the memory limit: writes end in ENOSPC there) failed at the limit: ML too.
 for kind in anon shared memfd sysv file:/dev/shm/hog file:/tmp/hog file:/var/hog; do
-    mrun run --memory-limit ${limit}M --wall-time-limit 20 --meta "$M" "$R" probe hog "$kind" 1024 1024 2
-    expect_eq "memory held as $kind (1 GiB at 1 GiB/s under --memory-limit ${limit}M): ML" "$(field status):$(field limit)" "ML:memory"
+    mrun run --memory-limit ${limit}M --wall-time-limit 60 --meta "$M" "$R" probe hog "$kind" 256 1024 20
+    expect_eq "memory held as $kind (256 MiB at 1 GiB/s under --memory-limit ${limit}M): ML" "$(field status):$(field limit)" "ML:memory"
     peak=$(field memory_peak_kb)
     check "  memory_peak_kb ($peak) is the true peak: at least the limit" test "${peak:-0}" -ge $((limit * 1024))
-    metered "  really used at most 10 % + 8 MiB over the limit" 30 $((limit * 11 / 10 + 8))
+    metered "  the sandbox really held the limit before the kill" - - $((limit - 8)) -
+    overrun "  $kind at 1 GiB/s" "${limit} MiB" "within 10 % + 8 MiB"
 done
-mrun run --memory-limit ${limit}M --wall-time-limit 20 --meta "$M" "$R" probe hog anon 1024 0 2
-expect_eq "1 GiB as fast as it can be touched: ML" "$(field status)" "ML"
-metered "  really used at most 10 % + 32 MiB over the limit (the 5 ms sampling period at several GiB/s)" 30 $((limit * 11 / 10 + 32))
-box run --memory-limit 128M --wall-time-limit 20 --meta "$M" "$R" probe hog shared2 80 0 2
+expect_match "  the mechanism: the sampler's sum" "$(mechanism memory)" '^sum over the sandbox .* sampled every 5 ms$'
+mrun run --memory-limit ${limit}M --wall-time-limit 60 --meta "$M" "$R" probe hog anon 1024 0 20
+expect_eq "1 GiB as fast as it can be touched: ML" "$(field status):$(field limit)" "ML:memory"
+metered "  the sandbox really held the limit before the kill" - - $((limit - 8)) -
+overrun "  anon as fast as it can be touched" "${limit} MiB" "within 10 % + 32 MiB"
+box run --memory-limit 128M --wall-time-limit 60 --meta "$M" "$R" probe hog shared2 80 0 2
 expect_eq "80 MiB shared by two processes under --memory-limit 128M: counted once, OK" "$(field status):$out" "OK:hog=80"
-box run --memory-limit ${limit}M --wall-time-limit 20 --meta "$M" "$R" probe hog malloc1 512 0 1
+box run --memory-limit ${limit}M --wall-time-limit 60 --meta "$M" "$R" probe hog malloc1 512 0 20
 expect_eq "one malloc(512M) under --memory-limit 64M: ML, not SG or RE" "$(field status):$(field limit)" "ML:memory"
 check "  max_rss_kb is the true peak too, not init's rusage" test "$(field max_rss_kb)" -ge $((limit * 1024))
 box run --wall-time-limit 20 --meta "$M" "$R" probe hog file:/dev/hog 64 0 0
@@ -106,30 +130,51 @@ shmall=$(printf '%s\n' "$out" | sed -n 2p)
 check "  and so is SysV shared memory (kernel.shmall $shmall pages)" within "$((shmall * 4))" $((avail_kb / 5)) $((avail_kb * 3 / 10))
 box run --print-plan "$R" true
 expect_match "  --print-plan states the default pids cap" "$out" '^limit pids: .*4096'
-box run "$R" probe forkbomb
+box run "$R" probe forkbomb e2e-containment  # (the mark: test_limits runs fork bombs too, perhaps at once)
 check "a sandbox with no limit option still cannot make more than 4096 processes ($out)" \
     awk -v o="$out" 'BEGIN { split(o, a, "="); exit !(a[1] == "forks" && a[2] >= 4000 && a[2] < 4096) }'
-check "  and none is left" test -z "$(pgrep -f 'probe forkbomb' || true)"
+check "  and none is left" test -z "$(pgrep -f 'probe forkbomb e2e-containment' || true)"
 
 # --- CPU: every process counts, also those nobody waits for --------------------------------
-mrun run --time-limit 1 --wall-time-limit 20 --meta "$M" "$R" probe reaped-chain 40 100
-expect_eq "auto-reaped children (SIGCHLD ignored), 40 x 100 ms, under --time-limit 1: TO" "$(field status):$(field limit)" "TO:cpu_time"
-metered "  really used at most 10 % + one sampling period over the limit" 1.2 200
-mrun run --time-limit 1 --wall-time-limit 20 --meta "$M" "$R" probe reaped-chain 40 100 nocldwait
-expect_eq "auto-reaped children (SA_NOCLDWAIT): TO" "$(field status):$(field limit)" "TO:cpu_time"
-metered "  really used at most 10 % + one sampling period over the limit" 1.2 200
-mrun run --time-limit 1 --wall-time-limit 20 --meta "$M" "$R" probe reaped-chain 400 10
-expect_eq "auto-reaped children that live less than a sampling period, 400 x 10 ms: TO" "$(field status):$(field limit)" "TO:cpu_time"
-metered "  really used at most 10 % + one sampling period over the limit" 1.2 200
-mrun run --time-limit 2 --wall-time-limit 20 --meta "$M" "$R" sh -c 'while :; do /bin/true; done'
-expect_eq "a shell fork loop under --time-limit 2: TO" "$(field status):$(field limit)" "TO:cpu_time"
-metered "  really used at most 10 % + one sampling period over the limit" 2.3 200
-mrun run --time-limit 1 --wall-time-limit 20 --meta "$M" "$R" probe spin 4 10
-expect_eq "4 spinning threads under --time-limit 1: TO" "$(field status):$(field limit)" "TO:cpu_time"
-metered "  really used at most 10 % + one sampling period over the limit" 1.2 200
-mrun run --time-limit 1 --wall-time-limit 20 --meta "$M" "$R" probe spin 1 0.5
+# The CPU limit is the sampler's too (init sums the sandbox's CPU every 10 ms; the verdict's
+# cpu_time is what the kill pass saw), with RLIMIT_CPU at ceil(limit) + 1 s as an exact
+# per-process backstop. Whatever the load, that promises: every process is counted (else these
+# workloads, which end by themselves after 4 s of CPU or never, end OK or at the wall limit);
+# the kill comes once a pass sees the limit; a process someone waits for is counted exactly (its
+# cutime), so the sandbox really used the limit; a child the kernel reaps is charged an upper
+# bound (its last sample plus the time since, however long the sampler was kept waiting) but
+# never more than the CPUs could have run, so the run lasts at least limit / CPUs; and one
+# process, whatever its threads, never gets past its RLIMIT_CPU. How late a pass comes on a
+# loaded machine is the scheduler's: the overrun is printed, not asserted.
+cpus=$(nproc)
+# cpu_test DESC LIMIT exact|charged MAX_CPU WORKLOAD...: MAX_CPU "-" where no rlimit bounds the
+# whole workload.
+cpu_test() {
+    local desc=$1 lim=$2 how=$3 max=$4 what
+    shift 4
+    mrun run --time-limit "$lim" --wall-time-limit 60 --meta "$M" "$R" "$@"
+    expect_eq "$desc under --time-limit $lim: TO" "$(field status):$(field limit)" "TO:cpu_time"
+    check "  the kill pass saw the limit (cpu_time $(field cpu_time))" within "$(field cpu_time)" "$lim" 1000000
+    if [ "$how" = exact ]; then
+        what="counted exactly: really used the limit"
+        [ "$max" = - ] || what+=", and at most $max s (RLIMIT_CPU, plus gpubox's own processes)"
+        metered "  $what" "$(awk -v l="$lim" 'BEGIN { print l * 0.95 }')" "$max" - -
+    else
+        check "  charged no more than $cpus CPUs could run: the run lasted at least limit / $cpus ($(field wall_time) s)" \
+            within "$(field wall_time)" "$(awk -v l="$lim" -v c="$cpus" 'BEGIN { print l / c }')" 1000000
+    fi
+    overrun "  $desc" "${lim} s" "within 10 % + 0.2 s"
+}
+cpu_test "auto-reaped children (SIGCHLD ignored), 40 x 100 ms" 1 charged - probe reaped-chain 40 100
+expect_match "  the mechanism: the sampler's sum" "$(mechanism cpu_time)" "^sum over the sandbox's processes .*sampled every 10 ms"
+cpu_test "auto-reaped children (SA_NOCLDWAIT), 40 x 100 ms" 1 charged - probe reaped-chain 40 100 nocldwait
+cpu_test "auto-reaped children that live less than a sampling period, 400 x 10 ms" 1 charged - probe reaped-chain 400 10
+cpu_test "a shell fork loop" 2 exact - sh -c 'while :; do /bin/true; done'
+# One process: RLIMIT_CPU (2 s) bounds it; the meter also counts gpubox's monitor and init.
+cpu_test "4 spinning threads" 1 exact 2.5 probe spin 4 10
+mrun run --time-limit 2 --wall-time-limit 60 --meta "$M" "$R" probe spin 1 0.5
 expect_eq "  a run under its CPU limit is OK" "$(field status)" "OK"
-check "  and its cpu_time is what it used ($(field cpu_time))" within "$(field cpu_time)" 0.5 0.7
-sleep 0.2
+check "  and its cpu_time is what the sandbox used: the probe's 0.5 s, at most all the meter saw ($(field cpu_time))" \
+    within "$(field cpu_time)" 0.5 "${used_cpu:-1e9}"
 check "nothing of any sandbox is left" test -z "$(pgrep -f 'probe (hog|spin|reaped)' || true)"
 finish

@@ -79,19 +79,25 @@ expect_eq "segfault: SG, exitsig 11" "$rc:$(mf status):$(mf exitsig):$(mf messag
 run_prog -t 1 -w 10 -- cpu
 expect_eq "CPU loop under --time=1: TO, killed" "$rc:$(mf status):$(mf killed):$(mf message)" "1:TO:1:Time limit exceeded"
 expect_eq "CPU loop: isolate's status line alone on stderr (no line of gpubox's)" "$err" "Time limit exceeded"
-check "CPU loop: time >= 1 s and < 1.5 s ($(mf time))" eval 'at_least "$(mf time)" 1 && ! at_least "$(mf time)" 1.5'
+# The sampler kills once a pass sees the limit (about 10 ms late when idle, later under load);
+# RLIMIT_CPU, ceil(1) + 1 = 2 s, bounds the one process whatever the load: the pass came first.
+check "CPU loop: time >= 1 s, and below the RLIMIT_CPU backstop of 2 s ($(mf time))" eval 'at_least "$(mf time)" 1 && ! at_least "$(mf time)" 2'
 
 run_prog -t 5 -w 1 -- sleep
 expect_eq "sleep past --wall-time=1: TO, killed, a message with 'wall' (CMS looks for it)" \
     "$rc:$(mf status):$(mf killed):$(mf message)" "1:TO:1:Time limit exceeded (wall clock)"
-check "sleep: time-wall >= 1 s ($(mf time-wall)), time ~0 ($(mf time))" eval 'at_least "$(mf time-wall)" 1 && ! at_least "$(mf time)" 0.2'
+# (time: the sampler's own CPU, about 0.07 s a second when idle; never the wall time)
+check "sleep: time-wall >= 1 s ($(mf time-wall)), time ~0 ($(mf time))" eval 'at_least "$(mf time-wall)" 1 && ! at_least "$(mf time)" 0.5'
 
 iso --cleanup && iso --cg --init  # the cgroup mode is the box's, as isolate's lock records it
 cp "$WORK/prog" "$BOX/prog"
 run_prog --cg -t 10 -w 20 --cg-mem=65536 -- alloc
 expect_eq "512 MiB under --cg-mem=65536: SG, exitsig 9, cg-oom-killed (never ML)" \
     "$rc:$(mf status):$(mf exitsig):$(mf cg-oom-killed)" "1:SG:9:1"
-check "512 MiB: cg-mem is the peak, near the limit ($(mf cg-mem) KiB)" eval '[ "$(mf cg-mem)" -ge 60000 ] && [ "$(mf cg-mem)" -le 131072 ]'
+# cg-mem is the peak the sampler saw: past the limit, and how far past depends on when the
+# sampler ran (within 64 MiB over when idle, more on a loaded machine), so the upper bound is
+# only what the program could take (512 MiB and its own few).
+check "512 MiB: cg-mem is the peak, past the limit ($(mf cg-mem) KiB)" eval '[ "$(mf cg-mem)" -ge 60000 ] && [ "$(mf cg-mem)" -le 540000 ]'
 run_prog -t 1 -- ok
 expect_match "a --cg box refuses a run without --cg, as isolate" "$rc:$err" "^2:This box was initialized with an incompatible control group mode$"
 iso --cg --cleanup && iso --init && cp "$WORK/prog" "$BOX/prog"
@@ -112,10 +118,10 @@ expect_eq "stdout flood under --fsize=1024: SG, exitsig 25 (SIGXFSZ)" "$rc:$(mf 
 check "flood: the box's file stops at 1 MiB ($(stat -c %s "$BOX/flood.txt") bytes)" eval '[ "$(stat -c %s "$BOX/flood.txt")" -le 1048576 ]'
 
 run_prog -p10 -t 1 -w 10 -- threads
-expect_eq "4 spinning threads under --time=1: TO, killed" "$rc:$(mf status):$(mf killed)" "1:TO:1"
 # The main thread only joins: counted alone, the run would end at the wall limit, 10 s.
-check "threads: CPU time of all threads counted ($(mf time) s in $(mf time-wall) s wall)" \
-    eval 'at_least "$(mf time)" 1 && ! at_least "$(mf time-wall)" 5'
+expect_eq "4 spinning threads under --time=1: TO on the CPU limit, not the wall's" \
+    "$rc:$(mf status):$(mf killed):$(mf message)" "1:TO:1:Time limit exceeded"
+check "threads: CPU time of all threads counted ($(mf time) s in $(mf time-wall) s wall)" at_least "$(mf time)" 1
 
 run_prog -t 1 -- read /etc/passwd
 expect_eq "a host file outside the box's rules does not exist inside" "$rc:$(mf status):$out" "1:RE:No such file or directory"
@@ -173,8 +179,8 @@ iso --bogus
 expect_match "an unknown option: usage error, exit 2" "$rc:$err" "^2:isolate: unrecognized option '--bogus'"
 
 iso -b 1 --init && cp "$WORK/prog" "$out/box/prog"
-"$ISO" -b 1 -t 5 -w 3 --run -- ./prog sleep >/dev/null 2>&1 &
-sleep 0.5
+"$ISO" -b 1 -t 5 -w 6 --run -- ./prog sleep >"$WORK/busy.out" 2>&1 &
+wait_until 60 grep -qs sleeping "$WORK/busy.out" || not_ok "(the first run of box 1 did not start)"
 iso -b 1 --run -- ./prog ok
 expect_eq "a busy box" "$rc:$err" "2:This box is currently in use by another process"
 iso -b 1 --wait -s -t 1 -i /dev/null --run -- ./prog exit3

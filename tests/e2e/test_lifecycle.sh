@@ -6,12 +6,13 @@ make_rootfs "$R"
 require_userns "$R"
 # survivors MARK: processes (outside gpubox itself) whose command line carries MARK.
 survivors() { pgrep -f -- "$1" | grep -v "^$$\$" || true; }
-wait_gone() { for _ in $(seq 50); do [ -z "$(survivors "$1")" ] && return 0; sleep 0.1; done; return 1; }
+gone() { [ -z "$(survivors "$1")" ]; }
+wait_gone() { wait_until 60 gone "$1"; }
+running() { [ "$(survivors "$1" | wc -l)" -ge "$2" ]; }
 
 "$GPUBOX" run "$R" sh -c 'sleep 4241 & sleep 4241 & exec sleep 4241' &
 gp=$!
-for _ in $(seq 50); do [ "$(survivors 'sleep 4241' | wc -l)" -ge 3 ] && break; sleep 0.1; done
-check "three sleeps run in the sandbox" test "$(survivors 'sleep 4241' | wc -l)" -ge 3
+check "three sleeps run in the sandbox" wait_until 60 running 'sleep 4241' 3
 kill -9 "$gp"; wait "$gp" 2>/dev/null
 check "after kill -9 of gpubox no sandbox process survives" wait_gone 'sleep 4241'
 
@@ -26,7 +27,7 @@ for sig in TERM INT HUP USR1; do
     out_file=$WORK/sig-$sig.out
     "$GPUBOX" run "$R" sh -c "trap 'echo got $sig; exit 3' $sig; echo ready; sleep 3021 & wait" >"$out_file" &
     gp=$!
-    for _ in $(seq 50); do grep -q ready "$out_file" 2>/dev/null && break; sleep 0.1; done
+    wait_until 60 grep -qs ready "$out_file"
     kill -"$sig" "$gp"
     wait "$gp"; rc=$?
     expect_eq "SIG$sig sent to gpubox reaches the workload" "$rc:$(tail -1 "$out_file")" "3:got $sig"

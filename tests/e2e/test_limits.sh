@@ -10,7 +10,7 @@ survivors() { pgrep -f -- "$1" | grep -v "^$$\$" || true; }
 host_ok() {  # responsive, nothing of the sandbox left, ROOTFS unchanged
     local t0 t1
     t0=$(date +%s%N); /bin/true; t1=$(date +%s%N)
-    [ $(((t1 - t0) / 1000000)) -lt 1000 ] && [ -z "$(survivors "$1")" ] && [ "$(tree_hash "$R")" = "$rootfs_hash" ]
+    [ $(((t1 - t0) / 1000000)) -lt 5000 ] && [ -z "$(survivors "$1")" ] && [ "$(tree_hash "$R")" = "$rootfs_hash" ]
 }
 rootfs_hash=$(tree_hash "$R")
 
@@ -18,30 +18,37 @@ box run --wall-time-limit 1 --meta "$M" "$R" sleep 4301
 expect_eq "sleeping past the wall limit: gpubox exits 128+9" "$rc" 137
 expect_eq "  status TO" "$(field status)" TO
 expect_eq "  the wall-clock limit triggered" "$(field limit)" wall_time
-check "  wall time is at the limit (100 ms when idle; 250 ms allowed on a loaded CI machine)" \
-    awk -v w="$(field wall_time)" 'BEGIN { exit !(w >= 1.0 && w < 1.25) }'
+# The monitor's timer never fires early; how late it runs is the scheduler's (about 100 ms when
+# idle): a bound that tells a timer that fired from the sleep's end, whatever the load.
+check "  wall time is at the limit: never before it, well before the sleep's end ($(field wall_time) s)" \
+    awk -v w="$(field wall_time)" 'BEGIN { exit !(w >= 1.0 && w < 30) }'
 expect_eq "  mechanism" "$(mechanism wall_time)" "monitor timer (CLOCK_MONOTONIC)"
 check "  host fine, nothing left" host_ok 'sleep 4301'
 
 box run --time-limit 0.5 --wall-time-limit 10 --meta "$M" "$R" sh -c 'while :; do :; done'
 expect_eq "CPU spin: TO on the CPU limit" "$(field status):$(field limit):$rc" "TO:cpu_time:137"
-check "  cpu time at the limit (within 250 ms on a loaded machine)" awk -v c="$(field cpu_time)" 'BEGIN { exit !(c >= 0.5 && c < 0.75) }'
+# The sampler kills once a pass sees the limit (about 10 ms late when idle, later under load),
+# and one process never gets past RLIMIT_CPU, ceil(limit) + 1 = 2 s: the pass came first.
+check "  cpu time at the limit, and the sampler's kill before the RLIMIT_CPU backstop ($(field cpu_time) s)" \
+    awk -v c="$(field cpu_time)" 'BEGIN { exit !(c >= 0.5 && c < 2) }'
+expect_no_match "  (the verdict does not name RLIMIT_CPU)" "$(field message)" RLIMIT_CPU
 expect_match "  mechanism: the sandbox's own processes, sampled" "$(mechanism cpu_time)" "^sum over the sandbox's processes"
 # The main process only waits; the CPU is spent by its children. A limit that counted the main
 # process alone would never fire, and the run would end at the wall limit instead.
 box run --time-limit 0.6 --wall-time-limit 10 --meta "$M" "$R" sh -c '(while :; do :; done) & (while :; do :; done) & wait'
 expect_eq "the CPU limit counts every process of the sandbox" "$(field status):$(field limit)" "TO:cpu_time"
 
-box run --memory-limit 64M --wall-time-limit 10 --meta "$M" "$R" probe membomb
+# (The marks make the leftover checks this test's own: other tests run bombs too, perhaps at once.)
+box run --memory-limit 64M --wall-time-limit 10 --meta "$M" "$R" probe membomb e2e-limits
 expect_eq "memory bomb: ML" "$(field status):$(field limit)" "ML:memory"
 expect_match "  mechanism: the sandbox's memory, sampled" "$(mechanism memory)" '^sum over the sandbox .* sampled every 5 ms$'
-check "  host fine" host_ok 'probe membomb'
+check "  host fine" host_ok 'probe membomb e2e-limits'
 
-box run --pids-limit 20 --wall-time-limit 5 --meta "$M" "$R" probe forkbomb
+box run --pids-limit 20 --wall-time-limit 5 --meta "$M" "$R" probe forkbomb e2e-limits
 check "fork bomb: at most 19 forks succeed under --pids-limit 20" awk -v o="$out" 'BEGIN { split(o, a, "="); exit !(a[1] == "forks" && a[2] > 0 && a[2] <= 19) }'
 expect_eq "  mechanism" "$(mechanism pids)" "RLIMIT_NPROC in the sandbox's user namespace"
 sleep 0.2
-check "  host fine, no bomb process left" host_ok 'probe forkbomb'
+check "  host fine, no bomb process left" host_ok 'probe forkbomb e2e-limits'
 box run --pids-limit 5 --wall-time-limit 5 "$R" sh -c ':(){ :|:& };:; sleep 1; echo alive'
 check "  a shell fork bomb ends at the wall limit or sooner, and leaves nothing" host_ok 'sh -c :'
 
@@ -54,11 +61,12 @@ expect_eq "self-SIGSTOP: still killed at the wall limit" "$(field status):$rc" "
 sleep 0.2
 check "  nothing stopped is left behind" host_ok 'sleep 4303'
 
-df_before=$(df -k /tmp | awk 'NR==2 {print $4}')
-box run --tmpfs-size 32M --meta "$M" "$R" sh -c 'dd if=/dev/zero of=/tmp/fill bs=1M count=100 2>&1; dd if=/dev/zero of=/dev/shm/fill bs=1M count=100 2>&1; df -k /tmp | tail -1'
+fill=fill-e2e-limits-$$
+box run --tmpfs-size 32M --meta "$M" "$R" sh -c "dd if=/dev/zero of=/tmp/$fill bs=1M count=100 2>&1; dd if=/dev/zero of=/dev/shm/$fill bs=1M count=100 2>&1; df -k /tmp | tail -1"
 expect_match "filling /tmp stops at the tmpfs cap" "$out" 'No space left on device'
 expect_match "  the sandbox's /tmp is 32 MiB" "$out" '32768'
-check "  the host's /tmp did not fill" test "$(( df_before - $(df -k /tmp | awk 'NR==2 {print $4}') ))" -lt 10000
+# (By name, not by the host's free space: other tests write to /tmp at the same time.)
+check "  the host's /tmp and /dev/shm got nothing" test ! -e "/tmp/$fill" -a ! -e "/dev/shm/$fill"
 box run --fsize-limit 1M --meta "$M" "$R" sh -c 'dd if=/dev/zero of=/tmp/big bs=1M count=4'
 expect_eq "--fsize-limit: the writer dies of SIGXFSZ" "$(field status):$(field signal)" "SG:25"
 
@@ -71,18 +79,22 @@ check "  300 MB streamed through the relay with gpubox under 16 MiB RSS" test "$
 port=$((20000 + RANDOM % 20000))
 busybox nc -l -p "$port" >/dev/null 2>&1 &
 listener=$!
-sleep 0.3
+# listening: a LISTEN (0A) socket on the port in /proc/net/tcp (a connection would end nc)
+listening() { cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -qi "^ *[0-9]*: [0-9A-F]*:$(printf %04X "$1") 0*:0* 0A "; }
+wait_until 60 listening "$port" || not_ok "(the host listener did not come up)"
 box run "$R" probe connect 127.0.0.1 "$port"
 expect_eq "a host listener on 127.0.0.1 is unreachable" "$out" "connect=ECONNREFUSED"
 check "  (control: the listener is up on the host)" bash -c "exec 3<>/dev/tcp/127.0.0.1/$port"
 kill "$listener" 2>/dev/null; wait "$listener" 2>/dev/null
 
-"$GPUBOX" run "$R" sh -c 'probe shm create 4242 3 & probe abstract listen gpubox-e2e 3' >"$WORK/a.out" &
+"$GPUBOX" run "$R" sh -c 'probe shm create 4242 60 & probe abstract listen gpubox-e2e 60' >"$WORK/a.out" &
 a=$!
-sleep 0.5
+both_made() { grep -q '^shm_create=' "$WORK/a.out" && grep -q '^listen=' "$WORK/a.out"; }
+wait_until 60 both_made || not_ok "(the first sandbox did not make its segment and socket)"
 box run "$R" sh -c 'probe shm find 4242; probe abstract connect gpubox-e2e'
 expect_eq "SysV shm and abstract sockets of a concurrent sandbox are invisible" "$out" "shm_find=ENOENT
 abstract_connect=ECONNREFUSED"
+kill -TERM "$a"
 wait "$a"
 expect_match "  (control: they existed in the other sandbox)" "$(cat "$WORK/a.out")" 'shm_create=OK'
 box run "$R" sh -c 'probe shm create 77 0 && probe shm find 77; probe abstract listen x 0'
@@ -96,9 +108,14 @@ box run "$R" probe ptrace "$victim"
 expect_eq "ptrace of an outside pid fails" "$out" "ptrace=EPERM"
 kill "$victim"; wait "$victim" 2>/dev/null
 
-"$GPUBOX" run "$R" sh -c 'echo A >/tmp/mine; sleep 1; cat /tmp/mine' >"$WORK/c1" &
+# The first sandbox writes its file, says so, and reads it back once the second has run.
+mkdir "$WORK/sync"
+"$GPUBOX" run --bind "$WORK/sync:/sync" "$R" sh -c 'echo A >/tmp/mine; touch /sync/written
+    while [ ! -e /sync/go ]; do sleep 0.1; done; cat /tmp/mine' >"$WORK/c1" &
 c1=$!
+wait_until 60 test -e "$WORK/sync/written" || not_ok "(the first sandbox did not write its file)"
 box run "$R" sh -c 'ls /tmp/mine 2>&1; echo B >/tmp/mine'
+touch "$WORK/sync/go"
 wait "$c1"
 expect_match "concurrent sandboxes have their own /tmp" "$out:$(cat "$WORK/c1")" 'No such file or directory:A$'
 

@@ -22,7 +22,10 @@ expect_match "--print-plan: CPU time from cpu.stat" "$out" '^limit cpu_time: cgr
 
 box run --time-limit 0.5 --wall-time-limit 10 --meta "$M" "$R" sh -c 'while :; do :; done'
 expect_eq "CPU spin: TO on the CPU limit" "$(field status):$(field limit):$rc" "TO:cpu_time:137"
-check "  cpu time (cgroup) at the limit (within 250 ms on a loaded machine)" awk -v c="$(field cpu_time)" 'BEGIN { exit !(c >= 0.5 && c < 0.75) }'
+# cpu.stat is read every 50 ms (later on a loaded machine); RLIMIT_CPU, ceil(0.5) + 1 = 2 s, bounds
+# the one process whatever the load: the cgroup's kill came first.
+check "  cpu time (cgroup) at the limit, and before the RLIMIT_CPU backstop ($(field cpu_time) s)" \
+    awk -v c="$(field cpu_time)" 'BEGIN { exit !(c >= 0.5 && c < 2) }'
 expect_eq "  mechanism" "$(mechanism cpu_time)" "cgroup cpu.stat usage_usec, sampled every 50 ms"
 cg=$(field cgroup)
 expect_match "  the verdict names the sandbox's cgroup" "$cg" '/gpubox-[0-9]+$'

@@ -24,10 +24,9 @@ fi
 H=$E2E_HOST
 L=/usr/lib/x86_64-linux-gnu
 
-# A host whose GPU 1 is an A100 (compute capability 8.0), for `check` only (plain-file nodes).
-"$FAKE_GPU_HOST" "$WORK/host-a100" --gpus 2 --model 1:0x20b0:"NVIDIA A100-SXM4-80GB" 2>/dev/null ||
-    { echo "Bail out! fake-gpu-host --model failed"; exit 1; }
-A=$WORK/host-a100
+# A host whose GPU 1 is an A100 (compute capability 8.0), made by lib.sh's root part: fake-gpu-host
+# copies its driver libraries from the build directory, which uid 65534 may not be able to read.
+A=$E2E_HOST_A100
 
 R=$WORK/rootfs
 make_rootfs "$R"

@@ -17,16 +17,17 @@ done
 
 T=$(mktemp -d /tmp/gpubox-slurm.XXXXXX)
 chmod 0755 "$T"
+NODE=gpubox$$
 NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 stop_all() {
     for p in slurmd slurmctld munged; do
         [ -s "$T/$p.pid" ] && kill "$(cat "$T/$p.pid")" 2>/dev/null
     done
     for p in slurmd slurmctld munged; do
-        for _ in $(seq 50); do [ -s "$T/$p.pid" ] && kill -0 "$(cat "$T/$p.pid")" 2>/dev/null || break; sleep 0.1; done
+        [ -s "$T/$p.pid" ] && wait_until 60 eval '! kill -0 "$(cat "$T/$p.pid")" 2>/dev/null'
     done
     # Slurm's cgroup v1 directories (slurmd removes the jobs' own; the top one stays).
-    for c in /sys/fs/cgroup/*/slurm_localhost /sys/fs/cgroup/*/slurm; do
+    for c in /sys/fs/cgroup/*/slurm_"$NODE" /sys/fs/cgroup/*/slurm; do
         [ -d "$c" ] && find "$c" -depth -type d -exec rmdir {} + 2>/dev/null
     done
     rm -rf "$T" "$WORK"
@@ -49,6 +50,13 @@ while read -r uuid node; do UUID_OF[${node#/dev/nvidia}]=$uuid; done < <("$G" li
 dd if=/dev/urandom of="$T/munge/munge.key" bs=1024 count=1 status=none && chmod 0400 "$T/munge/munge.key"
 munged --force --key-file="$T/munge/munge.key" --socket="$T/munge/sock" --pid-file="$T/munged.pid" \
     --log-file="$T/munge/log" --seed-file="$T/munge/seed" || skip "munged does not start: $(tail -1 "$T/munge/log")"
+# Ports free now, not fixed ones, and a node name of its own (Slurm's cgroup v1 directories are
+# named after it): another suite on this host (a fresh-root check, another checkout's) may run
+# its own Slurm at the same time.
+read -r ctld_port slurmd_port < <(python3 -c 'import socket
+s = [socket.socket() for _ in range(2)]
+for x in s: x.bind(("127.0.0.1", 0))
+print(*(x.getsockname()[1] for x in s))')
 cgv1=0
 [ -d /sys/fs/cgroup/devices ] && [ -f /sys/fs/cgroup/devices/devices.deny ] && cgv1=1
 cat >"$T/slurm.conf" <<EOF
@@ -56,8 +64,8 @@ ClusterName=gpubox
 SlurmctldHost=localhost
 SlurmUser=root
 SlurmdUser=root
-SlurmctldPort=16917
-SlurmdPort=16918
+SlurmctldPort=$ctld_port
+SlurmdPort=$slurmd_port
 AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket=$T/munge/sock
@@ -79,19 +87,22 @@ SlurmdParameters=config_overrides
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 MpiDefault=none
-NodeName=localhost NodeHostname=localhost CPUs=16 RealMemory=1000 Gres=gpu:4 State=UNKNOWN
-PartitionName=p Nodes=localhost Default=YES MaxTime=INFINITE State=UP
+NodeName=$NODE NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=16 RealMemory=1000 Gres=gpu:4 State=UNKNOWN
+PartitionName=p Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
 EOF
-echo "NodeName=localhost Name=gpu File=$H/dev/nvidia[0-3]" >"$T/gres.conf"
+echo "NodeName=$NODE Name=gpu File=$H/dev/nvidia[0-3]" >"$T/gres.conf"
 printf 'CgroupPlugin=cgroup/v1\nCgroupMountpoint=/sys/fs/cgroup\nConstrainDevices=yes\nConstrainCores=no\nConstrainRAMSpace=no\n' >"$T/cgroup.conf"
 export SLURM_CONF=$T/slurm.conf
 slurmctld -i || skip "slurmctld does not start: $(tail -3 "$T/slurmctld.log")"
-slurmd -N localhost || skip "slurmd does not start: $(tail -3 "$T/slurmd.log")"
-for _ in $(seq 100); do sinfo -h -o %t 2>/dev/null | grep -qE '^(idle|mix)' && break; sleep 0.2; done
+slurmd -N "$NODE" || skip "slurmd does not start: $(tail -3 "$T/slurmd.log")"
+node_idle() { sinfo -h -o %t 2>/dev/null | grep -qE '^(idle|mix)'; }
+wait_until 120 node_idle
 sinfo -h -o %t | grep -qE '^(idle|mix)' || { echo "Bail out! the node is not idle: $(sinfo -h -o '%t %E'; tail -5 "$T/slurmd.log")"; exit 1; }
 as_nobody() { (cd "$J" && "${NOBODY[@]}" env SLURM_CONF="$SLURM_CONF" "$@"); }
 # wait_jobs SECONDS: until nobody's jobs are all gone from the queue.
-wait_jobs() { for _ in $(seq $(($1 * 5))); do [ -z "$(squeue -h -u 65534 2>/dev/null)" ] && return 0; sleep 0.2; done; return 1; }
+no_jobs() { [ -z "$(squeue -h -u 65534 2>/dev/null)" ]; }
+wait_jobs() { wait_until "$1" no_jobs; }
+job_gone() { ! squeue -h -j "$1" 2>/dev/null | grep -q .; }
 left() { pgrep -f -- "$1" >/dev/null && echo "left: $(pgrep -af -- "$1")" || true; }
 
 # --- the time limit job first: it takes a minute ---
@@ -113,7 +124,7 @@ echo "rc=\$?"
 sleep 1
 EOF
 as_nobody sbatch --parsable --array=0-7 --gres=gpu:1 -o "$J/one-%a.out" "$J/one.sh" >/dev/null
-check "the array's 8 tasks finish" wait_jobs 90
+check "the array's 8 tasks finish" wait_jobs 180
 bad=""
 for a in $(seq 0 7); do
     f=$J/one-$a.out
@@ -149,9 +160,9 @@ submit_and_cancel() {  # NAME SCRIPT-BODY
     printf '#!/bin/bash\n%s\n' "$2" >"$J/$1.sh"
     local id
     id=$(as_nobody sbatch --parsable -o "$J/$1.out" "$J/$1.sh")
-    for _ in $(seq 100); do grep -q started "$J/$1.out" 2>/dev/null && break; sleep 0.1; done
+    wait_until 120 grep -qs started "$J/$1.out"
     scancel "$id"
-    for _ in $(seq 150); do squeue -h -j "$id" 2>/dev/null | grep -q . || break; sleep 0.1; done
+    wait_until 120 job_gone "$id"
 }
 M=$J/cancel.json
 submit_and_cancel cancel "exec $G run --meta $M $R sh -c 'trap \"echo got-TERM; exit 7\" TERM; echo started; (trap \"\" TERM; exec sleep 4711) & wait'"
@@ -166,7 +177,7 @@ expect_eq "... nothing left running" "$(left 'sleep 4712')" ""
 
 M=$J/child.json
 submit_and_cancel child "$G run --die-with-parent --kill-after 60 --meta $M $R sh -c 'trap \"\" TERM; echo started; exec sleep 4713'; echo after"
-for _ in $(seq 50); do [ -s "$M" ] && break; sleep 0.1; done
+wait_until 60 test -s "$M"
 expect_match "gpubox as a plain child with --die-with-parent: the meta file is written" "$(field terminated)" '^(parent_died|SIGTERM)$'
 expect_eq "... nothing left running (before KillWait's SIGKILL)" "$(left 'sleep 4713')" ""
 
@@ -176,7 +187,7 @@ mkdir -m 1777 "$T/leases" "$T/auto"
 # box, as uid 65534 (sets $rc, $out, $err)
 box() { "${NOBODY[@]}" env GPUBOX_LEASE_DIR="$GPUBOX_LEASE_DIR" "$G" "$@" >"$WORK/.out" 2>"$WORK/.err"; rc=$?; out=$(cat "$WORK/.out"); err=$(cat "$WORK/.err"); }
 for i in 1 2 3 4 5 6; do
-    "${NOBODY[@]}" env GPUBOX_LEASE_DIR="$GPUBOX_LEASE_DIR" "$G" run --driver-root "$H" --gpu auto --gpu-wait 30 \
+    "${NOBODY[@]}" env GPUBOX_LEASE_DIR="$GPUBOX_LEASE_DIR" "$G" run --driver-root "$H" --gpu auto --gpu-wait 120 \
         --bind "$T/auto:/auto" "$R" sh -c 'u=$(nvidia-smi -L | grep -o "GPU-[0-9a-f-]*"); set -C; : >/auto/$u || echo COLLISION; sleep 1; rm /auto/$u; echo $u' \
         >"$T/auto/run$i.out" 2>&1 &
 done
@@ -185,7 +196,9 @@ expect_eq "--gpu auto: 6 sandboxes on 4 GPUs, each got one, never two on one GPU
     "$(cat "$T"/auto/run*.out | grep -c '^GPU-'):$(cat "$T"/auto/run*.out | grep -c COLLISION)" "6:0"
 "${NOBODY[@]}" env GPUBOX_LEASE_DIR="$GPUBOX_LEASE_DIR" "$G" run --driver-root "$H" --gpu auto:4 "$R" sleep 4714 &
 gp=$!
-for _ in $(seq 50); do [ "$("$G" list --driver-root "$H" | grep -c exclusive)" = 4 ] && break; sleep 0.1; done
+# leases KIND N: N lease lines of that kind in gpubox list (one per holder and GPU)
+leases() { [ "$("$G" list --driver-root "$H" | grep -c "  $1  pid")" = "$2" ]; }
+wait_until 60 leases exclusive 4
 listed=$("$G" list --driver-root "$H")
 expect_match "gpubox list shows the holder of each lease" "$listed" '^[0-3]  exclusive  pid [0-9]+  uid 65534  '
 box run --driver-root "$H" --gpu auto "$R" true
@@ -194,26 +207,32 @@ kill -9 "$gp"; wait "$gp" 2>/dev/null
 box run --driver-root "$H" --gpu auto:4 "$R" nvidia-smi -L
 expect_eq "after kill -9 of the holder, all 4 are free again" "$rc:$(grep -c '^GPU ' <<<"$out")" "0:4"
 expect_eq "... and its sandbox is gone" "$(left 'sleep 4714')" ""
-share() { "${NOBODY[@]}" env GPUBOX_LEASE_DIR="$GPUBOX_LEASE_DIR" "$G" run --driver-root "$H" --gpu auto:4 --gpu-share "$R" "$@"; }
-share sleep 3 & s1=$!
-share sleep 3 & s2=$!
-sleep 1
+share() { exec "${NOBODY[@]}" env GPUBOX_LEASE_DIR="$GPUBOX_LEASE_DIR" "$G" run --driver-root "$H" --gpu auto:4 --gpu-share "$R" "$@"; }
+# The holders hold until they are told to go (SIGTERM to gpubox, forwarded), not for a time.
+share sleep 4715 & s1=$!
+share sleep 4715 & s2=$!
+wait_until 60 leases shared 8 || not_ok "(the two sharers did not get their leases)"
 box run --driver-root "$H" --gpu auto:4 --gpu-share "$R" true
 expect_eq "--gpu-share: a third sharer joins two" "$rc" 0
 box run --driver-root "$H" --gpu auto "$R" true
 expect_match "an exclusive lease fails while sharers run" "$rc:$err" '^125:.*shared, pid'
-box run --driver-root "$H" --gpu auto --gpu-wait 20 "$R" true
-expect_eq "... and with --gpu-wait gets one once they are gone" "$rc" 0
+"${NOBODY[@]}" env GPUBOX_LEASE_DIR="$GPUBOX_LEASE_DIR" "$G" run --driver-root "$H" --gpu auto --gpu-wait 120 "$R" true &
+waiter=$!
+sleep 1  # (started later than the sharers end, it would pass without waiting: never falsely)
+kill -TERM "$s1" "$s2"
+wait "$waiter"
+expect_eq "... and with --gpu-wait gets one once they are gone" "$?" 0
 wait "$s1" "$s2"
-"${NOBODY[@]}" env GPUBOX_LEASE_DIR="$GPUBOX_LEASE_DIR" "$G" run --driver-root "$H" --gpu auto:4 "$R" sleep 3 &
+"${NOBODY[@]}" env GPUBOX_LEASE_DIR="$GPUBOX_LEASE_DIR" "$G" run --driver-root "$H" --gpu auto:4 "$R" sleep 4716 &
 ex=$!
-sleep 1
+wait_until 60 leases exclusive 4 || not_ok "(the exclusive holder did not get its leases)"
 box run --driver-root "$H" --gpu auto --gpu-share "$R" true
 expect_match "a sharer fails while an exclusive lease is held" "$rc:$err" '^125:.*exclusive, pid'
+kill -TERM "$ex"
 wait "$ex"
 
 # --- the time limit job, submitted first ---
-for _ in $(seq 600); do squeue -h -j "$limit_id" 2>/dev/null | grep -q . || break; sleep 0.2; done
+wait_until 300 job_gone "$limit_id"
 M=$J/limit.json
 expect_match "job time limit: the workload got SIGTERM" "$(cat "$J/limit.out" 2>/dev/null)" '^got-TERM$'
 expect_eq "job time limit: --meta says terminated by SIGTERM" "$(field status):$(field terminated):$(field exit_code)" "RE:SIGTERM:9"
