@@ -19,6 +19,10 @@ struct GpuSpec {
     std::vector<int> minors;         // minors
     int count = 1;                   // lease: how many
     std::string source;  // where a resolved spec came from, for messages ("SLURM_STEP_GPUS=1,3")
+    // minors: for each, the MIG capability minors Slurm's gres.conf MultipleFiles= gave with it
+    // (/dev/nvidia-caps/nvidia-cap<N>), which name one MIG device of that GPU; empty (or
+    // shorter than minors): whole GPUs.
+    std::vector<std::vector<int>> caps;
 };
 
 // Pure. Throws UsageError for a malformed item.

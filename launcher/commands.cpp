@@ -26,6 +26,19 @@
 namespace gpubox::launcher {
 namespace {
 
+nlohmann::json mig_json(const gpu::Gpu& g) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const gpu::MigDevice& m : g.mig)
+        out.push_back(
+            {{"id", gpu::mig_id(g, m)},
+             {"name", gpu::mig_name(g, m)},
+             {"gi", m.gi},
+             {"ci", m.ci},
+             {"nodes", {m.gi_node.path, m.ci_node.path}},
+             {"problem", m.problem.empty() ? nlohmann::json() : nlohmann::json(m.problem)}});
+    return out;
+}
+
 nlohmann::json to_json(const gpu::GpuInventory& inv) {
     nlohmann::json j;
     j["driver_root"] = inv.driver_root;
@@ -45,6 +58,7 @@ nlohmann::json to_json(const gpu::GpuInventory& inv) {
         for (const gpu::Node& d : g.nodes) n["nodes"].push_back(d.path);
         n["problem"] = g.problem.empty() ? nlohmann::json() : nlohmann::json(g.problem);
         if (g.vendor == gpu::Vendor::nvidia) n["mig_instances"] = g.mig_instances;
+        if (!g.mig.empty()) n["mig"] = mig_json(g);
         j["gpus"].push_back(n);
     }
     j["unplaced"] = inv.unplaced;
@@ -218,6 +232,26 @@ void check_cgroup(Doctor& d) {
                 : isolate::cgroup_cpu_fix());
 }
 
+// MIG: a GPU whose driver offers MIG capabilities but that has no GPU instance (in MIG mode,
+// CUDA finds no device on it), and MIG devices whose capability nodes cannot be given.
+void check_mig(Doctor& d, const gpu::Gpu& g) {
+    if (g.mig_dir && g.mig_instances == 0)
+        d.note(
+            cat(gpu::gpu_label(g), " has no MIG GPU instance: if it is in MIG mode (nvidia-smi -i ",
+                g.index, " --query-gpu=mig.mode.current), CUDA finds no device on it"),
+            cat("make instances (nvidia-smi mig -i ", g.index,
+                " -cgi PROFILE -C) or leave MIG mode (nvidia-smi -i ", g.index, " -mig 0)"));
+    for (const gpu::MigDevice& m : g.mig) {
+        std::string why = m.problem;
+        for (const gpu::Node* n : {&m.gi_node, &m.ci_node})
+            if (why.empty() && (!n->exists || !n->is_char))
+                why = cat(n->path, n->exists ? " is not the driver's device" : " is missing");
+        if (!why.empty())
+            d.problem(cat(gpu::gpu_label(g), " MIG device ", gpu::mig_id(g, m), ": ", why),
+                      "as root: nvidia-modprobe -f " + m.ci_access + " (and its GPU instance's)");
+    }
+}
+
 void check_gpus(Doctor& d, const Options& o) {
     gpu::GpuInventory inv = gpu::discover_gpus(o.driver_root, gpu::kCapAll);
     for (const std::string& why : inv.unplaced) d.problem(why, gpu::kUnplacedHint);
@@ -228,6 +262,7 @@ void check_gpus(Doctor& d, const Options& o) {
     }
     for (const gpu::Gpu& g : inv.gpus) {
         if (!g.problem.empty()) d.problem(gpu::describe_problem(g), gpu::kGpuProblemHint);
+        check_mig(d, g);
         for (const gpu::Node& n : g.nodes)
             if (!n.exists || !n.is_char)
                 d.problem(cat("GPU ", gpu::to_string(g.pci), ": node ", n.path,

@@ -114,21 +114,22 @@ void report_setup_failure(const RunOutcome& out) {
 // the device cgroup in inode_permission(), so access() answers it without opening the GPU.
 void check_device_access(const std::vector<gpu::Gpu>& selected) {
     for (const gpu::Gpu& g : selected)
-        for (const gpu::Node& n : g.nodes) {
+        for (const gpu::Node& n : gpu::nodes_of(g)) {
             if (!n.exists) continue;
-            const int rc = sys::try_faccessat(n.host, R_OK | W_OK);
+            const int how = n.read_only ? R_OK : R_OK | W_OK;
+            const int rc = sys::try_faccessat(n.host, how);
             if (rc == -EPERM)
                 throw PlanError(
                     cat(gpu::gpu_label(g), ": the device cgroup ",
                         quote(gpu::device_cgroup_of(sys::read_file("/proc/self/cgroup"))),
                         " refuses ", n.path, " (faccessat(", quote(n.host),
-                        ", R_OK|W_OK): Operation not permitted)"),
+                        n.read_only ? ", R_OK" : ", R_OK|W_OK", "): Operation not permitted)"),
                     "this job or container was not given that GPU; under Slurm, --gpu slurm takes "
                     "the step's own");
             if (rc == -EACCES)
                 throw PlanError(
                     cat(gpu::gpu_label(g), ": faccessat(", quote(n.host),
-                        ", R_OK|W_OK): Permission denied"),
+                        n.read_only ? ", R_OK" : ", R_OK|W_OK", "): Permission denied"),
                     "the node's owner and mode keep this user out; see 'ls -l /dev/nvidia*'");
         }
 }
@@ -144,7 +145,7 @@ std::vector<rootfs::MountOp> plan_gpus(const Options& o, RunPlan& plan) {
     if (gpus.kind == gpu::GpuSpec::Kind::lease) {
         plan.lease = gpu::take_lease(inv, {gpus.count, o.gpu_share, o.gpu_wait});
         gpus = gpu::GpuSpec{gpu::GpuSpec::Kind::list, {}, {}, 1, "--gpu auto"};
-        for (int i : plan.lease.indices) gpus.items.push_back(std::to_string(i));
+        gpus.items = plan.lease.items;
     }
     std::vector<gpu::Gpu> selected;
     try {

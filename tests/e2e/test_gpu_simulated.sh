@@ -174,16 +174,63 @@ expect_eq "... --gpu 0 -> 125: indices are uncertain" "$rc:$err" "125:gpubox: --
 gpubox: hint: GPU indices are uncertain until it is fixed: select GPUs by UUID or PCI address (see 'gpubox list')"
 box run --driver-root "$E2E_HOST_ODD" --gpu 0000:5e:00.0 "$R" nvidia-smi -L
 expect_match "... a PCI address still selects its GPU" "$rc:$out" '^0:GPU 0: [^\n]*UUID: GPU-000000a1-'
-# A GPU in MIG mode: CUDA runs only on MIG devices, which gpubox does not give; it says so, and
-# gives the whole GPU, which nvidia-smi still reports.
-box list --driver-root "$E2E_HOST_MIG"
+# MIG: GPU 1 has GPU instances 1 (compute instances 0, 1) and 2 (0); GPU 0 is in MIG mode with
+# none. A MIG device gets the GPU's node, its two capability nodes and their access files only.
+M=$E2E_HOST_MIG
+mig1=MIG-GPU-000000a1-1111-2222-3333-444400000011
+box list --driver-root "$M"
 expect_match "list: MIG mode is shown" "$out" '^1 +0000:5e:00.0  nvidia .*  /dev/nvidia0 \(MIG mode: 2 GPU instances\)$'
-box run --driver-root "$E2E_HOST_MIG" --gpu 1 "$R" nvidia-smi -L
-expect_eq "--gpu 1 in MIG mode: a warning that CUDA will find no device" "$rc:$err" "0:gpubox: warning: GPU 1 (0000:5e:00.0) \
-is in MIG mode (2 GPU instances): gpubox gives whole GPUs, not MIG devices, so CUDA inside will find no device; nvidia-smi still works"
+expect_match "list: each MIG device, by GPU:GI:CI and the toolkit's name, with its nodes" "$out" \
+    "^1:1:1 +0000:5e:00.0  nvidia  MIG GI 1 CI 1 +$mig1/1/1  /dev/nvidia0 /dev/nvidia-caps/nvidia-cap12 /dev/nvidia-caps/nvidia-cap14\$"
+box list --json --driver-root "$M"
+expect_match "list --json: the MIG devices" "$out" "\"name\": \"$mig1/2/0\""
+mig_probe='probe stat /dev/nvidia0 /dev/nvidia2 /dev/nvidia-caps/nvidia-cap1 /dev/nvidia-caps/nvidia-cap2 /dev/nvidia-caps/nvidia-cap12 /dev/nvidia-caps/nvidia-cap13 /dev/nvidia-caps/nvidia-cap14 /dev/nvidia-caps/nvidia-cap21 && cd /proc/driver/nvidia/capabilities && find . -type f | sort && cat gpu0/mig/gi1/ci1/access && ls /proc/driver'
+box run --driver-root "$M" --gpu 1:1:1 "$R" sh -c "$mig_probe"
+expect_eq "--gpu 1:1:1: the GPU's node, its two capability nodes, its access files and no others" "$rc:$err:$out" "0::/dev/nvidia0=chr 195:0
+/dev/nvidia2=ENOENT
+/dev/nvidia-caps/nvidia-cap1=ENOENT
+/dev/nvidia-caps/nvidia-cap2=ENOENT
+/dev/nvidia-caps/nvidia-cap12=chr 241:12
+/dev/nvidia-caps/nvidia-cap13=ENOENT
+/dev/nvidia-caps/nvidia-cap14=chr 241:14
+/dev/nvidia-caps/nvidia-cap21=ENOENT
+./gpu0/mig/gi1/access
+./gpu0/mig/gi1/ci1/access
+DeviceFileMinor: 14
+DeviceFileMode: 292
+DeviceFileModify: 1
+nvidia"
+box run --driver-root "$M" --gpu "$mig1/2/0" "$R" probe stat /dev/nvidia-caps/nvidia-cap12 /dev/nvidia-caps/nvidia-cap21 /dev/nvidia-caps/nvidia-cap22
+expect_eq "--gpu MIG-GPU-<uuid>/2/0: that MIG device" "$rc:$out" "0:/dev/nvidia-caps/nvidia-cap12=ENOENT
+/dev/nvidia-caps/nvidia-cap21=chr 241:21
+/dev/nvidia-caps/nvidia-cap22=chr 241:22"
+box run --driver-root "$M" --gpu 1:3:0 "$R" true
+expect_eq "--gpu 1:3:0: no such MIG device -> 125, the GPU's listed" "$rc:$err" "125:gpubox: --gpu 1:3:0: GPU 1 (0000:5e:00.0) has no MIG device GI 3 CI 0; its MIG devices: 1:1:0, 1:1:1, 1:2:0
+gpubox: hint: 'gpubox list' shows every MIG device"
+box run --driver-root "$M" --gpu 1 "$R" nvidia-smi -L
+expect_eq "--gpu 1 in MIG mode: a warning that CUDA needs its MIG devices" "$rc:$err" "0:gpubox: warning: GPU 1 (0000:5e:00.0) \
+is in MIG mode (2 GPU instances): CUDA runs only on MIG devices, so it will find none; give them by --gpu GPU:GI:CI (see 'gpubox list'); nvidia-smi still works"
 expect_match "... and nvidia-smi inside lists it" "$out" '^GPU 0: NVIDIA RTX A6000 '
-box run --driver-root "$E2E_HOST_MIG" --gpu 0 "$R" true
+box run --driver-root "$M" --gpu 0 "$R" true
 expect_eq "the host's other GPU: no warning" "$rc:$err" "0:"
+# --gpu auto hands out a GPU in MIG mode by its MIG devices: GPU 0 (none) whole, then 1:1:0.
+GPUBOX_LEASE_DIR=$WORK/leases box run --driver-root "$M" --gpu auto:2 "$R" probe stat /dev/nvidia2 /dev/nvidia0 /dev/nvidia-caps/nvidia-cap12 /dev/nvidia-caps/nvidia-cap13 /dev/nvidia-caps/nvidia-cap14
+expect_eq "--gpu auto:2 on a MIG host: GPU 0 and MIG device 1:1:0" "$rc:$out" "0:/dev/nvidia2=chr 195:2
+/dev/nvidia0=chr 195:0
+/dev/nvidia-caps/nvidia-cap12=chr 241:12
+/dev/nvidia-caps/nvidia-cap13=chr 241:13
+/dev/nvidia-caps/nvidia-cap14=ENOENT"
+# --gpu slurm with gres.conf's MultipleFiles=: Slurm's index 1 is MIG device 1:2:0.
+mkdir -p "$WORK/slurm" && printf '%s\n' "Name=gpu File=/dev/nvidia2" \
+    "Name=gpu Type=1g.10gb MultipleFiles=/dev/nvidia0,/dev/nvidia-caps/nvidia-cap21,/dev/nvidia-caps/nvidia-cap22" >"$WORK/slurm/gres.conf"
+SLURM_CONF=$WORK/slurm/slurm.conf SLURM_JOB_ID=7 SLURM_STEP_GPUS=1 box run --driver-root "$M" --gpu slurm "$R" probe stat /dev/nvidia2 /dev/nvidia0 /dev/nvidia-caps/nvidia-cap21 /dev/nvidia-caps/nvidia-cap22
+expect_eq "--gpu slurm: a MultipleFiles= MIG device" "$rc:$out" "0:/dev/nvidia2=ENOENT
+/dev/nvidia0=chr 195:0
+/dev/nvidia-caps/nvidia-cap21=chr 241:21
+/dev/nvidia-caps/nvidia-cap22=chr 241:22"
+box doctor --driver-root "$M"
+expect_match "doctor: a GPU in MIG mode with no instance is explained" "$out" \
+    "^note     GPU 0 \\(0000:3b:00.0\\) has no MIG GPU instance: if it is in MIG mode .*, CUDA finds no device on it"
 box run --driver-root "$WORK/nohost" --gpu 0 "$R" true
 expect_match "a missing --driver-root is named" "$rc:$err" '^125:gpubox: --driver-root ".*nohost" is not a directory'
 # ROOTFS=/, the host's own stack: it has mounts below it, so it is bound, not an overlay. The
