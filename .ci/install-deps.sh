@@ -10,6 +10,10 @@ pkgs=(build-essential cmake pkg-config clang clang-format libclang-rt-14-dev
       skopeo libarchive-dev nettle-dev python3  # gpubox pull: skopeo fetches, gpubox-unpack unpacks
       slurm-wlm munge)  # tests/e2e/test_slurm.sh starts its own munged, slurmctld and slurmd
 pkgs+=(zsh)  # tests/e2e/test_install.sh: zsh completion
+# CDI specs are YAML by default (nvidia-ctk writes /etc/cdi/nvidia.yaml): yaml-cpp, linked from
+# its static archive. tests/e2e/test_cdi_podman.sh: Debian's podman, rootless, with runc (crun
+# refuses a hybrid cgroup setup), vfs storage and no network, so uidmap for its user namespace.
+pkgs+=(libyaml-cpp-dev podman runc uidmap)
 # tests/e2e/test_images_registry.sh and bench/images.sh: Debian's v2 registry server to pull from,
 # skopeo to push, umoci (the benchmark's peer), htpasswd -B, openssl for the test CA, python3 to
 # craft the layer tars.

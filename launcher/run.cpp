@@ -32,6 +32,7 @@
 #include "gpu/mount_list.hpp"
 #include "launcher/channel.hpp"
 #include "launcher/commands.hpp"
+#include "launcher/cdi_command.hpp"
 #include "launcher/environment.hpp"
 #include "launcher/exit_codes.hpp"
 #include "launcher/pty.hpp"
@@ -112,26 +113,29 @@ void report_setup_failure(const RunOutcome& out) {
 // A device cgroup (a Slurm job's ConstrainDevices, a container's) that refuses a selected GPU's
 // node: refused now, not as a sandbox in which CUDA later finds no device. The kernel checks
 // the device cgroup in inode_permission(), so access() answers it without opening the GPU.
+void check_node_access(const std::string& label, const std::vector<gpu::Node>& nodes) {
+    for (const gpu::Node& n : nodes) {
+        if (!n.exists) continue;
+        const int how = n.read_only ? R_OK : R_OK | W_OK;
+        const int rc = sys::try_faccessat(n.host, how);
+        if (rc == -EPERM)
+            throw PlanError(
+                cat(label, ": the device cgroup ",
+                    quote(gpu::device_cgroup_of(sys::read_file("/proc/self/cgroup"))), " refuses ",
+                    n.path, " (faccessat(", quote(n.host), n.read_only ? ", R_OK" : ", R_OK|W_OK",
+                    "): Operation not permitted)"),
+                "this job or container was not given that GPU; under Slurm, --gpu slurm takes "
+                "the step's own");
+        if (rc == -EACCES)
+            throw PlanError(
+                cat(label, ": faccessat(", quote(n.host), n.read_only ? ", R_OK" : ", R_OK|W_OK",
+                    "): Permission denied"),
+                "the node's owner and mode keep this user out; see 'ls -l /dev/nvidia*'");
+    }
+}
+
 void check_device_access(const std::vector<gpu::Gpu>& selected) {
-    for (const gpu::Gpu& g : selected)
-        for (const gpu::Node& n : gpu::nodes_of(g)) {
-            if (!n.exists) continue;
-            const int how = n.read_only ? R_OK : R_OK | W_OK;
-            const int rc = sys::try_faccessat(n.host, how);
-            if (rc == -EPERM)
-                throw PlanError(
-                    cat(gpu::gpu_label(g), ": the device cgroup ",
-                        quote(gpu::device_cgroup_of(sys::read_file("/proc/self/cgroup"))),
-                        " refuses ", n.path, " (faccessat(", quote(n.host),
-                        n.read_only ? ", R_OK" : ", R_OK|W_OK", "): Operation not permitted)"),
-                    "this job or container was not given that GPU; under Slurm, --gpu slurm takes "
-                    "the step's own");
-            if (rc == -EACCES)
-                throw PlanError(
-                    cat(gpu::gpu_label(g), ": faccessat(", quote(n.host),
-                        n.read_only ? ", R_OK" : ", R_OK|W_OK", "): Permission denied"),
-                    "the node's owner and mode keep this user out; see 'ls -l /dev/nvidia*'");
-        }
+    for (const gpu::Gpu& g : selected) check_node_access(gpu::gpu_label(g), gpu::nodes_of(g));
 }
 
 // Discovery and the GPU planner: the device ops, and a summary line per selected GPU. With
@@ -188,13 +192,24 @@ RunPlan plan_run(const Options& o) {
     in.new_pid_ns = true;
     in.new_net_ns = !o.share_net;
     in.user_mounts = o.mounts;
+    // --device: CDI devices and host nodes, planned up front (their specs are small).
+    std::vector<std::pair<std::string, std::string>> env = o.env;
+    if (!o.devices.empty()) {
+        cdi::Plan devices = plan_cdi_devices(o);
+        check_node_access("--device", devices.nodes);
+        in.device_ops = std::move(devices.ops);
+        env.insert(env.begin(), devices.env.begin(), devices.env.end());  // --env wins
+    }
     p.gpus = gpu::resolve_gpu_spec(o.gpu);
     if (p.gpus.kind != gpu::GpuSpec::Kind::none) {
         // Discovery reads a hundred-odd host files: the monitor does it after clone(), while
         // the sandbox creates its namespaces and fills its layer; the sandbox takes the GPU's
         // ops just before it mounts the overlay. --print-plan plans everything up front.
         if (!o.print_plan) p.devices_later = true;
-        else in.device_ops = plan_gpus(o, p);
+        else {
+            std::vector<rootfs::MountOp> gpu_ops = plan_gpus(o, p);
+            in.device_ops.insert(in.device_ops.end(), gpu_ops.begin(), gpu_ops.end());
+        }
     }
     s.plan = rootfs::build_mount_plan(in);
     s.late_plan = p.devices_later;
@@ -212,8 +227,8 @@ RunPlan plan_run(const Options& o) {
     s.hostname = o.hostname;
     s.new_net = !o.share_net;
     s.argv = o.argv;
-    s.env = o.bare_env ? render_environment(o.env)
-                       : build_environment(o.env, o.root, std::getenv("TERM"));
+    s.env =
+        o.bare_env ? render_environment(env) : build_environment(env, o.root, std::getenv("TERM"));
     s.exec_candidates = plan_exec_candidates(o.argv[0], s.env);
     s.workdir = o.workdir;
     return p;

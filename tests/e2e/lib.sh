@@ -61,6 +61,7 @@ if [ "$(id -u)" = 0 ] && [ -z "${GPUBOX_E2E_UNPRIVILEGED:-}" ] && [ "${E2E_AS_RO
     fi
     for f in "$E2E_DIR"/*.sh "$E2E_DIR"/*.c "$E2E_DIR"/*.py; do [ -e "$f" ] && install -m 0644 "$f" "$top/"; done
     [ -d "$E2E_DIR/../../examples" ] && cp -r "$E2E_DIR/../../examples" "$top/examples"
+    [ -d "$E2E_DIR/../fixtures/cdi" ] && cp -r "$E2E_DIR/../fixtures/cdi" "$top/cdi-fixtures"
     mkdir "$top/work" && chown 65534:65534 "$top/work"
     setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all \
         env GPUBOX_E2E_UNPRIVILEGED=1 GPUBOX="$top/gpubox" PROBE="$top/probe" E2E_DIR="$top" \

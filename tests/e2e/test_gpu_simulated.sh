@@ -231,6 +231,56 @@ expect_eq "--gpu slurm: a MultipleFiles= MIG device" "$rc:$out" "0:/dev/nvidia2=
 box doctor --driver-root "$M"
 expect_match "doctor: a GPU in MIG mode with no instance is explained" "$out" \
     "^note     GPU 0 \\(0000:3b:00.0\\) has no MIG GPU instance: if it is in MIG mode .*, CUDA finds no device on it"
+# CDI, generated: a spec for the MIG host, its cdiVersion the lowest its features need (digit
+# device names and hostPath: 0.5.0), listed, and consumed by gpubox itself.
+C=$WORK/cdi && mkdir -p "$C"
+box cdi generate --driver-root "$M" --output "$C/nvidia.yaml"
+expect_eq "cdi generate: writes the spec, CDI 0.5.0" "$rc:$out" "0:gpubox: wrote \"$C/nvidia.yaml\" (cdiVersion 0.5.0, 8 devices of nvidia.com/gpu)"
+box cdi list --cdi-spec-dir "$C"
+expect_match "cdi list: the MIG devices by GPU:GI:CI" "$out" "^nvidia.com/gpu=1:1:1  $C/nvidia.yaml \(cdiVersion 0.5.0\)$"
+box run --cdi-spec-dir "$C" --device nvidia.com/gpu=1:1:1 "$R" sh -c 'probe stat /dev/nvidia0 /dev/nvidia2 /dev/nvidia-caps/nvidia-cap12 /dev/nvidia-caps/nvidia-cap13 /dev/nvidia-caps/nvidia-cap14 /dev/nvidiactl; echo $NVIDIA_VISIBLE_DEVICES; gpuprobe | head -1'
+expect_eq "--device nvidia.com/gpu=1:1:1 from a generated spec: that MIG device's nodes, the driver loads" "$rc:$out" "0:/dev/nvidia0=chr 195:0
+/dev/nvidia2=ENOENT
+/dev/nvidia-caps/nvidia-cap12=chr 241:12
+/dev/nvidia-caps/nvidia-cap13=ENOENT
+/dev/nvidia-caps/nvidia-cap14=chr 241:14
+/dev/nvidiactl=chr 195:255
+void
+cuda_driver_version=12040"
+box run --cdi-spec-dir "$C" --gpu nvidia.com/gpu=0 "$R" probe stat /dev/nvidia0 /dev/nvidia2
+expect_eq "--gpu given a CDI name: as --device" "$rc:$out" "0:/dev/nvidia0=ENOENT
+/dev/nvidia2=chr 195:2"
+box run --cdi-spec-dir "$C" --device nvidia.com/gpu=7 "$R" true
+expect_match "--device of a name no spec has: 125, what the kind offers" "$rc:$err" \
+    '^125:gpubox: --device nvidia.com/gpu=7: no such CDI device; nvidia.com/gpu offers 0, 1, 1:1:0, 1:1:1, 1:2:0, GPU-'
+# CDI, consumed: specs as NVIDIA's, AMD's and Intel's tools write them, the hooks' work done
+# natively (soname links and the loader's cache), no hook run.
+T=$WORK/cdi-toolkit && mkdir -p "$T"
+for f in "$E2E_DIR"/cdi-fixtures/*.json "$E2E_DIR"/cdi-fixtures/*.yaml; do sed "s|@HOST@|$M|g" "$f" >"$T/$(basename "$f")"; done
+mv "$T/nvidia-toolkit.json" "$WORK/nvidia-toolkit.json"
+box run --cdi-spec-dir "$T" --device nvidia.com/gpu=0 "$R" sh -c 'probe stat /dev/nvidia2 /dev/nvidia0; readlink /usr/lib/x86_64-linux-gnu/libcuda.so.1; readlink /usr/lib/x86_64-linux-gnu/libcuda.so; gpuprobe | head -1; test -x /usr/bin/nvidia-smi'
+expect_eq "the toolkit's spec: its nodes, tools, soname links and loader cache; CUDA loads" "$rc:$err:$out" "0::/dev/nvidia2=chr 195:2
+/dev/nvidia0=ENOENT
+libcuda.so.550.54.14
+libcuda.so.1
+cuda_driver_version=12040"
+box run --cdi-spec-dir "$T" --device amd.com/gpu=0 --device intel.com/gpu=card0 "$R" sh -c 'probe stat /dev/kfd /dev/dri/card1 /dev/dri/renderD129 /dev/dri/card0; echo $ZE_AFFINITY_MASK'
+expect_eq "AMD's and Intel's specs: their nodes and environment" "$rc:$out" "0:/dev/kfd=chr 235:0
+/dev/dri/card1=chr 226:1
+/dev/dri/renderD129=chr 226:129
+/dev/dri/card0=chr 226:0
+0"
+sed -i 's|nvidia-cdi-hook$|evil-hook|; s|- nvidia-cdi-hook$|- evil-hook|' "$T/nvidia-toolkit.yaml"
+sed -i '0,/path: \/usr\/bin\/nvidia-cdi-hook/s||path: /usr/bin/evil-hook|' "$T/nvidia-toolkit.yaml"
+box run --cdi-spec-dir "$T" --device nvidia.com/gpu=0 "$R" true
+expect_eq "a hook other than nvidia-cdi-hook's verbs: refused, one line, 125" "$rc:$(printf '%s\n' "$err" | head -1)" \
+    "125:gpubox: --device nvidia.com/gpu=0 ($T/nvidia-toolkit.yaml): createContainer hook \"/usr/bin/evil-hook\": gpubox runs no hook from a spec"
+box run --device /dev/shm "$R" true
+expect_eq "--device /dev/PATH that is no character device: 125" "$rc:$err" "125:gpubox: --device /dev/shm: \"/dev/shm\" is not a character device
+gpubox: hint: gpubox gives a sandbox the host's character devices only"
+box run --device /dev/zero:r "$R" sh -c 'probe stat /dev/zero; head -c 3 /dev/zero | od -An -tx1'
+expect_eq "--device /dev/zero:r: the host's node" "$rc:$out" "0:/dev/zero=chr 1:5
+ 00 00 00"
 box run --driver-root "$WORK/nohost" --gpu 0 "$R" true
 expect_match "a missing --driver-root is named" "$rc:$err" '^125:gpubox: --driver-root ".*nohost" is not a directory'
 # ROOTFS=/, the host's own stack: it has mounts below it, so it is bound, not an overlay. The
