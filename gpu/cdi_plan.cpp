@@ -30,8 +30,8 @@ std::optional<std::pair<std::string, std::vector<std::string>>> nvidia_verb(cons
     if (prog == "nvidia-ctk" && h.args.size() > 2 && h.args[1] == "hook") at = 2;
     else if (prog != "nvidia-cdi-hook") return std::nullopt;
     if (h.args.size() <= at) return std::nullopt;
-    return std::pair{h.args[at], std::vector<std::string>(h.args.begin() + static_cast<long>(at) + 1,
-                                                          h.args.end())};
+    return std::pair{h.args[at], std::vector<std::string>(
+                                     h.args.begin() + static_cast<long>(at) + 1, h.args.end())};
 }
 
 // "--flag VALUE" and "--flag=VALUE", every one.
@@ -48,8 +48,8 @@ struct Planner {
     const Host& host;
     const gpu::ImageInfo& image;
     Plan plan;
-    std::vector<std::string> targets;   // every target so far: a second edit of one is skipped
-    std::vector<std::string> ld_dirs;   // update-ldcache's folders
+    std::vector<std::string> targets;  // every target so far: a second edit of one is skipped
+    std::vector<std::string> ld_dirs;  // update-ldcache's folders
     struct File {
         std::string path, name, host;  // container path, its name, the host file ("": a link)
     };
@@ -61,8 +61,7 @@ struct Planner {
         return true;
     }
 
-    std::string container_path(const std::string& path, const std::string& what,
-                               const Request& r) {
+    std::string container_path(const std::string& path, const std::string& what, const Request& r) {
         if (path.empty() || path[0] != '/')
             throw PlanError(cat("--device ", origin(r), ": ", what, " ", quote(path),
                                 " is not an absolute path"));
@@ -77,8 +76,8 @@ struct Planner {
               bool read_only, const Request& r) {
         const std::string target = container_path(path, "device node", r);
         if (!starts_with(target, "/dev/"))
-            throw PlanError(cat("--device ", origin(r), ": device node ", quote(target),
-                                " is not under /dev"));
+            throw PlanError(
+                cat("--device ", origin(r), ": device node ", quote(target), " is not under /dev"));
         if (d && !d->type.empty() && d->type != "c")
             throw PlanError(cat("--device ", origin(r), ": ", quote(target), " is of type ",
                                 d->type, ": gpubox gives character devices only"));
@@ -88,14 +87,14 @@ struct Planner {
             throw PlanError(cat("--device ", origin(r), ": host device node ",
                                 quote(host_path.empty() ? path : host_path), " is missing"));
         if (!n.is_char)
-            throw PlanError(cat("--device ", origin(r), ": ", quote(n.host),
-                                " is not a character device"),
-                            "gpubox gives a sandbox the host's character devices only");
+            throw PlanError(
+                cat("--device ", origin(r), ": ", quote(n.host), " is not a character device"),
+                "gpubox gives a sandbox the host's character devices only");
         if (d && d->major && d->minor &&
             n.rdev != makedev(static_cast<unsigned>(*d->major), static_cast<unsigned>(*d->minor)))
-            throw PlanError(cat("--device ", origin(r), ": ", quote(n.host), " is ",
-                                major(n.rdev), ":", minor(n.rdev), ", not the ", *d->major, ":",
-                                *d->minor, " the spec gives"));
+            throw PlanError(cat("--device ", origin(r), ": ", quote(n.host), " is ", major(n.rdev),
+                                ":", minor(n.rdev), ", not the ", *d->major, ":", *d->minor,
+                                " the spec gives"));
         if (!first(target)) return;
         plan.nodes.push_back(n);
         plan.ops.push_back(BindDev{.source = n.host, .target = target, .rdev = n.rdev});
@@ -120,8 +119,7 @@ struct Planner {
         const auto verb = nvidia_verb(h);
         const auto refuse = [&](const std::string& why) {
             throw PlanError(cat("--device ", origin(r), ": ", h.hook_name, " hook ", quote(h.path),
-                                why.empty() ? "" : " ", why,
-                                ": gpubox runs no hook from a spec"),
+                                why.empty() ? "" : " ", why, ": gpubox runs no hook from a spec"),
                             "it does the work of nvidia-cdi-hook's create-symlinks, "
                             "update-ldcache, enable-cuda-compat, chmod and "
                             "disable-device-node-modification itself");
@@ -132,11 +130,12 @@ struct Planner {
             for (const std::string& link : values_of(args, "--link")) {
                 const auto sep = link.find("::");
                 if (sep == std::string::npos || sep == 0 || sep + 2 == link.size())
-                    refuse(cat("(create-symlinks --link ", quote(link), ": expected TARGET::LINK)"));
+                    refuse(
+                        cat("(create-symlinks --link ", quote(link), ": expected TARGET::LINK)"));
                 const std::string path = container_path(link.substr(sep + 2), "symlink", r);
                 if (!first(path)) continue;
-                plan.ops.push_back(Symlink{
-                    .link_text = link.substr(0, sep), .path = path, .place = Place::image});
+                plan.ops.push_back(
+                    Symlink{.link_text = link.substr(0, sep), .path = path, .place = Place::image});
                 files.push_back({path, base_name(path), ""});
             }
         } else if (name == "update-ldcache") {
@@ -193,7 +192,8 @@ struct Planner {
             if (so.empty() || so == f.name || so.find('/') != std::string::npos ||
                 !first(dir + "/" + so))
                 continue;
-            plan.ops.push_back(Symlink{.link_text = f.name, .path = dir + "/" + so, .place = Place::image});
+            plan.ops.push_back(
+                Symlink{.link_text = f.name, .path = dir + "/" + so, .place = Place::image});
             add(so, dir + "/" + so);
         }
         for (const gpu::LdCacheEntry& e : image.ldcache)
@@ -229,7 +229,8 @@ std::string elf_soname(int fd) {
             if (d.d_tag == DT_NULL) break;
             if (d.d_tag != DT_SONAME || d.d_un.d_val >= str.sh_size) continue;
             char name[256] = {};
-            const std::size_t n = std::min<std::uint64_t>(sizeof name - 1, str.sh_size - d.d_un.d_val);
+            const std::size_t n =
+                std::min<std::uint64_t>(sizeof name - 1, str.sh_size - d.d_un.d_val);
             if (!read_at(name, n, str.sh_offset + d.d_un.d_val)) return "";
             return std::string(name, ::strnlen(name, n));
         }
@@ -261,7 +262,8 @@ std::string compat_request(const std::vector<Request>& requests) {
         for (const Edits* e : {&r.cdi.spec->edits, &r.cdi.device->edits})
             for (const Hook& h : e->hooks)
                 if (const auto v = nvidia_verb(h); v && v->first == "enable-cuda-compat")
-                    if (const auto ver = values_of(v->second, "--host-driver-version"); !ver.empty())
+                    if (const auto ver = values_of(v->second, "--host-driver-version");
+                        !ver.empty())
                         return ver.front();
     }
     return "";
@@ -284,8 +286,8 @@ Plan plan_devices(const std::vector<Request>& requests, const Host& host,
             p.edits(r.cdi.spec->edits, r);
         }
         p.edits(r.cdi.device->edits, r);
-        p.plan.summary.push_back(cat(r.text, " (", r.cdi.spec->path, "): ",
-                                     p.plan.ops.size() - before, " edits"));
+        p.plan.summary.push_back(
+            cat(r.text, " (", r.cdi.spec->path, "): ", p.plan.ops.size() - before, " edits"));
     }
     p.ldcache();
     return std::move(p.plan);

@@ -28,9 +28,9 @@ Request parse_device_flag(const std::string& text);
 struct Plan {
     std::vector<rootfs::MountOp> ops;
     std::vector<std::pair<std::string, std::string>> env;
-    std::vector<gpu::Node> nodes;       // for the device cgroup's check
-    std::vector<std::string> summary;   // "nvidia.com/gpu=0 (/etc/cdi/nvidia.yaml): 3 nodes, ..."
-    std::string compat_version;         // enable-cuda-compat's --host-driver-version, if asked
+    std::vector<gpu::Node> nodes;      // for the device cgroup's check
+    std::vector<std::string> summary;  // "nvidia.com/gpu=0 (/etc/cdi/nvidia.yaml): 3 nodes, ..."
+    std::string compat_version;        // enable-cuda-compat's --host-driver-version, if asked
 };
 
 // The host's side, asked by the planner: a host path as a device node (whether a symlink is

@@ -38,7 +38,8 @@ json from_yaml(const YAML::Node& n, int depth = 0) {
         }
         case YAML::NodeType::Map: {
             json o = json::object();
-            for (const auto& kv : n) o[kv.first.as<std::string>()] = from_yaml(kv.second, depth + 1);
+            for (const auto& kv : n)
+                o[kv.first.as<std::string>()] = from_yaml(kv.second, depth + 1);
             return o;
         }
         case YAML::NodeType::Scalar: break;
@@ -112,12 +113,11 @@ struct Reader {
         for (const json& d : list(o, "deviceNodes", at)) {
             object(d, at + "deviceNodes");
             const std::string w = at + "deviceNodes[].";
-            e.device_nodes.push_back({str(d, "path", w), str(d, "hostPath", w), str(d, "type", w),
-                                      str(d, "permissions", w), num<std::int64_t>(d, "major", w),
-                                      num<std::int64_t>(d, "minor", w),
-                                      num<std::uint32_t>(d, "fileMode", w),
-                                      num<std::uint32_t>(d, "uid", w),
-                                      num<std::uint32_t>(d, "gid", w)});
+            e.device_nodes.push_back(
+                {str(d, "path", w), str(d, "hostPath", w), str(d, "type", w),
+                 str(d, "permissions", w), num<std::int64_t>(d, "major", w),
+                 num<std::int64_t>(d, "minor", w), num<std::uint32_t>(d, "fileMode", w),
+                 num<std::uint32_t>(d, "uid", w), num<std::uint32_t>(d, "gid", w)});
         }
         for (const json& m : list(o, "mounts", at)) {
             object(m, at + "mounts");
@@ -140,8 +140,9 @@ struct Reader {
         if (o.contains("intelRdt") && !o["intelRdt"].is_null()) {
             e.intel_rdt = true;
             const json& r = o["intelRdt"];
-            e.intel_rdt_v110 = r.is_object() && ((r.contains("schemata") && !r["schemata"].is_null()) ||
-                                                 r.value("enableMonitoring", false));
+            e.intel_rdt_v110 =
+                r.is_object() && ((r.contains("schemata") && !r["schemata"].is_null()) ||
+                                  r.value("enableMonitoring", false));
         }
         e.net_devices = !list(o, "netDevices", at).empty();
         return e;
@@ -149,8 +150,7 @@ struct Reader {
 };
 
 bool has_annotations(const json& o) {
-    return o.contains("annotations") && o["annotations"].is_object() &&
-           !o["annotations"].empty();
+    return o.contains("annotations") && o["annotations"].is_object() && !o["annotations"].empty();
 }
 
 bool is_letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
@@ -171,15 +171,17 @@ std::vector<int> version_parts(std::string v) {
 }
 
 bool uses(const Spec& s, bool (*f)(const Edits&)) {
-    return f(s.edits) ||
-           std::any_of(s.devices.begin(), s.devices.end(), [&](const Device& d) { return f(d.edits); });
+    return f(s.edits) || std::any_of(s.devices.begin(), s.devices.end(),
+                                     [&](const Device& d) { return f(d.edits); });
 }
 
 void validate_edits(const Edits& e, const std::string& where, const std::string& path) {
     const auto bad = [&](const std::string& what) {
         throw PlanError(cat("CDI spec ", quote(path), ": ", where, what));
     };
-    const auto env_ok = [](const std::string& kv) { return kv.find('=') != std::string::npos && kv[0] != '='; };
+    const auto env_ok = [](const std::string& kv) {
+        return kv.find('=') != std::string::npos && kv[0] != '=';
+    };
     for (const std::string& kv : e.env)
         if (!env_ok(kv)) bad(cat("invalid environment variable ", quote(kv)));
     for (const DeviceNode& d : e.device_nodes) {
@@ -192,15 +194,16 @@ void validate_edits(const Edits& e, const std::string& where, const std::string&
     for (const Mount& m : e.mounts)
         if (m.host_path.empty() || m.container_path.empty())
             bad(cat("a mount without ", m.host_path.empty() ? "hostPath" : "containerPath"));
-    static const char* const hook_names[] = {"prestart",        "createRuntime", "createContainer",
-                                             "startContainer",  "poststart",     "poststop"};
+    static const char* const hook_names[] = {"prestart",       "createRuntime", "createContainer",
+                                             "startContainer", "poststart",     "poststop"};
     for (const Hook& h : e.hooks) {
         if (std::find(std::begin(hook_names), std::end(hook_names), h.hook_name) ==
             std::end(hook_names))
             bad(cat("invalid hook name ", quote(h.hook_name)));
         if (h.path.empty()) bad(cat(h.hook_name, " hook without a path"));
         for (const std::string& kv : h.env)
-            if (!env_ok(kv)) bad(cat("hook ", quote(h.path), ": invalid environment variable ", quote(kv)));
+            if (!env_ok(kv))
+                bad(cat("hook ", quote(h.path), ": invalid environment variable ", quote(kv)));
     }
 }
 
@@ -298,7 +301,8 @@ std::string minimum_version(const Spec& s) {
         return "0.7.0";
     const auto slash = s.kind.find('/');
     if (s.annotations ||
-        std::any_of(s.devices.begin(), s.devices.end(), [](const Device& d) { return d.annotations; }) ||
+        std::any_of(s.devices.begin(), s.devices.end(),
+                    [](const Device& d) { return d.annotations; }) ||
         (slash != std::string::npos && s.kind.find('.', slash) != std::string::npos))
         return "0.6.0";
     if (std::any_of(s.devices.begin(), s.devices.end(),
@@ -328,11 +332,13 @@ void validate_spec(const Spec& s) {
             cat("gpubox knows CDI ", known.front(), " to ", known.back()));
     const std::string need = minimum_version(s);
     if (version_parts(need) > version_parts(v))
-        bad(cat("cdiVersion ", s.version, " is too old for the features it uses: it must be at "
-                                          "least ",
+        bad(cat("cdiVersion ", s.version,
+                " is too old for the features it uses: it must be at "
+                "least ",
                 need));
     const auto slash = s.kind.find('/');
-    if (slash == std::string::npos) bad(cat("invalid kind ", quote(s.kind), ": expected vendor/class"));
+    if (slash == std::string::npos)
+        bad(cat("invalid kind ", quote(s.kind), ": expected vendor/class"));
     if (const std::string why = check_vendor_or_class(s.kind.substr(0, slash)); !why.empty())
         bad(cat("invalid vendor in kind ", quote(s.kind), ": ", why));
     if (const std::string why = check_vendor_or_class(s.kind.substr(slash + 1)); !why.empty())
@@ -381,7 +387,8 @@ SpecSet read_spec_dirs(const std::vector<std::string>& dirs) {
                 if (f < 0) throw SysError(errno, cat("open(", quote(path), ")"));
                 UniqueFd file(f);
                 const struct stat st = sys::fstat(f, path);
-                if (!S_ISREG(st.st_mode)) throw PlanError(cat(quote(path), " is not a regular file"));
+                if (!S_ISREG(st.st_mode))
+                    throw PlanError(cat(quote(path), " is not a regular file"));
                 if (static_cast<std::size_t>(st.st_size) > kMaxSpecBytes)
                     throw PlanError(cat("CDI spec ", quote(path), ": larger than 4 MiB"));
                 Spec s = parse_spec(sys::read_all(f, path), path);
@@ -398,7 +405,9 @@ SpecSet read_spec_dirs(const std::vector<std::string>& dirs) {
 
 Resolved resolve_device(const SpecSet& set, const std::string& qualified, const std::string& flag) {
     const std::optional<QualifiedName> q = parse_qualified(qualified);
-    if (!q) throw UsageError(cat(flag, " ", quote(qualified), ": not a CDI device name (VENDOR/CLASS=NAME)"));
+    if (!q)
+        throw UsageError(
+            cat(flag, " ", quote(qualified), ": not a CDI device name (VENDOR/CLASS=NAME)"));
     std::vector<Resolved> hits;
     std::vector<std::string> offered;
     for (const Spec& s : set.specs) {

@@ -77,7 +77,8 @@ json mount_json(const std::string& host, const std::string& target) {
 // bind of the host's link, so a consumer that runs no hook still finds them), its tools and
 // read-only files; with the host's nvidia-cdi-hook, its update-ldcache for other layouts.
 json shared_edits(const gpu::GpuInventory& inv) {
-    json e = {{"env", {"NVIDIA_VISIBLE_DEVICES=void"}}, {"deviceNodes", json::array()},
+    json e = {{"env", {"NVIDIA_VISIBLE_DEVICES=void"}},
+              {"deviceNodes", json::array()},
               {"mounts", json::array()}};
     for (const char* n : {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"})
         if (auto it = inv.shared_nodes.find(n); it != inv.shared_nodes.end() && usable(it->second))
@@ -137,9 +138,9 @@ json nvidia_spec(const gpu::GpuInventory& inv) {
     }
     if (!all.empty()) {
         std::sort(all.begin(), all.end(), [](auto& a, auto& b) { return a.path < b.path; });
-        all.erase(std::unique(all.begin(), all.end(),
-                              [](auto& a, auto& b) { return a.path == b.path; }),
-                  all.end());
+        all.erase(
+            std::unique(all.begin(), all.end(), [](auto& a, auto& b) { return a.path == b.path; }),
+            all.end());
         devices.push_back(device_json("all", all));
     }
     return {{"cdiVersion", ""},

@@ -24,7 +24,8 @@ std::string fixture(const std::string& name) {
     std::stringstream s;
     s << in.rdbuf();
     std::string text = s.str();
-    for (std::size_t at; (at = text.find("@HOST@")) != std::string::npos;) text.replace(at, 6, "/h");
+    for (std::size_t at; (at = text.find("@HOST@")) != std::string::npos;)
+        text.replace(at, 6, "/h");
     return text;
 }
 
@@ -67,10 +68,12 @@ Plan plan_one(const Spec& spec, const std::string& device, const gpu::ImageInfo&
     for (const Device& d : spec.devices)
         if (d.name == device) r.cdi.device = &d;
     REQUIRE(r.cdi.device);
-    return plan_devices({r}, {fake_node, [](const std::string& p) {
-                                  return p.find("libcuda.so.") != std::string::npos ? "libcuda.so.1"
-                                                                                     : "";
-                              }},
+    return plan_devices({r},
+                        {fake_node,
+                         [](const std::string& p) {
+                             return p.find("libcuda.so.") != std::string::npos ? "libcuda.so.1"
+                                                                               : "";
+                         }},
                         image);
 }
 
@@ -102,8 +105,8 @@ TEST_CASE("CDI: the minimum version, as specs-go decides it") {
     CHECK(minimum_version(parse_spec("kind: a.com/b.c\n" + dev, "x")) == "0.6.0");
     CHECK(minimum_version(parse_spec("kind: a.com/b\nannotations: {x: y}\n" + dev, "x")) ==
           "0.6.0");
-    CHECK(minimum_version(parse_spec(
-              "kind: a.com/b\ncontainerEdits: {additionalGids: [5]}\n" + dev, "x")) == "0.7.0");
+    CHECK(minimum_version(parse_spec("kind: a.com/b\ncontainerEdits: {additionalGids: [5]}\n" + dev,
+                                     "x")) == "0.7.0");
     CHECK(minimum_version(parse_spec(
               "kind: a.com/b\ncontainerEdits: {netDevices: [{hostInterfaceName: e}]}\n" + dev,
               "x")) == "1.1.0");
@@ -119,8 +122,10 @@ TEST_CASE("CDI: hostile and broken specs are refused, naming the file") {
           "it must be at least 0.5.0");
     CHECK(error_of("cdiVersion: 0.5.0\nkind: nokind\n" + dev) ==
           "CDI spec \"/etc/cdi/x.yaml\": invalid kind \"nokind\": expected vendor/class");
-    CHECK_THAT(error_of("cdiVersion: 0.5.0\nkind: 1a.com/b\n" + dev), Catch::Contains("invalid vendor"));
-    CHECK(error_of("cdiVersion: 0.5.0\nkind: a.com/b\n") == "CDI spec \"/etc/cdi/x.yaml\": no devices");
+    CHECK_THAT(error_of("cdiVersion: 0.5.0\nkind: 1a.com/b\n" + dev),
+               Catch::Contains("invalid vendor"));
+    CHECK(error_of("cdiVersion: 0.5.0\nkind: a.com/b\n") ==
+          "CDI spec \"/etc/cdi/x.yaml\": no devices");
     CHECK(error_of("cdiVersion: 0.5.0\nkind: a.com/b\ndevices: [{name: g, containerEdits: {env: "
                    "[A=1]}}, {name: g, containerEdits: {env: [A=1]}}]\n") ==
           "CDI spec \"/etc/cdi/x.yaml\": device \"g\" is defined twice");
@@ -170,8 +175,8 @@ TEST_CASE("CDI plan: the toolkit's edits, its hooks' work done natively") {
     CHECK(has(t, "/usr/lib/x86_64-linux-gnu/libcuda.so -> libcuda.so.1"));
     CHECK(has(t, "/usr/lib/x86_64-linux-gnu/libcuda.so.1 -> libcuda.so.550.54.14"));  // soname
     CHECK(has(t, "/etc/ld.so.cache"));
-    CHECK(p.env == std::vector<std::pair<std::string, std::string>>{
-                       {"NVIDIA_VISIBLE_DEVICES", "void"}});
+    CHECK(p.env ==
+          std::vector<std::pair<std::string, std::string>>{{"NVIDIA_VISIBLE_DEVICES", "void"}});
     CHECK(p.compat_version == "550.54.14");
     CHECK(p.nodes.size() == 4);
 }
@@ -179,9 +184,10 @@ TEST_CASE("CDI plan: the toolkit's edits, its hooks' work done natively") {
 TEST_CASE("CDI plan: hostile edits are refused, one line each") {
     const auto plan_of = [](const std::string& edits) {
         static std::vector<Spec> keep;
-        keep.push_back(valid("cdiVersion: 0.5.0\nkind: a.com/b\ndevices: [{name: g, "
-                             "containerEdits: " +
-                             edits + "}]\n"));
+        keep.push_back(
+            valid("cdiVersion: 0.5.0\nkind: a.com/b\ndevices: [{name: g, "
+                  "containerEdits: " +
+                  edits + "}]\n"));
         return plan_one(keep.back(), "g");
     };
     CHECK_THROWS_WITH(plan_of("{mounts: [{hostPath: /etc, containerPath: /../../etc}]}"),
@@ -193,8 +199,9 @@ TEST_CASE("CDI plan: hostile edits are refused, one line each") {
     CHECK_THROWS_WITH(plan_of("{deviceNodes: [{path: /dev/shm, hostPath: /h/dev/shm}]}"),
                       "--device a.com/b=g (/etc/cdi/x.yaml): \"/h/dev/shm\" is not a character "
                       "device");
-    CHECK_THROWS_WITH(plan_of("{deviceNodes: [{path: /dev/x, hostPath: /h/x, major: 195, minor: 7}]}"),
-                      Catch::Contains("is 195:0, not the 195:7 the spec gives"));
+    CHECK_THROWS_WITH(
+        plan_of("{deviceNodes: [{path: /dev/x, hostPath: /h/x, major: 195, minor: 7}]}"),
+        Catch::Contains("is 195:0, not the 195:7 the spec gives"));
     CHECK_THROWS_WITH(plan_of("{deviceNodes: [{path: /etc/shadow, hostPath: /h/x}]}"),
                       Catch::Contains("is not under /dev"));
     CHECK_THROWS_WITH(plan_of("{deviceNodes: [{path: /dev/sda, type: b}]}"),
@@ -203,9 +210,10 @@ TEST_CASE("CDI plan: hostile edits are refused, one line each") {
                               "id]}]}"),
                       "--device a.com/b=g (/etc/cdi/x.yaml): createContainer hook \"/bin/sh\": "
                       "gpubox runs no hook from a spec");
-    CHECK_THROWS_WITH(plan_of("{hooks: [{hookName: createContainer, path: /usr/bin/nvidia-cdi-hook, "
-                              "args: [nvidia-cdi-hook, run-anything]}]}"),
-                      Catch::Contains("(verb \"run-anything\" is not one gpubox knows)"));
+    CHECK_THROWS_WITH(
+        plan_of("{hooks: [{hookName: createContainer, path: /usr/bin/nvidia-cdi-hook, "
+                "args: [nvidia-cdi-hook, run-anything]}]}"),
+        Catch::Contains("(verb \"run-anything\" is not one gpubox knows)"));
     CHECK_THROWS_WITH(plan_of("{additionalGids: [0]}"), Catch::Contains("at least 0.7.0"));
 }
 
@@ -235,6 +243,7 @@ TEST_CASE("CDI spec directories: later wins, same directory conflicts, bad files
     set = read_spec_dirs({low, high});
     CHECK_THROWS_WITH(resolve_device(set, "a.com/b=g", "--device"),
                       Catch::Contains("defined by two specs of one directory"));
-    CHECK_THROWS_WITH(resolve_device(set, "a.com/b=h", "--device"),
-                      Catch::StartsWith("--device a.com/b=h: no such CDI device; a.com/b offers g"));
+    CHECK_THROWS_WITH(
+        resolve_device(set, "a.com/b=h", "--device"),
+        Catch::StartsWith("--device a.com/b=h: no such CDI device; a.com/b offers g"));
 }
