@@ -37,7 +37,8 @@ const std::vector<CommandInfo>& commands() {
          "unit: B, K, M or G (1K = 1024 bytes); a bare number is an error.",
          run_flags()},
         {"list", "[--json] [--driver-root DIR]",
-         "List the host's GPUs: index, PCI address, vendor, model, UUID and device nodes.",
+         "List the host's GPUs: index, PCI address, vendor, model, UUID and device nodes, and "
+         "each MIG device under its GPU (GPU:GI:CI, MIG-GPU-<uuid>/GI/CI, its nodes).",
          list_flags()},
         {"doctor", "[--driver-root DIR]",
          "Check that this host can run sandboxes (user namespaces, AppArmor, kernel, GPU driver, "
@@ -69,8 +70,8 @@ const std::vector<CommandInfo>& commands() {
          check_flags()},
         {"cdi generate", "[--format yaml|json] [--output FILE] [--driver-root DIR]",
          "Write a CDI spec (Container Device Interface) for this host's GPUs, as an ordinary "
-         "user: each NVIDIA GPU by index, UUID and all, each MIG device (GPU:GI:CI), each AMD and "
-         "Intel GPU by PCI address, from the discovery run uses. Its cdiVersion is the lowest its "
+         "user: each NVIDIA GPU by index, UUID and all, and each MIG device (GPU:GI:CI), from the "
+         "discovery run uses (AMD and Intel GPUs: not yet). Its cdiVersion is the lowest its "
          "features need, as the CDI library decides, so older consumers (podman 4.3: CDI 0.5) "
          "accept it. Default output: $XDG_CONFIG_HOME/cdi/nvidia.yaml (~/.config/cdi).",
          cdi_generate_flags()},

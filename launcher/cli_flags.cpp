@@ -107,7 +107,7 @@ const Flags& run_flags() {
          "give a device: a CDI device VENDOR/CLASS=NAME (e.g. nvidia.com/gpu=0) from the spec "
          "directories (see 'gpubox cdi list'), its spec's mounts, environment and nvidia-cdi-hook "
          "work done by gpubox (no hook is run), or a host character device /dev/PATH[:PERMS] "
-         "(PERMS: some of rwm; without w it is opened read-only) (repeatable)",
+         "(PERMS: some of rwm; without w, access is checked for reading only) (repeatable)",
          [](Options& o, const std::string& v) { o.devices.push_back(v); }},
         {"--cdi-spec-dir", "DIR",
          "read CDI specs from DIR instead of /etc/cdi, /var/run/cdi and $XDG_CONFIG_HOME/cdi "
