@@ -105,6 +105,21 @@ json shared_edits(const gpu::GpuInventory& inv) {
         }
         return gpu::Node{};
     }();
+    // Without the hook, a library directory no loader searches by default leaves the libraries
+    // unfound by consumers (gpubox run --gpu writes its own cache; a CDI consumer cannot).
+    static const char* const plain[] = {"/usr/lib/x86_64-linux-gnu",
+                                        "/lib/x86_64-linux-gnu",
+                                        "/usr/lib64",
+                                        "/lib64",
+                                        "/usr/lib",
+                                        "/lib"};
+    for (const std::string& d : dirs)
+        if (!hook.exists && std::find(std::begin(plain), std::end(plain), d) == std::end(plain))
+            log::warn(cat("cdi generate: the driver's libraries are in ", d,
+                          ", which no image's loader searches, and this host has no "
+                          "nvidia-cdi-hook for an update-ldcache hook: consumers need "
+                          "LD_LIBRARY_PATH=",
+                          d, " (gpubox run --gpu needs nothing)"));
     if (hook.exists && !dirs.empty()) {
         json args = {"nvidia-cdi-hook", "update-ldcache"};
         for (const std::string& d : dirs) args.push_back("--folder"), args.push_back(d);

@@ -236,6 +236,11 @@ expect_match "doctor: a GPU in MIG mode with no instance is explained" "$out" \
 C=$WORK/cdi && mkdir -p "$C"
 box cdi generate --driver-root "$M" --output "$C/nvidia.yaml"
 expect_eq "cdi generate: writes the spec, CDI 0.5.0" "$rc:$out" "0:gpubox: wrote \"$C/nvidia.yaml\" (cdiVersion 0.5.0, 8 devices of nvidia.com/gpu)"
+mkdir -p "$WORK/cdi-prefix" && box cdi generate --driver-root "$E2E_HOST_PREFIX" --format json --output "$WORK/cdi-prefix/nvidia.json"
+expect_match "cdi generate: a driver under a prefix and no nvidia-cdi-hook: it says what consumers need" "$rc:$err" \
+    "^0:gpubox: warning: cdi generate: the driver's libraries are in /usr/local/nvidia/lib64, .*: consumers need LD_LIBRARY_PATH=/usr/local/nvidia/lib64 "
+box cdi list --cdi-spec-dir "$WORK/cdi-prefix"
+expect_match "... and its JSON spec reads back" "$rc:$out" "nvidia.com/gpu=all  $WORK/cdi-prefix/nvidia.json \(cdiVersion 0.5.0\)"
 box cdi list --cdi-spec-dir "$C"
 expect_match "cdi list: the MIG devices by GPU:GI:CI" "$out" "^nvidia.com/gpu=1:1:1  $C/nvidia.yaml \(cdiVersion 0.5.0\)$"
 box run --cdi-spec-dir "$C" --device nvidia.com/gpu=1:1:1 "$R" sh -c 'probe stat /dev/nvidia0 /dev/nvidia2 /dev/nvidia-caps/nvidia-cap12 /dev/nvidia-caps/nvidia-cap13 /dev/nvidia-caps/nvidia-cap14 /dev/nvidiactl; echo $NVIDIA_VISIBLE_DEVICES; gpuprobe | head -1'
