@@ -164,6 +164,31 @@ json nvidia_spec(const gpu::GpuInventory& inv) {
             {"containerEdits", shared_edits(inv)}};
 }
 
+// AMD's (amd.com/gpu, with /dev/kfd for the spec) or Intel's (intel.com/gpu) GPUs: each by its
+// place among that vendor's GPUs in PCI order and by PCI address, with its DRM nodes, and all.
+json drm_spec(const gpu::GpuInventory& inv, gpu::Vendor v) {
+    json devices = json::array(), edits = json::object();
+    std::vector<gpu::Node> all;
+    int index = 0;
+    for (const gpu::Gpu& g : inv.gpus) {
+        if (g.vendor != v || g.nodes.empty() ||
+            !std::all_of(g.nodes.begin(), g.nodes.end(), usable))
+            continue;
+        devices.push_back(device_json(std::to_string(index++), g.nodes));
+        devices.push_back(device_json(gpu::to_string(g.pci), g.nodes));
+        all.insert(all.end(), g.nodes.begin(), g.nodes.end());
+    }
+    if (!all.empty()) devices.push_back(device_json("all", all));
+    if (auto kfd = inv.shared_nodes.find("kfd");
+        v == gpu::Vendor::amd && kfd != inv.shared_nodes.end() && usable(kfd->second))
+        edits["deviceNodes"] = json::array({node_json(kfd->second)});
+    json spec = {{"cdiVersion", ""},
+                 {"kind", v == gpu::Vendor::amd ? "amd.com/gpu" : "intel.com/gpu"},
+                 {"devices", devices}};
+    if (!edits.empty()) spec["containerEdits"] = edits;
+    return spec;
+}
+
 std::string render(const json& spec, const std::string& format) {
     if (format == "json") return spec.dump(2) + "\n";
     std::ostringstream out;
@@ -189,34 +214,47 @@ gpu::Node host_node(const std::string& path) {
 
 int cdi_generate_command(const Options& o) {
     const gpu::GpuInventory inv = gpu::discover_gpus(o.driver_root, gpu::kCapDefault);
-    json spec = nvidia_spec(inv);
-    if (spec["devices"].empty())
-        throw PlanError(cat("cdi generate: no usable NVIDIA GPU under ", quote(o.driver_root)),
+    // One spec per kind: NVIDIA's, and AMD's and Intel's where the host has such GPUs.
+    std::vector<json> specs;
+    for (json spec :
+         {nvidia_spec(inv), drm_spec(inv, gpu::Vendor::amd), drm_spec(inv, gpu::Vendor::intel)})
+        if (!spec["devices"].empty() && (o.cdi_kind.empty() || spec["kind"] == o.cdi_kind))
+            specs.push_back(std::move(spec));
+    if (specs.empty())
+        throw PlanError(cat("cdi generate: no usable GPU", o.cdi_kind.empty() ? "" : " of ",
+                            o.cdi_kind, " under ", quote(o.driver_root)),
                         "see 'gpubox list' and 'gpubox doctor'");
-    // Its version as the CDI library decides it from its features, and its validity, by the
-    // same code that reads specs.
-    cdi::Spec parsed = cdi::parse_spec(spec.dump(), "(generated)");
-    spec["cdiVersion"] = parsed.version = cdi::minimum_version(parsed);
-    cdi::validate_spec(parsed);
-    const std::string text = render(spec, o.cdi_format);
-    if (o.cdi_output == "-") {
-        std::cout << text;
-        return 0;
+    if (!o.cdi_output.empty() && specs.size() > 1 && o.cdi_kind.empty())
+        specs.resize(1);  // --output FILE: one spec, NVIDIA's unless --kind names another
+    for (json& spec : specs) {
+        // Its version as the CDI library decides it from its features, and its validity, by
+        // the same code that reads specs.
+        cdi::Spec parsed = cdi::parse_spec(spec.dump(), "(generated)");
+        spec["cdiVersion"] = parsed.version = cdi::minimum_version(parsed);
+        cdi::validate_spec(parsed);
+        const std::string text = render(spec, o.cdi_format);
+        if (o.cdi_output == "-") {
+            std::cout << text;
+            continue;
+        }
+        std::string out = o.cdi_output;
+        if (out.empty()) {
+            const std::string dir = cdi::user_spec_dir();
+            if (dir.empty())
+                throw PlanError("cdi generate: no $XDG_CONFIG_HOME or $HOME to write to");
+            for (std::string d : {dir.substr(0, dir.rfind('/')), dir})
+                if (::mkdir(d.c_str(), 0755) != 0 && errno != EEXIST)
+                    throw SysError(errno, cat("mkdir(", quote(d), ")"));
+            const std::string kind = spec["kind"];
+            out = cat(dir, "/", kind.substr(0, kind.find('.')), ".", o.cdi_format);
+        }
+        // Never through a symlink planted at the name; a file of the user's own is replaced.
+        UniqueFd fd = sys::open_at(AT_FDCWD, out, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
+        sys::write_all(fd.get(), text, out);
+        std::cout << "gpubox: wrote " << quote(out) << " (cdiVersion " << parsed.version << ", "
+                  << spec["devices"].size() << " devices of " << spec["kind"].get<std::string>()
+                  << ")\n";
     }
-    std::string out = o.cdi_output;
-    if (out.empty()) {
-        const std::string dir = cdi::user_spec_dir();
-        if (dir.empty()) throw PlanError("cdi generate: no $XDG_CONFIG_HOME or $HOME to write to");
-        for (std::string d : {dir.substr(0, dir.rfind('/')), dir})
-            if (::mkdir(d.c_str(), 0755) != 0 && errno != EEXIST)
-                throw SysError(errno, cat("mkdir(", quote(d), ")"));
-        out = cat(dir, "/nvidia.", o.cdi_format);
-    }
-    // Never through a symlink planted at the name; a file of the user's own is replaced.
-    UniqueFd fd = sys::open_at(AT_FDCWD, out, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
-    sys::write_all(fd.get(), text, out);
-    std::cout << "gpubox: wrote " << quote(out) << " (cdiVersion " << parsed.version << ", "
-              << spec["devices"].size() << " devices of nvidia.com/gpu)\n";
     return 0;
 }
 

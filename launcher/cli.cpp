@@ -68,12 +68,13 @@ const std::vector<CommandInfo>& commands() {
          "fits, "
          "1 when it does not, 125 on gpubox's own error.",
          check_flags()},
-        {"cdi generate", "[--format yaml|json] [--output FILE] [--driver-root DIR]",
+        {"cdi generate", "[--format yaml|json] [--output FILE] [--kind KIND] [--driver-root DIR]",
          "Write a CDI spec (Container Device Interface) for this host's GPUs, as an ordinary "
-         "user: each NVIDIA GPU by index, UUID and all, and each MIG device (GPU:GI:CI), from the "
-         "discovery run uses (AMD and Intel GPUs: not yet). Its cdiVersion is the lowest its "
+         "user: each NVIDIA GPU by index, UUID and all, and each MIG device (GPU:GI:CI); AMD and "
+         "Intel GPUs (amd.com/gpu, intel.com/gpu) by index among their vendor's, PCI address "
+         "and all; from the discovery run uses. Its cdiVersion is the lowest its "
          "features need, as the CDI library decides, so older consumers (podman 4.3: CDI 0.5) "
-         "accept it. Default output: $XDG_CONFIG_HOME/cdi/nvidia.yaml (~/.config/cdi).",
+         "accept it. Default output: $XDG_CONFIG_HOME/cdi/{nvidia,amd,intel}.yaml (~/.config/cdi).",
          cdi_generate_flags()},
         {"cdi list", "[--cdi-spec-dir DIR]...",
          "List the CDI devices every spec directory offers (/etc/cdi, /var/run/cdi, then "

@@ -219,9 +219,17 @@ const Flags& cdi_generate_flags() {
              o.cdi_format = v;
          }},
         {"--output", "FILE",
-         "write the spec to FILE (- for standard output; default: nvidia.yaml or nvidia.json in "
-         "$XDG_CONFIG_HOME/cdi)",
+         "write the spec to FILE (- for standard output; default: nvidia.yaml, amd.yaml and "
+         "intel.yaml, or .json, in $XDG_CONFIG_HOME/cdi, for the kinds the host has; with FILE, "
+         "nvidia.com/gpu's unless --kind names another)",
          [](Options& o, const std::string& v) { o.cdi_output = v; }},
+        {"--kind", "KIND", "only the spec of KIND: nvidia.com/gpu, amd.com/gpu or intel.com/gpu",
+         [](Options& o, const std::string& v) {
+             if (v != "nvidia.com/gpu" && v != "amd.com/gpu" && v != "intel.com/gpu")
+                 throw UsageError(cat("--kind ", quote(v),
+                                      ": expected nvidia.com/gpu, amd.com/gpu or intel.com/gpu"));
+             o.cdi_kind = v;
+         }},
         {"--driver-root", "DIR", "read every host GPU path below DIR (default /)",
          [](Options& o, const std::string& v) { o.driver_root = v; }},
     };

@@ -75,6 +75,7 @@ struct Options {
     std::vector<std::string> cdi_spec_dirs;  // --cdi-spec-dir: replaces the default directories
     std::string cdi_format = "yaml";         // cdi generate --format
     std::string cdi_output;                  // cdi generate --output ("": the user's spec dir)
+    std::string cdi_kind;                    // cdi generate --kind ("": every kind the host has)
 
     // Scheduler signals
     double kill_after = 5;         // --kill-after SEC: grace after SIGTERM/INT/HUP, then kill

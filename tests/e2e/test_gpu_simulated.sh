@@ -241,6 +241,17 @@ expect_match "cdi generate: a driver under a prefix and no nvidia-cdi-hook: it s
     "^0:gpubox: warning: cdi generate: the driver's libraries are in /usr/local/nvidia/lib64, .*: consumers need LD_LIBRARY_PATH=/usr/local/nvidia/lib64 "
 box cdi list --cdi-spec-dir "$WORK/cdi-prefix"
 expect_match "... and its JSON spec reads back" "$rc:$out" "nvidia.com/gpu=all  $WORK/cdi-prefix/nvidia.json \(cdiVersion 0.5.0\)"
+XDG_CONFIG_HOME=$WORK/xdg box cdi generate --driver-root "$M"
+expect_eq "cdi generate without --output: a spec per kind the host has, in \$XDG_CONFIG_HOME/cdi" "$rc:$out" "0:gpubox: wrote \"$WORK/xdg/cdi/nvidia.yaml\" (cdiVersion 0.5.0, 8 devices of nvidia.com/gpu)
+gpubox: wrote \"$WORK/xdg/cdi/amd.yaml\" (cdiVersion 0.5.0, 3 devices of amd.com/gpu)
+gpubox: wrote \"$WORK/xdg/cdi/intel.yaml\" (cdiVersion 0.5.0, 3 devices of intel.com/gpu)"
+XDG_CONFIG_HOME=$WORK/xdg box run --device amd.com/gpu=0 --device intel.com/gpu=0000:00:02.0 "$R" probe stat /dev/kfd /dev/dri/card1 /dev/dri/renderD129 /dev/dri/card0 /dev/dri/renderD128 /dev/nvidiactl
+expect_eq "... and the caller's own directory is read: the AMD and Intel GPUs' nodes" "$rc:$out" "0:/dev/kfd=chr 235:0
+/dev/dri/card1=chr 226:1
+/dev/dri/renderD129=chr 226:129
+/dev/dri/card0=chr 226:0
+/dev/dri/renderD128=chr 226:128
+/dev/nvidiactl=ENOENT"
 box cdi list --cdi-spec-dir "$C"
 expect_match "cdi list: the MIG devices by GPU:GI:CI" "$out" "^nvidia.com/gpu=1:1:1  $C/nvidia.yaml \(cdiVersion 0.5.0\)$"
 box run --cdi-spec-dir "$C" --device nvidia.com/gpu=1:1:1 "$R" sh -c 'probe stat /dev/nvidia0 /dev/nvidia2 /dev/nvidia-caps/nvidia-cap12 /dev/nvidia-caps/nvidia-cap13 /dev/nvidia-caps/nvidia-cap14 /dev/nvidiactl; echo $NVIDIA_VISIBLE_DEVICES; gpuprobe | head -1'
