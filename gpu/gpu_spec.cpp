@@ -108,14 +108,38 @@ std::string mig_list(const Gpu& g) {
     return ids.empty() ? "none" : join(ids, ", ");
 }
 
+// The MIG device NVML calls `item` (MIG-<uuid>): its GPU's and its positions.
+std::pair<std::size_t, std::size_t> find_mig_uuid(const GpuInventory& inv,
+                                                  const std::string& item) {
+    std::vector<std::string> have;
+    for (std::size_t i = 0; i < inv.gpus.size(); ++i)
+        for (std::size_t j = 0; j < inv.gpus[i].mig.size(); ++j) {
+            const MigDevice& m = inv.gpus[i].mig[j];
+            if (m.uuid.empty()) continue;
+            if (same_uuid(m.uuid, item)) {
+                if (!m.problem.empty())
+                    throw PlanError(cat(gpu_label(inv.gpus[i]), " MIG device ",
+                                        mig_id(inv.gpus[i], m), ": ", m.problem),
+                                    "see 'gpubox doctor'; nvidia-smi mig -lgi and -lci list them");
+                return {i, j};
+            }
+            have.push_back(cat(mig_id(inv.gpus[i], m), " (", m.uuid, ")"));
+        }
+    if (!inv.nvml)
+        throw PlanError(cat("--gpu ", item,
+                            ": only NVML knows MIG devices' own UUIDs, and it "
+                            "could not be asked: ",
+                            inv.nvml_problem.empty() ? "not tried" : inv.nvml_problem),
+                        "name it GPU:GI:CI or MIG-GPU-<uuid>/GI/CI, as 'gpubox list' shows");
+    throw PlanError(cat("--gpu ", item, ": no MIG device has that UUID; MIG devices on this host: ",
+                        have.empty() ? "none" : join(have, ", ")),
+                    "'gpubox list' shows every MIG device");
+}
+
 // The MIG device `item` names: the positions of its GPU in `inv` and of it in the GPU's list.
 std::pair<std::size_t, std::size_t> find_mig(const GpuInventory& inv, const std::string& item) {
     const std::optional<MigItem> m = parse_mig_item(item);
-    if (!m)
-        throw PlanError(cat("--gpu ", item,
-                            ": a MIG device's own UUID is known only to NVML, which gpubox does "
-                            "not load"),
-                        "name it GPU:GI:CI or MIG-GPU-<uuid>/GI/CI, as 'gpubox list' shows");
+    if (!m) return find_mig_uuid(inv, item);
     const bool by_index = is_index(m->gpu);
     if (by_index) require_placed(inv, item);
     for (std::size_t i = 0; i < inv.gpus.size(); ++i) {
@@ -214,6 +238,13 @@ Scope scope_for(const GpuSpec& spec) {
     for (const std::string& item : spec.items)
         if (!is_index(item) && !is_uuid(item) && !parse_mig_item(item)) return Scope::all;
     return Scope::nvidia;
+}
+
+bool names_mig_uuid(const GpuSpec& spec) {
+    if (spec.kind != GpuSpec::Kind::list) return false;
+    return std::any_of(spec.items.begin(), spec.items.end(), [](const std::string& item) {
+        return is_mig_uuid(item) && !parse_mig_item(item);
+    });
 }
 
 std::vector<int> indices_only(const GpuSpec& spec) {
@@ -376,8 +407,13 @@ std::string describe_gpus(const GpuInventory& inv) {
             std::string caps = cat(g.nodes.empty() ? "-" : g.nodes[0].path, " ",
                                    or_dash(m.gi_node.path), " ", or_dash(m.ci_node.path));
             if (!m.problem.empty()) caps += " (" + m.problem + ")";
+            const std::string what = m.uuid.empty()
+                                         ? std::string("MIG")
+                                         : cat("MIG ", or_dash(m.profile), " ",
+                                               m.memory ? cat(m.memory >> 20, "MiB") : "-");
             rows.push_back({mig_id(g, m), to_string(g.pci), "nvidia",
-                            cat("MIG GI ", m.gi, " CI ", m.ci), mig_name(g, m), caps});
+                            cat(what, " GI ", m.gi, " CI ", m.ci),
+                            m.uuid.empty() ? mig_name(g, m) : m.uuid, caps});
         }
     }
     for (const std::string& why : inv.unplaced)
@@ -391,6 +427,11 @@ std::string describe_gpus(const GpuInventory& inv) {
             out << r[i] << std::string(width[i] - r[i].size() + 2, ' ');
         out << r.back() << "\n";
     }
+    const bool any_mig = std::any_of(inv.gpus.begin(), inv.gpus.end(),
+                                     [](const Gpu& g) { return g.mig_dir || !g.mig.empty(); });
+    if (any_mig && !inv.nvml)
+        out << "MIG profiles, memory and MIG-<uuid>s unknown: "
+            << (inv.nvml_problem.empty() ? "NVML not asked" : inv.nvml_problem) << "\n";
     return out.str();
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 #include <sys/types.h>
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -34,6 +35,10 @@ struct MigDevice {
     std::string gi_access, ci_access;            // procfs paths, in the sandbox as on the host
     std::string gi_access_host, ci_access_host;  // their real host paths
     std::string problem;                         // why it cannot be given ("": it can)
+    // What only NVML knows (gpu/nvml_report.hpp), where it was asked: "MIG-<uuid>", the
+    // profile ("1g.10gb") and its GPU instance's memory in bytes; empty, 0 otherwise.
+    std::string uuid, profile;
+    std::uint64_t memory = 0;
 };
 
 struct Gpu {
@@ -53,6 +58,8 @@ struct Gpu {
     int mig_instances = 0;
     bool mig_dir = false;  // capabilities/gpu<minor>/mig exists: the GPU is MIG-capable
     std::vector<MigDevice> mig;
+    // NVML's MIG mode, current and pending a reset: 1 on, 0 off, -1 unknown or unsupported.
+    int mig_mode = -1, mig_pending = -1;
     // As select_gpus gives it: the whole GPU was named (else only MIG devices were); `mig`
     // then holds the MIG devices the sandbox gets.
     bool whole = true;
@@ -101,6 +108,9 @@ struct GpuInventory {
         bool read_only = true;
     };
     std::vector<Extra> optional_paths;
+    // Whether NVML's facts were added (gpu/nvml_report.hpp), and if asked but not, why not.
+    bool nvml = false;
+    std::string nvml_problem;
 };
 
 // How much of the host a request needs to see. NVIDIA GPUs named by index or UUID need only

@@ -21,6 +21,7 @@
 #include "gpu/inventory.hpp"
 #include "isolate/cgroup.hpp"
 #include "launcher/apparmor.hpp"
+#include "launcher/nvml.hpp"
 #include "rootfs/create.hpp"
 
 namespace gpubox::launcher {
@@ -34,6 +35,9 @@ nlohmann::json mig_json(const gpu::Gpu& g) {
              {"name", gpu::mig_name(g, m)},
              {"gi", m.gi},
              {"ci", m.ci},
+             {"uuid", m.uuid.empty() ? nlohmann::json() : nlohmann::json(m.uuid)},
+             {"profile", m.profile.empty() ? nlohmann::json() : nlohmann::json(m.profile)},
+             {"memory_bytes", m.memory ? nlohmann::json(m.memory) : nlohmann::json()},
              {"nodes", {m.gi_node.path, m.ci_node.path}},
              {"problem", m.problem.empty() ? nlohmann::json() : nlohmann::json(m.problem)}});
     return out;
@@ -57,11 +61,19 @@ nlohmann::json to_json(const gpu::GpuInventory& inv) {
         n["minor"] = g.minor >= 0 ? nlohmann::json(g.minor) : nlohmann::json();
         for (const gpu::Node& d : g.nodes) n["nodes"].push_back(d.path);
         n["problem"] = g.problem.empty() ? nlohmann::json() : nlohmann::json(g.problem);
-        if (g.vendor == gpu::Vendor::nvidia) n["mig_instances"] = g.mig_instances;
+        if (g.vendor == gpu::Vendor::nvidia) {
+            n["mig_instances"] = g.mig_instances;
+            const auto mode = [](int m) {
+                return m < 0 ? nlohmann::json() : nlohmann::json(m ? "enabled" : "disabled");
+            };
+            n["mig_mode"] = mode(g.mig_mode), n["mig_mode_pending"] = mode(g.mig_pending);
+        }
         if (!g.mig.empty()) n["mig"] = mig_json(g);
         j["gpus"].push_back(n);
     }
     j["unplaced"] = inv.unplaced;
+    // Whether NVML's facts (MIG mode, MIG-<uuid>, profile, memory) are in, else why not.
+    j["nvml"] = inv.nvml ? nlohmann::json(true) : nlohmann::json(inv.nvml_problem);
     return j;
 }
 
@@ -235,12 +247,21 @@ void check_cgroup(Doctor& d) {
 // MIG: a GPU whose driver offers MIG capabilities but that has no GPU instance (in MIG mode,
 // CUDA finds no device on it), and MIG devices whose capability nodes cannot be given.
 void check_mig(Doctor& d, const gpu::Gpu& g) {
-    if (g.mig_dir && g.mig_instances == 0)
-        d.note(
-            cat(gpu::gpu_label(g), " has no MIG GPU instance: if it is in MIG mode (nvidia-smi -i ",
-                g.index, " --query-gpu=mig.mode.current), CUDA finds no device on it"),
-            cat("make instances (nvidia-smi mig -i ", g.index,
-                " -cgi PROFILE -C) or leave MIG mode (nvidia-smi -i ", g.index, " -mig 0)"));
+    const std::string label = gpu::gpu_label(g), i = std::to_string(g.index);
+    const std::string make =
+        cat("make instances (nvidia-smi mig -i ", i,
+            " -cgi PROFILE -C) or leave MIG mode (nvidia-smi -i ", i, " -mig 0)");
+    if (g.mig_mode == 1 && g.mig_instances == 0)  // NVML says so
+        d.note(cat(label, " is in MIG mode with no GPU instance: CUDA finds no device on it"),
+               make);
+    else if (g.mig_mode < 0 && g.mig_dir && g.mig_instances == 0)  // NVML unknown
+        d.note(cat(label, " has no MIG GPU instance: if it is in MIG mode (nvidia-smi -i ", i,
+                   " --query-gpu=mig.mode.current), CUDA finds no device on it"),
+               make);
+    if (g.mig_mode >= 0 && g.mig_pending >= 0 && g.mig_mode != g.mig_pending)
+        d.note(cat(label, " MIG mode is ", g.mig_mode ? "on" : "off", ", ",
+                   g.mig_pending ? "on" : "off", " after a reset"),
+               cat("reset the GPU (nvidia-smi -i ", i, " -r) or reboot"));
     for (const gpu::MigDevice& m : g.mig) {
         std::string why = m.problem;
         for (const gpu::Node* n : {&m.gi_node, &m.ci_node})
@@ -254,6 +275,10 @@ void check_mig(Doctor& d, const gpu::Gpu& g) {
 
 void check_gpus(Doctor& d, const Options& o) {
     gpu::GpuInventory inv = gpu::discover_gpus(o.driver_root, gpu::kCapAll);
+    add_nvml_facts(inv, o.driver_root);
+    if (!inv.nvml &&
+        std::any_of(inv.gpus.begin(), inv.gpus.end(), [](const gpu::Gpu& g) { return g.mig_dir; }))
+        std::cout << "info     MIG mode unknown (NVML not asked: " << inv.nvml_problem << ")\n";
     for (const std::string& why : inv.unplaced) d.problem(why, gpu::kUnplacedHint);
     if (inv.gpus.empty()) {
         if (inv.unplaced.empty())
@@ -308,6 +333,7 @@ int create_rootfs_command(const Options& o) {
 
 int list_command(const Options& o) {
     gpu::GpuInventory inv = gpu::discover_gpus(o.driver_root, gpu::kCapDefault);
+    add_nvml_facts(inv, o.driver_root);
     if (o.json) {
         std::cout << to_json(inv).dump(2) << "\n";
         return 0;

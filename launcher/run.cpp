@@ -32,6 +32,7 @@
 #include "gpu/mount_list.hpp"
 #include "launcher/channel.hpp"
 #include "launcher/commands.hpp"
+#include "launcher/nvml.hpp"
 #include "launcher/cdi_command.hpp"
 #include "launcher/environment.hpp"
 #include "launcher/exit_codes.hpp"
@@ -144,8 +145,9 @@ std::vector<rootfs::MountOp> plan_gpus(const Options& o, RunPlan& plan) {
     std::vector<std::string>& summary = plan.gpu_summary;
     gpu::GpuSpec gpus = plan.gpus;
     const gpu::Scope scope = gpu::scope_for(gpus);
-    const gpu::GpuInventory inv =
+    gpu::GpuInventory inv =
         gpu::discover_gpus(o.driver_root, o.gpu_caps, scope, gpu::indices_only(gpus));
+    if (gpu::names_mig_uuid(gpus)) add_nvml_facts(inv, o.driver_root);  // MIG-<uuid>: NVML's
     if (gpus.kind == gpu::GpuSpec::Kind::lease) {
         plan.lease = gpu::take_lease(inv, {gpus.count, o.gpu_share, o.gpu_wait});
         gpus = gpu::GpuSpec{gpu::GpuSpec::Kind::list, {}, {}, 1, "--gpu auto"};
@@ -156,8 +158,11 @@ std::vector<rootfs::MountOp> plan_gpus(const Options& o, RunPlan& plan) {
         selected = gpu::select_gpus(inv, gpus);
     } catch (const PlanError&) {
         // The error lists the host's GPUs: all of them, whatever the scope.
-        if (scope != gpu::Scope::all)
-            gpu::select_gpus(gpu::discover_gpus(o.driver_root, o.gpu_caps, gpu::Scope::all), gpus);
+        if (scope != gpu::Scope::all) {
+            gpu::GpuInventory all = gpu::discover_gpus(o.driver_root, o.gpu_caps, gpu::Scope::all);
+            if (gpu::names_mig_uuid(gpus)) add_nvml_facts(all, o.driver_root);
+            gpu::select_gpus(all, gpus);
+        }
         throw;
     }
     check_device_access(selected);
