@@ -13,6 +13,8 @@ if [ "$(id -u)" = 0 ] && [ -z "${GPUBOX_E2E_UNPRIVILEGED:-}" ] && [ "${E2E_AS_RO
     [ -x "$(dirname "$GPUBOX")/gpubox-scope" ] && install -m 0755 "$(dirname "$GPUBOX")/gpubox-scope" "$top/"
     # and its image unpacker (gpubox pull)
     [ -x "$(dirname "$GPUBOX")/gpubox-unpack" ] && install -m 0755 "$(dirname "$GPUBOX")/gpubox-unpack" "$top/"
+    # and its NVML helper (list, doctor, --gpu MIG-<uuid>)
+    [ -x "$(dirname "$GPUBOX")/gpubox-nvml" ] && install -m 0755 "$(dirname "$GPUBOX")/gpubox-nvml" "$top/"
     install -m 0755 "$PROBE" "$top/probe"
     extra=()
     if [ -n "${GPUPROBE:-}" ]; then

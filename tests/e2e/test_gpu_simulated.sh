@@ -180,12 +180,28 @@ M=$E2E_HOST_MIG
 mig1=MIG-GPU-000000a1-1111-2222-3333-444400000011
 box list --driver-root "$M"
 expect_match "list: MIG mode is shown" "$out" '^1 +0000:5e:00.0  nvidia .*  /dev/nvidia0 \(MIG mode: 2 GPU instances\)$'
-expect_match "list: each MIG device, by GPU:GI:CI and the toolkit's name, with its nodes" "$out" \
-    "^1:1:1 +0000:5e:00.0  nvidia  MIG GI 1 CI 1 +$mig1/1/1  /dev/nvidia0 /dev/nvidia-caps/nvidia-cap12 /dev/nvidia-caps/nvidia-cap14\$"
+# NVML's names of them (fake_nvml answers from the simulated host's layout).
+mig111=MIG-000000b0-5555-6666-7777-888800000011 mig120=MIG-000000b0-5555-6666-7777-888800000020
+expect_match "list: each MIG device, by GPU:GI:CI, NVML's profile, memory and MIG-<uuid>, with its nodes" "$out" \
+    "^1:1:1 +0000:5e:00.0  nvidia  MIG 1c.2g.20gb 20096MiB GI 1 CI 1 +$mig111  /dev/nvidia0 /dev/nvidia-caps/nvidia-cap12 /dev/nvidia-caps/nvidia-cap14\$"
+expect_match "list: a 1g.10gb instance" "$out" "^1:2:0 +0000:5e:00.0  nvidia  MIG 1g.10gb 9984MiB GI 2 CI 0 +$mig120  "
+expect_no_match "list: nothing unknown" "$out" "unknown"
 box list --json --driver-root "$M"
 expect_match "list --json: the MIG devices" "$out" "\"name\": \"$mig1/2/0\""
+expect_match "list --json: NVML's UUID, profile and memory" "$out" \
+    "\"memory_bytes\": 10468982784,"$'\n'" *\"name\": \"$mig1/2/0\",(.|"$'\n'")*\"profile\": \"1g.10gb\","$'\n'" *\"uuid\": \"$mig120\""
+expect_match "list --json: the MIG mode" "$out" '"mig_mode": "enabled"'
+# Without gpubox-nvml (a gpubox copied alone): all /proc gives, and one line that the rest is unknown.
+mkdir -p "$WORK/alone" && cp "$GPUBOX" "$WORK/alone/gpubox"
+"$WORK/alone/gpubox" list --driver-root "$M" >"$WORK/.out" 2>"$WORK/.err"
+rc=$? out=$(cat "$WORK/.out") err=$(cat "$WORK/.err")
+expect_match "list without the NVML helper: the MIG devices from /proc, by the toolkit's name" "$rc:$err:$out" \
+    "^0::(.|"$'\n'")*"$'\n'"1:1:1 +0000:5e:00.0  nvidia  MIG GI 1 CI 1 +$mig1/1/1  /dev/nvidia0 /dev/nvidia-caps/nvidia-cap12 /dev/nvidia-caps/nvidia-cap14"$'\n'
+expect_match "... and one line saying what is unknown" "$out" \
+    "^MIG profiles, memory and MIG-<uuid>s unknown: no helper gpubox-nvml \\(looked for $WORK/alone/gpubox-nvml and $WORK/alone/../libexec/gpubox/gpubox-nvml\\)\$"
 mig_probe='probe stat /dev/nvidia0 /dev/nvidia2 /dev/nvidia-caps/nvidia-cap1 /dev/nvidia-caps/nvidia-cap2 /dev/nvidia-caps/nvidia-cap12 /dev/nvidia-caps/nvidia-cap13 /dev/nvidia-caps/nvidia-cap14 /dev/nvidia-caps/nvidia-cap21 && cd /proc/driver/nvidia/capabilities && find . -type f | sort && cat gpu0/mig/gi1/ci1/access && ls /proc/driver'
 box run --driver-root "$M" --gpu 1:1:1 "$R" sh -c "$mig_probe"
+mig_1_1_1="$rc:$err:$out"
 expect_eq "--gpu 1:1:1: the GPU's node, its two capability nodes, its access files and no others" "$rc:$err:$out" "0::/dev/nvidia0=chr 195:0
 /dev/nvidia2=ENOENT
 /dev/nvidia-caps/nvidia-cap1=ENOENT
@@ -200,6 +216,11 @@ DeviceFileMinor: 14
 DeviceFileMode: 292
 DeviceFileModify: 1
 nvidia"
+box run --driver-root "$M" --gpu "$mig111" "$R" sh -c "$mig_probe"
+expect_eq "--gpu MIG-<uuid>: exactly that MIG device (1:1:1), as by GPU:GI:CI" "$rc:$err:$out" "$mig_1_1_1"
+box run --driver-root "$M" --gpu MIG-00000000-5555-6666-7777-888800000011 "$R" true
+expect_eq "--gpu MIG-<uuid> of no MIG device -> 125, the host's listed" "$rc:$err" "125:gpubox: --gpu MIG-00000000-5555-6666-7777-888800000011: no MIG device has that UUID; MIG devices on this host: 1:1:0 (MIG-000000b0-5555-6666-7777-888800000010), 1:1:1 ($mig111), 1:2:0 ($mig120)
+gpubox: hint: 'gpubox list' shows every MIG device"
 box run --driver-root "$M" --gpu "$mig1/2/0" "$R" probe stat /dev/nvidia-caps/nvidia-cap12 /dev/nvidia-caps/nvidia-cap21 /dev/nvidia-caps/nvidia-cap22
 expect_eq "--gpu MIG-GPU-<uuid>/2/0: that MIG device" "$rc:$out" "0:/dev/nvidia-caps/nvidia-cap12=ENOENT
 /dev/nvidia-caps/nvidia-cap21=chr 241:21
@@ -229,8 +250,18 @@ expect_eq "--gpu slurm: a MultipleFiles= MIG device" "$rc:$out" "0:/dev/nvidia2=
 /dev/nvidia-caps/nvidia-cap21=chr 241:21
 /dev/nvidia-caps/nvidia-cap22=chr 241:22"
 box doctor --driver-root "$M"
-expect_match "doctor: a GPU in MIG mode with no instance is explained" "$out" \
-    "^note     GPU 0 \\(0000:3b:00.0\\) has no MIG GPU instance: if it is in MIG mode .*, CUDA finds no device on it"
+expect_match "doctor: a GPU in MIG mode with no instance is explained (NVML says it is in MIG mode)" "$out" \
+    "^note     GPU 0 \\(0000:3b:00.0\\) is in MIG mode with no GPU instance: CUDA finds no device on it\$"
+# A host whose GPU 2 is MIG-capable with MIG mode off (built unprivileged: its nodes are plain
+# files, which doctor reports; its MIG notes are what is looked at here).
+"$FAKE_GPU_HOST" "$WORK/host-mig4" --gpus 4 --mig 2>/dev/null
+box doctor --driver-root "$WORK/host-mig4"
+expect_match "doctor: MIG mode with no instance, told apart from ..." "$out" \
+    "^note     GPU 0 \\(0000:3b:00.0\\) is in MIG mode with no GPU instance: CUDA finds no device on it\$"
+expect_no_match "... a GPU with MIG mode off, which gets no note" "$out" "GPU 2 \\(0000:86:00.0\\).*MIG"
+"$WORK/alone/gpubox" doctor --driver-root "$WORK/host-mig4" >"$WORK/.out" 2>&1
+expect_match "doctor without NVML: it cannot tell, says so, and how to check" "$(cat "$WORK/.out")" \
+    "info     MIG mode unknown \\(NVML not asked: no helper gpubox-nvml .*"$'\n'"(.|"$'\n'")*note     GPU 2 \\(0000:86:00.0\\) has no MIG GPU instance: if it is in MIG mode \\(nvidia-smi -i 2 --query-gpu=mig.mode.current\\), CUDA finds no device on it"
 # CDI, generated: a spec for the MIG host, its cdiVersion the lowest its features need (digit
 # device names and hostPath: 0.5.0), listed, and consumed by gpubox itself.
 C=$WORK/cdi && mkdir -p "$C"
