@@ -95,8 +95,7 @@ int main(int argc, char** argv) {
         !bind(lib, "nvmlDeviceGetCount_v2", n.count) ||
         !bind(lib, "nvmlDeviceGetHandleByIndex_v2", n.by_index) ||
         !bind(lib, "nvmlDeviceGetPciInfo_v3", n.pci) || !bind(lib, "nvmlDeviceGetUUID", n.uuid) ||
-        !bind(lib, "nvmlDeviceGetName", n.name) ||
-        !bind(lib, "nvmlDeviceGetMigMode", n.mig_mode) ||
+        !bind(lib, "nvmlDeviceGetName", n.name) || !bind(lib, "nvmlDeviceGetMigMode", n.mig_mode) ||
         !bind(lib, "nvmlDeviceGetMaxMigDeviceCount", n.max_mig) ||
         !bind(lib, "nvmlDeviceGetMigDeviceHandleByIndex", n.mig_by_index) ||
         !bind(lib, "nvmlDeviceGetGpuInstanceId", n.gi) ||

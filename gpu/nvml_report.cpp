@@ -62,7 +62,8 @@ NvmlReport parse_nvml_report(const std::string& text) {
         };
         if (line.size() > kMaxLine) bad("is too long");
         if (std::any_of(line.begin(), line.end(), [](char c) {
-                return static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f;
+                return static_cast<unsigned char>(c) < 0x20 ||
+                       static_cast<unsigned char>(c) >= 0x7f;
             }))
             bad("has control or non-ASCII characters");
         std::istringstream words(line);
@@ -70,7 +71,8 @@ NvmlReport parse_nvml_report(const std::string& text) {
         words >> kind;
         if (kind == "nvml") {
             words >> r.driver_version;
-            if (r.driver_version.empty() || r.driver_version.size() > 32) bad("is no driver version");
+            if (r.driver_version.empty() || r.driver_version.size() > 32)
+                bad("is no driver version");
         } else if (kind == "gpu") {
             std::string bus, uuid, cur, pend, extra;
             words >> bus >> uuid >> cur >> pend;

@@ -38,7 +38,8 @@ const std::vector<CommandInfo>& commands() {
          run_flags()},
         {"list", "[--json] [--driver-root DIR]",
          "List the host's GPUs: index, PCI address, vendor, model, UUID and device nodes, and "
-         "each MIG device under its GPU (GPU:GI:CI, MIG-GPU-<uuid>/GI/CI, its nodes).",
+         "each MIG device under its GPU (GPU:GI:CI, its profile, memory and MIG-<uuid> as the "
+         "driver's NVML gives them, else MIG-GPU-<uuid>/GI/CI; its nodes).",
          list_flags()},
         {"doctor", "[--driver-root DIR]",
          "Check that this host can run sandboxes (user namespaces, AppArmor, kernel, GPU driver, "

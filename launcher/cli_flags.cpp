@@ -98,8 +98,9 @@ const Flags& run_flags() {
          [](Options& o, const std::string& v) { o.seccomp_bpf = v; }},
         {"--gpu", "SPEC",
          "GPUs to give the sandbox: none (default), all, a comma list of indices, GPU-<uuid>s "
-         "(or a unique prefix), PCI addresses and MIG devices (GPU:GI:CI or "
-         "MIG-GPU-<uuid>/GI/CI, see 'gpubox list') (repeated: the union), slurm (the Slurm "
+         "(or a unique prefix), PCI addresses and MIG devices (GPU:GI:CI, "
+         "MIG-GPU-<uuid>/GI/CI or NVML's MIG-<uuid>, see 'gpubox list') (repeated: the union), "
+         "slurm (the Slurm "
          "step's), env (NVIDIA_VISIBLE_DEVICES), or auto[:N] (N GPUs or MIG devices no other "
          "gpubox holds)",
          set_gpu},

@@ -42,8 +42,8 @@ void add_nvml_facts(gpu::GpuInventory& inv, const std::string& driver_root) {
             std::string why = r.err;
             while (!why.empty() && why.back() == '\n') why.pop_back();
             if (why.find('\n') != std::string::npos) why = why.substr(why.rfind('\n') + 1);
-            inv.nvml_problem = cat("gpubox-nvml ", r.failure(), why.empty() ? "" : ": ",
-                                   why.substr(0, 200));
+            inv.nvml_problem =
+                cat("gpubox-nvml ", r.failure(), why.empty() ? "" : ": ", why.substr(0, 200));
             return;
         }
         gpu::apply_nvml_report(inv, gpu::parse_nvml_report(r.out));

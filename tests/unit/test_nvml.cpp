@@ -24,9 +24,13 @@ const std::string kReport =
     "nvml 550.54.14\n"
     "gpu 00000000:3B:00.0 GPU-000000a0-1111-2222-3333-444400000010 1 1\n"
     "gpu 00000000:5E:00.0 GPU-000000a1-1111-2222-3333-444400000011 1 1\n"
-    "mig 1 0 21072183296 " + kMig110 + " NVIDIA H100 80GB HBM3 MIG 1c.2g.20gb\n"
-    "mig 1 1 21072183296 MIG-11111111-aaaa-bbbb-cccc-0123456789ab NVIDIA H100 80GB HBM3 MIG 1c.2g.20gb\n"
-    "mig 2 0 10468982784 MIG-22222222-aaaa-bbbb-cccc-0123456789ab NVIDIA H100 80GB HBM3 MIG 1g.10gb\n"
+    "mig 1 0 21072183296 " +
+    kMig110 +
+    " NVIDIA H100 80GB HBM3 MIG 1c.2g.20gb\n"
+    "mig 1 1 21072183296 MIG-11111111-aaaa-bbbb-cccc-0123456789ab NVIDIA H100 80GB HBM3 MIG "
+    "1c.2g.20gb\n"
+    "mig 2 0 10468982784 MIG-22222222-aaaa-bbbb-cccc-0123456789ab NVIDIA H100 80GB HBM3 MIG "
+    "1g.10gb\n"
     "gpu 00000000:86:00.0 GPU-000000a2-1111-2222-3333-444400000012 0 1\n"
     "gpu 00000000:AF:00.0 GPU-000000a3-1111-2222-3333-444400000013 - -\n"
     "future words we do not know\n";
@@ -72,23 +76,23 @@ TEST_CASE("gpubox-nvml's report: GPUs by PCI address, MIG modes, MIG devices wit
 TEST_CASE("gpubox-nvml's report: garbled or hostile output is not believed at all") {
     const std::string head = "nvml 550.54.14\ngpu 0000:5e:00.0 GPU-a1 1 1\n";
     for (const std::string& bad : {
-             std::string("gpu 0000:5e:00.0 GPU-a1 1\n"),                 // a field short
-             std::string("gpu 0000:5e:00.0 GPU-a1 1 1 extra\n"),         // one too many
-             std::string("gpu 0000:5e:00.0 GPU-a1 2 1\n"),               // no such mode
-             std::string("gpu 0000:5e:99.0 GPU-a1 1 1\n"),               // no PCI address
-             std::string("gpu 0000:5e:00.0 GPU-../../x 1 1\n"),          // not a UUID
-             std::string("gpu 0000:5e:00.0 MIG-a1 1 1\n"),               // not a GPU's
-             head + "mig 1 0 99999999999999999999999 MIG-x NAME\n",      // overflows
-             head + "mig 15 0 1 MIG-x NAME\n",                           // GI beyond 14
-             head + "mig 1 8 1 MIG-x NAME\n",                            // CI beyond 7
-             head + "mig 1 0 1 GPU-x NAME\n",                            // not a MIG UUID
-             head + "mig -1 0 1 MIG-x NAME\n",                           // negative
-             head + "mig 1 0 1 MIG-x NAME\x1b[2J\n",                     // a terminal escape
-             head + "mig 1 0 1 MIG-x " + std::string(600, 'A') + "\n",   // too long
-             std::string("nvml 550\nmig 1 0 1 MIG-x NAME\n"),            // before any GPU
-             std::string("gpu 0000:5e:00.0 GPU-a1 1 1\n"),               // no nvml line
-             std::string(""),                                            // nothing
-             std::string("\x7f\x45LF\x02\x01"),                          // not text
+             std::string("gpu 0000:5e:00.0 GPU-a1 1\n"),                // a field short
+             std::string("gpu 0000:5e:00.0 GPU-a1 1 1 extra\n"),        // one too many
+             std::string("gpu 0000:5e:00.0 GPU-a1 2 1\n"),              // no such mode
+             std::string("gpu 0000:5e:99.0 GPU-a1 1 1\n"),              // no PCI address
+             std::string("gpu 0000:5e:00.0 GPU-../../x 1 1\n"),         // not a UUID
+             std::string("gpu 0000:5e:00.0 MIG-a1 1 1\n"),              // not a GPU's
+             head + "mig 1 0 99999999999999999999999 MIG-x NAME\n",     // overflows
+             head + "mig 15 0 1 MIG-x NAME\n",                          // GI beyond 14
+             head + "mig 1 8 1 MIG-x NAME\n",                           // CI beyond 7
+             head + "mig 1 0 1 GPU-x NAME\n",                           // not a MIG UUID
+             head + "mig -1 0 1 MIG-x NAME\n",                          // negative
+             head + "mig 1 0 1 MIG-x NAME\x1b[2J\n",                    // a terminal escape
+             head + "mig 1 0 1 MIG-x " + std::string(600, 'A') + "\n",  // too long
+             std::string("nvml 550\nmig 1 0 1 MIG-x NAME\n"),           // before any GPU
+             std::string("gpu 0000:5e:00.0 GPU-a1 1 1\n"),              // no nvml line
+             std::string(""),                                           // nothing
+             std::string("\x7f\x45LF\x02\x01"),                         // not text
          }) {
         INFO(bad);
         CHECK_THROWS_AS(parse_nvml_report(bad), PlanError);
@@ -124,12 +128,14 @@ TEST_CASE("NVML's facts added to discovery; --gpu MIG-<uuid> selects that GPU:GI
     CHECK_THROWS_WITH(
         select_gpus(inv, parse_gpu_spec("MIG-5f0c2d1e")),
         Catch::Matchers::StartsWith("--gpu MIG-5f0c2d1e: no MIG device has that UUID; MIG "
-                                    "devices on this host: 1:1:0 (" + kMig110 + "), 1:1:1 ("));
+                                    "devices on this host: 1:1:0 (" +
+                                    kMig110 + "), 1:1:1 ("));
 
     // A report from another host: nothing matches, nothing is taken.
     GpuInventory other = discover_gpus(h.dir.string(), kCapDefault);
     apply_nvml_report(other, parse_nvml_report("nvml 1.0\ngpu 0000:01:00.0 GPU-a0 1 1\n"
-                                               "mig 1 0 1 " + kMig110 + " X MIG 7g.80gb\n"));
+                                               "mig 1 0 1 " +
+                                               kMig110 + " X MIG 7g.80gb\n"));
     CHECK(other.gpus[1].mig[0].uuid.empty());
     CHECK_THROWS_WITH(select_gpus(other, parse_gpu_spec(kMig110)),
                       Catch::Matchers::Contains("no MIG device has that UUID"));
@@ -141,9 +147,10 @@ TEST_CASE("gpubox list: MIG profile, memory and MIG-<uuid>, or one line saying t
     inv.nvml_problem = "no helper gpubox-nvml (looked for /x)";
     std::string text = describe_gpus(inv);
     INFO(text);
-    CHECK(row(text, "1:1:0") ==
-          "1:1:0 0000:5e:00.0 nvidia MIG GI 1 CI 0 MIG-GPU-000000a1-1111-2222-3333-444400000011/1/0 "
-          "/dev/nvidia0 /dev/nvidia-caps/nvidia-cap12 /dev/nvidia-caps/nvidia-cap13");
+    CHECK(
+        row(text, "1:1:0") ==
+        "1:1:0 0000:5e:00.0 nvidia MIG GI 1 CI 0 MIG-GPU-000000a1-1111-2222-3333-444400000011/1/0 "
+        "/dev/nvidia0 /dev/nvidia-caps/nvidia-cap12 /dev/nvidia-caps/nvidia-cap13");
     CHECK(text.find("\nMIG profiles, memory and MIG-<uuid>s unknown: no helper gpubox-nvml "
                     "(looked for /x)\n") != std::string::npos);
     apply_nvml_report(inv, parse_nvml_report(kReport));
