@@ -278,7 +278,7 @@ void check_gpus(Doctor& d, const Options& o) {
     add_nvml_facts(inv, o.driver_root);
     if (!inv.nvml &&
         std::any_of(inv.gpus.begin(), inv.gpus.end(), [](const gpu::Gpu& g) { return g.mig_dir; }))
-        std::cout << "info     MIG mode unknown (NVML not asked: " << inv.nvml_problem << ")\n";
+        std::cout << "info     MIG mode unknown: " << inv.nvml_problem << "\n";
     for (const std::string& why : inv.unplaced) d.problem(why, gpu::kUnplacedHint);
     if (inv.gpus.empty()) {
         if (inv.unplaced.empty())

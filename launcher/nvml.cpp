@@ -1,5 +1,9 @@
 #include "launcher/nvml.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "common/error.hpp"
@@ -35,6 +39,16 @@ void add_nvml_facts(gpu::GpuInventory& inv, const std::string& driver_root) {
         return;
     }
     try {
+        // Its code runs as the caller: only a library root or the caller could have written.
+        const UniqueFd fd = sys::open_at(AT_FDCWD, lib, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        const struct stat st = sys::fstat(fd.get(), lib);
+        if (!S_ISREG(st.st_mode) || (st.st_uid != 0 && st.st_uid != ::getuid()) ||
+            (st.st_mode & (S_IWGRP | S_IWOTH))) {
+            inv.nvml_problem = cat(quote(lib),
+                                   " is not a regular file owned by root or the "
+                                   "caller and writable by no one else: not loaded");
+            return;
+        }
         const image::Program helper = image::find_helper("gpubox-nvml");
         UniqueFd helper_fd(helper.fd);
         const image::ToolResult r = image::run_tool(helper, {"gpubox-nvml", lib}, {}, false);

@@ -261,7 +261,23 @@ expect_match "doctor: MIG mode with no instance, told apart from ..." "$out" \
 expect_no_match "... a GPU with MIG mode off, which gets no note" "$out" "GPU 2 \\(0000:86:00.0\\).*MIG"
 "$WORK/alone/gpubox" doctor --driver-root "$WORK/host-mig4" >"$WORK/.out" 2>&1
 expect_match "doctor without NVML: it cannot tell, says so, and how to check" "$(cat "$WORK/.out")" \
-    "info     MIG mode unknown \\(NVML not asked: no helper gpubox-nvml .*"$'\n'"(.|"$'\n'")*note     GPU 2 \\(0000:86:00.0\\) has no MIG GPU instance: if it is in MIG mode \\(nvidia-smi -i 2 --query-gpu=mig.mode.current\\), CUDA finds no device on it"
+    "info     MIG mode unknown: no helper gpubox-nvml .*"$'\n'"(.|"$'\n'")*note     GPU 2 \\(0000:86:00.0\\) has no MIG GPU instance: if it is in MIG mode \\(nvidia-smi -i 2 --query-gpu=mig.mode.current\\), CUDA finds no device on it"
+# A libnvidia-ml someone else could have written is not loaded (its code would run as the caller).
+nvml4=$WORK/host-mig4/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.14
+chmod g+w "$nvml4" && box list --driver-root "$WORK/host-mig4"
+expect_match "list: a group-writable libnvidia-ml is not loaded, and that is the one line" "$rc:$out" \
+    "^0:.*"$'\n'"MIG profiles, memory and MIG-<uuid>s unknown: \"$nvml4\" is not a regular file owned by root or the caller and writable by no one else: not loaded\$"
+chmod g-w "$nvml4"
+# gpubox-nvml runs for list, never for a plain run: a stand-in beside a copy of gpubox says when.
+# (A program, not a script: gpubox runs its helpers by fd, which no interpreter could open.)
+mkdir -p "$WORK/spy" && cp "$GPUBOX" "$WORK/spy/gpubox" &&
+    printf '#include <stdio.h>\nint main(int c, char** v) { FILE* f = fopen("%s/spy/ran", "a"); fprintf(f, "%%s\\n", v[1]); return 1; }\n' \
+        "$WORK" >"$WORK/spy/spy.c" && cc -o "$WORK/spy/gpubox-nvml" "$WORK/spy/spy.c" || not_ok "cc builds the stand-in"
+"$WORK/spy/gpubox" run --driver-root "$M" --gpu 0 "$R" true && "$WORK/spy/gpubox" run --driver-root "$M" --gpu 1:1:0 "$R" true
+expect_eq "run --gpu 0 and --gpu 1:1:0 start no gpubox-nvml" "$?:$(cat "$WORK/spy/ran" 2>/dev/null)" "0:"
+"$WORK/spy/gpubox" list --driver-root "$M" >/dev/null
+expect_eq "list starts it once, with the driver's libnvidia-ml by its resolved path" "$(cat "$WORK/spy/ran" 2>/dev/null)" \
+    "$M/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.14"
 # CDI, generated: a spec for the MIG host, its cdiVersion the lowest its features need (digit
 # device names and hostPath: 0.5.0), listed, and consumed by gpubox itself.
 C=$WORK/cdi && mkdir -p "$C"
