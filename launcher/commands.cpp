@@ -73,7 +73,9 @@ nlohmann::json to_json(const gpu::GpuInventory& inv) {
     }
     j["unplaced"] = inv.unplaced;
     // Whether NVML's facts (MIG mode, MIG-<uuid>, profile, memory) are in, else why not.
-    j["nvml"] = inv.nvml ? nlohmann::json(true) : nlohmann::json(inv.nvml_problem);
+    j["nvml"] = inv.nvml                   ? nlohmann::json(true)
+                : inv.nvml_problem.empty() ? nlohmann::json()
+                                           : nlohmann::json(inv.nvml_problem);
     return j;
 }
 

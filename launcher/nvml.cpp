@@ -56,6 +56,9 @@ void add_nvml_facts(gpu::GpuInventory& inv, const std::string& driver_root) {
             std::string why = r.err;
             while (!why.empty() && why.back() == '\n') why.pop_back();
             if (why.find('\n') != std::string::npos) why = why.substr(why.rfind('\n') + 1);
+            for (char& c : why)  // NVML's text, shown on the caller's terminal
+                if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e)
+                    c = '?';
             inv.nvml_problem =
                 cat("gpubox-nvml ", r.failure(), why.empty() ? "" : ": ", why.substr(0, 200));
             return;
