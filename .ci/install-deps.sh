@@ -11,7 +11,8 @@ set -euo pipefail
 # tests/, where quickstart finds the simulated GPU host); file: cpack -G DEB (dpkg-shlibdeps).
 # Run: busybox-static (gpubox rootfs create), skopeo (gpubox pull), util-linux (setpriv).
 build=(build-essential cmake pkg-config libcap-ng-dev libseccomp-dev libsystemd-dev
-       libarchive-dev nettle-dev nlohmann-json3-dev catch2 file busybox-static skopeo util-linux)
+       libarchive-dev nettle-dev nlohmann-json3-dev catch2 file busybox-static skopeo util-linux
+       libyaml-cpp-dev)  # CDI specs are YAML by default (nvidia-ctk writes /etc/cdi/nvidia.yaml)
 tests=(clang libclang-rt-14-dev   # run-all.sh: unit tests under ASan/UBSan, libFuzzer smoke
        clang-format git           # tools/check-format.sh: clang-format 14 over `git ls-files`
        bsdutils procps time       # e2e: script(1) as a terminal, pgrep, /usr/bin/time
@@ -23,7 +24,10 @@ tests=(clang libclang-rt-14-dev   # run-all.sh: unit tests under ASan/UBSan, lib
        docker-registry apache2-utils openssl umoci
        mmdebstrap                 # test_install.sh and the VM test: fresh Debian 12 roots
        qemu-system-x86 e2fsprogs  # tests/vm: the systemd guest, its ext4 disks (mke2fs -d)
-       bubblewrap hyperfine)      # bench/: the peer and the timer
+       bubblewrap hyperfine       # bench/: the peer and the timer
+       # test_cdi_podman.sh: Debian's podman, rootless, with runc (crun refuses a hybrid cgroup
+       # setup), vfs storage and no network, so uidmap for its user namespace
+       podman runc uidmap)
 case ${1:-all} in
     build) pkgs=("${build[@]}") ;;
     all) pkgs=("${build[@]}" "${tests[@]}") ;;

@@ -19,6 +19,10 @@ struct GpuSpec {
     std::vector<int> minors;         // minors
     int count = 1;                   // lease: how many
     std::string source;  // where a resolved spec came from, for messages ("SLURM_STEP_GPUS=1,3")
+    // minors: for each, the MIG capability minors Slurm's gres.conf MultipleFiles= gave with it
+    // (/dev/nvidia-caps/nvidia-cap<N>), which name one MIG device of that GPU; empty (or
+    // shorter than minors): whole GPUs.
+    std::vector<std::vector<int>> caps;
 };
 
 // Pure. Throws UsageError for a malformed item.
@@ -36,12 +40,18 @@ std::vector<Gpu> select_gpus(const GpuInventory& inv, const GpuSpec& spec);
 
 // Pure: the discovery scope that can satisfy the spec (indices and UUIDs name NVIDIA GPUs only).
 Scope scope_for(const GpuSpec& spec);
+// Pure: whether the spec names a MIG device by NVML's own UUID (MIG-<uuid>), which only NVML
+// can resolve (launcher/nvml.hpp adds its facts to the inventory first).
+bool names_mig_uuid(const GpuSpec& spec);
 // Pure: the NVIDIA indices the spec names, when it names GPUs by index only (else empty): all
 // that discovery need inspect (discover_gpus's `only`).
 std::vector<int> indices_only(const GpuSpec& spec);
 
 // `gpubox list`'s table: a header, then one row per GPU ("0  0000:3b:00.0  nvidia  Tesla T4
-// GPU-...  /dev/nvidia2"), columns aligned, "-" for what a GPU lacks, a problem after its nodes.
+// GPU-...  /dev/nvidia2"), columns aligned, "-" for what a GPU lacks, a problem after its nodes;
+// under a GPU, a row per MIG device ("1:1:0 ... MIG 1g.10gb 9984MiB GI 1 CI 0  MIG-<uuid> ...",
+// its profile, memory and MIG-<uuid> where NVML gave them, else the toolkit's name), and a
+// last line saying why NVML's facts are unknown, where they are.
 std::string describe_gpus(const GpuInventory& inv);
 // Pure: the device cgroup named in /proc/self/cgroup's text: cgroup v1's devices line
 // ("5:devices:/slurm/uid_0/job_7/step_0"), else the v2 line ("0::/user.slice/...").

@@ -142,6 +142,77 @@ Node find_node(HostFiles& files, const std::string& path) {
     return n;
 }
 
+// "gi3" -> 3 (for `prefix` "gi"); -1 for any other name.
+int numbered(const std::string& name, const char* prefix) {
+    const std::string p = prefix;
+    if (!starts_with(name, p) || name.size() == p.size() || name.size() > p.size() + 4) return -1;
+    for (std::size_t i = p.size(); i < name.size(); ++i)
+        if (name[i] < '0' || name[i] > '9') return -1;
+    return std::stoi(name.substr(p.size()));
+}
+
+// The GPU's MIG devices, from the driver's capability directories: one per compute instance
+// of each GPU instance (their nodes are found once mig-minors is read, see add_mig_nodes).
+void add_mig_instances(int root, HostFiles& files, Gpu& g) {
+    const std::string dir = cat("/proc/driver/nvidia/capabilities/gpu", g.minor, "/mig");
+    const HostFiles::Found d = files.find(dir);
+    g.mig_dir = d.exists && S_ISDIR(d.st.st_mode);
+    if (!g.mig_dir) return;
+    for (const std::string& gi_name : list_dir(root, dir)) {
+        const int gi = numbered(gi_name, "gi");
+        if (gi < 0) continue;
+        ++g.mig_instances;
+        const std::string gi_dir = dir + "/" + gi_name;
+        for (const std::string& ci_name : list_dir(root, gi_dir)) {
+            const int ci = numbered(ci_name, "ci");
+            if (ci < 0) continue;
+            MigDevice m;
+            m.gi = gi, m.ci = ci;
+            m.gi_access = gi_dir + "/access";
+            m.ci_access = gi_dir + "/" + ci_name + "/access";
+            for (auto [path, host] : {std::pair{&m.gi_access, &m.gi_access_host},
+                                      std::pair{&m.ci_access, &m.ci_access_host}}) {
+                const HostFiles::Found f = files.find(*path);
+                if (f.exists && S_ISREG(f.st.st_mode)) *host = f.host;
+                else if (m.problem.empty())
+                    m.problem = cat(quote(*path), " is not a file inside the driver root");
+            }
+            g.mig.push_back(std::move(m));
+        }
+    }
+    std::sort(g.mig.begin(), g.mig.end(), [](const MigDevice& a, const MigDevice& b) {
+        return std::pair(a.gi, a.ci) < std::pair(b.gi, b.ci);
+    });
+}
+
+// The MIG devices' capability nodes: minors from mig-minors, checked against the major the
+// driver registered as `nvidia-caps`, as for the GPUs' own nodes.
+void add_mig_nodes(int root, HostFiles& files, GpuInventory& inv, const std::string& devices) {
+    std::optional<std::map<std::string, int>> minors;
+    const int major = parse_char_major(devices, "nvidia-caps");
+    for (Gpu& g : inv.gpus)
+        for (MigDevice& m : g.mig) {
+            if (!minors)
+                minors = parse_mig_minors(
+                    read_in(root, "/proc/driver/nvidia-caps/mig-minors").value_or(""));
+            const std::string gi = cat("gpu", g.minor, "/gi", m.gi), ci = cat(gi, "/ci", m.ci);
+            const auto gi_it = minors->find(gi + "/access"), ci_it = minors->find(ci + "/access");
+            if (gi_it == minors->end() || ci_it == minors->end()) {
+                if (m.problem.empty())
+                    m.problem = cat("/proc/driver/nvidia-caps/mig-minors lists no ",
+                                    gi_it == minors->end() ? gi : ci, "/access");
+                continue;
+            }
+            m.gi_minor = gi_it->second, m.ci_minor = ci_it->second;
+            m.gi_node = find_node(files, cat("/dev/nvidia-caps/nvidia-cap", m.gi_minor));
+            m.ci_node = find_node(files, cat("/dev/nvidia-caps/nvidia-cap", m.ci_minor));
+            // Not the node the driver made for that capability: never given.
+            m.gi_node.is_char &= major >= 0 && m.gi_node.rdev == makedev(major, m.gi_minor);
+            m.ci_node.is_char &= major >= 0 && m.ci_node.rdev == makedev(major, m.ci_minor);
+            m.gi_node.read_only = m.ci_node.read_only = true;
+        }
+}
+
 // One directory of /proc/driver/nvidia/gpus, and the bus address its name spells, if any.
 struct ProcGpuDir {
     std::string dir;
@@ -179,9 +250,7 @@ GpuRead read_nvidia_gpu(int root, HostFiles& files, const ProcGpuDir& e, bool la
         g.proc_host = d.host;
     else g.problem = cat(quote(dir), " is not a directory inside the driver root");
     g.nodes.push_back(find_node(files, cat("/dev/nvidia", info.device_minor)));
-    for (const std::string& name :
-         list_dir(root, cat("/proc/driver/nvidia/capabilities/gpu", g.minor, "/mig")))
-        if (starts_with(name, "gi")) ++g.mig_instances;
+    add_mig_instances(root, files, g);
     return GpuRead::ok;
 }
 
@@ -354,6 +423,18 @@ std::vector<std::string> list_dir(int root, const std::string& path) {
     return out;
 }
 
+std::string mig_id(const Gpu& g, const MigDevice& m) { return cat(g.index, ":", m.gi, ":", m.ci); }
+
+std::string mig_name(const Gpu& g, const MigDevice& m) {
+    return cat("MIG-", g.uuid, "/", m.gi, "/", m.ci);
+}
+
+std::vector<Node> nodes_of(const Gpu& g) {
+    std::vector<Node> out = g.nodes;
+    for (const MigDevice& m : g.mig) out.push_back(m.gi_node), out.push_back(m.ci_node);
+    return out;
+}
+
 const char* to_string(Vendor v) {
     switch (v) {
         case Vendor::nvidia: return "nvidia";
@@ -380,6 +461,7 @@ void check_nvidia_nodes(int r, HostFiles& files, GpuInventory& inv) {
         inv.shared_nodes["nvidiactl"].rdev == makedev(major, 255);
     inv.shared_nodes["nvidia-modeset"].is_char &=
         inv.shared_nodes["nvidia-modeset"].rdev == makedev(major, 254);
+    add_mig_nodes(r, files, inv, devices);
     const int uvm = parse_char_major(devices, "nvidia-uvm");
     if (uvm >= 0) {
         inv.shared_nodes["nvidia-uvm"].is_char &=

@@ -1,6 +1,7 @@
 #pragma once
 #include <sys/types.h>
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -19,6 +20,25 @@ struct Node {          // a device node, at the same path on the host (under the
     bool exists = false;
     bool is_char = false;
     dev_t rdev = 0;
+    bool read_only = false;  // opened for reading only (MIG capability nodes, mode 0444)
+};
+
+// One MIG device: compute instance `ci` of GPU instance `gi`, as nvidia-smi numbers them. CUDA
+// reaches it through two capabilities the driver guards by device nodes,
+// /dev/nvidia-caps/nvidia-cap<N> (N from /proc/driver/nvidia-caps/mig-minors, major
+// `nvidia-caps` in /proc/devices), and finds their minors in its `access` files under
+// /proc/driver/nvidia/capabilities/gpu<minor>/mig/gi<gi>[/ci<ci>]/access.
+struct MigDevice {
+    int gi = -1, ci = -1;
+    int gi_minor = -1, ci_minor = -1;  // the capability nodes' minors (-1: not in mig-minors)
+    Node gi_node, ci_node;
+    std::string gi_access, ci_access;            // procfs paths, in the sandbox as on the host
+    std::string gi_access_host, ci_access_host;  // their real host paths
+    std::string problem;                         // why it cannot be given ("": it can)
+    // What only NVML knows (gpu/nvml_report.hpp), where it was asked: "MIG-<uuid>", the
+    // profile ("1g.10gb") and its GPU instance's memory in bytes; empty, 0 otherwise.
+    std::string uuid, profile;
+    std::uint64_t memory = 0;
 };
 
 struct Gpu {
@@ -34,9 +54,23 @@ struct Gpu {
     std::vector<Node> nodes;  // this GPU's own nodes
     std::string problem;      // why it cannot be given to a sandbox ("": it can)
     // NVIDIA: its MIG GPU instances (capabilities/gpu<minor>/mig/gi<N>). With any, the GPU is
-    // in MIG mode, and CUDA runs only on MIG devices, which gpubox does not give (yet).
+    // in MIG mode, and CUDA runs only on its MIG devices (`mig`, one per compute instance).
     int mig_instances = 0;
+    bool mig_dir = false;  // capabilities/gpu<minor>/mig exists: the GPU is MIG-capable
+    std::vector<MigDevice> mig;
+    // NVML's MIG mode, current and pending a reset: 1 on, 0 off, -1 unknown or unsupported.
+    int mig_mode = -1, mig_pending = -1;
+    // As select_gpus gives it: the whole GPU was named (else only MIG devices were); `mig`
+    // then holds the MIG devices the sandbox gets.
+    bool whole = true;
 };
+
+// "1:2:0" (GPU index:GI:CI, as nvidia-smi numbers them) and the toolkit's name for it,
+// "MIG-GPU-<uuid>/2/0".
+std::string mig_id(const Gpu& g, const MigDevice& m);
+std::string mig_name(const Gpu& g, const MigDevice& m);
+// Every node the sandbox gets for `g` as selected: its own, and its MIG devices' two each.
+std::vector<Node> nodes_of(const Gpu& g);
 
 // The hint for a Gpu::problem.
 inline constexpr const char* kGpuProblemHint =
@@ -74,6 +108,9 @@ struct GpuInventory {
         bool read_only = true;
     };
     std::vector<Extra> optional_paths;
+    // Whether NVML's facts were added (gpu/nvml_report.hpp), and if asked but not, why not.
+    bool nvml = false;
+    std::string nvml_problem;
 };
 
 // How much of the host a request needs to see. NVIDIA GPUs named by index or UUID need only

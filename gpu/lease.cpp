@@ -111,6 +111,11 @@ std::string lease_name(const Gpu& g) {
     return "nvidia-" + key + ".lock";
 }
 
+std::string lease_name(const Gpu& g, const MigDevice& m) {
+    const std::string whole = lease_name(g);
+    return cat(whole.substr(0, whole.size() - 5), "-gi", m.gi, "-ci", m.ci, ".lock");
+}
+
 std::vector<LockLine> parse_proc_locks(const std::string& text) {
     std::vector<LockLine> out;
     std::istringstream in(text);
@@ -167,14 +172,35 @@ UniqueFd open_lease_dir(const std::string& path, bool create) {
     return fd;
 }
 
+namespace {
+
+struct Unit {
+    std::string item, lock;  // as --gpu names it; its lock file
+};
+
+// What --gpu auto hands out: each usable NVIDIA GPU, except that one with MIG GPU instances
+// is handed out by its usable MIG devices.
+std::vector<Unit> lease_units(const GpuInventory& inv) {
+    std::vector<Unit> out;
+    for (const Gpu& g : inv.gpus) {
+        if (g.vendor != Vendor::nvidia || !g.problem.empty() || g.index < 0) continue;
+        if (g.mig_instances == 0) out.push_back({std::to_string(g.index), lease_name(g)});
+        for (const MigDevice& m : g.mig)
+            if (m.problem.empty()) out.push_back({mig_id(g, m), lease_name(g, m)});
+    }
+    return out;
+}
+
+}  // namespace
+
 Lease take_lease(const GpuInventory& inv, const LeaseRequest& r) {
-    std::vector<const Gpu*> candidates;
-    for (const Gpu& g : inv.gpus)
-        if (g.vendor == Vendor::nvidia && g.problem.empty() && g.index >= 0)
-            candidates.push_back(&g);
+    const std::vector<Unit> candidates = lease_units(inv);
     const std::string what = cat("--gpu auto:", r.count, r.shared ? " --gpu-share" : "");
+    const bool mig = std::any_of(inv.gpus.begin(), inv.gpus.end(),
+                                 [](const Gpu& g) { return g.mig_instances > 0; });
+    const char* units = mig ? "GPUs and MIG devices" : "GPUs";
     if (static_cast<int>(candidates.size()) < r.count)
-        throw PlanError(cat(what, ": this host has ", candidates.size(), " usable NVIDIA GPUs"),
+        throw PlanError(cat(what, ": this host has ", candidates.size(), " usable NVIDIA ", units),
                         "see 'gpubox list'");
     Lease lease;
     lease.dir = lease_dir_path();
@@ -183,21 +209,21 @@ Lease take_lease(const GpuInventory& inv, const LeaseRequest& r) {
                           std::chrono::milliseconds(static_cast<long>(r.wait_seconds * 1000));
     for (;;) {
         std::vector<std::string> unusable;
-        for (const Gpu* g : candidates) {
-            if (static_cast<int>(lease.indices.size()) == r.count) break;
+        for (const Unit& u : candidates) {
+            if (static_cast<int>(lease.items.size()) == r.count) break;
             UniqueFd fd;
             std::string why;
-            const Try t = try_lock(dir.get(), lease_name(*g), r.shared, fd, why);
+            const Try t = try_lock(dir.get(), u.lock, r.shared, fd, why);
             if (t == Try::taken)
-                lease.indices.push_back(g->index), lease.locks.push_back(std::move(fd));
+                lease.items.push_back(u.item), lease.locks.push_back(std::move(fd));
             if (t == Try::unusable) unusable.push_back(why);
         }
-        if (static_cast<int>(lease.indices.size()) == r.count) return lease;
-        const std::size_t got = lease.indices.size();
-        lease.indices.clear(), lease.locks.clear();  // never sit on some while waiting for more
+        if (static_cast<int>(lease.items.size()) == r.count) return lease;
+        const std::size_t got = lease.items.size();
+        lease.items.clear(), lease.locks.clear();  // never sit on some while waiting for more
         if (std::chrono::steady_clock::now() >= deadline)
-            throw PlanError(cat(what, ": only ", got, " of ", candidates.size(), " GPUs free in ",
-                                lease.dir, "; held: ", describe(holders(dir.get())),
+            throw PlanError(cat(what, ": only ", got, " of ", candidates.size(), " ", units,
+                                " free in ", lease.dir, "; held: ", describe(holders(dir.get())),
                                 unusable.empty() ? "" : "; unusable: " + join(unusable, ", ")),
                             "--gpu-wait SEC waits for them; 'gpubox list' shows who holds which");
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -216,9 +242,8 @@ std::string describe_leases(const GpuInventory& inv) {
     std::ostringstream out;
     for (const Holder& h : holders(dir.get())) {
         std::string gpu = "-";
-        for (const Gpu& g : inv.gpus)
-            if (g.vendor == Vendor::nvidia && lease_name(g) == h.name)
-                gpu = std::to_string(g.index);
+        for (const Unit& u : lease_units(inv))
+            if (u.lock == h.name) gpu = u.item;
         out << gpu << "  " << (h.lock.shared ? "shared" : "exclusive") << "  pid " << h.lock.pid
             << "  uid " << owner_of(h.lock.pid) << "  " << path << "/" << h.name << "\n";
     }

@@ -25,12 +25,16 @@ struct LeaseRequest {
 
 struct Lease {
     std::string dir;
-    std::vector<int> indices;     // the leased NVIDIA GPUs (nvidia-smi's index)
+    // The leased NVIDIA GPUs and MIG devices, as --gpu names them ("2", "1:1:0"): a GPU in MIG
+    // mode is leased by its MIG devices, each its own unit, so concurrent runs get a slice each.
+    std::vector<std::string> items;
     std::vector<UniqueFd> locks;  // held until the monitor exits
 };
 
 // Pure: the lock file of a GPU, "nvidia-<uuid>.lock" (else its PCI address), only [A-Za-z0-9._-].
 std::string lease_name(const Gpu& g);
+// Pure: a MIG device's, "nvidia-<uuid>-gi<GI>-ci<CI>.lock".
+std::string lease_name(const Gpu& g, const MigDevice& m);
 
 // One line of /proc/locks (flock locks only; waiters are skipped).
 struct LockLine {
@@ -50,7 +54,7 @@ std::string lease_dir_path();
 // missing and !create.
 UniqueFd open_lease_dir(const std::string& path, bool create);
 
-// Leases `r.count` NVIDIA GPUs of `inv`, waiting up to r.wait_seconds for them. PlanError,
+// Leases `r.count` NVIDIA GPUs (or MIG devices) of `inv`, waiting up to r.wait_seconds for them. PlanError,
 // naming who holds what, when there are not enough.
 Lease take_lease(const GpuInventory& inv, const LeaseRequest& r);
 

@@ -9,6 +9,7 @@
 #include "gpu/driver_files.hpp"
 #include "gpu/gpu_spec.hpp"
 #include "gpu/proc_driver.hpp"
+#include "rootfs/paths.hpp"
 
 namespace gpubox::gpu {
 namespace {
@@ -55,14 +56,26 @@ void add_nvidia_devices(const GpuInventory& inv, const std::vector<Gpu>& sel, un
     for (const Gpu& g : sel) {
         if (!g.problem.empty()) throw PlanError(describe_problem(g), kGpuProblemHint);
         p.ops.push_back(device(g.nodes.at(0), "run nvidia-modprobe -c=<minor> on the host"));
-        p.summary.push_back(cat("index ", g.index, " -> ", to_string(g.pci), " -> /dev/nvidia",
-                                g.minor, " -> ", g.uuid, " (", g.model, ")"));
+        if (g.whole)
+            p.summary.push_back(cat("index ", g.index, " -> ", to_string(g.pci), " -> /dev/nvidia",
+                                    g.minor, " -> ", g.uuid, " (", g.model, ")"));
+        for (const MigDevice& m : g.mig) {
+            if (!m.problem.empty())
+                throw PlanError(cat(gpu_label(g), " MIG device ", mig_id(g, m), ": ", m.problem),
+                                "see 'gpubox doctor'");
+            const char* hint = "nvidia-modprobe -f <its access file> makes it";
+            p.ops.push_back(device(m.gi_node, hint));
+            p.ops.push_back(device(m.ci_node, hint));
+            p.summary.push_back(cat("MIG ", mig_id(g, m), " -> ", to_string(g.pci),
+                                    " -> /dev/nvidia", g.minor, " ", m.gi_node.path, " ",
+                                    m.ci_node.path, " -> ", mig_name(g, m)));
+        }
         // The whole GPU is still what nvidia-smi and NVML monitor, so this is no error.
-        if (g.mig_instances > 0)
-            p.warnings.push_back(cat(
-                gpu_label(g), " is in MIG mode (", g.mig_instances,
-                " GPU instances): gpubox gives whole GPUs, not MIG devices, so CUDA inside will "
-                "find no device; nvidia-smi still works"));
+        if (g.whole && g.mig.empty() && g.mig_instances > 0)
+            p.warnings.push_back(
+                cat(gpu_label(g), " is in MIG mode (", g.mig_instances,
+                    " GPU instances): CUDA runs only on MIG devices, so it will find none; give "
+                    "them by --gpu GPU:GI:CI (see 'gpubox list'); nvidia-smi still works"));
     }
     if (needs_uvm(caps)) {
         p.ops.push_back(device(inv.shared_nodes.at("nvidia-uvm"), uvm_hint));
@@ -70,6 +83,33 @@ void add_nvidia_devices(const GpuInventory& inv, const std::vector<Gpu>& sel, un
     }
     if (needs_modeset(caps))
         p.ops.push_back(device(inv.shared_nodes.at("nvidia-modeset"), "run nvidia-modprobe -m"));
+}
+
+// The MIG devices' `access` files, where CUDA looks for the minors of their capability nodes:
+// /proc/driver/nvidia/capabilities holds those of the sandbox's MIG devices and nothing else.
+void add_mig_access(const std::vector<Gpu>& sel, GpuPlan& p) {
+    std::vector<std::string> dirs;
+    const auto dir = [&](const std::string& path) {
+        for (std::string d = rootfs::parent_of(path); d != "/proc/driver/nvidia";
+             d = rootfs::parent_of(d))
+            if (std::find(dirs.begin(), dirs.end(), d) == dirs.end()) dirs.push_back(d);
+    };
+    std::vector<rootfs::MountOp> binds;
+    std::vector<std::string> targets;  // two CIs of one GI share its access file
+    for (const Gpu& g : sel)
+        for (const MigDevice& m : g.mig)
+            for (const auto& [path, host] : {std::pair{m.gi_access, m.gi_access_host},
+                                             std::pair{m.ci_access, m.ci_access_host}}) {
+                if (std::find(targets.begin(), targets.end(), path) != targets.end()) continue;
+                dir(path), targets.push_back(path);
+                binds.push_back(Bind{.source = host,
+                                     .target = path,
+                                     .place = Place::image,
+                                     .kind = SourceKind::file});
+            }
+    std::sort(dirs.begin(), dirs.end());  // parents first
+    for (const std::string& d : dirs) p.ops.push_back(MakeDir{.target = d, .mode = 0555});
+    p.ops.insert(p.ops.end(), binds.begin(), binds.end());
 }
 
 // /proc/driver/nvidia: copies of the driver's files, and only the selected GPUs' entries. The
@@ -96,6 +136,7 @@ void add_nvidia_proc(const GpuInventory& inv, const std::vector<Gpu>& sel, GpuPl
                              .target = "/proc/driver/nvidia/gpus/" + g.proc_dir,
                              .place = Place::image,
                              .kind = SourceKind::dir});
+    add_mig_access(sel, p);
 }
 
 // Libraries at the image's default library path, with their soname links, plus an

@@ -1,5 +1,6 @@
 #include "gpu/proc_driver.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <sstream>
 
@@ -86,6 +87,31 @@ int parse_char_major(const std::string& proc_devices, const std::string& name) {
         int major = -1;
         std::string n;
         if (w >> major >> n && n == name) return major;
+    }
+    return -1;
+}
+
+std::map<std::string, int> parse_mig_minors(const std::string& text) {
+    std::map<std::string, int> out;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+        std::istringstream w(line);
+        std::string name, number, rest;
+        if (!(w >> name >> number) || (w >> rest) || number.size() > 9 ||
+            !std::all_of(number.begin(), number.end(), [](char c) { return c >= '0' && c <= '9'; }))
+            continue;
+        out.emplace(name, std::stoi(number));
+    }
+    return out;
+}
+
+int parse_access_minor(const std::string& text) {
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+        if (!starts_with(line, "DeviceFileMinor:")) continue;
+        std::istringstream w(line.substr(16));
+        int minor = -1;
+        return w >> minor && minor >= 0 ? minor : -1;
     }
     return -1;
 }

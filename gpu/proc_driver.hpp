@@ -1,5 +1,6 @@
 #pragma once
 // Parsers for the NVIDIA driver's text files. Pure: text in, values out.
+#include <map>
 #include <optional>
 #include <string>
 
@@ -23,5 +24,12 @@ std::string rewrite_params(const std::string& text);
 
 // The major number /proc/devices gives a character driver ("195 nvidia"), or -1.
 int parse_char_major(const std::string& proc_devices, const std::string& name);
+
+// /proc/driver/nvidia-caps/mig-minors ("config 1", "gpu0/gi1/ci0/access 13", ...): each
+// capability's name and the minor of its /dev/nvidia-caps/nvidia-cap<N>. Lines that are not
+// "NAME NUMBER" are skipped.
+std::map<std::string, int> parse_mig_minors(const std::string& text);
+// The minor an `access` file names ("DeviceFileMinor: 13"), or -1.
+int parse_access_minor(const std::string& text);
 
 }  // namespace gpubox::gpu

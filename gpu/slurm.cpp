@@ -52,6 +52,27 @@ std::optional<std::string> env(const char* name) {
     return v ? std::optional<std::string>(v) : std::nullopt;
 }
 
+// One device of slurmd's list, by its gres.conf names: File=/dev/nvidia<N>, or MultipleFiles=
+// with the GPU's node and a MIG device's capability nodes (/dev/nvidia-caps/nvidia-cap<N>).
+void add_gres_device(GpuSpec& spec, const std::string& files) {
+    std::optional<int> gpu;
+    std::vector<int> caps;
+    std::istringstream in(files + ",");
+    for (std::string f; std::getline(in, f, ',');) {
+        const auto n = trailing_number(f);
+        const std::string base = f.substr(f.rfind('/') + 1);
+        if (n && starts_with(base, "nvidia-cap")) caps.push_back(*n);
+        else if (n && starts_with(base, "nvidia") && !gpu) gpu = n;
+    }
+    if (!gpu)
+        throw PlanError(cat(spec.source, ": gres.conf's ",
+                            files.find(',') == std::string::npos ? "File=" : "MultipleFiles=",
+                            files, " names no /dev/nvidia<N>"));
+    spec.caps.resize(spec.minors.size());
+    spec.minors.push_back(*gpu);
+    spec.caps.push_back(caps);
+}
+
 }  // namespace
 
 std::vector<std::string> expand_hostlist(const std::string& text) {
@@ -90,13 +111,14 @@ GresGpus parse_gres_conf(const std::string& text, const std::string& node) {
     for (std::string line; std::getline(in, line);) {
         line = line.substr(0, line.find('#'));
         std::istringstream words(line);
-        std::string name, file, nodes, autodetect;
+        std::string name, file, multiple, nodes, autodetect;
         for (std::string w; words >> w;) {
             const auto eq = w.find('=');
             if (eq == std::string::npos) continue;
             const std::string key = lower(w.substr(0, eq)), value = w.substr(eq + 1);
             if (key == "name") name = value;
             else if (key == "file") file = value;
+            else if (key == "multiplefiles") multiple = value;
             else if (key == "nodename") nodes = value;
             else if (key == "autodetect") autodetect = lower(value);
         }
@@ -105,7 +127,9 @@ GresGpus parse_gres_conf(const std::string& text, const std::string& node) {
             if (std::find(list.begin(), list.end(), node) == list.end()) continue;
         }
         if (!autodetect.empty()) g.nvml = autodetect == "nvml";
-        if (name != "gpu" || file.empty()) continue;
+        if (name != "gpu") continue;
+        if (!multiple.empty()) g.files.push_back(join(expand_hostlist(multiple), ","));
+        if (file.empty()) continue;
         for (std::string& f : expand_hostlist(file)) g.files.push_back(std::move(f));
     }
     return g;
@@ -140,12 +164,7 @@ GpuSpec from_slurm(const SlurmEnv& env, const GresGpus& gres) {
             if (static_cast<std::size_t>(i) >= gres.files.size())
                 throw PlanError(cat(spec.source, ": index ", i, " is past gres.conf's ",
                                     gres.files.size(), " GPU files"));
-            const auto minor = trailing_number(gres.files[static_cast<std::size_t>(i)]);
-            if (!minor)
-                throw PlanError(cat(spec.source,
-                                    ": gres.conf's File=", gres.files[static_cast<std::size_t>(i)],
-                                    " names no /dev/nvidia<N>"));
-            spec.minors.push_back(*minor);
+            add_gres_device(spec, gres.files[static_cast<std::size_t>(i)]);
         }
     }
     return spec;

@@ -20,9 +20,11 @@ namespace gpubox::gpu {
 
 // What slurmd's GPU list is, as far as gres.conf says it for one node.
 struct GresGpus {
-    bool read = false;               // a gres.conf was read
-    bool nvml = false;               // AutoDetect=nvml: the list is in PCI bus order
-    std::vector<std::string> files;  // File= names of Name=gpu records for this node, in order
+    bool read = false;  // a gres.conf was read
+    bool nvml = false;  // AutoDetect=nvml: the list is in PCI bus order
+    // File= names of Name=gpu records for this node, in order; a MultipleFiles= record (a MIG
+    // device: the GPU's node and its capability nodes) is one entry, its names comma-separated.
+    std::vector<std::string> files;
 };
 
 // Pure: "node[01-03,7]" -> node01 node02 node03 node7; top-level commas separate names. One

@@ -130,7 +130,9 @@ ToolResult run_tool(const Program& path, const std::vector<std::string>& args,
     return r;
 }
 
-Program find_unpack_helper() {
+Program find_unpack_helper() { return find_helper("gpubox-unpack"); }
+
+Program find_helper(const std::string& name) {
     char exe[PATH_MAX];
     const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n < 0) sys::fail("readlink(\"/proc/self/exe\")", errno);
@@ -139,8 +141,8 @@ Program find_unpack_helper() {
     if (::stat("/proc/self/exe", &self) < 0) sys::fail("stat(\"/proc/self/exe\")", errno);
     const std::string e = exe;
     const std::string dir = e.substr(0, e.rfind('/'));
-    const std::vector<std::string> candidates = {dir + "/gpubox-unpack",
-                                                 dir + "/../libexec/gpubox/gpubox-unpack"};
+    const std::vector<std::string> candidates = {dir + "/" + name,
+                                                 dir + "/../libexec/gpubox/" + name};
     for (const std::string& path : candidates) {
         const int fd = ::open(path.c_str(), O_PATH | O_CLOEXEC);
         if (fd < 0 && errno == ENOENT) continue;
@@ -150,7 +152,7 @@ Program find_unpack_helper() {
         if (!problem.empty()) throw SetupError(cat("helper ", quote(path), ": ", problem));
         return {path, owned.release()};
     }
-    throw SetupError(cat("no helper gpubox-unpack (looked for ", join(candidates, " and "), ")"));
+    throw SetupError(cat("no helper ", name, " (looked for ", join(candidates, " and "), ")"));
 }
 
 std::string find_skopeo() {

@@ -31,6 +31,8 @@ ToolResult run_tool(const Program& program, const std::vector<std::string>& argv
 // root or gpubox's owner and writable by nobody else. Throws SetupError naming where it looked.
 // The returned fd (O_PATH) is the caller's to close.
 Program find_unpack_helper();
+// The same for any of gpubox's helpers in libexec ("gpubox-nvml").
+Program find_helper(const std::string& name);
 // skopeo in /usr/bin or /bin; throws PlanError with the package to install.
 std::string find_skopeo();
 

@@ -37,7 +37,9 @@ const std::vector<CommandInfo>& commands() {
          "unit: B, K, M or G (1K = 1024 bytes); a bare number is an error.",
          run_flags()},
         {"list", "[--json] [--driver-root DIR]",
-         "List the host's GPUs: index, PCI address, vendor, model, UUID and device nodes.",
+         "List the host's GPUs: index, PCI address, vendor, model, UUID and device nodes, and "
+         "each MIG device under its GPU (GPU:GI:CI, its profile, memory and MIG-<uuid> as the "
+         "driver's NVML gives them, else MIG-GPU-<uuid>/GI/CI; its nodes).",
          list_flags()},
         {"doctor", "[--driver-root DIR]",
          "Check that this host can run sandboxes (user namespaces, AppArmor, kernel, GPU driver, "
@@ -67,6 +69,18 @@ const std::vector<CommandInfo>& commands() {
          "fits, "
          "1 when it does not, 125 on gpubox's own error.",
          check_flags()},
+        {"cdi generate", "[--format yaml|json] [--output FILE] [--kind KIND] [--driver-root DIR]",
+         "Write a CDI spec (Container Device Interface) for this host's GPUs, as an ordinary "
+         "user: each NVIDIA GPU by index, UUID and all, and each MIG device (GPU:GI:CI); AMD and "
+         "Intel GPUs (amd.com/gpu, intel.com/gpu) by index among their vendor's, PCI address "
+         "and all; from the discovery run uses. Its cdiVersion is the lowest its "
+         "features need, as the CDI library decides, so older consumers (podman 4.3: CDI 0.5) "
+         "accept it. Default output: $XDG_CONFIG_HOME/cdi/{nvidia,amd,intel}.yaml (~/.config/cdi).",
+         cdi_generate_flags()},
+        {"cdi list", "[--cdi-spec-dir DIR]...",
+         "List the CDI devices every spec directory offers (/etc/cdi, /var/run/cdi, then "
+         "$XDG_CONFIG_HOME/cdi; a later directory's device wins), and specs that cannot be used.",
+         cdi_list_flags()},
         {"rootfs create", "[--busybox PATH] DIR",
          "Make a minimal ROOTFS in DIR, offline: busybox and the host's glibc.", create_flags()},
         {"isolate", "[ISOLATE OPTIONS] --init | --run [--] PROG [ARGS...] | --cleanup",
@@ -196,6 +210,21 @@ void parse_check(Options& o, const std::vector<std::string>& args) {
         throw UsageError(cat("check: unexpected argument ", quote(o.argv[1]), " (one CMD)"));
 }
 
+void parse_cdi(Options& o, const std::vector<std::string>& args) {
+    const std::string sub = args.size() > 1 ? args[1] : "";
+    if (sub == "--help" || sub == "-h") {
+        o.command = Command::help, o.help_topic = "cdi generate";
+        return;
+    }
+    if (sub != "generate" && sub != "list")
+        throw UsageError("cdi: usage: gpubox cdi generate|list [OPTIONS]");
+    o.command = sub == "generate" ? Command::cdi_generate : Command::cdi_list;
+    const std::string name = "cdi " + sub;
+    const std::size_t i =
+        parse_flags(o, name, sub == "generate" ? cdi_generate_flags() : cdi_list_flags(), args, 2);
+    if (i < args.size()) throw UsageError(cat(name, ": unexpected argument ", quote(args[i])));
+}
+
 // list and doctor take options only.
 void parse_host_command(Options& o, const std::vector<std::string>& args) {
     const Flags& table = o.command == Command::list ? list_flags() : doctor_flags();
@@ -222,8 +251,10 @@ Options parse_command_line(const std::vector<std::string>& args) {
     else if (cmd == "images") o.command = Command::images, parse_image_command(o, args);
     else if (cmd == "rmi") o.command = Command::rmi, parse_image_command(o, args);
     else if (cmd == "check") o.command = Command::check, parse_check(o, args);
+    else if (cmd == "cdi") parse_cdi(o, args);
     else throw UsageError(cat("unknown command ", quote(cmd), " (try gpubox --help)"));
     if (o.help_topic == "rootfs") o.help_topic = "rootfs create";
+    if (o.help_topic == "cdi") o.help_topic = "cdi generate";
     if (!o.help_topic.empty()) command_info(o.help_topic);  // an unknown topic is an error
     return o;
 }

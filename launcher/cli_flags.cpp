@@ -4,6 +4,7 @@
 #include "common/sys.hpp"
 #include "common/text.hpp"
 #include "gpu/driver_files.hpp"
+#include "gpu/cdi_spec.hpp"
 #include "gpu/gpu_spec.hpp"
 #include "launcher/cli.hpp"
 #include "preflight/require.hpp"
@@ -32,6 +33,7 @@ void set_root_mode(Options& o, rootfs::RootMode mode) {
 }
 
 void set_gpu(Options& o, const std::string& v) {
+    if (cdi::parse_qualified(v)) return o.devices.push_back(v);  // a CDI device, as --device
     const gpu::GpuSpec spec = gpu::parse_gpu_spec(v);
     o.gpu = o.gpu_given ? merge_gpu_specs(o.gpu, spec) : spec;
     o.gpu_given = true;
@@ -96,9 +98,22 @@ const Flags& run_flags() {
          [](Options& o, const std::string& v) { o.seccomp_bpf = v; }},
         {"--gpu", "SPEC",
          "GPUs to give the sandbox: none (default), all, a comma list of indices, GPU-<uuid>s "
-         "(or a unique prefix) and PCI addresses (repeated: the union), slurm (the Slurm "
-         "step's), env (NVIDIA_VISIBLE_DEVICES), or auto[:N] (N GPUs no other gpubox holds)",
+         "(or a unique prefix), PCI addresses and MIG devices (GPU:GI:CI, "
+         "MIG-GPU-<uuid>/GI/CI or NVML's MIG-<uuid>, see 'gpubox list') (repeated: the union), "
+         "slurm (the Slurm "
+         "step's), env (NVIDIA_VISIBLE_DEVICES), or auto[:N] (N GPUs or MIG devices no other "
+         "gpubox holds)",
          set_gpu},
+        {"--device", "DEV",
+         "give a device: a CDI device VENDOR/CLASS=NAME (e.g. nvidia.com/gpu=0) from the spec "
+         "directories (see 'gpubox cdi list'), its spec's mounts, environment and nvidia-cdi-hook "
+         "work done by gpubox (no hook is run), or a host character device /dev/PATH[:PERMS] "
+         "(PERMS: some of rwm; without w, access is checked for reading only) (repeatable)",
+         [](Options& o, const std::string& v) { o.devices.push_back(v); }},
+        {"--cdi-spec-dir", "DIR",
+         "read CDI specs from DIR instead of /etc/cdi, /var/run/cdi and $XDG_CONFIG_HOME/cdi "
+         "(repeatable; later directories win)",
+         [](Options& o, const std::string& v) { o.cdi_spec_dirs.push_back(v); }},
         {"--gpu-share", nullptr, "with --gpu auto: share the GPUs with other --gpu-share sandboxes",
          [](Options& o, const std::string&) { o.gpu_share = true; }},
         {"--gpu-wait", "SEC", "with --gpu auto: wait up to SEC seconds for free GPUs (default 0)",
@@ -192,6 +207,40 @@ const Flags& list_flags() {
          [](Options& o, const std::string&) { o.json = true; }},
         {"--driver-root", "DIR", "read every host GPU path below DIR (default /)",
          [](Options& o, const std::string& v) { o.driver_root = v; }},
+    };
+    return flags;
+}
+
+const Flags& cdi_generate_flags() {
+    static const Flags flags = {
+        {"--format", "FMT", "yaml (default) or json",
+         [](Options& o, const std::string& v) {
+             if (v != "yaml" && v != "json")
+                 throw UsageError(cat("--format ", quote(v), ": expected yaml or json"));
+             o.cdi_format = v;
+         }},
+        {"--output", "FILE",
+         "write the spec to FILE (- for standard output; default: nvidia.yaml, amd.yaml and "
+         "intel.yaml, or .json, in $XDG_CONFIG_HOME/cdi, for the kinds the host has; with FILE, "
+         "nvidia.com/gpu's unless --kind names another)",
+         [](Options& o, const std::string& v) { o.cdi_output = v; }},
+        {"--kind", "KIND", "only the spec of KIND: nvidia.com/gpu, amd.com/gpu or intel.com/gpu",
+         [](Options& o, const std::string& v) {
+             if (v != "nvidia.com/gpu" && v != "amd.com/gpu" && v != "intel.com/gpu")
+                 throw UsageError(cat("--kind ", quote(v),
+                                      ": expected nvidia.com/gpu, amd.com/gpu or intel.com/gpu"));
+             o.cdi_kind = v;
+         }},
+        {"--driver-root", "DIR", "read every host GPU path below DIR (default /)",
+         [](Options& o, const std::string& v) { o.driver_root = v; }},
+    };
+    return flags;
+}
+
+const Flags& cdi_list_flags() {
+    static const Flags flags = {
+        {"--cdi-spec-dir", "DIR", "read CDI specs from DIR instead of the default directories",
+         [](Options& o, const std::string& v) { o.cdi_spec_dirs.push_back(v); }},
     };
     return flags;
 }

@@ -21,6 +21,8 @@ using Flags = std::vector<Flag>;
 const Flags& run_flags();
 const Flags& list_flags();
 const Flags& doctor_flags();
+const Flags& cdi_generate_flags();
+const Flags& cdi_list_flags();
 const Flags& check_flags();
 const Flags& create_flags();
 const Flags& pull_flags();

@@ -21,10 +21,27 @@
 #include "gpu/inventory.hpp"
 #include "isolate/cgroup.hpp"
 #include "launcher/apparmor.hpp"
+#include "launcher/nvml.hpp"
 #include "rootfs/create.hpp"
 
 namespace gpubox::launcher {
 namespace {
+
+nlohmann::json mig_json(const gpu::Gpu& g) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const gpu::MigDevice& m : g.mig)
+        out.push_back(
+            {{"id", gpu::mig_id(g, m)},
+             {"name", gpu::mig_name(g, m)},
+             {"gi", m.gi},
+             {"ci", m.ci},
+             {"uuid", m.uuid.empty() ? nlohmann::json() : nlohmann::json(m.uuid)},
+             {"profile", m.profile.empty() ? nlohmann::json() : nlohmann::json(m.profile)},
+             {"memory_bytes", m.memory ? nlohmann::json(m.memory) : nlohmann::json()},
+             {"nodes", {m.gi_node.path, m.ci_node.path}},
+             {"problem", m.problem.empty() ? nlohmann::json() : nlohmann::json(m.problem)}});
+    return out;
+}
 
 nlohmann::json to_json(const gpu::GpuInventory& inv) {
     nlohmann::json j;
@@ -44,10 +61,21 @@ nlohmann::json to_json(const gpu::GpuInventory& inv) {
         n["minor"] = g.minor >= 0 ? nlohmann::json(g.minor) : nlohmann::json();
         for (const gpu::Node& d : g.nodes) n["nodes"].push_back(d.path);
         n["problem"] = g.problem.empty() ? nlohmann::json() : nlohmann::json(g.problem);
-        if (g.vendor == gpu::Vendor::nvidia) n["mig_instances"] = g.mig_instances;
+        if (g.vendor == gpu::Vendor::nvidia) {
+            n["mig_instances"] = g.mig_instances;
+            const auto mode = [](int m) {
+                return m < 0 ? nlohmann::json() : nlohmann::json(m ? "enabled" : "disabled");
+            };
+            n["mig_mode"] = mode(g.mig_mode), n["mig_mode_pending"] = mode(g.mig_pending);
+        }
+        if (!g.mig.empty()) n["mig"] = mig_json(g);
         j["gpus"].push_back(n);
     }
     j["unplaced"] = inv.unplaced;
+    // Whether NVML's facts (MIG mode, MIG-<uuid>, profile, memory) are in, else why not.
+    j["nvml"] = inv.nvml                   ? nlohmann::json(true)
+                : inv.nvml_problem.empty() ? nlohmann::json()
+                                           : nlohmann::json(inv.nvml_problem);
     return j;
 }
 
@@ -218,8 +246,41 @@ void check_cgroup(Doctor& d) {
                 : isolate::cgroup_cpu_fix());
 }
 
+// MIG: a GPU whose driver offers MIG capabilities but that has no GPU instance (in MIG mode,
+// CUDA finds no device on it), and MIG devices whose capability nodes cannot be given.
+void check_mig(Doctor& d, const gpu::Gpu& g) {
+    const std::string label = gpu::gpu_label(g), i = std::to_string(g.index);
+    const std::string make =
+        cat("make instances (nvidia-smi mig -i ", i,
+            " -cgi PROFILE -C) or leave MIG mode (nvidia-smi -i ", i, " -mig 0)");
+    if (g.mig_mode == 1 && g.mig_instances == 0)  // NVML says so
+        d.note(cat(label, " is in MIG mode with no GPU instance: CUDA finds no device on it"),
+               make);
+    else if (g.mig_mode < 0 && g.mig_dir && g.mig_instances == 0)  // NVML unknown
+        d.note(cat(label, " has no MIG GPU instance: if it is in MIG mode (nvidia-smi -i ", i,
+                   " --query-gpu=mig.mode.current), CUDA finds no device on it"),
+               make);
+    if (g.mig_mode >= 0 && g.mig_pending >= 0 && g.mig_mode != g.mig_pending)
+        d.note(cat(label, " MIG mode is ", g.mig_mode ? "on" : "off", ", ",
+                   g.mig_pending ? "on" : "off", " after a reset"),
+               cat("reset the GPU (nvidia-smi -i ", i, " -r) or reboot"));
+    for (const gpu::MigDevice& m : g.mig) {
+        std::string why = m.problem;
+        for (const gpu::Node* n : {&m.gi_node, &m.ci_node})
+            if (why.empty() && (!n->exists || !n->is_char))
+                why = cat(n->path, n->exists ? " is not the driver's device" : " is missing");
+        if (!why.empty())
+            d.problem(cat(gpu::gpu_label(g), " MIG device ", gpu::mig_id(g, m), ": ", why),
+                      "as root: nvidia-modprobe -f " + m.ci_access + " (and its GPU instance's)");
+    }
+}
+
 void check_gpus(Doctor& d, const Options& o) {
     gpu::GpuInventory inv = gpu::discover_gpus(o.driver_root, gpu::kCapAll);
+    add_nvml_facts(inv, o.driver_root);
+    if (!inv.nvml &&
+        std::any_of(inv.gpus.begin(), inv.gpus.end(), [](const gpu::Gpu& g) { return g.mig_dir; }))
+        std::cout << "info     MIG mode unknown: " << inv.nvml_problem << "\n";
     for (const std::string& why : inv.unplaced) d.problem(why, gpu::kUnplacedHint);
     if (inv.gpus.empty()) {
         if (inv.unplaced.empty())
@@ -228,6 +289,7 @@ void check_gpus(Doctor& d, const Options& o) {
     }
     for (const gpu::Gpu& g : inv.gpus) {
         if (!g.problem.empty()) d.problem(gpu::describe_problem(g), gpu::kGpuProblemHint);
+        check_mig(d, g);
         for (const gpu::Node& n : g.nodes)
             if (!n.exists || !n.is_char)
                 d.problem(cat("GPU ", gpu::to_string(g.pci), ": node ", n.path,
@@ -273,6 +335,7 @@ int create_rootfs_command(const Options& o) {
 
 int list_command(const Options& o) {
     gpu::GpuInventory inv = gpu::discover_gpus(o.driver_root, gpu::kCapDefault);
+    add_nvml_facts(inv, o.driver_root);
     if (o.json) {
         std::cout << to_json(inv).dump(2) << "\n";
         return 0;

@@ -9,6 +9,7 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "launcher/cdi_command.hpp"
 #include "launcher/cli.hpp"
 #include "launcher/commands.hpp"
 #include "launcher/exit_codes.hpp"
@@ -68,6 +69,8 @@ int main(int argc, char** argv) {
             case Command::list: return list_command(o);
             case Command::doctor: return doctor_command(o);
             case Command::check: return check_command(o);
+            case Command::cdi_generate: return cdi_generate_command(o);
+            case Command::cdi_list: return cdi_list_command(o);
         }
     } catch (const UsageError&) {
         // The command line did not parse: still leave a verdict where --meta asked for one.

@@ -28,7 +28,9 @@ enum class Command {
     pull,
     images,
     rmi,
-    check
+    check,
+    cdi_generate,
+    cdi_list
 };
 
 struct Options {
@@ -71,8 +73,13 @@ struct Options {
     bool gpu_caps_given = false;  // an image's NVIDIA_DRIVER_CAPABILITIES is the default only
     std::string driver_root = "/";
     bool json = false;
-    bool gpu_share = false;  // --gpu-share: --gpu auto leases GPUs shared (LOCK_SH)
-    double gpu_wait = 0;     // --gpu-wait SEC: how long --gpu auto waits for free GPUs
+    bool gpu_share = false;            // --gpu-share: --gpu auto leases GPUs shared (LOCK_SH)
+    double gpu_wait = 0;               // --gpu-wait SEC: how long --gpu auto waits for free GPUs
+    std::vector<std::string> devices;  // --device (and --gpu VENDOR/CLASS=NAME), in order
+    std::vector<std::string> cdi_spec_dirs;  // --cdi-spec-dir: replaces the default directories
+    std::string cdi_format = "yaml";         // cdi generate --format
+    std::string cdi_output;                  // cdi generate --output ("": the user's spec dir)
+    std::string cdi_kind;                    // cdi generate --kind ("": every kind the host has)
 
     // Scheduler signals
     double kill_after = 5;         // --kill-after SEC: grace after SIGTERM/INT/HUP, then kill

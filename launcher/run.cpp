@@ -33,6 +33,8 @@
 #include "gpu/mount_list.hpp"
 #include "launcher/channel.hpp"
 #include "launcher/commands.hpp"
+#include "launcher/nvml.hpp"
+#include "launcher/cdi_command.hpp"
 #include "launcher/environment.hpp"
 #include "launcher/exit_codes.hpp"
 #include "launcher/pty.hpp"
@@ -131,25 +133,29 @@ void report_setup_failure(const RunOutcome& out) {
 // A device cgroup (a Slurm job's ConstrainDevices, a container's) that refuses a selected GPU's
 // node: refused now, not as a sandbox in which CUDA later finds no device. The kernel checks
 // the device cgroup in inode_permission(), so access() answers it without opening the GPU.
+void check_node_access(const std::string& label, const std::vector<gpu::Node>& nodes) {
+    for (const gpu::Node& n : nodes) {
+        if (!n.exists) continue;
+        const int how = n.read_only ? R_OK : R_OK | W_OK;
+        const int rc = sys::try_faccessat(n.host, how);
+        if (rc == -EPERM)
+            throw PlanError(
+                cat(label, ": the device cgroup ",
+                    quote(gpu::device_cgroup_of(sys::read_file("/proc/self/cgroup"))), " refuses ",
+                    n.path, " (faccessat(", quote(n.host), n.read_only ? ", R_OK" : ", R_OK|W_OK",
+                    "): Operation not permitted)"),
+                "this job or container was not given that GPU; under Slurm, --gpu slurm takes "
+                "the step's own");
+        if (rc == -EACCES)
+            throw PlanError(
+                cat(label, ": faccessat(", quote(n.host), n.read_only ? ", R_OK" : ", R_OK|W_OK",
+                    "): Permission denied"),
+                "the node's owner and mode keep this user out; see 'ls -l /dev/nvidia*'");
+    }
+}
+
 void check_device_access(const std::vector<gpu::Gpu>& selected) {
-    for (const gpu::Gpu& g : selected)
-        for (const gpu::Node& n : g.nodes) {
-            if (!n.exists) continue;
-            const int rc = sys::try_faccessat(n.host, R_OK | W_OK);
-            if (rc == -EPERM)
-                throw PlanError(
-                    cat(gpu::gpu_label(g), ": the device cgroup ",
-                        quote(gpu::device_cgroup_of(sys::read_file("/proc/self/cgroup"))),
-                        " refuses ", n.path, " (faccessat(", quote(n.host),
-                        ", R_OK|W_OK): Operation not permitted)"),
-                    "this job or container was not given that GPU; under Slurm, --gpu slurm takes "
-                    "the step's own");
-            if (rc == -EACCES)
-                throw PlanError(
-                    cat(gpu::gpu_label(g), ": faccessat(", quote(n.host),
-                        ", R_OK|W_OK): Permission denied"),
-                    "the node's owner and mode keep this user out; see 'ls -l /dev/nvidia*'");
-        }
+    for (const gpu::Gpu& g : selected) check_node_access(gpu::gpu_label(g), gpu::nodes_of(g));
 }
 
 // Discovery and the GPU planner: the device ops, and a summary line per selected GPU. With
@@ -159,20 +165,24 @@ std::vector<rootfs::MountOp> plan_gpus(const Options& o, RunPlan& plan, int root
     std::vector<std::string>& summary = plan.gpu_summary;
     gpu::GpuSpec gpus = plan.gpus;
     const gpu::Scope scope = gpu::scope_for(gpus);
-    const gpu::GpuInventory inv =
+    gpu::GpuInventory inv =
         gpu::discover_gpus(o.driver_root, o.gpu_caps, scope, gpu::indices_only(gpus));
+    if (gpu::names_mig_uuid(gpus)) add_nvml_facts(inv, o.driver_root);  // MIG-<uuid>: NVML's
     if (gpus.kind == gpu::GpuSpec::Kind::lease) {
         plan.lease = gpu::take_lease(inv, {gpus.count, o.gpu_share, o.gpu_wait});
         gpus = gpu::GpuSpec{gpu::GpuSpec::Kind::list, {}, {}, 1, "--gpu auto"};
-        for (int i : plan.lease.indices) gpus.items.push_back(std::to_string(i));
+        gpus.items = plan.lease.items;
     }
     std::vector<gpu::Gpu> selected;
     try {
         selected = gpu::select_gpus(inv, gpus);
     } catch (const PlanError&) {
         // The error lists the host's GPUs: all of them, whatever the scope.
-        if (scope != gpu::Scope::all)
-            gpu::select_gpus(gpu::discover_gpus(o.driver_root, o.gpu_caps, gpu::Scope::all), gpus);
+        if (scope != gpu::Scope::all) {
+            gpu::GpuInventory all = gpu::discover_gpus(o.driver_root, o.gpu_caps, gpu::Scope::all);
+            if (gpu::names_mig_uuid(gpus)) add_nvml_facts(all, o.driver_root);
+            gpu::select_gpus(all, gpus);
+        }
         throw;
     }
     check_device_access(selected);
@@ -208,13 +218,26 @@ RunPlan plan_run(const Options& o) {
     in.new_net_ns = !o.share_net;
     in.sysfs = o.sysfs, in.run_tmpfs = o.run_tmpfs;
     in.user_mounts = o.mounts;
+    // --device: CDI devices and host nodes, planned up front (their specs are small).
+    std::vector<std::pair<std::string, std::string>> env = o.env;
+    if (!o.devices.empty()) {
+        const UniqueFd view = rootfs::open_read_only_view(o.rootfs, "ROOTFS");
+        cdi::Plan devices = plan_cdi_devices(o, view.get());
+        check_node_access("--device", devices.nodes);
+        in.device_ops = std::move(devices.ops);
+        env.insert(env.begin(), devices.env.begin(), devices.env.end());  // --env wins
+    }
     p.gpus = gpu::resolve_gpu_spec(o.gpu);
     if (p.gpus.kind != gpu::GpuSpec::Kind::none) {
         // Discovery reads a hundred-odd host files: the monitor does it after clone(), while
         // the sandbox creates its namespaces and fills its layer; the sandbox takes the GPU's
         // ops just before it mounts the overlay. --print-plan plans everything up front.
         if (!o.print_plan) p.devices_later = true;
-        else in.device_ops = plan_gpus(o, p, rootfs::open_read_only_view(o.rootfs, "ROOTFS").get());
+        else {
+            const UniqueFd view = rootfs::open_read_only_view(o.rootfs, "ROOTFS");
+            std::vector<rootfs::MountOp> gpu_ops = plan_gpus(o, p, view.get());
+            in.device_ops.insert(in.device_ops.end(), gpu_ops.begin(), gpu_ops.end());
+        }
     }
     s.plan = rootfs::build_mount_plan(in);
     s.late_plan = p.devices_later;
@@ -232,8 +255,8 @@ RunPlan plan_run(const Options& o) {
     s.hostname = o.hostname;
     s.new_net = !o.share_net;
     s.argv = o.argv;
-    s.env = o.bare_env ? render_environment(o.env)
-                       : build_environment(o.env, o.root, std::getenv("TERM"));
+    s.env =
+        o.bare_env ? render_environment(env) : build_environment(env, o.root, std::getenv("TERM"));
     s.exec_candidates = plan_exec_candidates(o.argv[0], s.env);
     s.workdir = o.workdir;
     return p;

@@ -19,10 +19,10 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DGPUBOX_SANITIZE=ON -DGPUBOX_
 cmake --build build-asan -j"$jobs" --target gpubox_unit_tests
 ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1 ./build-asan/tests/gpubox_unit_tests
 
-echo "== fuzz smoke: libFuzzer on the ld.so.cache, procfs and image-file (preflight) parsers (clang, ASan, UBSan)"
+echo "== fuzz smoke: libFuzzer on the ld.so.cache, procfs, image-file (preflight) and CDI spec parsers (clang, ASan, UBSan)"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DGPUBOX_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build-fuzz -j"$jobs" --target fuzz_ldcache fuzz_proc fuzz_preflight
-for f in ldcache proc preflight; do
+cmake --build build-fuzz -j"$jobs" --target fuzz_ldcache fuzz_proc fuzz_preflight fuzz_cdi
+for f in ldcache proc preflight cdi; do
     corpus=$(mktemp -d)
     ./build-fuzz/tests/fuzz/fuzz_$f -max_total_time="${GPUBOX_FUZZ_SECONDS:-20}" \
         "$corpus" "tests/fuzz/corpus/$f" >"$corpus.log" 2>&1 || { tail -40 "$corpus.log"; exit 1; }

@@ -14,6 +14,8 @@ if [ "$(id -u)" = 0 ] && [ -z "${GPUBOX_E2E_UNPRIVILEGED:-}" ] && [ "${E2E_AS_RO
     [ -x "$(dirname "$GPUBOX")/gpubox-scope" ] && install -m 0755 "$(dirname "$GPUBOX")/gpubox-scope" "$top/"
     # and its image unpacker (gpubox pull)
     [ -x "$(dirname "$GPUBOX")/gpubox-unpack" ] && install -m 0755 "$(dirname "$GPUBOX")/gpubox-unpack" "$top/"
+    # and its NVML helper (list, doctor, --gpu MIG-<uuid>)
+    [ -x "$(dirname "$GPUBOX")/gpubox-nvml" ] && install -m 0755 "$(dirname "$GPUBOX")/gpubox-nvml" "$top/"
     install -m 0755 "$PROBE" "$top/probe"
     extra=()
     if [ -n "${GPUPROBE:-}" ]; then
@@ -64,6 +66,7 @@ if [ "$(id -u)" = 0 ] && [ -z "${GPUBOX_E2E_UNPRIVILEGED:-}" ] && [ "${E2E_AS_RO
     fi
     for f in "$E2E_DIR"/*.sh "$E2E_DIR"/*.c "$E2E_DIR"/*.py; do [ -e "$f" ] && install -m 0644 "$f" "$top/"; done
     [ -d "$E2E_DIR/../../examples" ] && cp -r "$E2E_DIR/../../examples" "$top/examples"
+    [ -d "$E2E_DIR/../fixtures/cdi" ] && cp -r "$E2E_DIR/../fixtures/cdi" "$top/cdi-fixtures"
     mkdir "$top/work" && chown 65534:65534 "$top/work"
     # The unprivileged part reads nothing of the checkout or the build directory, which may be
     # where uid 65534 cannot go (a clone in root's home, mode 0700): it runs in a mount namespace

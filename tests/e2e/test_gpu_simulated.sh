@@ -174,16 +174,176 @@ expect_eq "... --gpu 0 -> 125: indices are uncertain" "$rc:$err" "125:gpubox: --
 gpubox: hint: GPU indices are uncertain until it is fixed: select GPUs by UUID or PCI address (see 'gpubox list')"
 box run --driver-root "$E2E_HOST_ODD" --gpu 0000:5e:00.0 "$R" nvidia-smi -L
 expect_match "... a PCI address still selects its GPU" "$rc:$out" '^0:GPU 0: [^\n]*UUID: GPU-000000a1-'
-# A GPU in MIG mode: CUDA runs only on MIG devices, which gpubox does not give; it says so, and
-# gives the whole GPU, which nvidia-smi still reports.
-box list --driver-root "$E2E_HOST_MIG"
+# MIG: GPU 1 has GPU instances 1 (compute instances 0, 1) and 2 (0); GPU 0 is in MIG mode with
+# none. A MIG device gets the GPU's node, its two capability nodes and their access files only.
+M=$E2E_HOST_MIG
+mig1=MIG-GPU-000000a1-1111-2222-3333-444400000011
+box list --driver-root "$M"
 expect_match "list: MIG mode is shown" "$out" '^1 +0000:5e:00.0  nvidia .*  /dev/nvidia0 \(MIG mode: 2 GPU instances\)$'
-box run --driver-root "$E2E_HOST_MIG" --gpu 1 "$R" nvidia-smi -L
-expect_eq "--gpu 1 in MIG mode: a warning that CUDA will find no device" "$rc:$err" "0:gpubox: warning: GPU 1 (0000:5e:00.0) \
-is in MIG mode (2 GPU instances): gpubox gives whole GPUs, not MIG devices, so CUDA inside will find no device; nvidia-smi still works"
+# NVML's names of them (fake_nvml answers from the simulated host's layout).
+mig111=MIG-000000b0-5555-6666-7777-888800000011 mig120=MIG-000000b0-5555-6666-7777-888800000020
+expect_match "list: each MIG device, by GPU:GI:CI, NVML's profile, memory and MIG-<uuid>, with its nodes" "$out" \
+    "^1:1:1 +0000:5e:00.0  nvidia  MIG 1c.2g.20gb 20096MiB GI 1 CI 1 +$mig111  /dev/nvidia0 /dev/nvidia-caps/nvidia-cap12 /dev/nvidia-caps/nvidia-cap14\$"
+expect_match "list: a 1g.10gb instance" "$out" "^1:2:0 +0000:5e:00.0  nvidia  MIG 1g.10gb 9984MiB GI 2 CI 0 +$mig120  "
+expect_no_match "list: nothing unknown" "$out" "unknown"
+box list --json --driver-root "$M"
+expect_match "list --json: the MIG devices" "$out" "\"name\": \"$mig1/2/0\""
+expect_match "list --json: NVML's UUID, profile and memory" "$out" \
+    "\"memory_bytes\": 10468982784,"$'\n'" *\"name\": \"$mig1/2/0\",(.|"$'\n'")*\"profile\": \"1g.10gb\","$'\n'" *\"uuid\": \"$mig120\""
+expect_match "list --json: the MIG mode" "$out" '"mig_mode": "enabled"'
+# Without gpubox-nvml (a gpubox copied alone): all /proc gives, and one line that the rest is unknown.
+mkdir -p "$WORK/alone" && cp "$GPUBOX" "$WORK/alone/gpubox"
+"$WORK/alone/gpubox" list --driver-root "$M" >"$WORK/.out" 2>"$WORK/.err"
+rc=$? out=$(cat "$WORK/.out") err=$(cat "$WORK/.err")
+expect_match "list without the NVML helper: the MIG devices from /proc, by the toolkit's name" "$rc:$err:$out" \
+    "^0::(.|"$'\n'")*"$'\n'"1:1:1 +0000:5e:00.0  nvidia  MIG GI 1 CI 1 +$mig1/1/1  /dev/nvidia0 /dev/nvidia-caps/nvidia-cap12 /dev/nvidia-caps/nvidia-cap14"$'\n'
+expect_match "... and one line saying what is unknown" "$out" \
+    "^MIG profiles, memory and MIG-<uuid>s unknown: no helper gpubox-nvml \\(looked for $WORK/alone/gpubox-nvml and $WORK/alone/../libexec/gpubox/gpubox-nvml\\)\$"
+mig_probe='probe stat /dev/nvidia0 /dev/nvidia2 /dev/nvidia-caps/nvidia-cap1 /dev/nvidia-caps/nvidia-cap2 /dev/nvidia-caps/nvidia-cap12 /dev/nvidia-caps/nvidia-cap13 /dev/nvidia-caps/nvidia-cap14 /dev/nvidia-caps/nvidia-cap21 && cd /proc/driver/nvidia/capabilities && find . -type f | sort && cat gpu0/mig/gi1/ci1/access && ls /proc/driver'
+box run --driver-root "$M" --gpu 1:1:1 "$R" sh -c "$mig_probe"
+mig_1_1_1="$rc:$err:$out"
+expect_eq "--gpu 1:1:1: the GPU's node, its two capability nodes, its access files and no others" "$rc:$err:$out" "0::/dev/nvidia0=chr 195:0
+/dev/nvidia2=ENOENT
+/dev/nvidia-caps/nvidia-cap1=ENOENT
+/dev/nvidia-caps/nvidia-cap2=ENOENT
+/dev/nvidia-caps/nvidia-cap12=chr 241:12
+/dev/nvidia-caps/nvidia-cap13=ENOENT
+/dev/nvidia-caps/nvidia-cap14=chr 241:14
+/dev/nvidia-caps/nvidia-cap21=ENOENT
+./gpu0/mig/gi1/access
+./gpu0/mig/gi1/ci1/access
+DeviceFileMinor: 14
+DeviceFileMode: 292
+DeviceFileModify: 1
+nvidia"
+box run --driver-root "$M" --gpu "$mig111" "$R" sh -c "$mig_probe"
+expect_eq "--gpu MIG-<uuid>: exactly that MIG device (1:1:1), as by GPU:GI:CI" "$rc:$err:$out" "$mig_1_1_1"
+box run --driver-root "$M" --gpu MIG-00000000-5555-6666-7777-888800000011 "$R" true
+expect_eq "--gpu MIG-<uuid> of no MIG device -> 125, the host's listed" "$rc:$err" "125:gpubox: --gpu MIG-00000000-5555-6666-7777-888800000011: no MIG device has that UUID; MIG devices on this host: 1:1:0 (MIG-000000b0-5555-6666-7777-888800000010), 1:1:1 ($mig111), 1:2:0 ($mig120)
+gpubox: hint: 'gpubox list' shows every MIG device"
+box run --driver-root "$M" --gpu "$mig1/2/0" "$R" probe stat /dev/nvidia-caps/nvidia-cap12 /dev/nvidia-caps/nvidia-cap21 /dev/nvidia-caps/nvidia-cap22
+expect_eq "--gpu MIG-GPU-<uuid>/2/0: that MIG device" "$rc:$out" "0:/dev/nvidia-caps/nvidia-cap12=ENOENT
+/dev/nvidia-caps/nvidia-cap21=chr 241:21
+/dev/nvidia-caps/nvidia-cap22=chr 241:22"
+box run --driver-root "$M" --gpu 1:3:0 "$R" true
+expect_eq "--gpu 1:3:0: no such MIG device -> 125, the GPU's listed" "$rc:$err" "125:gpubox: --gpu 1:3:0: GPU 1 (0000:5e:00.0) has no MIG device GI 3 CI 0; its MIG devices: 1:1:0, 1:1:1, 1:2:0
+gpubox: hint: 'gpubox list' shows every MIG device"
+box run --driver-root "$M" --gpu 1 "$R" nvidia-smi -L
+expect_eq "--gpu 1 in MIG mode: a warning that CUDA needs its MIG devices" "$rc:$err" "0:gpubox: warning: GPU 1 (0000:5e:00.0) \
+is in MIG mode (2 GPU instances): CUDA runs only on MIG devices, so it will find none; give them by --gpu GPU:GI:CI (see 'gpubox list'); nvidia-smi still works"
 expect_match "... and nvidia-smi inside lists it" "$out" '^GPU 0: NVIDIA RTX A6000 '
-box run --driver-root "$E2E_HOST_MIG" --gpu 0 "$R" true
+box run --driver-root "$M" --gpu 0 "$R" true
 expect_eq "the host's other GPU: no warning" "$rc:$err" "0:"
+# --gpu auto hands out a GPU in MIG mode by its MIG devices: GPU 0 (none) whole, then 1:1:0.
+GPUBOX_LEASE_DIR=$WORK/leases box run --driver-root "$M" --gpu auto:2 "$R" probe stat /dev/nvidia2 /dev/nvidia0 /dev/nvidia-caps/nvidia-cap12 /dev/nvidia-caps/nvidia-cap13 /dev/nvidia-caps/nvidia-cap14
+expect_eq "--gpu auto:2 on a MIG host: GPU 0 and MIG device 1:1:0" "$rc:$out" "0:/dev/nvidia2=chr 195:2
+/dev/nvidia0=chr 195:0
+/dev/nvidia-caps/nvidia-cap12=chr 241:12
+/dev/nvidia-caps/nvidia-cap13=chr 241:13
+/dev/nvidia-caps/nvidia-cap14=ENOENT"
+# --gpu slurm with gres.conf's MultipleFiles=: Slurm's index 1 is MIG device 1:2:0.
+mkdir -p "$WORK/slurm" && printf '%s\n' "Name=gpu File=/dev/nvidia2" \
+    "Name=gpu Type=1g.10gb MultipleFiles=/dev/nvidia0,/dev/nvidia-caps/nvidia-cap21,/dev/nvidia-caps/nvidia-cap22" >"$WORK/slurm/gres.conf"
+SLURM_CONF=$WORK/slurm/slurm.conf SLURM_JOB_ID=7 SLURM_STEP_GPUS=1 box run --driver-root "$M" --gpu slurm "$R" probe stat /dev/nvidia2 /dev/nvidia0 /dev/nvidia-caps/nvidia-cap21 /dev/nvidia-caps/nvidia-cap22
+expect_eq "--gpu slurm: a MultipleFiles= MIG device" "$rc:$out" "0:/dev/nvidia2=ENOENT
+/dev/nvidia0=chr 195:0
+/dev/nvidia-caps/nvidia-cap21=chr 241:21
+/dev/nvidia-caps/nvidia-cap22=chr 241:22"
+box doctor --driver-root "$M"
+expect_match "doctor: a GPU in MIG mode with no instance is explained (NVML says it is in MIG mode)" "$out" \
+    "^note     GPU 0 \\(0000:3b:00.0\\) is in MIG mode with no GPU instance: CUDA finds no device on it\$"
+# A host whose GPU 2 is MIG-capable with MIG mode off (built unprivileged: its nodes are plain
+# files, which doctor reports; its MIG notes are what is looked at here).
+"$FAKE_GPU_HOST" "$WORK/host-mig4" --gpus 4 --mig 2>/dev/null
+box doctor --driver-root "$WORK/host-mig4"
+expect_match "doctor: MIG mode with no instance, told apart from ..." "$out" \
+    "^note     GPU 0 \\(0000:3b:00.0\\) is in MIG mode with no GPU instance: CUDA finds no device on it\$"
+expect_no_match "... a GPU with MIG mode off, which gets no note" "$out" "GPU 2 \\(0000:86:00.0\\).*MIG"
+"$WORK/alone/gpubox" doctor --driver-root "$WORK/host-mig4" >"$WORK/.out" 2>&1
+expect_match "doctor without NVML: it cannot tell, says so, and how to check" "$(cat "$WORK/.out")" \
+    "info     MIG mode unknown: no helper gpubox-nvml .*"$'\n'"(.|"$'\n'")*note     GPU 2 \\(0000:86:00.0\\) has no MIG GPU instance: if it is in MIG mode \\(nvidia-smi -i 2 --query-gpu=mig.mode.current\\), CUDA finds no device on it"
+# A libnvidia-ml someone else could have written is not loaded (its code would run as the caller).
+nvml4=$WORK/host-mig4/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.14
+chmod g+w "$nvml4" && box list --driver-root "$WORK/host-mig4"
+expect_match "list: a group-writable libnvidia-ml is not loaded, and that is the one line" "$rc:$out" \
+    "^0:.*"$'\n'"MIG profiles, memory and MIG-<uuid>s unknown: \"$nvml4\" is not a regular file owned by root or the caller and writable by no one else: not loaded\$"
+chmod g-w "$nvml4"
+# gpubox-nvml runs for list, never for a plain run: a stand-in beside a copy of gpubox says when.
+# (A program, not a script: gpubox runs its helpers by fd, which no interpreter could open.)
+mkdir -p "$WORK/spy" && cp "$GPUBOX" "$WORK/spy/gpubox" &&
+    printf '#include <stdio.h>\nint main(int c, char** v) { FILE* f = fopen("%s/spy/ran", "a"); fprintf(f, "%%s\\n", v[1]); return 1; }\n' \
+        "$WORK" >"$WORK/spy/spy.c" && cc -o "$WORK/spy/gpubox-nvml" "$WORK/spy/spy.c" || not_ok "cc builds the stand-in"
+"$WORK/spy/gpubox" run --driver-root "$M" --gpu 0 "$R" true && "$WORK/spy/gpubox" run --driver-root "$M" --gpu 1:1:0 "$R" true
+expect_eq "run --gpu 0 and --gpu 1:1:0 start no gpubox-nvml" "$?:$(cat "$WORK/spy/ran" 2>/dev/null)" "0:"
+"$WORK/spy/gpubox" list --driver-root "$M" >/dev/null
+expect_eq "list starts it once, with the driver's libnvidia-ml by its resolved path" "$(cat "$WORK/spy/ran" 2>/dev/null)" \
+    "$M/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.14"
+# CDI, generated: a spec for the MIG host, its cdiVersion the lowest its features need (digit
+# device names and hostPath: 0.5.0), listed, and consumed by gpubox itself.
+C=$WORK/cdi && mkdir -p "$C"
+box cdi generate --driver-root "$M" --output "$C/nvidia.yaml"
+expect_eq "cdi generate: writes the spec, CDI 0.5.0" "$rc:$out" "0:gpubox: wrote \"$C/nvidia.yaml\" (cdiVersion 0.5.0, 8 devices of nvidia.com/gpu)"
+mkdir -p "$WORK/cdi-prefix" && box cdi generate --driver-root "$E2E_HOST_PREFIX" --format json --output "$WORK/cdi-prefix/nvidia.json"
+expect_match "cdi generate: a driver under a prefix and no nvidia-cdi-hook: it says what consumers need" "$rc:$err" \
+    "^0:gpubox: warning: cdi generate: the driver's libraries are in /usr/local/nvidia/lib64, .*: consumers need LD_LIBRARY_PATH=/usr/local/nvidia/lib64 "
+box cdi list --cdi-spec-dir "$WORK/cdi-prefix"
+expect_match "... and its JSON spec reads back" "$rc:$out" "nvidia.com/gpu=all  $WORK/cdi-prefix/nvidia.json \(cdiVersion 0.5.0\)"
+XDG_CONFIG_HOME=$WORK/xdg box cdi generate --driver-root "$M"
+expect_eq "cdi generate without --output: a spec per kind the host has, in \$XDG_CONFIG_HOME/cdi" "$rc:$out" "0:gpubox: wrote \"$WORK/xdg/cdi/nvidia.yaml\" (cdiVersion 0.5.0, 8 devices of nvidia.com/gpu)
+gpubox: wrote \"$WORK/xdg/cdi/amd.yaml\" (cdiVersion 0.5.0, 3 devices of amd.com/gpu)
+gpubox: wrote \"$WORK/xdg/cdi/intel.yaml\" (cdiVersion 0.5.0, 3 devices of intel.com/gpu)"
+XDG_CONFIG_HOME=$WORK/xdg box run --device amd.com/gpu=0 --device intel.com/gpu=0000:00:02.0 "$R" probe stat /dev/kfd /dev/dri/card1 /dev/dri/renderD129 /dev/dri/card0 /dev/dri/renderD128 /dev/nvidiactl
+expect_eq "... and the caller's own directory is read: the AMD and Intel GPUs' nodes" "$rc:$out" "0:/dev/kfd=chr 235:0
+/dev/dri/card1=chr 226:1
+/dev/dri/renderD129=chr 226:129
+/dev/dri/card0=chr 226:0
+/dev/dri/renderD128=chr 226:128
+/dev/nvidiactl=ENOENT"
+box cdi list --cdi-spec-dir "$C"
+expect_match "cdi list: the MIG devices by GPU:GI:CI" "$out" "^nvidia.com/gpu=1:1:1  $C/nvidia.yaml \(cdiVersion 0.5.0\)$"
+box run --cdi-spec-dir "$C" --device nvidia.com/gpu=1:1:1 "$R" sh -c 'probe stat /dev/nvidia0 /dev/nvidia2 /dev/nvidia-caps/nvidia-cap12 /dev/nvidia-caps/nvidia-cap13 /dev/nvidia-caps/nvidia-cap14 /dev/nvidiactl; echo $NVIDIA_VISIBLE_DEVICES; gpuprobe | head -1'
+expect_eq "--device nvidia.com/gpu=1:1:1 from a generated spec: that MIG device's nodes, the driver loads" "$rc:$out" "0:/dev/nvidia0=chr 195:0
+/dev/nvidia2=ENOENT
+/dev/nvidia-caps/nvidia-cap12=chr 241:12
+/dev/nvidia-caps/nvidia-cap13=ENOENT
+/dev/nvidia-caps/nvidia-cap14=chr 241:14
+/dev/nvidiactl=chr 195:255
+void
+cuda_driver_version=12040"
+box run --cdi-spec-dir "$C" --gpu nvidia.com/gpu=0 "$R" probe stat /dev/nvidia0 /dev/nvidia2
+expect_eq "--gpu given a CDI name: as --device" "$rc:$out" "0:/dev/nvidia0=ENOENT
+/dev/nvidia2=chr 195:2"
+box run --cdi-spec-dir "$C" --device nvidia.com/gpu=7 "$R" true
+expect_match "--device of a name no spec has: 125, what the kind offers" "$rc:$err" \
+    '^125:gpubox: --device nvidia.com/gpu=7: no such CDI device; nvidia.com/gpu offers 0, 1, 1:1:0, 1:1:1, 1:2:0, GPU-'
+# CDI, consumed: specs as NVIDIA's, AMD's and Intel's tools write them, the hooks' work done
+# natively (soname links and the loader's cache), no hook run.
+T=$WORK/cdi-toolkit && mkdir -p "$T"
+for f in "$E2E_DIR"/cdi-fixtures/*.json "$E2E_DIR"/cdi-fixtures/*.yaml; do sed "s|@HOST@|$M|g" "$f" >"$T/$(basename "$f")"; done
+mv "$T/nvidia-toolkit.json" "$WORK/nvidia-toolkit.json"
+box run --cdi-spec-dir "$T" --device nvidia.com/gpu=0 "$R" sh -c 'probe stat /dev/nvidia2 /dev/nvidia0; readlink /usr/lib/x86_64-linux-gnu/libcuda.so.1; readlink /usr/lib/x86_64-linux-gnu/libcuda.so; gpuprobe | head -1; test -x /usr/bin/nvidia-smi'
+expect_eq "the toolkit's spec: its nodes, tools, soname links and loader cache; CUDA loads" "$rc:$err:$out" "0::/dev/nvidia2=chr 195:2
+/dev/nvidia0=ENOENT
+libcuda.so.550.54.14
+libcuda.so.1
+cuda_driver_version=12040"
+box run --cdi-spec-dir "$T" --device amd.com/gpu=0 --device intel.com/gpu=card0 "$R" sh -c 'probe stat /dev/kfd /dev/dri/card1 /dev/dri/renderD129 /dev/dri/card0; echo $ZE_AFFINITY_MASK'
+expect_eq "AMD's and Intel's specs: their nodes and environment" "$rc:$out" "0:/dev/kfd=chr 235:0
+/dev/dri/card1=chr 226:1
+/dev/dri/renderD129=chr 226:129
+/dev/dri/card0=chr 226:0
+0"
+sed -i 's|nvidia-cdi-hook$|evil-hook|; s|- nvidia-cdi-hook$|- evil-hook|' "$T/nvidia-toolkit.yaml"
+sed -i '0,/path: \/usr\/bin\/nvidia-cdi-hook/s||path: /usr/bin/evil-hook|' "$T/nvidia-toolkit.yaml"
+box run --cdi-spec-dir "$T" --device nvidia.com/gpu=0 "$R" true
+expect_eq "a hook other than nvidia-cdi-hook's verbs: refused, one line, 125" "$rc:$(printf '%s\n' "$err" | head -1)" \
+    "125:gpubox: --device nvidia.com/gpu=0 ($T/nvidia-toolkit.yaml): createContainer hook \"/usr/bin/evil-hook\": gpubox runs no hook from a spec"
+box run --device /dev/shm "$R" true
+expect_eq "--device /dev/PATH that is no character device: 125" "$rc:$err" "125:gpubox: --device /dev/shm: \"/dev/shm\" is not a character device
+gpubox: hint: gpubox gives a sandbox the host's character devices only"
+box run --device /dev/zero:r "$R" sh -c 'probe stat /dev/zero; head -c 3 /dev/zero | od -An -tx1'
+expect_eq "--device /dev/zero:r: the host's node" "$rc:$out" "0:/dev/zero=chr 1:5
+ 00 00 00"
 box run --driver-root "$WORK/nohost" --gpu 0 "$R" true
 expect_match "a missing --driver-root is named" "$rc:$err" '^125:gpubox: --driver-root ".*nohost" is not a directory'
 # ROOTFS=/, the host's own stack: it has mounts below it, so it is bound, not an overlay. The

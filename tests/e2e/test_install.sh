@@ -18,7 +18,7 @@ SRC=$(cd "$E2E_DIR/../.." && pwd)
 stage=$WORK/stage
 DESTDIR=$stage cmake --install "$BUILD" --prefix /usr/local >"$WORK/install.log" 2>&1
 expect_eq "cmake --install succeeds" "$?" 0
-for f in bin/gpubox libexec/gpubox/gpubox-scope libexec/gpubox/gpubox-unpack share/man/man1/gpubox.1.gz share/bash-completion/completions/gpubox \
+for f in bin/gpubox libexec/gpubox/gpubox-scope libexec/gpubox/gpubox-unpack libexec/gpubox/gpubox-nvml share/man/man1/gpubox.1.gz share/bash-completion/completions/gpubox \
          share/zsh/site-functions/_gpubox share/gpubox/apparmor/gpubox; do
     check "installs /usr/local/$f" test -s "$stage/usr/local/$f"
 done
@@ -82,7 +82,7 @@ info=$(dpkg-deb -f "$deb" Package Depends Version)
 expect_match "the package depends on libc6" "$info" '^Depends: .*libc6'
 expect_match "  and, for gpubox-scope, on libsystemd0" "$info" '^Depends: .*libsystemd0'
 contents=$(dpkg-deb -c "$deb" | awk '{print $6}')
-for f in ./usr/bin/gpubox ./usr/libexec/gpubox/gpubox-scope ./usr/libexec/gpubox/gpubox-unpack ./usr/share/man/man1/gpubox.1.gz ./usr/share/bash-completion/completions/gpubox \
+for f in ./usr/bin/gpubox ./usr/libexec/gpubox/gpubox-scope ./usr/libexec/gpubox/gpubox-unpack ./usr/libexec/gpubox/gpubox-nvml ./usr/share/man/man1/gpubox.1.gz ./usr/share/bash-completion/completions/gpubox \
          ./usr/share/zsh/vendor-completions/_gpubox ./usr/share/gpubox/apparmor/gpubox; do
     expect_match "the package ships $f" "$contents" "^${f//./\\.}$"
 done
@@ -127,6 +127,9 @@ expect_eq "an ordinary user runs gpubox from PATH" "$out" "hello from uid 65534"
 out=$(in_root --user sh -c 'cd /tmp && export GPUBOX_IMAGES=/tmp/images && tar -C r -cf r.tar . &&
     gpubox pull --name img tar:r.tar 2>/dev/null && gpubox run img echo hello from an image' 2>&1)
 expect_eq "pull finds gpubox-unpack in libexec, with its libraries installed by apt" "$out" $'img\nhello from an image'
+out=$(in_root --user sh -c '/usr/libexec/gpubox/gpubox-nvml /nonexistent/libnvidia-ml.so.1; echo "rc=$?"' 2>&1)
+expect_eq "the packaged gpubox-nvml runs with the package's dependencies, and says what it cannot load" "$out" \
+    $'dlopen("/nonexistent/libnvidia-ml.so.1"): /nonexistent/libnvidia-ml.so.1: cannot open shared object file: No such file or directory\nrc=1'
 out=$(in_root --user sh -c 'cd /tmp && gpubox run --wall-time-limit 0.3 r sleep 5; echo "rc=$?"' 2>&1)
 expect_eq "a limit kill says why" "$out" $'gpubox: killed: wall-clock limit 0.300 s exceeded\nrc=137'
 out=$(in_root --user bash /tmp/autograder/grade.sh /tmp/autograder/submissions/correct.c 2>&1)

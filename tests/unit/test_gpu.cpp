@@ -19,6 +19,7 @@
 #include "gpu/image.hpp"
 #include "gpu/inventory.hpp"
 #include "gpu/mount_list.hpp"
+#include "gpu/proc_driver.hpp"
 #include "rootfs/plan.hpp"
 #include "rootfs/view.hpp"
 #include "rootfs/wire.hpp"
@@ -571,31 +572,136 @@ TEST_CASE("GPU plan: the loaders' config files come with their capabilities") {
     CHECK_FALSE(icd(plan(kCapDefault)));
 }
 
-TEST_CASE(
-    "discovery and plan: a GPU in MIG mode is planned whole, with a warning that CUDA will not see "
-    "it") {
+// The real host's MIG capability nodes: character devices of nvidia-caps (241).
+GpuInventory mig_real(GpuInventory inv) {
+    inv = as_real(std::move(inv));
+    for (Gpu& g : inv.gpus)
+        for (MigDevice& m : g.mig)
+            for (auto [n, minor] : {std::pair{&m.gi_node, m.gi_minor}, {&m.ci_node, m.ci_minor}})
+                n->is_char = n->exists, n->rdev = makedev(241, static_cast<unsigned>(minor));
+    return inv;
+}
+
+TEST_CASE("mig-minors and access files parse as the driver writes them") {
+    const auto m = parse_mig_minors(
+        "config 1\nmonitor 2\ngpu0/gi0/access 3\ngpu0/gi0/ci0/access "
+        "4\nbroken\ngpu1/gi2/ci7/access "
+        "x\ntoo many 3\n");
+    CHECK(m ==
+          std::map<std::string, int>{
+              {"config", 1}, {"monitor", 2}, {"gpu0/gi0/access", 3}, {"gpu0/gi0/ci0/access", 4}});
+    CHECK(parse_access_minor("DeviceFileMinor: 13\nDeviceFileMode: 292\n") == 13);
+    CHECK(parse_access_minor("DeviceFileMode: 292\n") == -1);
+    CHECK(test::FakeHost::mig_minor(0, 1, -1) == 12);  // as on a real host: gpu0/gi1/access 12
+}
+
+TEST_CASE("discovery: MIG devices from the capability directories, nodes from mig-minors") {
     Host h;
-    h.fake.mig(0, 2);  // GPU 1 (minor 0)
+    h.fake.mig(0, 1, 2).mig(0, 2, 1).mig(2, 0);  // GPU 1 (minor 0): 1:1:0 1:1:1 1:2:0; GPU 0: none
     for (const std::vector<int>& only : {std::vector<int>{}, {1}}) {
-        GpuInventory inv = as_real(discover_gpus(h.dir.string(), kCapDefault, Scope::nvidia, only));
-        CHECK(inv.gpus[1].mig_instances == 2);
-        const GpuPlan mig = plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("1")), kCapDefault,
-                                            {"/usr/lib/x86_64-linux-gnu", {}});
-        CHECK(has(texts(mig), "-> /dev/nvidia0 [195:0]"));
-        CHECK(mig.warnings ==
-              std::vector<std::string>{
-                  "GPU 1 (0000:5e:00.0) is in MIG mode (2 GPU instances): gpubox gives whole GPUs, "
-                  "not MIG "
-                  "devices, so CUDA inside will find no device; nvidia-smi still works"});
-        if (only.empty()) {
-            CHECK(inv.gpus[0].mig_instances == 0);
-            CHECK(plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("0")), kCapDefault,
-                                  {"/usr/lib/x86_64-linux-gnu", {}})
-                      .warnings.empty());
-            CHECK(table(describe_gpus(inv))[2].back() ==
-                  "/dev/nvidia0 (MIG mode: 2 GPU instances)");
-        }
+        GpuInventory inv = discover_gpus(h.dir.string(), kCapDefault, Scope::nvidia, only);
+        const Gpu& g = inv.gpus[1];
+        CHECK(g.mig_instances == 2);
+        REQUIRE(g.mig.size() == 3);
+        CHECK(mig_id(g, g.mig[1]) == "1:1:1");
+        CHECK(mig_name(g, g.mig[2]) == "MIG-GPU-000000a1-1111-2222-3333-444400000011/2/0");
+        CHECK(g.mig[1].gi_minor == 12);
+        CHECK(g.mig[1].ci_minor == 14);
+        CHECK(g.mig[1].gi_node.path == "/dev/nvidia-caps/nvidia-cap12");
+        CHECK(g.mig[1].ci_access == "/proc/driver/nvidia/capabilities/gpu0/mig/gi1/ci1/access");
+        CHECK(g.mig[1].ci_access_host == h.dir.string() + g.mig[1].ci_access);
+        CHECK(g.mig[1].problem.empty());
+        CHECK_FALSE(g.mig[1].gi_node.is_char);  // plain files here: never taken for the nodes
+        if (only.empty()) CHECK((inv.gpus[0].mig_dir && inv.gpus[0].mig.empty()));
     }
+    // mig-minors that does not list a device: the device has a problem, the rest do not.
+    h.fake.file("/proc/driver/nvidia-caps/mig-minors",
+                "gpu0/gi1/access 12\ngpu0/gi1/ci0/access 13\n");
+    GpuInventory inv = discover_gpus(h.dir.string(), kCapDefault);
+    CHECK(inv.gpus[1].mig[0].problem.empty());
+    CHECK(inv.gpus[1].mig[1].problem ==
+          "/proc/driver/nvidia-caps/mig-minors lists no gpu0/gi1/ci1/access");
+}
+
+TEST_CASE("selection of MIG devices: GPU:GI:CI, MIG-GPU-<uuid>/GI/CI; MIG-<uuid> needs NVML") {
+    Host h;
+    h.fake.mig(0, 1, 2).mig(0, 2, 1);
+    const GpuInventory inv = discover_gpus(h.dir.string(), kCapDefault);
+    std::vector<Gpu> sel = select_gpus(inv, parse_gpu_spec("1:1:1"));
+    REQUIRE(sel.size() == 1);
+    CHECK_FALSE(sel[0].whole);
+    REQUIRE(sel[0].mig.size() == 1);
+    CHECK(mig_id(sel[0], sel[0].mig[0]) == "1:1:1");
+    sel =
+        select_gpus(inv, parse_gpu_spec("MIG-GPU-000000A1-1111-2222-3333-444400000011/2/0,1:1:0"));
+    REQUIRE(sel.size() == 1);
+    CHECK(sel[0].mig.size() == 2);
+    sel = select_gpus(inv, parse_gpu_spec("1"));  // the whole GPU, none of its MIG devices
+    CHECK((sel[0].whole && sel[0].mig.empty()));
+    CHECK(select_gpus(inv, parse_gpu_spec("all"))[1].mig.size() == 3);
+    CHECK(nodes_of(select_gpus(inv, parse_gpu_spec("1:2:0"))[0]).size() == 3);
+    CHECK(scope_for(parse_gpu_spec("1:2:0")) == Scope::nvidia);
+    CHECK_THROWS_WITH(select_gpus(inv, parse_gpu_spec("1:3:0")),
+                      "--gpu 1:3:0: GPU 1 (0000:5e:00.0) has no MIG device GI 3 CI 0; its MIG "
+                      "devices: 1:1:0, 1:1:1, 1:2:0");
+    CHECK_THROWS_WITH(select_gpus(inv, parse_gpu_spec("0:1:0")),
+                      Catch::Matchers::StartsWith("--gpu 0:1:0: GPU 0 (0000:3b:00.0) has no MIG "
+                                                  "device GI 1 CI 0; its MIG devices: none"));
+    CHECK_THROWS_WITH(select_gpus(inv, parse_gpu_spec("9:1:0")),
+                      Catch::Matchers::StartsWith("--gpu 9:1:0: no such GPU"));
+    CHECK_THROWS_WITH(select_gpus(inv, parse_gpu_spec("MIG-5f0c2d1e-aaaa-bbbb-cccc-0123456789ab")),
+                      "--gpu MIG-5f0c2d1e-aaaa-bbbb-cccc-0123456789ab: only NVML knows MIG "
+                      "devices' own UUIDs, and it could not be asked: not tried");
+    CHECK_THROWS_AS(parse_gpu_spec("1:1"), UsageError);
+    CHECK_THROWS_AS(parse_gpu_spec("1:1:x"), UsageError);
+}
+
+TEST_CASE("GPU plan: a MIG device gets the GPU's node, its two capability nodes and access files") {
+    Host h;
+    h.fake.mig(0, 1, 2).mig(0, 2, 1);
+    const GpuInventory inv = mig_real(discover_gpus(h.dir.string(), kCapDefault));
+    const ImageInfo image{"/usr/lib/x86_64-linux-gnu", {}};
+    const GpuPlan p =
+        plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("1:1:1")), kCapDefault, image);
+    const auto t = texts(p);
+    CHECK(has(t, "-> /dev/nvidia0 [195:0]"));
+    CHECK(has(t, "-> /dev/nvidia-caps/nvidia-cap12 [241:12]"));
+    CHECK(has(t, "-> /dev/nvidia-caps/nvidia-cap14 [241:14]"));
+    CHECK_FALSE(has(t, "nvidia-cap13"));  // 1:1:0's compute instance
+    CHECK_FALSE(has(t, "gi2"));
+    CHECK(has(t, "/proc/driver/nvidia/capabilities/gpu0/mig/gi1/access"));
+    CHECK(has(t, "/proc/driver/nvidia/capabilities/gpu0/mig/gi1/ci1/access"));
+    CHECK_FALSE(has(t, "ci0/access"));
+    CHECK(p.warnings.empty());
+    CHECK(p.summary ==
+          std::vector<std::string>{
+              "MIG 1:1:1 -> 0000:5e:00.0 -> /dev/nvidia0 /dev/nvidia-caps/nvidia-cap12 "
+              "/dev/nvidia-caps/nvidia-cap14 -> "
+              "MIG-GPU-000000a1-1111-2222-3333-444400000011/1/1"});
+    // Two compute instances of one GPU instance share its access file: bound once.
+    const auto both = texts(
+        plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("1:1:0,1:1:1")), kCapDefault, image));
+    CHECK(std::count_if(both.begin(), both.end(), [](const std::string& s) {
+              return s.find("gi1/access") != std::string::npos;
+          }) == 1);
+    // The whole GPU: its node, a warning that CUDA needs its MIG devices.
+    const GpuPlan whole =
+        plan_gpu_mounts(inv, select_gpus(inv, parse_gpu_spec("1")), kCapDefault, image);
+    CHECK_FALSE(has(texts(whole), "nvidia-caps"));
+    CHECK(whole.warnings ==
+          std::vector<std::string>{"GPU 1 (0000:5e:00.0) is in MIG mode (2 GPU instances): CUDA "
+                                   "runs only on MIG devices, so it will find none; give them by "
+                                   "--gpu GPU:GI:CI (see 'gpubox list'); nvidia-smi still works"});
+    // A capability node that is not the driver's (plain file, wrong numbers): refused.
+    const GpuInventory fake = as_real(discover_gpus(h.dir.string(), kCapDefault));
+    CHECK_THROWS_WITH(
+        plan_gpu_mounts(fake, select_gpus(fake, parse_gpu_spec("1:2:0")), kCapDefault, image),
+        "host device node \"/dev/nvidia-caps/nvidia-cap21\" is not the expected character device");
+    CHECK(table(describe_gpus(inv))[3] ==
+          std::vector<std::string>{"1:1:0", "0000:5e:00.0", "nvidia", "MIG GI 1 CI 0",
+                                   "MIG-GPU-000000a1-1111-2222-3333-444400000011/1/0",
+                                   "/dev/nvidia0 /dev/nvidia-caps/nvidia-cap12 "
+                                   "/dev/nvidia-caps/nvidia-cap13"});
 }
 
 TEST_CASE("GPU plan: AMD and Intel GPUs get their DRM nodes and by-path links") {

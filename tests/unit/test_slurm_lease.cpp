@@ -136,6 +136,37 @@ TEST_CASE("selection by device minor") {
     CHECK_THROWS_AS(select_gpus(inv, parse_gpu_spec("slurm")), PlanError);  // unresolved
 }
 
+TEST_CASE("gres.conf MultipleFiles=: a MIG device by its GPU's node and capability nodes") {
+    // As Slurm's AutoDetect and sites write them for MIG: the GPU's node, then the GPU and
+    // compute instances' capability nodes.
+    const GresGpus g = parse_gres_conf(
+        "Name=gpu Type=1g.10gb MultipleFiles=/dev/nvidia0,/dev/nvidia-caps/nvidia-cap21,"
+        "/dev/nvidia-caps/nvidia-cap22\n"
+        "Name=gpu Type=2g.20gb MultipleFiles=/dev/nvidia0,/dev/nvidia-caps/nvidia-cap[12-13]\n"
+        "Name=gpu File=/dev/nvidia2\n",
+        "gpu01");
+    REQUIRE(g.files.size() == 3);
+    CHECK(g.files[1] == "/dev/nvidia0,/dev/nvidia-caps/nvidia-cap12,/dev/nvidia-caps/nvidia-cap13");
+    const GpuSpec s = from_slurm({"7", std::string("0,1,2"), std::nullopt}, g);
+    CHECK(s.minors == std::vector<int>{0, 0, 2});
+    CHECK(s.caps == std::vector<std::vector<int>>{{21, 22}, {12, 13}, {}});
+    GpuInventory inv = four();  // GPU 1 is minor 0: MIG devices 1:1:0 (caps 12, 13), 1:2:0
+    inv.gpus[1].mig_instances = 2;
+    inv.gpus[1].mig = {MigDevice{.gi = 1, .ci = 0, .gi_minor = 12, .ci_minor = 13},
+                       MigDevice{.gi = 2, .ci = 0, .gi_minor = 21, .ci_minor = 22}};
+    const std::vector<Gpu> sel = select_gpus(inv, s);
+    REQUIRE(sel.size() == 2);
+    CHECK((sel[0].whole && sel[0].index == 0 && sel[0].mig.empty()));
+    CHECK((!sel[1].whole && sel[1].index == 1 && sel[1].mig.size() == 2));
+    GpuSpec bad = s;
+    bad.caps[0] = {21, 23};
+    CHECK_THROWS_WITH(
+        select_gpus(inv, bad),
+        Catch::StartsWith("--gpu slurm: SLURM_STEP_GPUS=0,1,2 names MIG capabilities "
+                          "nvidia-cap21,23 of GPU 1 (0000:31:00.0), which are no MIG "
+                          "device of it; its MIG devices: 1:1:0 (nvidia-cap12,13), "));
+}
+
 TEST_CASE("the device cgroup named in /proc/self/cgroup") {
     CHECK(device_cgroup_of("6:freezer:/\n5:devices:/slurm/uid_0/job_3/step_0\n0::/\n") ==
           "5:devices:/slurm/uid_0/job_3/step_0");
@@ -164,35 +195,54 @@ TEST_CASE("GPU leases: exclusive and shared, hostile lock files") {
     CHECK(lease_name(inv.gpus[0]) == "nvidia-GPU-0.lock");
     {
         Lease a = take_lease(inv, {3, false, 0});
-        CHECK(a.indices == std::vector<int>{0, 1, 2});
+        CHECK(a.items == std::vector<std::string>{"0", "1", "2"});
         struct stat st {};
         REQUIRE(::stat(dir.c_str(), &st) == 0);
         CHECK((st.st_mode & 07777) == 01777);
-        CHECK(take_lease(inv, {1, false, 0}).indices ==
-              std::vector<int>{3});  // locks are per open file: one process will do
+        CHECK(take_lease(inv, {1, false, 0}).items ==
+              std::vector<std::string>{"3"});  // locks are per open file: one process will do
         CHECK_THROWS_AS(take_lease(inv, {2, false, 0}), PlanError);
-        CHECK(take_lease(inv, {1, true, 0}).indices ==
-              std::vector<int>{3});  // a sharer skips exclusive holders
+        CHECK(take_lease(inv, {1, true, 0}).items ==
+              std::vector<std::string>{"3"});  // a sharer skips exclusive holders
         CHECK_THROWS_AS(take_lease(inv, {2, true, 0}), PlanError);
     }
     {
         Lease s1 = take_lease(inv, {4, true, 0});
         Lease s2 = take_lease(inv, {4, true, 0});
-        CHECK(s2.indices.size() == 4);
+        CHECK(s2.items.size() == 4);
         CHECK_THROWS_WITH(
             take_lease(inv, {1, false, 0}),
             Catch::Contains("only 0 of 4 GPUs free") && Catch::Contains("shared, pid"));
     }
-    CHECK(take_lease(inv, {4, false, 0}).indices.size() == 4);  // all released
+    CHECK(take_lease(inv, {4, false, 0}).items.size() == 4);  // all released
     // A symlink and a FIFO where lock files should be: those GPUs are unusable, never followed.
     std::filesystem::remove(dir + "/nvidia-GPU-0.lock");
     std::filesystem::create_symlink("/etc/passwd", dir + "/nvidia-GPU-0.lock");
     std::filesystem::remove(dir + "/nvidia-GPU-1.lock");
     REQUIRE(::mkfifo((dir + "/nvidia-GPU-1.lock").c_str(), 0666) == 0);
-    CHECK(take_lease(inv, {2, false, 0}).indices == std::vector<int>{2, 3});
+    CHECK(take_lease(inv, {2, false, 0}).items == std::vector<std::string>{"2", "3"});
     CHECK_THROWS_WITH(take_lease(inv, {3, false, 0}),
                       Catch::Contains("nvidia-GPU-0.lock is a symlink") &&
                           Catch::Contains("nvidia-GPU-1.lock is not a regular file"));
+    ::unsetenv("GPUBOX_LEASE_DIR");
+}
+
+TEST_CASE("GPU leases: a GPU in MIG mode is leased by its MIG devices, one sandbox each") {
+    test::TempDir tmp("lease-mig");
+    const std::string dir = (tmp.dir / "leases").string();
+    ::setenv("GPUBOX_LEASE_DIR", dir.c_str(), 1);
+    GpuInventory inv = four();
+    inv.gpus[1].mig_instances = 2;
+    inv.gpus[1].mig = {MigDevice{.gi = 1, .ci = 0}, MigDevice{.gi = 2, .ci = 0}};
+    CHECK(lease_name(inv.gpus[1], inv.gpus[1].mig[1]) == "nvidia-GPU-1-gi2-ci0.lock");
+    {
+        Lease a = take_lease(inv, {3, false, 0});
+        CHECK(a.items == std::vector<std::string>{"0", "1:1:0", "1:2:0"});
+        CHECK(take_lease(inv, {2, false, 0}).items == std::vector<std::string>{"2", "3"});
+        CHECK_THROWS_WITH(take_lease(inv, {3, false, 0}),
+                          Catch::Contains("only 2 of 5 GPUs and MIG devices free"));
+        CHECK_THAT(describe_leases(inv), Catch::Contains("\n1:2:0  exclusive  pid "));
+    }
     ::unsetenv("GPUBOX_LEASE_DIR");
 }
 
