@@ -31,11 +31,12 @@ if [ "$(id -u)" = 0 ] && [ -z "${GPUBOX_E2E_UNPRIVILEGED:-}" ] && [ "${E2E_AS_RO
                 "$FAKE_GPU_HOST" "$top/host-odd" --gpus 2 && mkdir "$top/host-odd/proc/driver/nvidia/gpus/odd" &&
                 "$FAKE_GPU_HOST" "$top/host-mig" --gpus 2 --mig &&
                 "$FAKE_GPU_HOST" "$top/host-prefix" --gpus 2 --prefix /usr/local/nvidia &&
-                "$FAKE_GPU_HOST" "$top/host-a100" --gpus 2 --model 1:0x20b0:"NVIDIA A100-SXM4-80GB" ||
+                "$FAKE_GPU_HOST" "$top/host-a100" --gpus 2 --model 1:0x20b0:"NVIDIA A100-SXM4-80GB" &&
+                "$FAKE_GPU_HOST" "$top/host-mig4" --gpus 4 --mig && chown -R 65534:65534 "$top/host-mig4" ||
                 { echo "Bail out! fake-gpu-host failed"; exit 1; }
             extra+=(E2E_HOST="$top/host" E2E_HOST_NOUVM="$top/host-nouvm" E2E_HOST_NOINFO="$top/host-noinfo"
                     E2E_HOST_ODD="$top/host-odd" E2E_HOST_MIG="$top/host-mig" E2E_HOST_PREFIX="$top/host-prefix"
-                    E2E_HOST_A100="$top/host-a100")
+                    E2E_HOST_A100="$top/host-a100" E2E_HOST_MIG4="$top/host-mig4")
             # A ROOTFS with a mount below it, as the host's "/" has: gpubox binds such a root
             # instead of overlaying it. The user's, so that the test can fill it.
             "$GPUBOX" rootfs create "$top/bound" >/dev/null && mkdir "$top/bound/mnt" &&

@@ -252,19 +252,20 @@ expect_eq "--gpu slurm: a MultipleFiles= MIG device" "$rc:$out" "0:/dev/nvidia2=
 box doctor --driver-root "$M"
 expect_match "doctor: a GPU in MIG mode with no instance is explained (NVML says it is in MIG mode)" "$out" \
     "^note     GPU 0 \\(0000:3b:00.0\\) is in MIG mode with no GPU instance: CUDA finds no device on it\$"
-# A host whose GPU 2 is MIG-capable with MIG mode off (built unprivileged: its nodes are plain
-# files, which doctor reports; its MIG notes are what is looked at here).
-"$FAKE_GPU_HOST" "$WORK/host-mig4" --gpus 4 --mig 2>/dev/null
-box doctor --driver-root "$WORK/host-mig4"
+# A host whose GPU 2 is MIG-capable with MIG mode off (made by lib.sh as root, as the fake
+# hosts read the build directory, and given to the caller, who makes its libnvidia-ml
+# group-writable below).
+mig4=${E2E_HOST_MIG4:?}
+box doctor --driver-root "$mig4"
 expect_match "doctor: MIG mode with no instance, told apart from ..." "$out" \
     "^note     GPU 0 \\(0000:3b:00.0\\) is in MIG mode with no GPU instance: CUDA finds no device on it\$"
 expect_no_match "... a GPU with MIG mode off, which gets no note" "$out" "GPU 2 \\(0000:86:00.0\\).*MIG"
-"$WORK/alone/gpubox" doctor --driver-root "$WORK/host-mig4" >"$WORK/.out" 2>&1
+"$WORK/alone/gpubox" doctor --driver-root "$mig4" >"$WORK/.out" 2>&1
 expect_match "doctor without NVML: it cannot tell, says so, and how to check" "$(cat "$WORK/.out")" \
     "info     MIG mode unknown: no helper gpubox-nvml .*"$'\n'"(.|"$'\n'")*note     GPU 2 \\(0000:86:00.0\\) has no MIG GPU instance: if it is in MIG mode \\(nvidia-smi -i 2 --query-gpu=mig.mode.current\\), CUDA finds no device on it"
 # A libnvidia-ml someone else could have written is not loaded (its code would run as the caller).
-nvml4=$WORK/host-mig4/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.14
-chmod g+w "$nvml4" && box list --driver-root "$WORK/host-mig4"
+nvml4=$mig4/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.14
+chmod g+w "$nvml4" && box list --driver-root "$mig4"
 expect_match "list: a group-writable libnvidia-ml is not loaded, and that is the one line" "$rc:$out" \
     "^0:.*"$'\n'"MIG profiles, memory and MIG-<uuid>s unknown: \"$nvml4\" is not a regular file owned by root or the caller and writable by no one else: not loaded\$"
 chmod g-w "$nvml4"
