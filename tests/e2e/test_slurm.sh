@@ -103,6 +103,10 @@ as_nobody() { (cd "$J" && "${NOBODY[@]}" env SLURM_CONF="$SLURM_CONF" "$@"); }
 no_jobs() { [ -z "$(squeue -h -u 65534 2>/dev/null)" ]; }
 wait_jobs() { wait_until "$1" no_jobs; }
 job_gone() { ! squeue -h -j "$1" 2>/dev/null | grep -q .; }
+# The workloads sleep for ${S}NN seconds, S drawn per run, so that the leftover check matches
+# this run's processes only, not another suite's on the same host (pgrep sees into every pid
+# namespace below ours, a fresh-root check's included).
+S=$((1000 + RANDOM % 9000))
 left() { pgrep -f -- "$1" >/dev/null && echo "left: $(pgrep -af -- "$1")" || true; }
 
 # --- the time limit job first: it takes a minute ---
@@ -111,7 +115,7 @@ left() { pgrep -f -- "$1" >/dev/null && echo "left: $(pgrep -af -- "$1")" || tru
 # before its own SIGTERM came (seen once in CI), and the test would not see the trap run.
 cat >"$J/limit.sh" <<EOF
 #!/bin/bash
-exec $G run --meta $J/limit.json --kill-after 2 $R sh -c 'trap "echo got-TERM; exit 9" TERM; echo started; (trap "" TERM; exec sleep 4710) & wait'
+exec $G run --meta $J/limit.json --kill-after 2 $R sh -c 'trap "echo got-TERM; exit 9" TERM; echo started; (trap "" TERM; exec sleep ${S}10) & wait'
 EOF
 limit_id=$(as_nobody sbatch --parsable --time=1 -o "$J/limit.out" "$J/limit.sh")
 
@@ -165,21 +169,21 @@ submit_and_cancel() {  # NAME SCRIPT-BODY
     wait_until 120 job_gone "$id"
 }
 M=$J/cancel.json
-submit_and_cancel cancel "exec $G run --meta $M $R sh -c 'trap \"echo got-TERM; exit 7\" TERM; echo started; (trap \"\" TERM; exec sleep 4711) & wait'"
+submit_and_cancel cancel "exec $G run --meta $M $R sh -c 'trap \"echo got-TERM; exit 7\" TERM; echo started; (trap \"\" TERM; exec sleep ${S}11) & wait'"
 expect_match "scancel: the workload got SIGTERM" "$(cat "$J/cancel.out")" '^got-TERM$'
 expect_eq "scancel: --meta says terminated by SIGTERM" "$(field status):$(field terminated):$(field exit_code)" "RE:SIGTERM:7"
-expect_eq "scancel: nothing left running" "$(left 'sleep 4711')" ""
+expect_eq "scancel: nothing left running" "$(left "sleep ${S}11")" ""
 
 M=$J/ignore.json
-submit_and_cancel ignore "exec $G run --meta $M --kill-after 2 $R sh -c 'trap \"\" TERM; echo started; exec sleep 4712'"
+submit_and_cancel ignore "exec $G run --meta $M --kill-after 2 $R sh -c 'trap \"\" TERM; echo started; exec sleep ${S}12'"
 expect_eq "a workload that ignores SIGTERM is killed after --kill-after" "$(field status):$(field terminated):$(field killed)" "SG:SIGTERM:true"
-expect_eq "... nothing left running" "$(left 'sleep 4712')" ""
+expect_eq "... nothing left running" "$(left "sleep ${S}12")" ""
 
 M=$J/child.json
-submit_and_cancel child "$G run --die-with-parent --kill-after 60 --meta $M $R sh -c 'trap \"\" TERM; echo started; exec sleep 4713'; echo after"
+submit_and_cancel child "$G run --die-with-parent --kill-after 60 --meta $M $R sh -c 'trap \"\" TERM; echo started; exec sleep ${S}13'; echo after"
 wait_until 60 test -s "$M"
 expect_match "gpubox as a plain child with --die-with-parent: the meta file is written" "$(field terminated)" '^(parent_died|SIGTERM)$'
-expect_eq "... nothing left running (before KillWait's SIGKILL)" "$(left 'sleep 4713')" ""
+expect_eq "... nothing left running (before KillWait's SIGKILL)" "$(left "sleep ${S}13")" ""
 
 # --- GPU leases without a scheduler ---
 export GPUBOX_LEASE_DIR=$T/leases
@@ -194,7 +198,7 @@ done
 wait
 expect_eq "--gpu auto: 6 sandboxes on 4 GPUs, each got one, never two on one GPU" \
     "$(cat "$T"/auto/run*.out | grep -c '^GPU-'):$(cat "$T"/auto/run*.out | grep -c COLLISION)" "6:0"
-"${NOBODY[@]}" env GPUBOX_LEASE_DIR="$GPUBOX_LEASE_DIR" "$G" run --driver-root "$H" --gpu auto:4 "$R" sleep 4714 &
+"${NOBODY[@]}" env GPUBOX_LEASE_DIR="$GPUBOX_LEASE_DIR" "$G" run --driver-root "$H" --gpu auto:4 "$R" sleep ${S}14 &
 gp=$!
 # leases KIND N: N lease lines of that kind in gpubox list (one per holder and GPU)
 leases() { [ "$("$G" list --driver-root "$H" | grep -c "  $1  pid")" = "$2" ]; }
@@ -206,11 +210,11 @@ expect_match "while all 4 are held, --gpu auto fails at once, naming holders" "$
 kill -9 "$gp"; wait "$gp" 2>/dev/null
 box run --driver-root "$H" --gpu auto:4 "$R" nvidia-smi -L
 expect_eq "after kill -9 of the holder, all 4 are free again" "$rc:$(grep -c '^GPU ' <<<"$out")" "0:4"
-expect_eq "... and its sandbox is gone" "$(left 'sleep 4714')" ""
+expect_eq "... and its sandbox is gone" "$(left "sleep ${S}14")" ""
 share() { exec "${NOBODY[@]}" env GPUBOX_LEASE_DIR="$GPUBOX_LEASE_DIR" "$G" run --driver-root "$H" --gpu auto:4 --gpu-share "$R" "$@"; }
 # The holders hold until they are told to go (SIGTERM to gpubox, forwarded), not for a time.
-share sleep 4715 & s1=$!
-share sleep 4715 & s2=$!
+share sleep ${S}15 & s1=$!
+share sleep ${S}15 & s2=$!
 wait_until 60 leases shared 8 || not_ok "(the two sharers did not get their leases)"
 box run --driver-root "$H" --gpu auto:4 --gpu-share "$R" true
 expect_eq "--gpu-share: a third sharer joins two" "$rc" 0
@@ -223,7 +227,7 @@ kill -TERM "$s1" "$s2"
 wait "$waiter"
 expect_eq "... and with --gpu-wait gets one once they are gone" "$?" 0
 wait "$s1" "$s2"
-"${NOBODY[@]}" env GPUBOX_LEASE_DIR="$GPUBOX_LEASE_DIR" "$G" run --driver-root "$H" --gpu auto:4 "$R" sleep 4716 &
+"${NOBODY[@]}" env GPUBOX_LEASE_DIR="$GPUBOX_LEASE_DIR" "$G" run --driver-root "$H" --gpu auto:4 "$R" sleep ${S}16 &
 ex=$!
 wait_until 60 leases exclusive 4 || not_ok "(the exclusive holder did not get its leases)"
 box run --driver-root "$H" --gpu auto --gpu-share "$R" true
@@ -236,5 +240,5 @@ wait_until 300 job_gone "$limit_id"
 M=$J/limit.json
 expect_match "job time limit: the workload got SIGTERM" "$(cat "$J/limit.out" 2>/dev/null)" '^got-TERM$'
 expect_eq "job time limit: --meta says terminated by SIGTERM" "$(field status):$(field terminated):$(field exit_code)" "RE:SIGTERM:9"
-expect_eq "job time limit: nothing left running" "$(left 'sleep 4710')" ""
+expect_eq "job time limit: nothing left running" "$(left "sleep ${S}10")" ""
 finish
