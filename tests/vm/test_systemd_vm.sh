@@ -57,11 +57,14 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 143' TERM INT
 mkdir "$tmp/payload"
-install -m 0755 "$GPUBOX" "$tmp/payload/gpubox"
-install -m 0755 "$GPUBOX_SCOPE" "$tmp/payload/gpubox-scope"
-install -m 0755 "$PROBE" "$tmp/payload/probe"
+# Stripped (install -s): the guest needs no debug information, which makes gpubox a
+# RelWithDebInfo build several times its size. The disk is sized from what it carries.
+install -s -m 0755 "$GPUBOX" "$tmp/payload/gpubox"
+install -s -m 0755 "$GPUBOX_SCOPE" "$tmp/payload/gpubox-scope"
+install -s -m 0755 "$PROBE" "$tmp/payload/probe"
 install -m 0644 "$VM_DIR/boot.sh" "$VM_DIR/guest_test.sh" "$E2E_DIR/lib.sh" "$tmp/payload/"
-mke2fs -q -t ext4 -d "$tmp/payload" "$tmp/payload.img" 64M >/dev/null
+payload_mib=$(( $(du -sm "$tmp/payload" | cut -f1) * 2 + 32 ))
+mke2fs -q -t ext4 -d "$tmp/payload" "$tmp/payload.img" "${payload_mib}M" >/dev/null
 
 t0=$(date +%s)
 # timeout bounds the boot (and passes our TERM on to qemu); the image lock (fd 9) stays with us.
