@@ -72,6 +72,8 @@ untouched "run --gpu 0 --preflight enforce" \
 untouched "run --gpu 0 --print-plan" \
     "$R" run --print-plan --driver-root "$H" --gpu 0 "$R" true
 untouched "run --read-only" "$R" run --read-only "$R" probe status
+untouched "run --device /dev/null: the device planner reads the image's ld.so.cache" \
+    "$R" run --device /dev/null "$R" true
 untouched "check: every library of the ld.so.cache, CUDA's files, the compat directory" \
     "$R" check --driver-root "$H" --gpu 0 "$R" true
 
