@@ -22,6 +22,13 @@ std::string mode_text(mode_t mode) { return cat("mode 0", std::oct, mode & 07777
 
 std::string writable_by(mode_t mode) { return (mode & S_IWOTH) ? "others" : "its group"; }
 
+// Written by someone other than the caller: others, or a group that is not the caller's own
+// user-private one (gid == the caller's gid == the caller's uid).
+bool writable_by_another(const struct stat& st, uid_t euid, gid_t egid) {
+    if (st.st_mode & S_IWOTH) return true;
+    return (st.st_mode & S_IWGRP) && !(st.st_gid == egid && egid == euid);
+}
+
 // The components of `text` in order ("" and "." dropped; ".." kept: it is resolved by fd).
 std::deque<std::string> components(const std::string& text) {
     std::deque<std::string> out;
@@ -39,13 +46,14 @@ std::deque<std::string> components(const std::string& text) {
 class Walk {
 public:
     Walk(const std::string& path, const std::string& what, const std::string& hint)
-        : path_(path), what_(what), hint_(hint), euid_(::geteuid()) {
+        : path_(path), what_(what), hint_(hint), euid_(::geteuid()), egid_(::getegid()) {
         chain_.push_back(sys::open_at(AT_FDCWD, "/", O_PATH | O_DIRECTORY));
         check_dir(chain_.back().get(), "/", Role::on_the_way);
         todo_ = components(path);
     }
 
-    UniqueFd run(bool create) {
+    // The state directory's fd; an invalid one where Missing::absent_ok met a missing name.
+    UniqueFd run(Missing missing) {
         while (!todo_.empty()) {
             const std::string name = todo_.front();
             todo_.pop_front();
@@ -53,7 +61,7 @@ public:
                 if (chain_.size() > 1) chain_.pop_back(), names_.pop_back();
                 continue;
             }
-            step(name, create);
+            if (!step(name, missing)) return UniqueFd();
         }
         check_dir(chain_.back().get(), shown(), Role::own);
         return std::move(chain_.back());
@@ -67,20 +75,28 @@ private:
         return s.empty() ? "/" : s;
     }
 
-    [[noreturn]] void refuse(const std::string& at, const std::string& problem) const {
-        if (at == path_) throw PlanError(cat(what_, " ", quote(path_), " ", problem), hint_);
-        throw PlanError(cat(what_, " ", quote(path_), ": ", quote(at), " ", problem), hint_);
+    [[noreturn]] void refuse(const std::string& at, const std::string& problem,
+                             const std::string& hint) const {
+        if (at == path_) throw PlanError(cat(what_, " ", quote(path_), " ", problem), hint);
+        throw PlanError(cat(what_, " ", quote(path_), ": ", quote(at), " ", problem), hint);
     }
 
     void check_dir(int fd, const std::string& at, Role role) const {
-        const std::string problem = dir_problem(sys::fstat(fd, at), euid_, role);
-        if (!problem.empty()) refuse(at, problem);
+        const struct stat st = sys::fstat(fd, at);
+        const std::string problem = dir_problem(st, euid_, egid_, role);
+        if (problem.empty()) return;
+        // The state directory's own mode is the caller's to fix.
+        const bool chmod = role == Role::own && S_ISDIR(st.st_mode) && st.st_uid == euid_;
+        refuse(at, problem, chmod ? cat("chmod go-w ", quote(at), ", or ", hint_) : hint_);
     }
 
-    int open_step(const std::string& name, bool create) const {
+    // NAME's fd in the last directory opened, not followed; -ENOENT where it is missing and
+    // `missing` is absent_ok.
+    int open_step(const std::string& name, Missing missing) const {
         const int dir = chain_.back().get();
         int fd = sys::try_open_at(dir, name, O_PATH | O_NOFOLLOW);
-        if (fd == -ENOENT && create) {
+        if (fd == -ENOENT && missing == Missing::absent_ok) return fd;
+        if (fd == -ENOENT && missing == Missing::create) {
             const int made = sys::try_mkdir_at(dir, name, 0700);
             if (made < 0 && made != -EEXIST)
                 sys::fail(Syscall::mkdirat, -made, cat("mkdirat(", quote(shown(name)), ", 0700)"),
@@ -93,20 +109,24 @@ private:
         return fd;
     }
 
-    void step(const std::string& name, bool create) {
-        UniqueFd fd(open_step(name, create));
+    // False where NAME is missing (Missing::absent_ok).
+    bool step(const std::string& name, Missing missing) {
+        const int opened = open_step(name, missing);
+        if (opened == -ENOENT) return false;
+        UniqueFd fd(opened);
         const std::string at = shown(name);
         const struct stat st = sys::fstat(fd.get(), at);
-        if (S_ISLNK(st.st_mode)) return follow(fd.get(), at, st);
+        if (S_ISLNK(st.st_mode)) return follow(fd.get(), at, st), true;
         // The path's last directory is checked as the state directory itself.
         check_dir(fd.get(), at, todo_.empty() ? Role::own : Role::on_the_way);
         chain_.push_back(std::move(fd));
         names_.push_back(name);
+        return true;
     }
 
     void follow(int link, const std::string& at, const struct stat& st) {
         const std::string problem = link_problem(st, euid_);
-        if (!problem.empty()) refuse(at, problem);
+        if (!problem.empty()) refuse(at, problem, hint_);
         if (++links_ > kMaxLinks)
             sys::fail(Syscall::open, ELOOP, cat("open(", quote(path_), ")"), path_);
         const std::string text = sys::read_link_at(link, "");
@@ -117,6 +137,7 @@ private:
 
     std::string path_, what_, hint_;
     uid_t euid_;
+    gid_t egid_;
     std::vector<UniqueFd> chain_;
     std::vector<std::string> names_;
     std::deque<std::string> todo_;
@@ -125,10 +146,10 @@ private:
 
 }  // namespace
 
-std::string dir_problem(const struct stat& st, uid_t euid, Role role) {
+std::string dir_problem(const struct stat& st, uid_t euid, gid_t egid, Role role) {
     const mode_t mode = st.st_mode;
     if (!S_ISDIR(mode)) return "is not a directory";
-    const bool writable = (mode & (S_IWGRP | S_IWOTH)) != 0;
+    const bool writable = writable_by_another(st, euid, egid);
     if (role == Role::own) {
         if (st.st_uid != euid)
             return cat("belongs to uid ", st.st_uid, ", not to you (uid ", euid, ")");
@@ -158,13 +179,13 @@ std::string regular_file_problem(mode_t mode) {
     return type ? cat("not a regular file (", type, ")") : "";
 }
 
-UniqueFd open_state_dir(const std::string& path, bool create, const std::string& what,
+UniqueFd open_state_dir(const std::string& path, Missing missing, const std::string& what,
                         const std::string& hint) {
     std::string abs = std::filesystem::absolute(path).string();
     while (abs.size() > 1 && abs.back() == '/') abs.pop_back();
     try {
         Walk walk(abs, what, hint);
-        return walk.run(create);
+        return walk.run(missing);
     } catch (const SysError&) {
         std::throw_with_nested(PlanError(cat(what, " ", quote(abs)), hint));
     }

@@ -5,7 +5,10 @@
 // A state directory is the caller's own: made by gpubox (mode 0700), or owned by the caller
 // and writable by nobody else. Every directory on the way to it is root's or the caller's and
 // writable by nobody else unless sticky (as /tmp, where others may add entries but not rename
-// or remove ours), and a symlink on the way is followed only when root's or the caller's. So
+// or remove ours), and a symlink on the way is followed only when root's or the caller's.
+// "Nobody else" allows the group when it is the caller's user-private group (the directory's
+// gid is the caller's, and equals the caller's uid, as USERGROUPS_ENAB makes them: Debian's
+// umask 002 then leaves directories group-writable, and nobody else is in that group). So
 // nobody but root and the caller can rename, replace or fill anything on that path. Each step
 // is opened O_PATH|O_NOFOLLOW from the one before and checked by fstat after opening; the
 // caller gets the last fd and works relative to it (openat, mkdirat) from then on.
@@ -23,19 +26,28 @@ enum class Role {
     own,         // the state directory itself
 };
 
-// Pure: why a directory with status `st` cannot be trusted in `role` by effective uid `euid`
-// ("belongs to uid 1001", "is writable by others (mode 0777) and not sticky"); "" when it can.
-std::string dir_problem(const struct stat& st, uid_t euid, Role role);
+// What a walk does where a directory on the path is missing.
+enum class Missing {
+    create,     // make it (mkdirat, 0700), then check it as any other
+    absent_ok,  // stop: the state directory is not there (an invalid fd)
+    error,      // fail as open did (ENOENT)
+};
+
+// Pure: why a directory with status `st` cannot be trusted in `role` by the caller of
+// effective uid `euid` and gid `egid` ("belongs to uid 1001", "is writable by others (mode
+// 0777) and not sticky"); "" when it can.
+std::string dir_problem(const struct stat& st, uid_t euid, gid_t egid, Role role);
 // Pure: why a symlink on the way (its own lstat) cannot be followed; "" when it can.
 std::string link_problem(const struct stat& st, uid_t euid);
 // Pure: "" for a regular file, else "not a regular file (a FIFO)" and the like.
 std::string regular_file_problem(mode_t mode);
 
 // The state directory `path` (made absolute against the cwd), walked as above from "/": an
-// O_PATH|O_DIRECTORY fd. `create`: missing directories are made (mkdirat, 0700), then checked
-// as any other. A refusal is PlanError("<what> \"path\"...", hint); a failed call is a
-// SysError nested in PlanError("<what> \"path\"", hint).
-UniqueFd open_state_dir(const std::string& path, bool create, const std::string& what,
+// O_PATH|O_DIRECTORY fd, or (Missing::absent_ok only) an invalid one where a directory on the
+// path is missing. A refusal is PlanError("<what> \"path\"...", hint), the hint led by
+// `chmod go-w "dir", or ` where the state directory itself is writable by another; a failed
+// call is a SysError nested in PlanError("<what> \"path\"", hint).
+UniqueFd open_state_dir(const std::string& path, Missing missing, const std::string& what,
                         const std::string& hint);
 
 // A file the caller names for gpubox to write (--meta), opened for writing without blocking

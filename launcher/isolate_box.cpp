@@ -118,7 +118,7 @@ bool lock_box(BoxLock& lock, const IsolateArgs& a, int boxes, const std::string&
 UniqueFd open_boxes_root(const std::string& root) {
     try {
         return trusted_path::open_state_dir(
-            root, true, "box root",
+            root, trusted_path::Missing::create, "box root",
             "set GPUBOX_ISOLATE_ROOT or XDG_RUNTIME_DIR to a directory of your own");
     } catch (...) {
         const auto e = std::current_exception();

@@ -82,8 +82,8 @@ void copy_lib(const fs::path& from, const fs::path& to_dir) {
 // (common/trusted_path.hpp, the rule for a state directory itself). A new one is made.
 void refuse_foreign_dir(const std::string& dir) {
     const UniqueFd fd = sys::open_at(AT_FDCWD, dir, O_PATH | O_DIRECTORY);
-    const std::string problem =
-        trusted_path::dir_problem(sys::fstat(fd.get(), dir), ::geteuid(), trusted_path::Role::own);
+    const std::string problem = trusted_path::dir_problem(sys::fstat(fd.get(), dir), ::geteuid(),
+                                                          ::getegid(), trusted_path::Role::own);
     if (!problem.empty())
         throw PlanError(cat("rootfs create: ", quote(dir), " ", problem),
                         "name a new directory (gpubox makes it), or one only you can write");

@@ -92,7 +92,17 @@ if [ "$two_users" = 1 ]; then
     mkdir -m 0777 "$T/pub/mine-open" && chown "$J:$J" "$T/pub/mine-open"
     judge env GPUBOX_ISOLATE_ROOT="$T/pub/mine-open" "$ISO" --init
     expect_match "the judge's own root, writable by others, is refused" "$rc:$err" \
-        "^2:box root \"$T/pub/mine-open\" is writable by others \(mode 0777\); set GPUBOX_ISOLATE_ROOT"
+        "^2:box root \"$T/pub/mine-open\" is writable by others \(mode 0777\); chmod go-w \"$T/pub/mine-open\", or set GPUBOX_ISOLATE_ROOT"
+    # Group write in the judge's user-private group (gid == uid, as USERGROUPS_ENAB makes them:
+    # Debian's umask 002) is the judge's alone; in a group the attacker is in it is not.
+    mkdir -m 0770 "$T/pub/mine-grp" && chown "$J:$J" "$T/pub/mine-grp" && chmod 0770 "$T/pub/mine-grp"
+    judge env GPUBOX_ISOLATE_ROOT="$T/pub/mine-grp" "$ISO" --init
+    expect_eq "the judge's own root, writable by the judge's private group, is used" "$rc:$out" "0:$T/pub/mine-grp/0"
+    judge env GPUBOX_ISOLATE_ROOT="$T/pub/mine-grp" "$ISO" --cleanup
+    chown "$J:$A" "$T/pub/mine-grp"
+    judge env GPUBOX_ISOLATE_ROOT="$T/pub/mine-grp" "$ISO" --init
+    expect_match "... writable by the attacker's group, it is refused" "$rc:$err" \
+        "^2:box root \"$T/pub/mine-grp\" is writable by its group \(mode 0770\); chmod go-w"
     # A shared sticky directory (root's, 1777) as the root: refused too (each user has a root of
     # their own, so box ids never collide; isolate's is root's and only isolate writes it).
     mkdir -m 1777 "$T/pub/shared"
