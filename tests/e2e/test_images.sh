@@ -226,8 +226,12 @@ expect_eq "concurrent pulls: no temp left" "$(ls "$GPUBOX_IMAGES/tmp" | wc -l)" 
 # sees the lock that tells (what ls inherits: 0, 1, 2; 3 is its own /proc/self/fd) ---
 coproc INUSE { exec "$GPUBOX" run c1 /bin/sh -c 'echo "fds:" $(ls /proc/self/fd) &&
     echo ready && read -r line && echo "got $line"'; }
-read -r fds <&"${INUSE[0]}"
-read -r ready <&"${INUSE[0]}"
+# Copies of its pid and fds: bash unsets INUSE and INUSE_PID once it has reaped the coprocess,
+# which may be before this script reads its last line (it was, once, under load).
+inuse_pid=$INUSE_PID
+exec {inuse_out}<&"${INUSE[0]}" {inuse_in}>&"${INUSE[1]}"
+read -r fds <&"$inuse_out"
+read -r ready <&"$inuse_out"
 expect_eq "in use: the run started" "$ready" "ready"
 expect_eq "in use: the workload's fds are 0-2 alone (no lock fd)" "$fds" "fds: 0 1 2 3"
 box rmi c2
@@ -237,10 +241,11 @@ expect_eq "in use: rmi of the running image: 125, nothing on stdout" "$rc:$out" 
 expect_eq "in use: one line says why" "$err" \
     "gpubox: rmi: image c1 is in use by a running sandbox"
 expect_eq "in use: still listed" "$("$GPUBOX" images | awk 'NR > 1 {print $1}')" "c1"
-echo more >&"${INUSE[1]}"
-read -r got <&"${INUSE[0]}"
-wait "$INUSE_PID"
+echo more >&"$inuse_in"
+read -r got <&"$inuse_out"
+wait "$inuse_pid"
 expect_eq "in use: the run went on and ended well" "$?:$got" "0:got more"
+exec {inuse_out}<&- {inuse_in}>&-
 box rmi c1
 expect_eq "in use: after the run, rmi removes it" "$rc:$out:$(ls "$GPUBOX_IMAGES/blobs/sha256")" \
     "0:c1:"

@@ -17,7 +17,7 @@ done
 
 T=$(mktemp -d /tmp/gpubox-slurm.XXXXXX)
 chmod 0755 "$T"
-NODE=gpubox$$
+NODE=gpubox$RANDOM$$  # (random too: in another pid namespace the same pid may run a suite)
 NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 stop_all() {
     for p in slurmd slurmctld munged; do
