@@ -155,6 +155,21 @@ wait_until() {
 # meter_start / meter_stop: what the commands in between really used, by the root harness's
 # cgroup v1 meters (E2E_METER=1): $used_cpu (seconds) and $used_mem_mib (peak above the start).
 # have_meter says whether there are meters (always in CI, where the suite runs as root).
+# leftovers PATTERN: the pids of processes matching PATTERN (pgrep -f) that this test started,
+# its sandboxes' included: those in its cgroup v1 cpuacct group or below it (E2E_METER=1 put the
+# test there; gpubox never moves a process in a v1 hierarchy). Another suite's processes on the
+# same host (a fresh-root check beside this one: pgrep sees into every pid namespace below ours)
+# are in a group of their own. Without a cpuacct hierarchy, every match.
+cpuacct_of() { sed -n 's/^[0-9]*:\([^:]*,\)*cpuacct\(,[^:]*\)*://p' "$1" 2>/dev/null; }
+leftovers() {
+    local mine p
+    mine=$(cpuacct_of /proc/self/cgroup)
+    mine=${mine%/}
+    for p in $(pgrep -f -- "$1"); do
+        [ "$p" = "$$" ] && continue
+        case "$(cpuacct_of "/proc/$p/cgroup")/" in "$mine"/*) echo "$p" ;; esac
+    done
+}
 have_meter() { [ -n "${E2E_CPUACCT:-}" ] && [ -n "${E2E_MEMCG:-}" ]; }
 meter_start() {
     have_meter || return 0

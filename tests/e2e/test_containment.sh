@@ -133,7 +133,7 @@ expect_match "  --print-plan states the default pids cap" "$out" '^limit pids: .
 box run "$R" probe forkbomb e2e-containment  # (the mark: test_limits runs fork bombs too, perhaps at once)
 check "a sandbox with no limit option still cannot make more than 4096 processes ($out)" \
     awk -v o="$out" 'BEGIN { split(o, a, "="); exit !(a[1] == "forks" && a[2] >= 4000 && a[2] < 4096) }'
-check "  and none is left" test -z "$(pgrep -f 'probe forkbomb e2e-containment' || true)"
+check "  and none is left" test -z "$(leftovers 'probe forkbomb e2e-containment')"
 
 # --- CPU: every process counts, also those nobody waits for --------------------------------
 # The CPU limit is the sampler's too (init sums the sandbox's CPU every 10 ms; the verdict's
@@ -177,5 +177,5 @@ mrun run --time-limit 2 --wall-time-limit 60 --meta "$M" "$R" probe spin 1 0.5
 expect_eq "  a run under its CPU limit is OK" "$(field status)" "OK"
 check "  and its cpu_time is what the sandbox used: the probe's 0.5 s, at most all the meter saw ($(field cpu_time))" \
     within "$(field cpu_time)" 0.5 "${used_cpu:-1e9}"
-check "nothing of any sandbox is left" test -z "$(pgrep -f 'probe (hog|spin|reaped)' || true)"
+check "nothing of any sandbox is left" test -z "$(leftovers 'probe (hog|spin|reaped)')"
 finish
