@@ -17,6 +17,9 @@ done
 
 T=$(mktemp -d /tmp/gpubox-podman.XXXXXX)
 chmod 0755 "$T"
+# uid 65534's steps start here: ctest's working directory is in the build tree, which may be
+# where that user cannot go (a checkout in root's home, mode 0700), and podman chdirs to it.
+cd "$T" || exit 1
 # podman leaves a pause process holding its user namespace: ours, ended by its pid file.
 stop_all() {
     if [ -s "$T/run/libpod/tmp/pause.pid" ]; then kill "$(cat "$T/run/libpod/tmp/pause.pid")" 2>/dev/null; fi
