@@ -1,10 +1,10 @@
 # gpubox_child: the code that runs inside the sandbox's namespaces (the sandbox's init and the
 # workload before exec), and nothing else, so that it can be read and audited on its own.
-# README.md ("The code that runs inside the new namespaces") lists exactly these files, and
+# docs/design.md ("The code that runs inside the new namespaces") lists exactly these files, and
 # tools/child-boundary.sh (ctest: child_boundary) fails when the list and this target differ or
 # when they outgrow the budget set there. The monitor calls into some of it too (the resolver,
 # the layer's entries, the channel's frames): shared, not duplicated.
-# The child also calls a few functions of monitor-side files (README names them) and common/.
+# The child also calls a few functions of monitor-side files (docs/design.md names them) and common/.
 set(GPUBOX_CHILD_SOURCES
   launcher/child_main.cpp   # the ordered list of init's steps, and the workload's
   launcher/init_loop.cpp    # pid 1: reap, forward signals, sample, report

@@ -1,6 +1,6 @@
 #pragma once
 // Paths in directories another user might write: where gpubox keeps state for its caller, and
-// files the caller names for gpubox to write (README's "Security model" lists each use).
+// files the caller names for gpubox to write (docs/security.md lists each use).
 //
 // A state directory is the caller's own: made by gpubox (mode 0700), or owned by the caller
 // and writable by nobody else. Every directory on the way to it is root's or the caller's and

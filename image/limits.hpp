@@ -8,7 +8,7 @@
 
 namespace gpubox::image {
 
-// What a pull may write (README, "Images"). Sizes are apparent: a member's declared size (a
+// What a pull may write (docs/images.md). Sizes are apparent: a member's declared size (a
 // sparse file's whole length), plus a tar header's 512 bytes per entry, so that a layer of a
 // million empty files counts too. Each member is charged before it is written.
 struct UnpackLimits {

@@ -11,7 +11,7 @@
 namespace gpubox::image {
 
 // --max-size's default: NGC's PyTorch images unpack to about 20 GiB, the largest CUDA images
-// in common use to some 30 (README, "Images").
+// in common use to some 30 (docs/images.md).
 inline constexpr std::uint64_t kDefaultMaxSize = std::uint64_t{32} << 30;
 
 struct PullRequest {

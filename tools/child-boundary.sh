@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The sandbox side's boundary, checked (ctest: child_boundary):
-#  1. README's list of the code that runs inside the namespaces (between <!-- child-files -->
-#     markers) names exactly the sources of the gpubox_child library target;
+#  1. docs/design.md's list of the code that runs inside the namespaces (between
+#     <!-- child-files --> markers) names exactly the sources of the gpubox_child library target;
 #  2. those sources stay within the line budget below;
-#  3. the library calls no gpubox function outside itself but common/'s and those README names
-#     (between <!-- child-calls --> markers: whole files, or functions as `ns::name`), read
+#  3. the library calls no gpubox function outside itself but common/'s and those docs/design.md
+#     names (between <!-- child-calls --> markers: whole files, or functions as `ns::name`), read
 #     from the compiled library with nm, so a call added anywhere in it is caught.
 #
 # The budget: 2,300 lines (wc -l, comments included: an auditor reads them too). At this
@@ -27,16 +27,16 @@ shift 4
 fail=0
 bad() { echo "child-boundary: $*" >&2; fail=1; }
 
-section() {  # the README lines between <!-- $1 --> and <!-- /$1 -->
-    awk -v first="<!-- $1 -->" -v last="<!-- /$1 -->" '$0 == last {on = 0} on {print} $0 == first {on = 1}' "$src/README.md"
+section() {  # the lines of docs/design.md between <!-- $1 --> and <!-- /$1 -->
+    awk -v first="<!-- $1 -->" -v last="<!-- /$1 -->" '$0 == last {on = 0} on {print} $0 == first {on = 1}' "$src/docs/design.md"
 }
 
-# 1. README's list against the target.
+# 1. docs/design.md's list against the target.
 readme=$(section child-files | sed -n 's/^- `\([^`]*\.cpp\)`.*/\1/p' | sort)
 target=$(for f in "$@"; do echo "${f#"$src"/}"; done | sort)
-[ -n "$readme" ] || bad "README.md has no <!-- child-files --> list"
+[ -n "$readme" ] || bad "docs/design.md has no <!-- child-files --> list"
 if [ "$readme" != "$target" ]; then
-    bad "README.md's list and the gpubox_child target differ (< README, > target):"
+    bad "docs/design.md's list and the gpubox_child target differ (< docs/design.md, > target):"
     diff <(echo "$readme") <(echo "$target") | grep '^[<>]' >&2 || true
 fi
 
@@ -68,11 +68,11 @@ while IFS= read -r sym; do
     for f in $allowed_funcs; do
         case "$sym" in "gpubox::$f("* | "gpubox::$f["*) ok=1 ;; esac
     done
-    [ "$ok" = 1 ] || bad "the sandbox side calls $sym, which README does not list (<!-- child-calls -->)"
+    [ "$ok" = 1 ] || bad "the sandbox side calls $sym, which docs/design.md does not list (<!-- child-calls -->)"
 done <<<"$outside"
-# The named functions must exist where README says they are.
+# The named functions must exist where docs/design.md says they are.
 for f in $allowed_funcs; do
-    grep -rq "${f#*::}(" "$src/isolate" "$src/rootfs" || bad "README names $f, which no file defines"
+    grep -rq "${f#*::}(" "$src/isolate" "$src/rootfs" || bad "docs/design.md names $f, which no file defines"
 done
 [ "$fail" = 0 ] && echo "child-boundary: ok"
 exit "$fail"
