@@ -22,6 +22,10 @@ for f in bin/gpubox libexec/gpubox/gpubox-scope libexec/gpubox/gpubox-unpack lib
          share/zsh/site-functions/_gpubox share/gpubox/apparmor/gpubox; do
     check "installs /usr/local/$f" test -s "$stage/usr/local/$f"
 done
+docs=$(cd "$SRC" && echo README.md docs/*.md)  # the documentation: README and every docs/ page
+for f in $docs; do
+    check "installs /usr/local/share/doc/gpubox/$f" cmp -s "$SRC/$f" "$stage/usr/local/share/doc/gpubox/$f"
+done
 man=$(zcat "$stage/usr/local/share/man/man1/gpubox.1.gz")
 expect_match "gpubox(1) is the binary's --man" "$man" '^\.TH GPUBOX 1 "" "gpubox [0-9.]+"'
 expect_eq "gpubox(1) equals gpubox --man" "$man" "$("$stage/usr/local/bin/gpubox" --man)"
@@ -85,6 +89,9 @@ contents=$(dpkg-deb -c "$deb" | awk '{print $6}')
 for f in ./usr/bin/gpubox ./usr/libexec/gpubox/gpubox-scope ./usr/libexec/gpubox/gpubox-unpack ./usr/libexec/gpubox/gpubox-nvml ./usr/share/man/man1/gpubox.1.gz ./usr/share/bash-completion/completions/gpubox \
          ./usr/share/zsh/vendor-completions/_gpubox ./usr/share/gpubox/apparmor/gpubox; do
     expect_match "the package ships $f" "$contents" "^${f//./\\.}$"
+done
+for f in $docs; do
+    expect_match "the package ships ./usr/share/doc/gpubox/$f" "$contents" "^\./usr/share/doc/gpubox/${f//./\\.}$"
 done
 expect_match "the packaged profile names /usr/bin/gpubox" \
     "$(dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/share/gpubox/apparmor/gpubox)" '^profile gpubox /usr/bin/gpubox '
