@@ -68,6 +68,9 @@ if [ "$(id -u)" = 0 ] && [ -z "${GPUBOX_E2E_UNPRIVILEGED:-}" ] && [ "${E2E_AS_RO
     for f in "$E2E_DIR"/*.sh "$E2E_DIR"/*.c "$E2E_DIR"/*.py; do [ -e "$f" ] && install -m 0644 "$f" "$top/"; done
     [ -d "$E2E_DIR/../../examples" ] && cp -r "$E2E_DIR/../../examples" "$top/examples"
     [ -d "$E2E_DIR/../fixtures/cdi" ] && cp -r "$E2E_DIR/../fixtures/cdi" "$top/cdi-fixtures"
+    # README and docs/, whose examples test_doc_examples.sh runs
+    [ -d "$E2E_DIR/../../docs" ] && mkdir "$top/doc-src" && cp "$E2E_DIR/../../README.md" "$top/doc-src/" &&
+        cp -r "$E2E_DIR/../../docs" "$top/doc-src/docs"
     mkdir "$top/work" && chown 65534:65534 "$top/work"
     # The unprivileged part reads nothing of the checkout or the build directory, which may be
     # where uid 65534 cannot go (a clone in root's home, mode 0700): it runs in a mount namespace
