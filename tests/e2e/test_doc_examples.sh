@@ -5,10 +5,11 @@
 # run runs here as its text stands, with bash -e -o pipefail, as uid 65534, in a new directory
 # of its own holding what the examples name as a user's files would be (in.txt, app.tar: a
 # docker-archive of a small rootfs, a.out: a program that copies stdin to stdout), with a HOME
-# of its own (~/bin on PATH) and XDG_RUNTIME_DIR. The simulated GPU host stands in for the
-# host's driver: `gpubox` on PATH is a wrapper that adds `--driver-root HOST` to run, list,
-# doctor, check and cdi generate, and nothing else. A failing example is reported with its file and the
-# line of the command that failed, and its output.
+# of its own (~/bin on PATH), XDG_RUNTIME_DIR and GPU lease directory (other tests lease the
+# same simulated GPUs). The simulated GPU host stands in for the host's driver: `gpubox` on
+# PATH is a wrapper that adds `--driver-root HOST` to run, list, doctor, check and cdi
+# generate, and nothing else. A failing example is reported with its file and the line of the
+# command that failed, and its output. docs/testing.md says how to write one.
 E2E_FAKE_HOSTS=1
 . "$(dirname "$0")/lib.sh"
 if [ -z "${E2E_HOST:-}" ]; then
@@ -76,11 +77,11 @@ while IFS=$'\t' read -r kind a b c d; do
         ran=$((ran + 1))
         num=$a file=$b first=$c
         d=$WORK/run-$num
-        mkdir -p "$d/home/bin" "$d/run" && chmod 0700 "$d/run" && cp -p "$F"/* "$d/"
+        mkdir -p "$d/home/bin" "$d/run" "$d/leases" && chmod 0700 "$d/run" && cp -p "$F"/* "$d/"
         # Line N of the example is line first+N-1 of the file; the trap names the one that failed.
         # shellcheck disable=SC2016  # (the inner shell expands $LINENO and $0)
         (cd "$d" && env -i PATH="$d/home/bin:$WORK/bin:/usr/bin:/bin" HOME="$d/home" \
-            XDG_RUNTIME_DIR="$d/run" LANG=C.UTF-8 TERM=dumb \
+            XDG_RUNTIME_DIR="$d/run" GPUBOX_LEASE_DIR="$d/leases" LANG=C.UTF-8 TERM=dumb \
             bash --noprofile --norc -e -o pipefail -c \
             'trap '\''echo "$LINENO" >"$0.line"'\'' ERR; . "$0"' "$X/$num.sh") </dev/null >"$d.out" 2>&1
         rc=$?
