@@ -69,7 +69,7 @@ X=$WORK/examples
 mkdir "$X"
 python3 "$E2E_DIR/doc_examples.py" "$DOCS" "$X" >"$WORK/list" || { echo "Bail out! doc_examples.py failed"; exit 1; }
 ran=0 skipped=0
-while IFS=$'\t' read -r kind a b c d; do
+while IFS=$'\t' read -r kind a b c; do
     case $kind in
     error) not_ok "$a:$b: $c" ;;
     skip) skipped=$((skipped + 1)); echo "# not run: $a:$b: $c" ;;
@@ -79,10 +79,11 @@ while IFS=$'\t' read -r kind a b c d; do
         d=$WORK/run-$num
         mkdir -p "$d/home/bin" "$d/run" "$d/leases" && chmod 0700 "$d/run" && cp -p "$F"/* "$d/"
         # Line N of the example is line first+N-1 of the file; the trap names the one that failed.
+        # (The time limit only stops a hung example: 2 minutes, where the slowest takes seconds.)
         # shellcheck disable=SC2016  # (the inner shell expands $LINENO and $0)
         (cd "$d" && env -i PATH="$d/home/bin:$WORK/bin:/usr/bin:/bin" HOME="$d/home" \
             XDG_RUNTIME_DIR="$d/run" GPUBOX_LEASE_DIR="$d/leases" LANG=C.UTF-8 TERM=dumb \
-            bash --noprofile --norc -e -o pipefail -c \
+            timeout -k 5 120 bash --noprofile --norc -e -o pipefail -c \
             'trap '\''echo "$LINENO" >"$0.line"'\'' ERR; . "$0"' "$X/$num.sh") </dev/null >"$d.out" 2>&1
         rc=$?
         if [ "$rc" = 0 ]; then
@@ -91,6 +92,7 @@ while IFS=$'\t' read -r kind a b c d; do
             at=$first
             [ -s "$X/$num.sh.line" ] && at=$((first + $(cat "$X/$num.sh.line") - 1))
             mapfile -t tail < <(tail -15 "$d.out")
+            [ "$rc" = 124 ] && rc="124: it ran 2 minutes"
             not_ok "$file:$at: the example fails (exit $rc)" "$file:$at: $(sed -n "$((at - first + 1))p" "$X/$num.sh")" \
                 "its output's last lines:" "${tail[@]}"
         fi
