@@ -20,7 +20,7 @@ import sys
 
 SHELL = {"", "sh", "bash", "shell", "console", "zsh"}
 MARKER = re.compile(r"^<!--\s*example:\s*(.*?)\s*-->$")
-FENCE = re.compile(r"^(`{3,}|~{3,})\s*([^`\s]*)")
+FENCE = re.compile(r"^\s*(`{3,}|~{3,})\s*([^`\s]*)")  # (indented too: a block in a list item)
 
 
 def scan(root, rel, out, counter):
@@ -39,7 +39,7 @@ def scan(root, rel, out, counter):
         if f:
             fence, info = f.group(1), f.group(2).lower()
             end = i + 1
-            while end < len(lines) and not lines[end].startswith(fence):
+            while end < len(lines) and not lines[end].strip().startswith(fence):
                 end += 1
             if end == len(lines):
                 print(f"error\t{rel}\t{i + 1}\tan unterminated code fence")
