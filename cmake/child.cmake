@@ -6,10 +6,10 @@
 # the layer's entries, the channel's frames): shared, not duplicated.
 # The child also calls a few functions of monitor-side files (docs/design.md names them) and common/.
 set(GPUBOX_CHILD_SOURCES
-  launcher/child_main.cpp   # the ordered list of init's steps, and the workload's
-  launcher/init_loop.cpp    # pid 1: reap, forward signals, sample, report
-  launcher/channel.cpp      # the typed frames both sides exchange
-  launcher/pty_open.cpp     # the workload's own pty
+  launcher/sandbox/child_main.cpp   # the ordered list of init's steps, and the workload's
+  launcher/sandbox/init_loop.cpp    # pid 1: reap, forward signals, sample, report
+  launcher/sandbox/channel.cpp      # the typed frames both sides exchange
+  launcher/sandbox/pty_open.cpp     # the workload's own pty
   rootfs/layer.cpp          # the root: gpubox's tmpfs, the overlay's layer and its entries
   rootfs/entry.cpp          # the one owner of the entries ops need, whatever the target
   rootfs/apply.cpp          # the executor: every op of the plan, by fd

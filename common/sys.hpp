@@ -109,7 +109,7 @@ void set_nonblocking(int fd, const std::string& what);  // fcntl(F_SETFL, O_NONB
 int ioctl(int fd, unsigned long request, void* arg, const std::string& what);
 int ioctl(int fd, unsigned long request, long arg, const std::string& what);
 int try_ioctl(int fd, unsigned long request, void* arg);  // its result, or -errno
-// The caller's terminal (launcher/pty.cpp), best effort where it says nothing else.
+// The caller's terminal (launcher/monitor/pty.cpp), best effort where it says nothing else.
 bool is_terminal(int fd);                 // isatty(3)
 int file_flags(int fd);                   // fcntl(F_GETFL): the flags, or -errno
 int set_file_flags(int fd, int flags);    // fcntl(F_SETFL): 0, or -errno

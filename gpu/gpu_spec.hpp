@@ -41,7 +41,7 @@ std::vector<Gpu> select_gpus(const GpuInventory& inv, const GpuSpec& spec);
 // Pure: the discovery scope that can satisfy the spec (indices and UUIDs name NVIDIA GPUs only).
 Scope scope_for(const GpuSpec& spec);
 // Pure: whether the spec names a MIG device by NVML's own UUID (MIG-<uuid>), which only NVML
-// can resolve (launcher/nvml.hpp adds its facts to the inventory first).
+// can resolve (launcher/monitor/nvml.hpp adds its facts to the inventory first).
 bool names_mig_uuid(const GpuSpec& spec);
 // Pure: the NVIDIA indices the spec names, when it names GPUs by index only (else empty): all
 // that discovery need inspect (discover_gpus's `only`).

@@ -14,7 +14,7 @@ struct Spawned {
 // copy of `arg` and must not return (it is [[noreturn]] by contract; _exit(125) guards it).
 // With `cgroup_fd` >= 0 the child starts in that cgroup (CLONE_INTO_CGROUP), so not one of its
 // instructions runs outside the limits. What the two processes say to each other afterwards
-// goes over one channel: launcher/channel.hpp.
+// goes over one channel: launcher/sandbox/channel.hpp.
 Spawned spawn_sandbox(int ns_flags, int cgroup_fd, void (*child)(void*), void* arg);
 
 }  // namespace gpubox::isolate

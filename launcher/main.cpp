@@ -9,13 +9,13 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
-#include "launcher/cdi_command.hpp"
-#include "launcher/cli.hpp"
-#include "launcher/commands.hpp"
-#include "launcher/exit_codes.hpp"
-#include "launcher/image_commands.hpp"
-#include "launcher/isolate_box.hpp"
-#include "launcher/run.hpp"
+#include "launcher/cli/cli.hpp"
+#include "launcher/commands/cdi.hpp"
+#include "launcher/commands/commands.hpp"
+#include "launcher/commands/image.hpp"
+#include "launcher/ioi/box.hpp"
+#include "launcher/monitor/run.hpp"
+#include "launcher/sandbox/exit_codes.hpp"
 
 namespace {
 
@@ -43,8 +43,8 @@ int main(int argc, char** argv) {
     const bool as_isolate = self.substr(self.rfind('/') + 1) == "isolate";
     if (as_isolate || (!args.empty() && args[0] == "isolate")) {
         log::set_level(log::Level::error);
-        return isolate_main(as_isolate ? args
-                                       : std::vector<std::string>(args.begin() + 1, args.end()));
+        return ioi::isolate_main(
+            as_isolate ? args : std::vector<std::string>(args.begin() + 1, args.end()));
     }
     try {
         Options o = parse_command_line(args);

@@ -55,7 +55,7 @@ std::vector<UniqueFd> overlay_missing_dirs(const MountPlan& plan, int root, int 
 // directories that lack an entry gpubox adds get overlays of their own)?
 bool has_submounts(const std::string& rootfs);
 
-// The late ops as the child receives them (launcher/channel.hpp's DevicePlan): the plan grown
+// The late ops as the child receives them (launcher/sandbox/channel.hpp's DevicePlan): the plan grown
 // by them (inserted at plan.user_from), and prepared[i] for late op i: its entry is made in
 // RootLayer::late already.
 struct LatePlan {

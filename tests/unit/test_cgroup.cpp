@@ -2,7 +2,7 @@
 
 #include "common/error.hpp"
 #include "isolate/cgroup_plan.hpp"
-#include "launcher/cli.hpp"
+#include "launcher/cli/cli.hpp"
 
 using namespace gpubox;
 using namespace gpubox::isolate;

@@ -10,7 +10,7 @@
 
 #include "common/error.hpp"
 #include "common/sys.hpp"
-#include "launcher/channel.hpp"
+#include "launcher/sandbox/channel.hpp"
 
 using namespace gpubox;
 using namespace gpubox::launcher;

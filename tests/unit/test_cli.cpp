@@ -1,8 +1,8 @@
 #include <catch2/catch.hpp>
 
 #include "common/error.hpp"
-#include "launcher/apparmor.hpp"
-#include "launcher/cli.hpp"
+#include "launcher/commands/apparmor.hpp"
+#include "launcher/cli/cli.hpp"
 
 using namespace gpubox;
 using namespace gpubox::launcher;

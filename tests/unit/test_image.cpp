@@ -9,7 +9,7 @@
 #include "image/pull.hpp"
 #include "image/reference.hpp"
 #include "image/tool_error.hpp"
-#include "launcher/image_commands.hpp"
+#include "launcher/commands/image.hpp"
 
 using namespace gpubox;
 using namespace gpubox::image;

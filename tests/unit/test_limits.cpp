@@ -6,8 +6,9 @@
 #include "common/error.hpp"
 #include "isolate/limits.hpp"
 #include "isolate/usage.hpp"
-#include "launcher/cli.hpp"
-#include "launcher/verdict.hpp"
+#include "launcher/cli/cli.hpp"
+#include "launcher/monitor/meta_isolate.hpp"
+#include "launcher/monitor/verdict.hpp"
 
 using namespace gpubox;
 using namespace gpubox::isolate;

@@ -6,14 +6,14 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "launcher/stdio.hpp"
+#include "launcher/monitor/stdio.hpp"
 #include "common/error.hpp"
 #include "common/sys.hpp"
 #include "common/sys_host.hpp"
 #include "common/text.hpp"
 #include "isolate/id_map.hpp"
 #include "isolate/namespaces.hpp"
-#include "launcher/environment.hpp"
+#include "launcher/monitor/environment.hpp"
 #include "temp_dir.hpp"
 
 using namespace gpubox;

@@ -14,7 +14,7 @@
 #include "gpu/gpu_spec.hpp"
 #include "gpu/lease.hpp"
 #include "gpu/slurm.hpp"
-#include "launcher/verdict.hpp"
+#include "launcher/monitor/verdict.hpp"
 #include "temp_dir.hpp"
 
 using namespace gpubox;

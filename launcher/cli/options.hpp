@@ -1,0 +1,107 @@
+#pragma once
+// Plain data: what the command line asked for. Defaults live here; logic lives elsewhere.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gpu/gpu_spec.hpp"
+#include "image/pull.hpp"
+#include "isolate/cgroup_plan.hpp"
+#include "isolate/limits.hpp"
+#include "preflight/mode.hpp"
+#include "rootfs/mount_op.hpp"
+#include "rootfs/plan.hpp"
+
+namespace gpubox::launcher {
+
+// --meta-format: the one table of names is in cli_values.cpp.
+enum class MetaFormat { json, isolate };
+
+enum class Command {
+    help,
+    version,
+    man,
+    run,
+    list,
+    doctor,
+    rootfs_create,
+    pull,
+    images,
+    rmi,
+    check,
+    cdi_generate,
+    cdi_list
+};
+
+struct Options {
+    Command command = Command::help;
+    int verbosity = 0;       // -v info, -vv debug
+    bool quiet = false;      // --quiet: no warnings, no limit-kill line
+    std::string help_topic;  // help: "" for gpubox --help, else the command (run, list, ...)
+
+    // run
+    std::string rootfs;
+    int image_hold = -1;  // run IMAGE: the monitor's hold on it (image::hold_image); not owned
+    std::vector<std::string> argv;
+    bool share_net = false;
+    bool root = false;
+    bool print_plan = false;
+    rootfs::RootMode root_mode = rootfs::RootMode::overlay;
+    std::vector<rootfs::UserMount> mounts;
+    std::string workdir = "/";
+    bool workdir_given = false;  // an image's WorkingDir is the default only
+    std::string hostname = "gpubox";
+    std::vector<std::pair<std::string, std::string>> env;  // --env-file and --env, in order
+    bool bare_env = false;  // exactly `env`, without gpubox's PATH, HOME, LANG, TERM (isolate mode)
+    // /sys and /run: isolate's box has neither, so isolate mode mounts them only where a --dir
+    // rule asks for them.
+    bool sysfs = true, run_tmpfs = true;
+    bool seccomp = true;
+    std::string seccomp_bpf;  // a raw BPF profile replacing the default
+    std::uint64_t tmpfs_size = 0;
+
+    // Limits and the verdict
+    isolate::Limits limits;
+    std::string meta;                           // --meta FILE
+    MetaFormat meta_format = MetaFormat::json;  // --meta-format
+    isolate::CgroupRequest cgroup;              // --cgroup auto (default), off, systemd or PATH
+
+    // GPUs (run, list, doctor)
+    gpu::GpuSpec gpu;             // --gpu, parsed once here; none by default
+    bool gpu_given = false;       // a second --gpu merges with the first
+    unsigned gpu_caps = 3;        // compute,utility (gpu::kCapDefault)
+    bool gpu_caps_given = false;  // an image's NVIDIA_DRIVER_CAPABILITIES is the default only
+    std::string driver_root = "/";
+    bool json = false;
+    bool gpu_share = false;            // --gpu-share: --gpu auto leases GPUs shared (LOCK_SH)
+    double gpu_wait = 0;               // --gpu-wait SEC: how long --gpu auto waits for free GPUs
+    std::vector<std::string> devices;  // --device (and --gpu VENDOR/CLASS=NAME), in order
+    std::vector<std::string> cdi_spec_dirs;  // --cdi-spec-dir: replaces the default directories
+    std::string cdi_format = "yaml";         // cdi generate --format
+    std::string cdi_output;                  // cdi generate --output ("": the user's spec dir)
+    std::string cdi_kind;                    // cdi generate --kind ("": every kind the host has)
+
+    // Scheduler signals
+    double kill_after = 5;         // --kill-after SEC: grace after SIGTERM/INT/HUP, then kill
+    bool die_with_parent = false;  // --die-with-parent
+
+    // pull, images, rmi (image/)
+    struct Pull {
+        std::string source, name, cert_dir, creds, authfile, platform;
+        bool insecure = false;
+        std::uint64_t max_size = image::kDefaultMaxSize;  // --max-size
+    } pull;
+    std::vector<std::string> image_names;  // rmi
+    // Preflight (run, check): what the image needs against what the node has
+    preflight::Mode preflight = preflight::Mode::warn;  // run --preflight
+    std::vector<std::string> requirements;              // check --require EXPR (validated)
+    std::string check_target;                           // check IMAGE|ROOTFS; argv: its CMD
+
+    // rootfs create
+    std::string create_dir;
+    std::string busybox = "/bin/busybox";
+};
+
+}  // namespace gpubox::launcher

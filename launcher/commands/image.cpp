@@ -1,0 +1,182 @@
+#include "launcher/commands/image.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <ctime>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "common/text.hpp"
+#include "gpu/driver_files.hpp"
+#include "image/pull.hpp"
+#include "image/reference.hpp"
+#include "image/store_dir.hpp"
+#include "rootfs/paths.hpp"
+
+extern char** environ;
+
+namespace gpubox::launcher {
+namespace {
+
+std::map<std::string, std::string> caller_env() {
+    std::map<std::string, std::string> env;
+    for (char** e = environ; e && *e; ++e) {
+        const std::string kv = *e;
+        const auto eq = kv.find('=');
+        if (eq != std::string::npos) env.emplace(kv.substr(0, eq), kv.substr(eq + 1));
+    }
+    return env;
+}
+
+std::string short_digest(const std::string& d) { return d.substr(0, 19); }
+
+std::string when(std::int64_t t) {
+    const std::time_t tt = static_cast<std::time_t>(t);
+    std::tm tm{};
+    char buf[32];
+    ::localtime_r(&tt, &tm);
+    std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M", &tm);
+    return buf;
+}
+
+}  // namespace
+
+int pull_command(const Options& o) {
+    const image::PullRequest r{o.pull.source, o.pull.name,     o.pull.insecure, o.pull.cert_dir,
+                               o.pull.creds,  o.pull.authfile, o.pull.platform, o.pull.max_size};
+    const bool progress = ::isatty(2) && !o.quiet;
+    const image::PullResult res =
+        image::pull(image::store_root(caller_env()), r, caller_env(), progress);
+    log::info(cat("stored ", res.digest));
+    std::cerr << "gpubox: " << image::render_summary(res) << "\n";
+    std::cout << res.name << "\n";
+    return 0;
+}
+
+int images_command(const Options& o) {
+    const std::optional<image::StoreDir> store =
+        image::open_store(image::store_root(caller_env()), false);
+    const std::vector<image::Stored> all =
+        store ? image::list(store->path) : std::vector<image::Stored>{};
+    if (o.json) {
+        nlohmann::json out = nlohmann::json::array();
+        for (const image::Stored& s : all)
+            out.push_back({{"name", s.name},
+                           {"digest", s.digest},
+                           {"source", s.source},
+                           {"size_bytes", s.size_bytes},
+                           {"pulled_unix", s.pulled_unix},
+                           {"rootfs", s.rootfs.string()}});
+        std::cout << out.dump(2) << "\n";
+        return 0;
+    }
+    std::size_t w = 4;
+    for (const image::Stored& s : all) w = std::max(w, s.name.size());
+    std::cout << std::left;
+    std::cout << cat("NAME", std::string(w - 4 + 2, ' '),
+                     "DIGEST               SIZE       PULLED\n");
+    for (const image::Stored& s : all) {
+        const std::string size = human_size(s.size_bytes);
+        std::cout << s.name << std::string(w - s.name.size() + 2, ' ') << short_digest(s.digest)
+                  << "  " << size << std::string(size.size() < 11 ? 11 - size.size() : 1, ' ')
+                  << when(s.pulled_unix) << "\n";
+    }
+    return 0;
+}
+
+int rmi_command(const Options& o) {
+    const std::optional<image::StoreDir> store =
+        image::open_store(image::store_root(caller_env()), false);
+    int rc = 0;
+    for (const std::string& name : o.image_names) {
+        try {
+            if (store && image::valid_name(name) && image::remove_name(store->path, name)) {
+                std::cout << name << "\n";
+                continue;
+            }
+        } catch (const image::ImageInUse& e) {
+            log::error(cat("rmi: ", e.what()));
+            rc = 125;
+            continue;
+        }
+        log::error(cat("rmi: no image ", quote(name), " (gpubox images lists them)"));
+        rc = 125;
+    }
+    return rc;
+}
+
+Options apply_image_config(const Options& in, const image::Stored& img) {
+    Options o = in;
+    const image::Config& c = img.config;
+    o.rootfs = img.rootfs.string();
+    std::vector<std::pair<std::string, std::string>> env;
+    std::string caps;
+    for (const std::string& kv : c.env) {
+        const auto eq = kv.find('=');
+        if (eq == 0 || eq == std::string::npos) continue;  // docker ignores such entries too
+        env.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+        if (env.back().first == "NVIDIA_DRIVER_CAPABILITIES") caps = env.back().second;
+    }
+    env.insert(env.end(), in.env.begin(), in.env.end());
+    o.env = std::move(env);
+    if (!in.workdir_given && !c.working_dir.empty())
+        o.workdir = rootfs::normalize_container_path(c.working_dir,
+                                                     cat("image ", img.name, ": WorkingDir"));
+    o.argv = c.entrypoint;
+    const std::vector<std::string>& args = in.argv.empty() ? c.cmd : in.argv;
+    o.argv.insert(o.argv.end(), args.begin(), args.end());
+    if (o.argv.empty())
+        throw UsageError(cat("run: missing CMD (image ", img.name, " has no Entrypoint or Cmd)"));
+    if (!in.gpu_caps_given && !caps.empty()) {
+        try {
+            o.gpu_caps = gpu::parse_capabilities(caps);
+        } catch (const UsageError& e) {
+            log::warn(cat("image ", img.name, ": NVIDIA_DRIVER_CAPABILITIES ignored: ", e.what()));
+        }
+    }
+    return o;
+}
+
+Options resolve_run_image(const Options& o, UniqueFd* hold) {
+    const auto missing_cmd = [&] {
+        if (o.argv.empty())
+            throw UsageError(
+                "run: missing CMD (usage: gpubox run [OPTIONS] ROOTFS [--] CMD [ARGS...])");
+        return o;
+    };
+    // A path, or an existing directory: ROOTFS as before, and no store lookup.
+    struct stat st {};
+    if (o.rootfs.find('/') != std::string::npos || !image::valid_name(o.rootfs) ||
+        (::stat(o.rootfs.c_str(), &st) == 0 && S_ISDIR(st.st_mode)))
+        return missing_cmd();
+    std::filesystem::path root;
+    try {
+        root = image::store_root(caller_env());
+    } catch (const UsageError&) {
+        return missing_cmd();  // no store to look in: ROOTFS as before
+    }
+    const std::optional<image::StoreDir> store = image::open_store(root, false);
+    const std::optional<image::Stored> img =
+        store ? image::find(store->path, o.rootfs) : std::nullopt;
+    if (!img) {
+        if (::lstat(o.rootfs.c_str(), &st) == 0)
+            return missing_cmd();  // run's own "not a usable directory"
+        throw UsageError(cat("run: ", quote(o.rootfs),
+                             " is neither a directory nor a pulled image "
+                             "(gpubox images lists them; gpubox pull fetches one)"));
+    }
+    if (o.root_mode == rootfs::RootMode::writable)
+        throw UsageError(
+            cat("run: --writable would write into the stored image ", o.rootfs,
+                " (gpubox never changes a stored image; drop --writable, or run a copy of ",
+                img->rootfs.string(), ")"));
+    Options out = apply_image_config(o, *img);
+    if (hold) *hold = image::hold_image(*img), out.image_hold = hold->get();
+    return out;
+}
+
+}  // namespace gpubox::launcher

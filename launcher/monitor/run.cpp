@@ -1,0 +1,482 @@
+// The monitor: plan, spawn, supervise. It stays outside the sandbox's pid namespace, forwards
+// signals to the sandbox's init, and turns what init reports into gpubox's exit status.
+#include "launcher/monitor/run.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "common/sys.hpp"
+#include "common/text.hpp"
+#include "common/trusted_path.hpp"
+#include "isolate/id_map.hpp"
+#include "isolate/namespaces.hpp"
+#include "isolate/default_filter.hpp"
+#include "isolate/seccomp.hpp"
+#include "isolate/spawn.hpp"
+#include "gpu/gpu_spec.hpp"
+#include "gpu/image.hpp"
+#include "gpu/slurm.hpp"
+#include "gpu/inventory.hpp"
+#include "gpu/mount_list.hpp"
+#include "launcher/sandbox/channel.hpp"
+#include "launcher/sandbox/init_loop.hpp"
+#include "launcher/monitor/nvml.hpp"
+#include "launcher/monitor/cdi_devices.hpp"
+#include "launcher/monitor/meta_isolate.hpp"
+#include "launcher/monitor/preflight.hpp"
+#include "launcher/monitor/environment.hpp"
+#include "launcher/sandbox/exit_codes.hpp"
+#include "launcher/monitor/pty.hpp"
+#include "launcher/monitor/stdio.hpp"
+#include "launcher/monitor/supervise.hpp"
+#include "launcher/monitor/verdict.hpp"
+#include "isolate/cgroup.hpp"
+#include "rootfs/apply.hpp"
+#include "rootfs/wire.hpp"
+#include "isolate/limits.hpp"
+#include "rootfs/plan.hpp"
+#include "preflight/preflight.hpp"
+#include "rootfs/view.hpp"
+
+namespace gpubox::launcher {
+namespace {
+
+// A frame to init, which may have failed and gone already: then its Failure is queued for
+// supervise(), which reports it.
+void send_unless_gone(int control, const channel::Frame& frame) {
+    try {
+        channel::send(control, frame);
+    } catch (const SysError& e) {
+        if (e.err() != EPIPE) throw;
+    }
+}
+
+// Init sets up while the monitor discovers GPUs: with two CPUs, discovery costs init nothing.
+// But the scheduler places a freshly cloned child, and wakes it from a pipe, on its parent's
+// CPU: on a 2-vCPU VM init waited behind discovery in about 3 runs of 4 while the other CPU
+// idled. So init may not use the monitor's CPU until the GPU's ops arrive; then it returns to
+// the user's CPUs (spec.cpus) itself, before anything runs in the sandbox. Best effort: with
+// one usable CPU, or where the call is refused, nothing changes.
+void keep_off_my_cpu(pid_t init, const cpu_set_t& cpus) {
+    const int me = sys::current_cpu();
+    if (CPU_COUNT(&cpus) < 2 || me < 0 || me >= CPU_SETSIZE || !CPU_ISSET(me, &cpus)) return;
+    cpu_set_t others = cpus;
+    CPU_CLR(me, &others);
+    sys::set_affinity(init, others);
+}
+
+UniqueFd open_rootfs(const std::string& path) {
+    try {
+        return sys::open_at(AT_FDCWD, path, O_PATH | O_DIRECTORY);
+    } catch (...) {
+        std::throw_with_nested(
+            PlanError(cat("ROOTFS ", quote(path), " is not a usable directory")));
+    }
+}
+
+sigset_t monitor_signals() {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int s : forwarded_signals()) sigaddset(&set, s);
+    sigaddset(&set, SIGCHLD);
+    sigaddset(&set, SIGWINCH);  // passed on to the workload's pty, if it has one
+    return set;
+}
+
+// --meta: opened before anything runs, so that a bad one (a FIFO, a symlink, a directory) is
+// refused then (common/trusted_path.hpp), and written once the verdict is known.
+UniqueFd open_meta(const std::string& path) {
+    if (path.empty()) return {};
+    try {
+        return trusted_path::open_output_file(path, 0644);
+    } catch (...) {
+        std::throw_with_nested(PlanError(cat("--meta ", quote(path))));
+    }
+}
+
+// The verdict is never lost: where it cannot be written to --meta, the file is left empty and
+// the verdict goes to stderr in full after the error.
+void write_meta(const UniqueFd& meta, const Options& o, const Verdict& v, const RunOutcome& out,
+                const Mechanisms& m) {
+    if (!meta.valid()) return;
+    const std::string text = o.meta_format == MetaFormat::isolate
+                                 ? render_meta_isolate(v, out, o.limits)
+                                 : render_meta_json(v, out, o.limits, m);
+    try {
+        sys::write_all(meta.get(), text, o.meta);
+    } catch (const SysError& e) {
+        try {
+            sys::ftruncate(meta.get(), 0, o.meta);
+        } catch (const SysError&) {}
+        log::error(cat("--meta ", quote(o.meta), ": ", e.what(), "; the verdict follows"));
+        std::cerr << text << std::flush;
+    }
+}
+
+void report_setup_failure(const RunOutcome& out) {
+    const auto nl = out.message.find('\n');
+    log::error(out.message.substr(0, nl));
+    if (nl != std::string::npos) log::hint(out.message.substr(nl + 1));
+}
+
+// A device cgroup (a Slurm job's ConstrainDevices, a container's) that refuses a selected GPU's
+// node: refused now, not as a sandbox in which CUDA later finds no device. The kernel checks
+// the device cgroup in inode_permission(), so access() answers it without opening the GPU.
+void check_node_access(const std::string& label, const std::vector<gpu::Node>& nodes) {
+    for (const gpu::Node& n : nodes) {
+        if (!n.exists) continue;
+        const int how = n.read_only ? R_OK : R_OK | W_OK;
+        const int rc = sys::try_faccessat(n.host, how);
+        if (rc == -EPERM)
+            throw PlanError(
+                cat(label, ": the device cgroup ",
+                    quote(gpu::device_cgroup_of(sys::read_file("/proc/self/cgroup"))), " refuses ",
+                    n.path, " (faccessat(", quote(n.host), n.read_only ? ", R_OK" : ", R_OK|W_OK",
+                    "): Operation not permitted)"),
+                "this job or container was not given that GPU; under Slurm, --gpu slurm takes "
+                "the step's own");
+        if (rc == -EACCES)
+            throw PlanError(
+                cat(label, ": faccessat(", quote(n.host), n.read_only ? ", R_OK" : ", R_OK|W_OK",
+                    "): Permission denied"),
+                "the node's owner and mode keep this user out; see 'ls -l /dev/nvidia*'");
+    }
+}
+
+void check_device_access(const std::vector<gpu::Gpu>& selected) {
+    for (const gpu::Gpu& g : selected) check_node_access(gpu::gpu_label(g), gpu::nodes_of(g));
+}
+
+// Discovery and the GPU planner: the device ops, and a summary line per selected GPU. With
+// --gpu auto, the lease is taken here, by the monitor, after clone(): the sandbox never has it.
+// `root`: ROOTFS's read-only view (rootfs/view.hpp).
+std::vector<rootfs::MountOp> plan_gpus(const Options& o, RunPlan& plan, int root) {
+    std::vector<std::string>& summary = plan.gpu_summary;
+    gpu::GpuSpec gpus = plan.gpus;
+    const gpu::Scope scope = gpu::scope_for(gpus);
+    gpu::GpuInventory inv =
+        gpu::discover_gpus(o.driver_root, o.gpu_caps, scope, gpu::indices_only(gpus));
+    if (gpu::names_mig_uuid(gpus)) add_nvml_facts(inv, o.driver_root);  // MIG-<uuid>: NVML's
+    if (gpus.kind == gpu::GpuSpec::Kind::lease) {
+        plan.lease = gpu::take_lease(inv, {gpus.count, o.gpu_share, o.gpu_wait});
+        gpus = gpu::GpuSpec{gpu::GpuSpec::Kind::list, {}, {}, 1, "--gpu auto"};
+        gpus.items = plan.lease.items;
+    }
+    std::vector<gpu::Gpu> selected;
+    try {
+        selected = gpu::select_gpus(inv, gpus);
+    } catch (const PlanError&) {
+        // The error lists the host's GPUs: all of them, whatever the scope.
+        if (scope != gpu::Scope::all) {
+            gpu::GpuInventory all = gpu::discover_gpus(o.driver_root, o.gpu_caps, gpu::Scope::all);
+            if (gpu::names_mig_uuid(gpus)) add_nvml_facts(all, o.driver_root);
+            gpu::select_gpus(all, gpus);
+        }
+        throw;
+    }
+    check_device_access(selected);
+    gpu::ImageInfo image = gpu::inspect_image(root);
+    std::vector<std::string> models;
+    for (const gpu::Gpu& g : selected) models.push_back(g.model);
+    std::string compat;
+    image.compat_first = preflight::forward_compat(root, inv.nvidia_version, models, compat);
+    if (!compat.empty()) log::info("gpu: forward compatibility: " + compat);
+    gpu::GpuPlan gp = gpu::plan_gpu_mounts(inv, selected, o.gpu_caps, image);
+    summary = std::move(gp.summary);
+    for (const std::string& line : summary) log::info("gpu: " + line);
+    for (const std::string& line : gp.warnings) log::warn(line);
+    return std::move(gp.ops);
+}
+
+}  // namespace
+
+RunPlan plan_run(const Options& o) {
+    RunPlan p;
+    ChildSpec& s = p.spec;
+    p.ns_flags = isolate::plan_namespaces(o.share_net).flags;
+    s.ids = isolate::plan_id_maps(::getuid(), ::getgid(), o.root);
+    s.image_hold = o.image_hold;
+    rootfs::PlanInputs in;
+    // One tmpfs holds every writable in-memory place: unless told otherwise, it may not outgrow
+    // the memory limit, or without one, a quarter of the memory the host has available.
+    const auto avail = isolate::parse_mem_available(sys::read_file("/proc/meminfo", 1 << 16));
+    in.root = {o.rootfs, o.root_mode,
+               isolate::plan_tmpfs_size(o.tmpfs_size, o.limits.memory_bytes, avail.value_or(0))};
+    p.host_share = isolate::plan_tmpfs_size(0, std::nullopt, avail.value_or(0));
+    in.new_pid_ns = true;
+    in.new_net_ns = !o.share_net;
+    in.sysfs = o.sysfs, in.run_tmpfs = o.run_tmpfs;
+    in.user_mounts = o.mounts;
+    // --device: CDI devices and host nodes, planned up front (their specs are small).
+    std::vector<std::pair<std::string, std::string>> env = o.env;
+    if (!o.devices.empty()) {
+        const UniqueFd view = rootfs::open_read_only_view(o.rootfs, "ROOTFS");
+        cdi::Plan devices = plan_cdi_devices(o, view.get());
+        check_node_access("--device", devices.nodes);
+        in.device_ops = std::move(devices.ops);
+        env.insert(env.begin(), devices.env.begin(), devices.env.end());  // --env wins
+    }
+    p.gpus = gpu::resolve_gpu_spec(o.gpu);
+    if (p.gpus.kind != gpu::GpuSpec::Kind::none) {
+        // Discovery reads a hundred-odd host files: the monitor does it after clone(), while
+        // the sandbox creates its namespaces and fills its layer; the sandbox takes the GPU's
+        // ops just before it mounts the overlay. --print-plan plans everything up front.
+        if (!o.print_plan) p.devices_later = true;
+        else {
+            const UniqueFd view = rootfs::open_read_only_view(o.rootfs, "ROOTFS");
+            std::vector<rootfs::MountOp> gpu_ops = plan_gpus(o, p, view.get());
+            in.device_ops.insert(in.device_ops.end(), gpu_ops.begin(), gpu_ops.end());
+        }
+    }
+    s.plan = rootfs::build_mount_plan(in);
+    s.late_plan = p.devices_later;
+    s.seccomp = o.seccomp;
+    if (!o.seccomp) {
+        p.seccomp_text = "off (--no-seccomp)\n";
+    } else if (!o.seccomp_bpf.empty()) {
+        s.bpf = isolate::load_bpf_file(o.seccomp_bpf);  // validated before anything runs
+        p.seccomp_text = cat("custom BPF from ", quote(o.seccomp_bpf), " (", s.bpf.bytes.size() / 8,
+                             " instructions)\n");
+    } else {
+        s.bpf = isolate::default_filter();
+        p.seccomp_text = isolate::to_string(isolate::default_seccomp_policy());
+    }
+    s.hostname = o.hostname;
+    s.new_net = !o.share_net;
+    s.argv = o.argv;
+    s.env =
+        o.bare_env ? render_environment(env) : build_environment(env, o.root, std::getenv("TERM"));
+    s.exec_candidates = plan_exec_candidates(o.argv[0], s.env);
+    s.workdir = o.workdir;
+    return p;
+}
+
+namespace {
+
+// The GPU's ops, planned now that the sandbox is setting up, placed where the plan would have
+// had them (before the user's mounts) by the same planner, and sent to init as the whole plan.
+// Their entries (mount points, links, the ld.so.cache) are made here too, in the late directory
+// of init's layer, which init sent first: init meanwhile creates its network namespace and fills
+// the rest of its layer, instead of doing it all in turn. A frame other than LateDir (or EOF):
+// init failed first, and its Failure stays queued for supervise().
+void send_device_ops(const Options& o, RunPlan& plan, RunFds& fds, int root) {
+    const rootfs::MountPlan& base = plan.spec.plan;
+    std::vector<rootfs::MountOp> ops = rootfs::place_device_ops(base, plan_gpus(o, plan, root));
+    const int control = fds.monitor.control.get();
+    std::optional<channel::LateDir> dir = channel::receive_if<channel::LateDir>(control);
+    if (!dir) return;
+    const std::size_t n = ops.size();
+    channel::DevicePlan msg;
+    msg.late.full = rootfs::with_device_ops(base, std::move(ops));
+    msg.late.prepared.assign(n, false);
+    if (dir->dir.valid())
+        msg.late.prepared =
+            rootfs::prepare_late_entries(msg.late.full, base.user_from, n, root, dir->dir.get());
+    send_unless_gone(control, msg);
+}
+
+// The ends of every channel of the run: the control channel, the relays the caller's fds 0-2
+// need (launcher/monitor/stdio.hpp), the pty's socket; ROOTFS and the monitor's pidfd for init.
+RunFds open_run_fds(const Options& o, ChildSpec& spec, pty::Terminal& term) {
+    RunFds f;
+    f.rootfs = open_rootfs(o.rootfs);
+    sys::socketpair(f.monitor.control, f.sandbox.control);
+    const bool capped = o.limits.stdout_bytes || o.limits.stderr_bytes;
+    const StdioPlan stdio = plan_stdio(inspect_stdio(), {false, o.limits.stdout_bytes.has_value(),
+                                                         o.limits.stderr_bytes.has_value()});
+    if (stdio.relay[0]) {
+        sys::pipe(f.sandbox.stdin_relay, f.monitor.stdin_relay);
+        // The monitor never blocks on it: a workload that does not read its stdin stalls nothing.
+        sys::set_nonblocking(f.monitor.stdin_relay.get(), "stdin relay");
+    }
+    if (stdio.relay[1]) sys::pipe(f.monitor.stdout_relay, f.sandbox.stdout_relay);
+    if (stdio.err_into_out) f.sandbox.stderr_relay = sys::dup_cloexec(f.sandbox.stdout_relay.get());
+    else if (stdio.relay[2]) sys::pipe(f.monitor.stderr_relay, f.sandbox.stderr_relay);
+    if (f.monitor.stdin_relay.valid() || f.monitor.stdout_relay.valid() ||
+        f.monitor.stderr_relay.valid())
+        sys::ignore_signal(SIGPIPE);  // a closed reader must not kill us
+    if (term.prepare(spec.pty, capped)) sys::socketpair(f.monitor.pty, f.sandbox.pty);
+    f.monitor_pidfd = sys::pidfd_open(::getpid());
+    return f;
+}
+
+struct ChildArgs {
+    const ChildSpec* spec;
+    RunFds* fds;
+};
+
+void child_entry(void* arg) {
+    auto* a = static_cast<ChildArgs*>(arg);
+    sandbox_init(*a->spec, *a->fds);
+}
+
+// clone(), then what only the monitor can do before init goes on: the id maps, then Go.
+isolate::Spawned start_sandbox(const RunPlan& plan, RunFds& fds, isolate::Cgroup& cgroup) {
+    std::cout.flush();
+    std::cerr.flush();
+    // The network namespace is the costly one to create: init unshares it itself, so the monitor
+    // is back from clone() sooner and plans the GPU's ops while init does that.
+    const int clone_flags = plan.spec.new_net ? plan.ns_flags & ~CLONE_NEWNET : plan.ns_flags;
+    ChildArgs args{&plan.spec, &fds};
+    isolate::Spawned child = isolate::spawn_sandbox(
+        clone_flags, cgroup.caps.usable ? cgroup.dir.get() : -1, child_entry, &args);
+    fds.sandbox = {};  // init's now
+    fds.monitor_pidfd.reset();
+    fds.rootfs.reset();  // init's, to check its own against
+    try {
+        isolate::write_outer_id_maps(child.pid, plan.spec.ids);
+    } catch (...) {
+        sys::kill_and_reap(child.pid);
+        std::throw_with_nested(SetupError("user namespace id maps"));
+    }
+    if (plan.devices_later) keep_off_my_cpu(child.pid, plan.spec.cpus);
+    send_unless_gone(fds.monitor.control.get(), channel::Go{});
+    return child;
+}
+
+// ROOTFS's read-only view for the monitor's reads: `made` where it was made before the sandbox
+// (--preflight enforce), else the one init sends first (spec.send_view), else none. With warn,
+// the preflight runs here, while the sandbox sets up. Invalid where init failed first: its
+// Failure stays queued for supervise().
+UniqueFd monitor_view(const Options& o, const RunPlan& plan, RunFds& fds, UniqueFd made) {
+    if (!plan.spec.send_view) return made;
+    std::optional<channel::RootView> got =
+        channel::receive_if<channel::RootView>(fds.monitor.control.get());
+    if (!got) return UniqueFd();
+    if (o.preflight == preflight::Mode::warn) run_preflight(o, got->root.get());
+    return std::move(got->root);
+}
+
+// Everything from the channels to the verdict; exceptions before the sandbox exists propagate.
+RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup& cgroup,
+                               int parent_pidfd, UniqueFd view) {
+    pty::Terminal term;  // with the caller at a terminal: the workload's own pty, relayed
+    RunFds fds = open_run_fds(o, plan.spec, term);
+    if (plan.devices_later) plan.spec.cpus = sys::affinity();
+    const sigset_t set = monitor_signals();
+    const sigset_t old = sys::block_signals(set);
+    isolate::Spawned child = start_sandbox(plan, fds, cgroup);
+    try {
+        view = monitor_view(o, plan, fds, std::move(view));
+        if (plan.devices_later && view.valid()) send_device_ops(o, plan, fds, view.get());
+    } catch (...) {
+        sys::kill_and_reap(child.pid);  // it waits for the plan; nothing of it outlives it
+        throw;
+    }
+    view.reset();
+    term.attach(std::move(fds.monitor.pty));
+    Ends& m = fds.monitor;
+    RunOutcome out =
+        supervise({child, m.control.get(), o.limits, cgroup,
+                   m.stdin_relay.valid() ? m.stdin_relay.release() : term.take_input(),
+                   m.stdout_relay.valid() ? m.stdout_relay.release() : term.take_output(),
+                   m.stderr_relay.release(), term.master(), o.kill_after, parent_pidfd});
+    sys::set_signal_mask(old);
+    return out;
+}
+
+}  // namespace
+
+void write_usage_failure_meta(const std::string& path, const std::string& message) {
+    if (path.empty()) return;
+    Options o;
+    o.meta = path;
+    RunOutcome out;
+    out.setup_failed = true;
+    out.setup_code = kExitSetupFailed;
+    out.message = message;
+    try {
+        write_meta(open_meta(path), o, judge(out, o.limits), out, {});
+    } catch (...) {}  // a bad --meta: the usage error is all there is to say
+}
+
+namespace {
+
+// --die-with-parent: a pidfd of gpubox's parent, for the monitor to poll. The parent may die
+// before pidfd_open(): then gpubox has been reparented, and getppid() no longer names it, so
+// the pidfd is the parent's only if getppid() still is the pid after it was opened.
+UniqueFd watch_parent() {
+    const pid_t parent = ::getppid();
+    UniqueFd fd = sys::pidfd_open(parent);
+    if (::getppid() != parent)
+        throw PlanError(
+            cat("--die-with-parent: gpubox's parent (pid ", parent, ") has already died"));
+    return fd;
+}
+
+}  // namespace
+
+int run_sandbox(const Options& o, RunReport* report) {
+    RunPlan plan;
+    UniqueFd parent;
+    isolate::Cgroup cgroup;
+    isolate::LimitPlan limits;
+    UniqueFd meta;
+    try {
+        if (!o.print_plan) meta = open_meta(o.meta);
+        if (o.die_with_parent) parent = watch_parent();
+        // --preflight enforce (and --print-plan's warnings) before anything starts, through a
+        // view of ROOTFS of its own; warn uses the one the sandbox's init sends.
+        UniqueFd view;
+        if (o.preflight == preflight::Mode::enforce ||
+            (o.print_plan && o.preflight != preflight::Mode::off)) {
+            view = rootfs::open_read_only_view(o.rootfs, "ROOTFS");
+            run_preflight(o, view.get());
+        }
+        plan = plan_run(o);
+        plan.spec.send_view =
+            !view.valid() && (o.preflight != preflight::Mode::off || plan.devices_later);
+        if (o.limits.any()) cgroup = isolate::setup_cgroup(o.limits, o.cgroup);
+        if (!cgroup.reason.empty()) log::info("cgroup: " + cgroup.reason);
+        limits =
+            isolate::plan_limits(o.limits, cgroup.caps, sys::kernel_at_least(5, 14), o.root,
+                                 ::getuid() == 0, plan.spec.plan.root.tmpfs_size, plan.host_share);
+        plan.spec.rlimits = limits.rlimits;
+        plan.spec.ipc = limits.ipc;
+        plan.spec.sample_ms = limits.sample_usage ? limits.sample_ms : 0;
+        if (!cgroup.caps.memory) plan.spec.sampled_memory_limit = o.limits.memory_bytes.value_or(0);
+        if (o.print_plan) {
+            std::cout << render_plan(plan);
+            for (const auto& [name, how] : limits.mechanisms)
+                std::cout << "limit " << name << ": " << how << "\n";
+            std::cout << std::flush;
+            isolate::remove_cgroup(cgroup);
+            return 0;
+        }
+        RunOutcome out = spawn_and_supervise(o, plan, cgroup, parent.get(), std::move(view));
+        isolate::remove_cgroup(cgroup);
+        const Verdict v = judge(out, o.limits);
+        if (out.setup_failed && !report) report_setup_failure(out);  // else the caller's to say
+        if (v.killed && !o.quiet)
+            log::error(v.message);  // "killed: wall-clock limit 1.000 s exceeded"
+        write_meta(meta, o, v, out, limits.mechanisms);
+        if (report) *report = {v, out};
+        return v.gpubox_exit;
+    } catch (...) {
+        isolate::remove_cgroup(cgroup);
+        // gpubox's own failure: the verdict says so too (XX), then main() prints the error.
+        RunOutcome out;
+        out.setup_failed = true;
+        out.setup_code = kExitSetupFailed;
+        out.message = describe(std::current_exception());
+        try {
+            write_meta(meta, o, judge(out, o.limits), out, limits.mechanisms);
+        } catch (...) {}
+        throw;
+    }
+}
+
+}  // namespace gpubox::launcher

@@ -1,0 +1,263 @@
+#include "launcher/monitor/supervise.hpp"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "common/error.hpp"
+#include "common/sys.hpp"
+#include "launcher/sandbox/channel.hpp"
+#include "launcher/sandbox/init_loop.hpp"
+#include "isolate/usage.hpp"
+#include "launcher/sandbox/child_main.hpp"
+#include "launcher/monitor/pty.hpp"
+
+namespace gpubox::launcher {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Relay {
+    int in = -1;
+    int out;
+    std::optional<std::uint64_t> cap;
+    std::uint64_t bytes = 0;
+    const char* name;
+    KillReason over_cap;  // what passing `cap` is
+};
+
+// The caller's stdin, fed into the workload's pipe (see launcher/monitor/stdio.hpp). The pipe's end is
+// non-blocking: what the workload has not read yet waits here, at most 64 KiB, and the monitor
+// reads the source again only once that is gone.
+struct StdinPump {
+    int src = STDIN_FILENO;
+    int dst = -1;
+    char buf[65536];
+    std::size_t off = 0, len = 0;
+
+    short wants() const { return len > off ? POLLOUT : POLLIN; }
+    int fd() const { return dst < 0 ? -1 : len > off ? dst : src; }
+    void step() {
+        if (len == off) {
+            const ssize_t n = sys::try_read(src, buf, sizeof buf);
+            if (n == -EINTR) return;
+            if (n <= 0) return stop();  // EOF (or an unreadable stdin): the workload sees EOF
+            off = 0, len = static_cast<std::size_t>(n);
+        }
+        const ssize_t w = sys::try_write(dst, buf + off, len - off);
+        if (w > 0) off += static_cast<std::size_t>(w);
+        else if (w < 0 && w != -EAGAIN && w != -EINTR) stop();  // EPIPE: it closed its stdin
+    }
+    void stop() {
+        UniqueFd closed(dst);
+        dst = -1;
+    }
+};
+
+class Monitor {
+public:
+    explicit Monitor(const Supervised& s) : s_(s), start_(Clock::now()) {
+        sigset_t set;
+        sigemptyset(&set);
+        for (int sig : forwarded_signals()) sigaddset(&set, sig);
+        sigaddset(&set, SIGCHLD);
+        sigaddset(&set, SIGWINCH);
+        sigfd_ = sys::signalfd(set);
+        stdin_.dst = s.stdin_relay;
+        relays_[0] = {s.stdout_relay, STDOUT_FILENO,      s.limits.stdout_bytes, 0,
+                      "stdout",       KillReason::stdout_};
+        relays_[1] = {s.stderr_relay, STDERR_FILENO,      s.limits.stderr_bytes, 0,
+                      "stderr",       KillReason::stderr_};
+        out_.kill_after = s.kill_after;
+        if (s.limits.wall_seconds)
+            deadline_ = start_ + std::chrono::duration_cast<Clock::duration>(
+                                     std::chrono::duration<double>(*s.limits.wall_seconds));
+    }
+
+    RunOutcome run() {
+        control_ = s_.control;
+        while (!exited_) step();
+        stdin_.stop();
+        rusage ru{};
+        sys::wait_rusage(s_.child.pid, out_.init_status, ru);
+        out_.wall_seconds = std::chrono::duration<double>(Clock::now() - start_).count();
+        while (control_ >= 0) read_report();
+        for (Relay& r : relays_)
+            while (r.in >= 0) relay(r);
+        finish(ru);
+        return out_;
+    }
+
+private:
+    void kill_for(KillReason reason) {
+        if (out_.killed_for != KillReason::none) return;
+        out_.killed_for = reason;
+        if (!isolate::cgroup_kill(s_.cgroup))
+            sys::send_signal(s_.child.pid, SIGKILL);  // init: the whole pid ns
+    }
+
+    int timeout_ms() const {
+        int t = -1;
+        auto until = [](Clock::time_point when) {
+            return static_cast<int>(
+                       std::chrono::duration_cast<std::chrono::milliseconds>(when - Clock::now())
+                           .count()) +
+                   1;
+        };
+        if (deadline_) t = until(*deadline_);
+        if (grace_end_) t = t < 0 ? until(*grace_end_) : std::min(t, until(*grace_end_));
+        if (s_.limits.cpu_seconds && s_.cgroup.caps.usable) t = t < 0 ? 50 : std::min(t, 50);
+        return t < 0 ? -1 : std::max(t, 0);
+    }
+
+    void step() {
+        pollfd fds[7] = {{sigfd_.get(), POLLIN, 0},
+                         {s_.child.pidfd.get(), POLLIN, 0},
+                         {control_, POLLIN, 0},
+                         {relays_[0].in, POLLIN, 0},
+                         {relays_[1].in, POLLIN, 0},
+                         {stdin_.fd(), stdin_.wants(), 0},
+                         {out_.killed_for == KillReason::none ? s_.parent_pidfd : -1, POLLIN, 0}};
+        sys::poll(fds, 7, timeout_ms());
+        if (fds[0].revents & POLLIN) forward_signal();
+        if (fds[2].revents & (POLLIN | POLLHUP)) read_report();
+        for (int i = 0; i < 2; ++i)
+            if (fds[3 + i].revents & (POLLIN | POLLHUP)) relay(relays_[i]);
+        if (fds[5].revents) stdin_.step();
+        if (fds[6].revents & POLLIN) kill_for(KillReason::parent_died);
+        if (grace_end_ && Clock::now() >= *grace_end_)
+            kill_for(KillReason::kill_after), grace_end_.reset();
+        if (deadline_ && Clock::now() >= *deadline_) kill_for(KillReason::wall_time);
+        if (s_.limits.cpu_seconds && s_.cgroup.caps.usable)
+            if (auto us = isolate::cgroup_cpu_usec(s_.cgroup);
+                us && *us > *s_.limits.cpu_seconds * 1e6)
+                kill_for(KillReason::cpu_time);
+        if (fds[1].revents & POLLIN) exited_ = true;
+    }
+
+    void forward_signal() {
+        signalfd_siginfo si{};
+        if (sys::try_read(sigfd_.get(), &si, sizeof si) != sizeof si || si.ssi_signo == SIGCHLD)
+            return;
+        if (si.ssi_signo == SIGWINCH)
+            return pty::Terminal::copy_window_size(STDIN_FILENO, s_.pty_master);
+        const int sig = static_cast<int>(si.ssi_signo);
+        sys::send_signal(s_.child.pid, sig);
+        // A request to end (a scheduler's scancel or time limit, ^C, a hangup): the workload
+        // has the grace to end itself, then everything in the sandbox is killed.
+        if ((sig == SIGTERM || sig == SIGINT || sig == SIGHUP) && !grace_end_) {
+            out_.terminated_by = sig;
+            grace_end_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                            std::chrono::duration<double>(s_.kill_after));
+        }
+    }
+
+    void read_report() {
+        std::optional<channel::Frame> f;
+        try {
+            f = channel::receive(control_);
+        } catch (const SetupError&) {
+            return;  // cannot come from our own sandbox code: dropped, the run goes on
+        }
+        if (!f) {
+            control_ = -1;
+            return;
+        }
+        if (auto* x = std::get_if<channel::Failure>(&*f); x && !out_.setup_failed)
+            out_.setup_failed = true, out_.setup_code = x->code, out_.message = std::move(x->text);
+        if (auto* x = std::get_if<channel::Exited>(&*f))
+            out_.have_status = true, out_.status = x->wait_status, program_rss_kb_ = x->max_rss_kb;
+        if (auto* x = std::get_if<channel::Sample>(&*f)) on_usage(x->usage);
+    }
+
+    void on_usage(const isolate::Usage& u) {
+        sampled_peak_ = std::max(sampled_peak_, u.memory_bytes);
+        sampled_rss_kb_ = std::max(sampled_rss_kb_, static_cast<long>(u.rss_peak_bytes / 1024));
+        sampled_cpu_ns_ = std::max(sampled_cpu_ns_, u.cpu_ns);
+        if (s_.limits.cpu_seconds && !s_.cgroup.caps.usable &&
+            u.cpu_ns > *s_.limits.cpu_seconds * 1e9)
+            kill_for(KillReason::cpu_time);
+        if (s_.limits.memory_bytes && !s_.cgroup.caps.memory &&
+            u.memory_bytes > *s_.limits.memory_bytes)
+            kill_for(KillReason::memory);
+    }
+
+    // Stream at most 64 KiB at a time: the monitor's memory does not grow with the output.
+    void relay(Relay& r) {
+        char buf[65536];
+        const ssize_t n = sys::try_read(r.in, buf, sizeof buf);
+        if (n == -EINTR || n == -EAGAIN) return;  // EAGAIN: a pty's master, non-blocking
+        if (n <= 0) {
+            UniqueFd closed(r.in);
+            r.in = -1;
+            return;
+        }
+        std::size_t keep = static_cast<std::size_t>(n);
+        if (r.cap && r.bytes + keep > *r.cap) {
+            keep = static_cast<std::size_t>(*r.cap - std::min(*r.cap, r.bytes));
+            kill_for(r.over_cap);
+        }
+        r.bytes += static_cast<std::uint64_t>(n);
+        for (std::size_t off = 0; off < keep;) {
+            const ssize_t w = sys::try_write(r.out, buf + off, keep - off);
+            if (w == -EINTR) continue;
+            if (w <= 0) break;  // the reader went away: keep draining, drop the rest
+            off += static_cast<std::size_t>(w);
+        }
+    }
+
+    void finish(const rusage& ru) {
+        auto secs = [](const timeval& t) {
+            return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+        };
+        out_.cpu_seconds = std::max(secs(ru.ru_utime) + secs(ru.ru_stime),
+                                    static_cast<double>(sampled_cpu_ns_) / 1e9);
+        // The program's peak resident set (isolate's max-rss): what init reports of its
+        // processes, or the largest VmHWM its samples saw. init's own rusage (the monitor's
+        // wait4) holds init's resident set too, which is gpubox's; it is the last resort, for a
+        // sandbox killed before init reported and never sampled.
+        out_.max_rss_kb = std::max(program_rss_kb_, sampled_rss_kb_);
+        if (!out_.max_rss_kb) out_.max_rss_kb = ru.ru_maxrss;
+        out_.csw_voluntary = ru.ru_nvcsw;
+        out_.csw_forced = ru.ru_nivcsw;
+        if (s_.cgroup.caps.usable) {
+            out_.cgroup = s_.cgroup.path;
+            if (auto us = isolate::cgroup_cpu_usec(s_.cgroup))
+                out_.cpu_seconds = static_cast<double>(*us) / 1e6;
+        }
+        if (s_.cgroup.caps.memory) {
+            out_.memory_peak_bytes = isolate::cgroup_memory_peak(s_.cgroup);
+            out_.memory_peak_cgroup = out_.memory_peak_bytes.has_value();
+            out_.oom_killed = isolate::cgroup_oom_killed(s_.cgroup);
+        } else if (sampled_peak_ > 0) {
+            out_.memory_peak_bytes = sampled_peak_;
+        }
+    }
+
+    const Supervised& s_;
+    Clock::time_point start_;
+    std::optional<Clock::time_point> deadline_;
+    std::optional<Clock::time_point> grace_end_;  // set by the first SIGTERM, SIGINT or SIGHUP
+    UniqueFd sigfd_;
+    int control_ = -1;
+    Relay relays_[2];
+    StdinPump stdin_;
+    bool exited_ = false;
+    std::uint64_t sampled_peak_ = 0;
+    long program_rss_kb_ = 0, sampled_rss_kb_ = 0;  // see finish()
+    std::uint64_t sampled_cpu_ns_ = 0;
+    RunOutcome out_;
+};
+
+}  // namespace
+
+RunOutcome supervise(const Supervised& s) { return Monitor(s).run(); }
+
+}  // namespace gpubox::launcher

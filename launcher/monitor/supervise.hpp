@@ -1,0 +1,31 @@
+#pragma once
+#include "isolate/cgroup.hpp"
+#include "isolate/limits.hpp"
+#include "isolate/spawn.hpp"
+#include "isolate/usage.hpp"
+#include "launcher/monitor/verdict.hpp"
+
+namespace gpubox::launcher {
+
+struct Supervised {
+    const isolate::Spawned& child;
+    int control;  // the control channel: frames from init and the workload
+    const isolate::Limits& limits;
+    isolate::Cgroup& cgroup;  // may be unusable
+    int stdin_relay = -1;     // write end of the stdin pipe (non-blocking), fed from fd 0
+    int stdout_relay = -1;    // read ends of the output pipes (see launcher/monitor/stdio.hpp)
+    int stderr_relay = -1;
+    int pty_master = -1;  // the workload's pty (launcher/monitor/pty.hpp): SIGWINCH resizes it
+    // After SIGTERM, SIGINT or SIGHUP to gpubox (forwarded to the workload), the sandbox has
+    // this long to end before gpubox kills it (--kill-after): a scheduler's KillWait still
+    // finds gpubox alive to write --meta.
+    double kill_after = 5;
+    int parent_pidfd = -1;  // --die-with-parent: gpubox's parent; readable once it died
+};
+
+// The monitor's loop: forward signals (then kill after the grace), enforce wall-clock, CPU,
+// memory and output limits, kill the sandbox when the parent dies, wait for init, and collect
+// what happened.
+RunOutcome supervise(const Supervised& s);
+
+}  // namespace gpubox::launcher

@@ -1,0 +1,70 @@
+#pragma once
+// What happened to a run, and the machine-readable verdict (--meta) made from it. Pure.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "isolate/limits.hpp"
+
+namespace gpubox::launcher {
+
+// Why the monitor killed the sandbox: a limit, the grace after a forwarded signal, or a parent
+// gone (--die-with-parent).
+enum class KillReason {
+    none,
+    wall_time,
+    cpu_time,
+    memory,
+    stdout_,
+    stderr_,
+    kill_after,
+    parent_died
+};
+// The limit a kill was for, if it was for one.
+std::optional<isolate::LimitName> limit_of(KillReason why);
+
+struct RunOutcome {
+    bool setup_failed = false;  // gpubox itself failed (XX)
+    int setup_code = 0;         // 125 setup, 126/127 exec
+    std::string message;        // the error, for XX
+    bool have_status = false;
+    int status = 0;       // the workload's wait status, as init reported it
+    int init_status = 0;  // init's own wait status
+    KillReason killed_for = KillReason::none;
+    int terminated_by = 0;  // SIGTERM, SIGINT or SIGHUP sent to gpubox (forwarded), else 0
+    double kill_after = 0;  // the grace it had, for the message
+    double wall_seconds = 0, cpu_seconds = 0;
+    long max_rss_kb = 0, csw_voluntary = 0, csw_forced = 0;
+    std::optional<std::uint64_t> memory_peak_bytes;  // cgroup memory.peak, or the sampled maximum
+    bool memory_peak_cgroup = false;                 // memory.peak, not the sampler's
+    bool oom_killed = false;
+    std::string cgroup;  // the sandbox's cgroup, if it had one
+};
+
+struct Verdict {
+    std::string status;  // OK RE SG TO ML OL XX
+    std::optional<int> exit_code, signal;
+    bool killed = false;
+    std::optional<isolate::LimitName> limit;  // which limit ended the run
+    // Why the run was ended from outside (a scheduler's scancel or time limit, a parent gone):
+    // "" (it was not), "SIGTERM", "SIGINT", "SIGHUP" (sent to gpubox, forwarded to the workload)
+    // or "parent_died" (--die-with-parent). `killed` says whether gpubox then killed it.
+    std::string terminated;
+    std::string message;
+    int gpubox_exit = 0;
+};
+
+Verdict judge(const RunOutcome& o, const isolate::Limits& limits);
+
+using Mechanisms = std::vector<std::pair<isolate::LimitName, std::string>>;
+std::string render_meta_json(const Verdict& v, const RunOutcome& o, const isolate::Limits& l,
+                             const Mechanisms& m);
+// isolate's status for a verdict: isolate knows OK, RE, SG, TO and XX only (CMS grades any other
+// status as a normal exit). A memory kill is SG (SIGKILL, with cg-oom-killed), an output kill
+// SG (SIGXFSZ, as isolate's RLIMIT_FSIZE), a program that failed at its memory limit RE or SG.
+std::string isolate_status(const Verdict& v);
+
+}  // namespace gpubox::launcher

@@ -1,0 +1,78 @@
+#pragma once
+// The one control channel between the monitor and the sandbox: a SOCK_SEQPACKET pair (see
+// sys::socketpair) carrying typed frames both ways. A frame is one datagram: a tag (the
+// alternative's index in Frame), then that type's fixed layout, then its variable tail, and at
+// most one fd beside it. Being datagrams, frames from init and the workload never interleave;
+// EOF means every sandbox end is closed (the workload's at exec: O_CLOEXEC).
+//
+//   monitor -> init      Go         the id maps are written: init may go on
+//                        DevicePlan the plan grown by the GPU's ops, placed by the monitor
+//   init -> monitor      RootView   ROOTFS, read-only, for the monitor's reads (rootfs/view.hpp)
+//                        LateDir    the layer's late directory, for the GPU's entries
+//   init, workload ->    Failure    the sandbox failed: exit code and message (incl. hint)
+//   init -> monitor      Exited     the workload's wait status
+//                        Sample     CPU and memory use, when init measures them
+//   workload -> monitor  PtyMaster  its pty's master (on the pty socket, launcher/monitor/pty.hpp)
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <variant>
+
+#include "common/unique_fd.hpp"
+#include "isolate/usage.hpp"
+#include "rootfs/apply.hpp"
+
+namespace gpubox::launcher::channel {
+
+struct Go {};
+struct DevicePlan {
+    rootfs::LatePlan late;  // full: the whole plan to apply; prepared: per late op
+};
+struct RootView {
+    UniqueFd root;  // a read-only mount of ROOTFS: reading it changes no timestamp in it
+};
+struct LateDir {
+    UniqueFd dir;  // none: the root is bound, the monitor makes no entries
+};
+struct Failure {
+    int code = 0;      // gpubox's exit code for it
+    std::string text;  // describe() of the error, and a hint line after '\n' if there is one
+};
+struct Exited {
+    int wait_status = 0;
+    long max_rss_kb = 0;  // the workload's processes' peak resident set (init's RUSAGE_CHILDREN)
+};
+struct Sample {
+    isolate::Usage usage;
+};
+struct PtyMaster {
+    UniqueFd master;
+};
+
+using Frame = std::variant<Go, DevicePlan, RootView, LateDir, Failure, Exited, Sample, PtyMaster>;
+
+// One frame, one sendmsg; a peer that is gone throws SysError(EPIPE).
+void send(int sock, const Frame& frame);
+// The next frame's tag, left queued; -1 at EOF.
+int peek_tag(int sock);
+// The next frame; nullopt at EOF. A frame that does not decode throws SetupError.
+std::optional<Frame> receive(int sock);
+// The tag of frame type T: its index in Frame.
+template <typename T, std::size_t I = 0>
+constexpr std::size_t tag_of() {
+    static_assert(I < std::variant_size_v<Frame>, "not a frame type");
+    if constexpr (std::is_same_v<std::variant_alternative_t<I, Frame>, T>) return I;
+    else return tag_of<T, I + 1>();
+}
+// The next frame if it is a T; nullopt, with the frame left queued, if it is another or at EOF.
+template <typename T>
+std::optional<T> receive_if(int sock) {
+    if (peek_tag(sock) != static_cast<int>(tag_of<T>())) return std::nullopt;
+    return std::get<T>(*receive(sock));
+}
+
+// The sandbox side, for frames that must not throw: a failed send is dropped (the monitor is
+// gone, or sees EOF and reports that instead).
+void send_quietly(int sock, const Frame& frame) noexcept;
+
+}  // namespace gpubox::launcher::channel

@@ -1,0 +1,183 @@
+// The sandbox side of gpubox, in the order it happens. Everything here runs after clone() in the
+// new namespaces; everything it uses was decided by the monitor (ChildSpec). Errors are
+// exceptions (SysError names the syscall, its paths and errno), reported to the monitor as one
+// channel::Failure frame by report_and_exit.
+#include "launcher/sandbox/child_main.hpp"
+
+#include <fcntl.h>
+#include <linux/mount.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <optional>
+
+#include "common/error.hpp"
+#include "common/sys.hpp"
+#include "common/text.hpp"
+#include "isolate/caps.hpp"
+#include "launcher/sandbox/channel.hpp"
+#include "launcher/sandbox/exit_codes.hpp"
+#include "launcher/sandbox/init_loop.hpp"
+#include "rootfs/apply.hpp"
+
+namespace gpubox::launcher {
+namespace {
+
+void die_with_parent(const UniqueFd& monitor) {
+    sys::prctl(PR_SET_PDEATHSIG, SIGKILL, "PR_SET_PDEATHSIG, SIGKILL");
+    // The monitor died before we armed it: it reports nothing, and we go.
+    if (sys::poll_readable(monitor.get(), 0)) sys::exit_now(kExitSetupFailed);
+}
+
+void wait_for_go(const Ends& own) {
+    if (!channel::receive_if<channel::Go>(own.control.get()))
+        sys::exit_now(kExitSetupFailed);  // the monitor gave up (and reported why)
+}
+
+// The monitor's fd belongs to its mount namespace, where nothing can be mounted from here: open
+// ROOTFS again in ours, and insist it is the directory the monitor checked.
+UniqueFd reopen_rootfs(const ChildSpec& spec, UniqueFd monitors) {
+    const std::string& path = spec.plan.root.rootfs;
+    UniqueFd fd = sys::open_at(AT_FDCWD, path, O_PATH | O_DIRECTORY);
+    const struct stat a = sys::fstat(fd.get(), path);
+    const struct stat b = sys::fstat(monitors.get(), path);
+    if (a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+        sys::fail(cat("open(", quote(path), "): ROOTFS was replaced during start-up"), ESTALE);
+    return fd;
+}
+
+// ROOTFS read-only, with its submounts: reads through a read-only mount change no timestamp
+// (rootfs/view.hpp), symlinks followed and directories listed included. The monitor gets a
+// clone of its own first, where it reads ROOTFS (preflight, GPU planning).
+void send_root_view(const ChildSpec& spec, const Ends& own, int image) {
+    channel::send(own.control.get(), channel::RootView{sys::open_tree_attr(
+                                         image, spec.plan.root.rootfs, true, MOUNT_ATTR_RDONLY)});
+}
+
+// An overlay root's lower layer, and what we resolve its entries in: such a clone, attached
+// over ROOTFS in our mount namespace (no older kernel takes a detached layer). A bound root is
+// a read-only clone already, and --writable writes ROOTFS anyway.
+UniqueFd cover_read_only(const ChildSpec& spec, int image) {
+    const std::string& path = spec.plan.root.rootfs;
+    UniqueFd view = sys::open_tree_attr(image, path, true, MOUNT_ATTR_RDONLY);
+    sys::move_mount(view.get(), path + " (read-only)", image, path);
+    return view;
+}
+
+// The late directory of our layer, for the monitor to make the GPU's entries in (none where
+// the root is bound).
+void send_late_dir(const Ends& own, const rootfs::RootLayer& layer) {
+    UniqueFd dir = layer.late.valid() ? sys::dup_cloexec(layer.late.get()) : UniqueFd();
+    channel::send(own.control.get(), channel::LateDir{std::move(dir)});
+}
+
+// Our own network namespace, owned by our user namespace as a clone flag would make it (the
+// monitor leaves it to us: it is the costly one), and its loopback up.
+void enter_new_net() {
+    sys::unshare(CLONE_NEWNET);
+    sys::set_loopback_up();
+}
+
+// The run's one synchronisation point: the whole plan, grown by the GPU's ops, which the
+// monitor planned and placed (and made the entries of, in our layer's late directory) while we
+// set up. Nullopt where there are no late ops.
+std::optional<rootfs::LatePlan> receive_late_plan(const ChildSpec& spec, const Ends& own) {
+    if (!spec.late_plan) return std::nullopt;
+    auto got = channel::receive_if<channel::DevicePlan>(own.control.get());
+    // The monitor kept us off its CPU while it planned them (see keep_off_my_cpu): from here on,
+    // the user's CPUs, which the workload inherits.
+    if (CPU_COUNT(&spec.cpus) > 0) sys::set_affinity(0, spec.cpus);
+    if (!got) sys::exit_now(kExitSetupFailed);  // the monitor could not plan them, and says why
+    got->late.full.root = spec.plan.root;
+    return std::move(got->late);
+}
+
+[[noreturn]] void exec_command(const ChildSpec& spec) {
+    std::vector<char*> argv, envp;
+    for (auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+    for (auto& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
+    argv.push_back(nullptr);
+    envp.push_back(nullptr);
+    int first_error = ENOENT;
+    for (const std::string& path : spec.exec_candidates) {
+        const int err = sys::try_execve(path, argv.data(), envp.data());
+        if (err != ENOENT && err != ENOTDIR && first_error == ENOENT) first_error = err;
+    }
+    const int code = first_error == ENOENT ? kExitNotFound : kExitCannotExec;
+    const bool searched = spec.argv[0].find('/') == std::string::npos;
+    throw ExecError(cat("execve(", quote(spec.argv[0]), "): ", std::strerror(first_error),
+                        code == kExitNotFound && searched ? " (searched the sandbox's PATH)" : ""),
+                    code);
+}
+
+// fds 0-2 from the monitor's relays, where it relays them (see launcher/monitor/stdio.hpp).
+void take_relays(const Ends& own) {
+    if (own.stdin_relay.valid()) sys::dup2(own.stdin_relay.get(), STDIN_FILENO);
+    if (own.stdout_relay.valid()) sys::dup2(own.stdout_relay.get(), STDOUT_FILENO);
+    if (own.stderr_relay.valid()) sys::dup2(own.stderr_relay.get(), STDERR_FILENO);
+}
+
+// The workload: a child of init, so it is never pid 1 and keeps ordinary signal semantics.
+[[noreturn]] void workload_main(const ChildSpec& spec, Ends& own) noexcept {
+    try {
+        sys::unblock_all_signals();
+        sys::default_signal(SIGPIPE);  // the monitor ignores it while relaying
+        take_relays(own);
+        sys::setsid();  // no controlling tty: no TIOCSTI
+        if (own.pty.valid()) pty::enter_new_pty(spec.pty, std::move(own.pty));  // its own one
+        sys::prctl(PR_SET_DUMPABLE, 1, "PR_SET_DUMPABLE, 1");  // init's 0 locks /proc/self
+        isolate::enter_nested_userns(spec.ids);  // see its own uid; no caps over mounts
+        sys::chdir(spec.workdir);
+        isolate::apply_rlimits(spec.rlimits);  // own user ns: NPROC per sandbox
+        isolate::drop_all_privileges();        // caps (incl. bounding, ambient), NNP
+        sys::set_umask(022);
+        sys::close_range_cloexec(3);                   // inherited fds never reach CMD
+        if (spec.seccomp) isolate::install(spec.bpf);  // last before exec
+        exec_command(spec);
+    } catch (...) {
+        report_and_exit(own.control.get(), std::current_exception());
+    }
+}
+
+}  // namespace
+
+[[noreturn]] void sandbox_init(const ChildSpec& spec, RunFds& fds) noexcept {
+    Ends& own = fds.sandbox;
+    try {
+        fds.monitor = {};  // first: EOF on ours means the monitor died
+        if (spec.image_hold >= 0) ::close(spec.image_hold);  // the monitor's alone
+        die_with_parent(fds.monitor_pidfd);
+        wait_for_go(own);                                      // the monitor wrote our id maps
+        sys::prctl(PR_SET_DUMPABLE, 0, "PR_SET_DUMPABLE, 0");  // /proc/1/exe stays closed
+        isolate::apply_ipc_limits(spec.ipc);  // our IPC namespace's, through the host's /proc
+        sys::set_umask(0);
+        UniqueFd image = reopen_rootfs(spec, std::move(fds.rootfs));
+        if (spec.send_view) send_root_view(spec, own, image.get());
+        // The layer first, so that the monitor can make the GPU's entries in it while we go on.
+        rootfs::RootLayer layer = rootfs::open_root_layer(spec.plan, spec.late_plan);
+        if (spec.late_plan) send_late_dir(own, layer);
+        if (spec.new_net) enter_new_net();  // before the wait for the GPU's ops, if any
+        sys::sethostname(spec.hostname);
+        sys::make_rprivate();
+        if (layer.upper.valid()) image = cover_read_only(spec, image.get());
+        rootfs::RootDraft draft = rootfs::draft_root(spec.plan, image.get(), std::move(layer));
+        const std::optional<rootfs::LatePlan> late = receive_late_plan(spec, own);
+        const rootfs::MountPlan& plan = late ? late->full : spec.plan;
+        const rootfs::LatePlan* with = late ? &*late : nullptr;
+        rootfs::NewRoot root =
+            rootfs::assemble_root(spec.plan, image.get(), std::move(draft), with);
+        rootfs::apply_mount_plan(plan, root);  // fresh /proc while the old root is visible
+        rootfs::enter_root(root.mnt.get());
+        const pid_t pid = sys::fork("the workload");
+        if (pid == 0) workload_main(spec, own);
+        init_loop(spec, own, pid, root.tmpfs.get());
+    } catch (...) {
+        report_and_exit(own.control.get(), std::current_exception());
+    }
+}
+
+}  // namespace gpubox::launcher

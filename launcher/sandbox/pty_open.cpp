@@ -1,0 +1,28 @@
+// The workload's side of launcher/monitor/pty.hpp: runs in the sandbox.
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "common/sys.hpp"
+#include "launcher/sandbox/channel.hpp"
+#include "launcher/sandbox/pty_open.hpp"
+
+namespace gpubox::launcher::pty {
+
+void enter_new_pty(const PtySpec& spec, UniqueFd sock) {
+    UniqueFd master =
+        sys::open_at(AT_FDCWD, "/dev/ptmx", O_RDWR | O_NOCTTY);  // the sandbox's devpts
+    int unlock = 0;
+    sys::ioctl(master.get(), TIOCSPTLCK, &unlock, "ioctl(\"/dev/ptmx\", TIOCSPTLCK)");
+    UniqueFd slave(sys::ioctl(master.get(), TIOCGPTPEER, long{O_RDWR | O_NOCTTY | O_CLOEXEC},
+                              "ioctl(\"/dev/ptmx\", TIOCGPTPEER)"));
+    if (spec.size.ws_row)
+        sys::ioctl(slave.get(), TIOCSWINSZ, const_cast<winsize*>(&spec.size),
+                   "ioctl(pty, TIOCSWINSZ)");
+    channel::send(sock.get(), channel::PtyMaster{std::move(master)});
+    sock.reset();
+    for (int fd = 0; fd <= (spec.stderr_too ? 2 : 1); ++fd) sys::dup2(slave.get(), fd);
+    sys::ioctl(STDIN_FILENO, TIOCSCTTY, 0L, "ioctl(pty, TIOCSCTTY)");
+}
+
+}  // namespace gpubox::launcher::pty

@@ -1,0 +1,59 @@
+#pragma once
+// What the monitor hands the sandbox: the spec and the run's fds. Plain data.
+#include <sched.h>
+
+#include <string>
+#include <vector>
+
+#include "common/unique_fd.hpp"
+#include "isolate/id_map.hpp"
+#include "isolate/limits.hpp"
+#include "isolate/seccomp.hpp"
+#include "launcher/sandbox/pty_open.hpp"
+#include "rootfs/mount_op.hpp"
+
+namespace gpubox::launcher {
+
+// Everything the sandbox needs, decided and validated by the monitor before clone(). The child
+// parses nothing and looks nothing up by name: it can only fail where the kernel refuses.
+struct ChildSpec {
+    rootfs::MountPlan plan;
+    isolate::IdMaps ids;
+    bool seccomp = true;
+    isolate::BpfProgram bpf;  // with seccomp: the default filter (built in) or --seccomp-bpf;
+                              // in the child's copy of memory, installed last before exec
+    std::string hostname;
+    bool new_net = true;
+    std::vector<std::string> argv;
+    std::vector<std::string> env;              // "K=V"
+    std::vector<std::string> exec_candidates;  // argv[0] with a slash, else PATH entries + argv[0]
+    std::string workdir;
+    std::vector<isolate::RlimitOp> rlimits;
+    isolate::IpcLimits ipc;
+    int sample_ms = 0;  // > 0: init reports the sandbox's CPU and memory use this often
+    std::uint64_t sampled_memory_limit = 0;  // the memory limit init's samples enforce, if they do
+    // The GPU's ops are planned by the monitor while init sets up: init sends its layer's late
+    // directory and receives the whole plan (channel::DevicePlan) before it mounts the root.
+    bool late_plan = false;
+    cpu_set_t cpus{};        // with late_plan: the user's CPUs, restored once the plan arrives
+    pty::PtySpec pty;        // with the caller at a terminal: the workload makes a pty of its own
+    int image_hold = -1;     // the monitor's hold on a pulled image: init closes its copy
+    bool send_view = false;  // init sends ROOTFS's read-only view (channel::RootView) first
+};
+
+// One side's ends of the run's channels. Every fd is owned once: after clone() each process
+// closes the other side's copies (EOF on the control channel then means the other is gone).
+struct Ends {
+    UniqueFd control;  // typed frames: launcher/sandbox/channel.hpp
+    UniqueFd stdin_relay, stdout_relay,
+        stderr_relay;  // launcher/monitor/stdio.hpp; none: not relayed
+    UniqueFd pty;      // the pty's master: launcher/monitor/pty.hpp
+};
+struct RunFds {
+    Ends monitor, sandbox;
+    UniqueFd rootfs;         // O_PATH of ROOTFS: init checks its own against it; the monitor
+                             // makes the GPU's entries below it
+    UniqueFd monitor_pidfd;  // the monitor, for init's die-with-parent
+};
+
+}  // namespace gpubox::launcher
