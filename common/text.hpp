@@ -86,6 +86,14 @@ inline bool starts_with(std::string_view s, std::string_view prefix) {
     return s.substr(0, prefix.size()) == prefix;
 }
 
+// A size as a SIZE option takes it back: "64M", "1G", "3K", else in bytes ("1000B").
+inline std::string unit_size(std::uint64_t b) {
+    if (b && b % (1ULL << 30) == 0) return cat(b >> 30, "G");
+    if (b && b % (1ULL << 20) == 0) return cat(b >> 20, "M");
+    if (b && b % (1ULL << 10) == 0) return cat(b >> 10, "K");
+    return cat(b, "B");
+}
+
 // "12 KiB" (rounded up), "300 MiB", "1.5 GiB": a size for people.
 inline std::string human_size(std::uint64_t b) {
     if (b < (1u << 20)) return cat((b + 1023) / 1024, " KiB");

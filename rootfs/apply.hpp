@@ -44,7 +44,20 @@ bool attach_gpubox_tmpfs(int tmpfs, int root);
 // an overlay's lower layer in a user namespace.
 struct RootLayer {
     UniqueFd tmpfs, upper, work, late;
+    // --overlay DIR: DIR/upper and DIR/work, opened in the sandbox's mount namespace (overlayfs
+    // takes no layer from another one). The overlay's upper layer then; `upper` (gpubox's
+    // entries) becomes its top lower layer, so that DIR keeps only the workload's writes.
+    UniqueFd kept_upper, kept_work;
 };
+
+// The overlay's layers as overlayfs takes them ("/proc/self/fd/N" paths), lower ones top first;
+// upper and work empty for a read-only root. The image is one directory today (ROOTFS, or a
+// pulled image's unpacked tree: `image`); an image kept as layers lists them in its place.
+struct LayerStack {
+    std::vector<std::string> lower;
+    std::string upper, work;
+};
+LayerStack plan_layer_stack(RootMode mode, const RootLayer& layer, int image);
 RootLayer open_root_layer(const MountPlan& plan, bool late_ops);
 
 // A bound ROOTFS (see has_submounts) gets gpubox's entries in overlays of just the directories

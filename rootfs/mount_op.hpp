@@ -92,6 +92,10 @@ struct RootSpec {
     // Size of gpubox's one tmpfs, the budget of everything the workload can write in memory:
     // the overlay's upper layer, /tmp, /run, /dev/shm, --tmpfs mounts, a bound root's overlays.
     std::uint64_t tmpfs_size = 0;
+    // --overlay DIR (absolute; overlay mode only): the overlay's upper and work directories are
+    // DIR/upper and DIR/work, kept across runs; gpubox's own entries stay in its tmpfs, as the
+    // layer just below.
+    std::string overlay_dir;
 };
 
 // Ops that create a file rather than mount one: in the image they are written into gpubox's

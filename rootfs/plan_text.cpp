@@ -11,10 +11,8 @@ namespace {
 
 std::string size_text(std::uint64_t b) {
     if (b == 0) return "default";
-    if (b % (1ULL << 30) == 0) return cat(b >> 30, "G");
-    if (b % (1ULL << 20) == 0) return cat(b >> 20, "M");
-    if (b % (1ULL << 10) == 0) return cat(b >> 10, "K");
-    return cat(b);
+    const std::string s = unit_size(b);
+    return s.back() == 'B' ? s.substr(0, s.size() - 1) : s;
 }
 
 std::string mode_text(mode_t m) {
@@ -63,6 +61,9 @@ std::string to_string(const MountOp& op) {
 std::string to_string(const RootSpec& root) {
     switch (root.mode) {
         case RootMode::overlay:
+            if (!root.overlay_dir.empty())
+                return cat("root overlay lower=", root.rootfs, " upper=", root.overlay_dir,
+                           "/upper (--overlay: ROOTFS read-only, writes kept in DIR)");
             return cat("root overlay lower=", root.rootfs,
                        " upper=gpubox's tmpfs (ROOTFS read-only, writes discarded)");
         case RootMode::read_only:

@@ -12,6 +12,7 @@
 #include "gpu/driver_files.hpp"
 #include "gpu/gpu_spec.hpp"
 #include "launcher/cli/cli_flags.hpp"
+#include "launcher/cli/cli_habits.hpp"
 #include "preflight/require.hpp"
 #include "rootfs/paths.hpp"
 
@@ -114,6 +115,15 @@ void check_bind_value(const std::string& name, const std::string& v,
                          ":", v, "? (binds are recursive: mounts below ", v, " come too)"));
 }
 
+// An option `arg` (named `name`) that `cmd` does not take; docker's habits get what they meant.
+[[noreturn]] void unknown_option(const std::string& cmd, const std::string& arg,
+                                 const std::string& name, const std::string& next) {
+    const std::string habit = cmd == "run" ? docker_habit(name, next) : "";
+    if (!habit.empty())
+        throw UsageError(cat(cmd, ": unknown option ", quote(arg), " (docker's): ", habit));
+    throw UsageError(cat(cmd, ": unknown option ", quote(arg), " (see gpubox --help)"));
+}
+
 // Parses the flags of `table` from args[i] on, up to the first operand (or "--", skipped).
 // Returns the operand's index, or args.size() + 1 after -h/--help (which sets the help topic).
 std::size_t parse_flags(Options& o, const std::string& cmd, const Flags& table,
@@ -131,8 +141,7 @@ std::size_t parse_flags(Options& o, const std::string& cmd, const Flags& table,
         if (inline_value) name = a.substr(0, a.find('=')), value = a.substr(a.find('=') + 1);
         const auto f =
             std::find_if(table.begin(), table.end(), [&](const Flag& x) { return name == x.name; });
-        if (f == table.end())
-            throw UsageError(cat(cmd, ": unknown option ", quote(a), " (see gpubox --help)"));
+        if (f == table.end()) unknown_option(cmd, a, name, i + 1 < args.size() ? args[i + 1] : "");
         if (f->arg && !inline_value) {
             if (i + 1 >= args.size()) throw UsageError(cat(cmd, ": ", name, " needs a value"));
             value = args[++i];
@@ -140,6 +149,8 @@ std::size_t parse_flags(Options& o, const std::string& cmd, const Flags& table,
             throw UsageError(cat(cmd, ": ", name, " takes no value"));
         }
         if (name == "--bind" || name == "--ro-bind") check_bind_value(name, value, args, i + 1);
+        if (cmd == "run" && name == "-v" && i + 1 < args.size())
+            if (const std::string m = verbose_as_volume(args[i + 1]); !m.empty()) throw UsageError(m);
         f->apply(o, value);
     }
     return i;
@@ -152,11 +163,25 @@ void parse_run(Options& o, const std::vector<std::string>& args, std::size_t i) 
         throw UsageError(
             "run: missing ROOTFS (usage: gpubox run [OPTIONS] ROOTFS [--] CMD [ARGS...])");
     o.rootfs = args[i++];
-    if (i < args.size() && args[i] == "--") ++i;
+    if (i < args.size() && args[i] == "--") {
+        ++i;
+    } else {
+        std::vector<std::pair<std::string, bool>> names;
+        for (const Flag& f : run_flags()) names.emplace_back(f.name, f.arg != nullptr);
+        const std::vector<std::string> rest(args.begin() + static_cast<std::ptrdiff_t>(i),
+                                            args.end());
+        if (const std::string m = option_after_rootfs(o.rootfs, rest, names); !m.empty())
+            throw UsageError(m);
+    }
     o.argv.assign(args.begin() + static_cast<std::ptrdiff_t>(i),
                   args.end());  // none: an image's own
     if (!o.seccomp_bpf.empty() && !o.seccomp)
         throw UsageError("run: --seccomp-bpf and --no-seccomp contradict each other");
+    if (!o.overlay.empty() && o.root_mode != rootfs::RootMode::overlay)
+        throw UsageError(cat("run: --overlay and ",
+                             o.root_mode == rootfs::RootMode::writable ? "--writable" : "--read-only",
+                             " contradict each other (--overlay keeps the writes in DIR and never "
+                             "writes ROOTFS; choose one)"));
 }
 
 void parse_rootfs(Options& o, const std::vector<std::string>& args, std::size_t i) {

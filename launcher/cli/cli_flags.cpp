@@ -92,6 +92,14 @@ const Flags& run_flags() {
         {"--read-only", nullptr,
          "ROOTFS read-only with no writable layer (only the tmpfs mounts take writes)",
          [](Options& o, const std::string&) { set_root_mode(o, rootfs::RootMode::read_only); }},
+        {"--overlay", "DIR",
+         "keep the sandbox's writes to its root in DIR (yours; made 0700 if missing) and find "
+         "them again next time: an overlay upper layer over ROOTFS or IMAGE, which stay unwritten; "
+         "one run at a time per DIR, on a local filesystem",
+         [](Options& o, const std::string& v) {
+             if (v.empty()) throw UsageError("run: --overlay needs a directory");
+             o.overlay = v;
+         }},
         {"--no-seccomp", nullptr, "do not install a seccomp filter",
          [](Options& o, const std::string&) { o.seccomp = false; }},
         {"--seccomp-bpf", "FILE", "install this raw BPF program instead of the default filter",

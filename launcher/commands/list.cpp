@@ -73,6 +73,12 @@ int list_command(const Options& o) {
         std::cout << to_json(inv).dump(2) << "\n";
         return 0;
     }
+    if (!inv.nvidia_version && inv.gpus.empty() && inv.unplaced.empty()) {
+        std::cout << "no GPU driver on this host (no /proc/driver/nvidia/version under "
+                  << quote(o.driver_root) << ", no AMD or Intel GPU): no GPU to list; "
+                  << "'gpubox doctor' checks the host\n";
+        return 0;
+    }
     std::cout << "driver: " << (inv.nvidia_version ? *inv.nvidia_version : "none") << "\n";
     std::cout << gpu::describe_gpus(inv);
     if (const std::string leases = gpu::describe_leases(inv); !leases.empty())

@@ -8,11 +8,13 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <filesystem>
 #include <cstdlib>
 #include <iostream>
 
@@ -43,6 +45,7 @@
 #include "launcher/monitor/stdio.hpp"
 #include "launcher/monitor/supervise.hpp"
 #include "launcher/monitor/verdict.hpp"
+#include "launcher/cli/cli_habits.hpp"
 #include "isolate/cgroup.hpp"
 #include "rootfs/apply.hpp"
 #include "rootfs/wire.hpp"
@@ -214,7 +217,8 @@ RunPlan plan_run(const Options& o) {
     // the memory limit, or without one, a quarter of the memory the host has available.
     const auto avail = isolate::parse_mem_available(sys::read_file("/proc/meminfo", 1 << 16));
     in.root = {o.rootfs, o.root_mode,
-               isolate::plan_tmpfs_size(o.tmpfs_size, o.limits.memory_bytes, avail.value_or(0))};
+               isolate::plan_tmpfs_size(o.tmpfs_size, o.limits.memory_bytes, avail.value_or(0)),
+               o.overlay.empty() ? "" : std::filesystem::absolute(o.overlay).lexically_normal()};
     p.host_share = isolate::plan_tmpfs_size(0, std::nullopt, avail.value_or(0));
     in.new_pid_ns = true;
     in.new_net_ns = !o.share_net;
@@ -289,8 +293,9 @@ void send_device_ops(const Options& o, RunPlan& plan, RunFds& fds, int root) {
 }
 
 // The ends of every channel of the run: the control channel, the relays the caller's fds 0-2
-// need (launcher/monitor/stdio.hpp), the pty's socket; ROOTFS and the monitor's pidfd for init.
-RunFds open_run_fds(const Options& o, ChildSpec& spec, pty::Terminal& term) {
+// need (launcher/monitor/stdio.hpp), the pty's socket; ROOTFS, --overlay's layers and the
+// monitor's pidfd for init.
+RunFds open_run_fds(const Options& o, RunPlan& plan, pty::Terminal& term) {
     RunFds f;
     f.rootfs = open_rootfs(o.rootfs);
     sys::socketpair(f.monitor.control, f.sandbox.control);
@@ -308,8 +313,12 @@ RunFds open_run_fds(const Options& o, ChildSpec& spec, pty::Terminal& term) {
     if (f.monitor.stdin_relay.valid() || f.monitor.stdout_relay.valid() ||
         f.monitor.stderr_relay.valid())
         sys::ignore_signal(SIGPIPE);  // a closed reader must not kill us
-    if (term.prepare(spec.pty, capped)) sys::socketpair(f.monitor.pty, f.sandbox.pty);
+    if (term.prepare(plan.spec.pty, capped)) sys::socketpair(f.monitor.pty, f.sandbox.pty);
     f.monitor_pidfd = sys::pidfd_open(::getpid());
+    if (plan.kept.upper.valid()) {
+        f.kept_upper = sys::dup_cloexec(plan.kept.upper.get());
+        f.kept_work = sys::dup_cloexec(plan.kept.work.get());
+    }
     return f;
 }
 
@@ -336,6 +345,7 @@ isolate::Spawned start_sandbox(const RunPlan& plan, RunFds& fds, isolate::Cgroup
     fds.sandbox = {};  // init's now
     fds.monitor_pidfd.reset();
     fds.rootfs.reset();  // init's, to check its own against
+    fds.kept_upper.reset(), fds.kept_work.reset();
     try {
         isolate::write_outer_id_maps(child.pid, plan.spec.ids);
     } catch (...) {
@@ -364,7 +374,7 @@ UniqueFd monitor_view(const Options& o, const RunPlan& plan, RunFds& fds, Unique
 RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup& cgroup,
                                int parent_pidfd, UniqueFd view) {
     pty::Terminal term;  // with the caller at a terminal: the workload's own pty, relayed
-    RunFds fds = open_run_fds(o, plan.spec, term);
+    RunFds fds = open_run_fds(o, plan, term);
     if (plan.devices_later) plan.spec.cpus = sys::affinity();
     const sigset_t set = monitor_signals();
     const sigset_t old = sys::block_signals(set);
@@ -417,6 +427,30 @@ UniqueFd watch_parent() {
     return fd;
 }
 
+// Frictions answered before anything starts (launcher/cli/cli_habits.hpp): a CUDA_VISIBLE_DEVICES
+// that a wrapper set, in a run given no GPU, is a warning, not an error: Slurm sets it in every
+// step of a GPU job, CPU-only steps that use gpubox included, and docker, podman and Apptainer
+// ignore it too without --gpus/--nv; silence, though, leaves "CUDA finds no device" to puzzle
+// over. --writable on a ROOTFS that is not the caller's would fail only at the workload's first
+// write, with its own "Permission denied".
+void check_before_start(const Options& o) {
+    const std::string w =
+        gpu_env_warning(std::getenv("CUDA_VISIBLE_DEVICES"), o.gpu_given || !o.devices.empty());
+    if (!w.empty() && log::level() >= log::Level::warn) {
+        log::warn(w);
+        log::hint("--gpu slurm (the Slurm step's GPUs), --gpu 0 or --gpu all gives GPUs; "
+                  "--gpu none says none is meant");
+    }
+    if (o.root_mode != rootfs::RootMode::writable || o.print_plan) return;
+    const struct stat st = sys::fstat(open_rootfs(o.rootfs).get(), o.rootfs);
+    if (st.st_uid != ::geteuid())
+        throw PlanError(cat("run: --writable: ROOTFS ", quote(o.rootfs), " belongs to uid ",
+                            st.st_uid, ", not to you (uid ", ::geteuid(),
+                            "): the sandbox could not write to it"),
+                        "drop --writable (writes then go to a layer discarded at exit), or keep "
+                        "them with --overlay DIR");
+}
+
 }  // namespace
 
 int run_sandbox(const Options& o, RunReport* report) {
@@ -427,6 +461,7 @@ int run_sandbox(const Options& o, RunReport* report) {
     UniqueFd meta;
     try {
         if (!o.print_plan) meta = open_meta(o.meta);
+        check_before_start(o);
         if (o.die_with_parent) parent = watch_parent();
         // --preflight enforce (and --print-plan's warnings) before anything starts, through a
         // view of ROOTFS of its own; warn uses the one the sandbox's init sends.
@@ -437,6 +472,10 @@ int run_sandbox(const Options& o, RunReport* report) {
             run_preflight(o, view.get());
         }
         plan = plan_run(o);
+        if (!o.overlay.empty() && !o.print_plan) {  // before a cgroup exists: nothing to undo
+            plan.kept = open_kept_overlay(o.overlay, o.rootfs);
+            plan.spec.plan.root.overlay_dir = plan.kept.dir;  // as the kernel resolved it
+        }
         plan.spec.send_view =
             !view.valid() && (o.preflight != preflight::Mode::off || plan.devices_later);
         if (o.limits.any()) cgroup = isolate::setup_cgroup(o.limits, o.cgroup);

@@ -28,9 +28,11 @@ std::string limit_text(LimitName name, const isolate::Limits& l) {
     switch (name) {
         case LimitName::wall_time: return cat("wall-clock limit ", seconds(*l.wall_seconds), " s");
         case LimitName::cpu_time: return cat("CPU time limit ", seconds(*l.cpu_seconds), " s");
-        case LimitName::memory: return cat("memory limit ", *l.memory_bytes, " bytes");
-        case LimitName::stdout_: return cat("stdout limit ", *l.stdout_bytes, " bytes");
-        case LimitName::stderr_: return cat("stderr limit ", *l.stderr_bytes, " bytes");
+        // Sizes as the options take them (64M), as the user most likely wrote them.
+        case LimitName::memory: return cat("memory limit ", unit_size(*l.memory_bytes));
+        case LimitName::stdout_: return cat("stdout limit ", unit_size(*l.stdout_bytes));
+        case LimitName::stderr_: return cat("stderr limit ", unit_size(*l.stderr_bytes));
+        case LimitName::fsize: return cat("file size limit ", unit_size(*l.fsize_bytes));
         default: return std::string(to_string(name));
     }
 }
@@ -114,6 +116,11 @@ Verdict judge_ending(const RunOutcome& o, const isolate::Limits& l, Verdict v) {
     if (v.signal && *v.signal == SIGXCPU && l.cpu_seconds) {
         v.status = "TO", v.killed = true, v.limit = LimitName::cpu_time;
         v.message = cat("killed: ", limit_text(LimitName::cpu_time, l), " exceeded (RLIMIT_CPU)");
+    } else if (v.signal && *v.signal == SIGXFSZ && l.fsize_bytes) {
+        // isolate's status for it (SG), but killed at a limit as the line and "limit" say.
+        v.status = "SG", v.killed = true, v.limit = LimitName::fsize;
+        v.message = cat("killed: ", limit_text(LimitName::fsize, l),
+                        " exceeded (RLIMIT_FSIZE: SIGXFSZ)");
     } else if ((v.signal || (v.exit_code && *v.exit_code != 0)) && over_memory) {
         v.status = "ML", v.limit = LimitName::memory, v.killed = o.oom_killed;
         v.message = cat(o.oom_killed ? "killed by the OOM killer: " : "failed at the ",

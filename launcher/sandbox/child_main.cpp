@@ -40,14 +40,28 @@ void wait_for_go(const Ends& own) {
 
 // The monitor's fd belongs to its mount namespace, where nothing can be mounted from here: open
 // ROOTFS again in ours, and insist it is the directory the monitor checked.
-UniqueFd reopen_rootfs(const ChildSpec& spec, UniqueFd monitors) {
-    const std::string& path = spec.plan.root.rootfs;
-    UniqueFd fd = sys::open_at(AT_FDCWD, path, O_PATH | O_DIRECTORY);
+UniqueFd reopen_same(const std::string& path, const char* what, UniqueFd monitors, int flags) {
+    UniqueFd fd = sys::open_at(AT_FDCWD, path, O_PATH | O_DIRECTORY | flags);
     const struct stat a = sys::fstat(fd.get(), path);
     const struct stat b = sys::fstat(monitors.get(), path);
     if (a.st_dev != b.st_dev || a.st_ino != b.st_ino)
-        sys::fail(cat("open(", quote(path), "): ROOTFS was replaced during start-up"), ESTALE);
+        sys::fail(cat("open(", quote(path), "): ", what, " was replaced during start-up"), ESTALE);
     return fd;
+}
+
+UniqueFd reopen_rootfs(const ChildSpec& spec, UniqueFd monitors) {
+    return reopen_same(spec.plan.root.rootfs, "ROOTFS", std::move(monitors), 0);
+}
+
+// --overlay DIR: its upper and work directories, as overlayfs takes them: from our own mount
+// namespace, before ROOTFS is covered read-only (DIR is never inside it: the monitor checked).
+void open_kept_layers(const ChildSpec& spec, RunFds& fds, rootfs::RootLayer& layer) {
+    const std::string& dir = spec.plan.root.overlay_dir;
+    if (dir.empty() || !layer.upper.valid()) return;
+    layer.kept_upper = reopen_same(dir + "/upper", "--overlay's DIR/upper",
+                                   std::move(fds.kept_upper), O_NOFOLLOW);
+    layer.kept_work =
+        reopen_same(dir + "/work", "--overlay's DIR/work", std::move(fds.kept_work), O_NOFOLLOW);
 }
 
 // ROOTFS read-only, with its submounts: reads through a read-only mount change no timestamp
@@ -159,6 +173,7 @@ void take_relays(const Ends& own) {
         if (spec.send_view) send_root_view(spec, own, image.get());
         // The layer first, so that the monitor can make the GPU's entries in it while we go on.
         rootfs::RootLayer layer = rootfs::open_root_layer(spec.plan, spec.late_plan);
+        open_kept_layers(spec, fds, layer);
         if (spec.late_plan) send_late_dir(own, layer);
         if (spec.new_net) enter_new_net();  // before the wait for the GPU's ops, if any
         sys::sethostname(spec.hostname);

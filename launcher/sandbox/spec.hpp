@@ -54,6 +54,7 @@ struct RunFds {
     UniqueFd rootfs;         // O_PATH of ROOTFS: init checks its own against it; the monitor
                              // makes the GPU's entries below it
     UniqueFd monitor_pidfd;  // the monitor, for init's die-with-parent
+    UniqueFd kept_upper, kept_work;  // --overlay DIR: what init checks its own layers against
 };
 
 }  // namespace gpubox::launcher

@@ -61,7 +61,7 @@ expect_eq "wall-time kill: one line on stderr" "$err" "gpubox: killed: wall-cloc
 box run --quiet --wall-time-limit 0.5 "$R" sleep 5
 expect_eq "--quiet: the kill line is gone" "$rc:$err" "137:"
 box run --stdout-limit 1K "$R" sh -c 'yes'
-expect_match "output-limit kill: one line" "$rc:$err" '^137:gpubox: killed: stdout limit 1024 bytes exceeded$'
+expect_match "output-limit kill: one line" "$rc:$err" '^137:gpubox: killed: stdout limit 1K exceeded$'
 box run --wall-time-limit 5 "$R" true
 expect_eq "no kill: stderr stays empty" "$rc:$err" "0:"
 

@@ -1,0 +1,91 @@
+#include "launcher/monitor/kept_overlay.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "common/error.hpp"
+#include "common/sys.hpp"
+#include "common/sys_host.hpp"
+#include "common/text.hpp"
+#include "common/trusted_path.hpp"
+#include "rootfs/apply.hpp"
+
+namespace gpubox::launcher {
+namespace {
+
+constexpr const char* kLocalHint =
+    "choose a DIR on a local filesystem (ext4, xfs, btrfs or tmpfs: /tmp, /var/tmp, a node's "
+    "local scratch); overlayfs takes no upper layer from NFS or another overlay";
+
+// DIR/name: made (mode `mode`) where missing, then opened and checked as DIR's own.
+UniqueFd open_layer_dir(int dir, const std::string& path, const char* name, mode_t mode) {
+    const int made = sys::try_mkdir_at(dir, name, mode);
+    if (made < 0 && made != -EEXIST) sys::fail(cat("mkdir(", quote(path + "/" + name), ")"), -made);
+    UniqueFd fd = sys::open_at(dir, name, O_PATH | O_DIRECTORY | O_NOFOLLOW);
+    if (made == 0) sys::fchmod(sys::open_at(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW).get(),
+                               mode, path + "/" + name);  // the umask's no business
+    const std::string problem = trusted_path::dir_problem(sys::fstat(fd.get(), name), ::geteuid(),
+                                                          ::getegid(), trusted_path::Role::own);
+    if (!problem.empty())
+        throw PlanError(cat("--overlay ", quote(path), ": ", quote(path + "/" + name), " ", problem),
+                        cat("DIR and its upper and work directories are yours alone (rm -rf ",
+                            quote(path), " starts afresh)"));
+    return fd;
+}
+
+// DIR below ROOTFS (or ROOTFS itself) would have the sandbox write ROOTFS.
+void check_outside(int dir, const std::string& path, const std::string& rootfs) {
+    const UniqueFd root = sys::open_at(AT_FDCWD, rootfs, O_PATH | O_DIRECTORY);
+    const std::string r = sys::read_fd_link(root.get()), d = sys::read_fd_link(dir);
+    if (d == r || starts_with(d, r == "/" ? r : r + "/"))
+        throw PlanError(cat("--overlay ", quote(path), " lies inside ROOTFS ", quote(rootfs),
+                            ", which gpubox never writes"),
+                        "choose a DIR outside ROOTFS");
+}
+
+}  // namespace
+
+std::string upper_fs_problem(long f_type) {
+    switch (static_cast<unsigned long>(f_type)) {
+        case 0x6969: return "NFS";
+        case 0x794c7630: return "another overlay";
+        case 0xff534d42:
+        case 0xfe534d42: return "SMB/CIFS";
+        case 0x65735546: return "FUSE";
+        case 0x01021997: return "9p";
+        default: return "";
+    }
+}
+
+KeptOverlay open_kept_overlay(const std::string& dir, const std::string& rootfs) {
+    KeptOverlay k;
+    UniqueFd at = trusted_path::open_state_dir(
+        dir, trusted_path::Missing::create, "--overlay",
+        "--overlay takes a directory of your own (gpubox makes a missing one, mode 0700)");
+    k.dir = sys::read_fd_link(at.get());
+    if (const auto fs = sys::try_fstatfs(at.get()))
+        if (const std::string what = upper_fs_problem(fs->f_type); !what.empty())
+            throw PlanError(cat("--overlay ", quote(k.dir), ": on ", what,
+                                ", which overlayfs refuses as an upper layer"),
+                            kLocalHint);
+    check_outside(at.get(), k.dir, rootfs);
+    if (rootfs::has_submounts(rootfs))
+        throw PlanError(cat("--overlay: ROOTFS ", quote(rootfs),
+                            " has mounts below it, which overlayfs cannot take as a lower layer "
+                            "in a user namespace"),
+                        "run a ROOTFS without mounts below it");
+    k.lock = sys::open_at(at.get(), ".", O_RDONLY | O_DIRECTORY);
+    if (!sys::flock_exclusive(k.lock.get(), false, k.dir))
+        throw PlanError(cat("--overlay ", quote(k.dir), ": in use by another gpubox run"),
+                        "overlayfs cannot share an upper layer between two sandboxes: wait for "
+                        "that run to end, or give this one another DIR");
+    k.upper = open_layer_dir(at.get(), k.dir, "upper", 0755);
+    k.work = open_layer_dir(at.get(), k.dir, "work", 0700);
+    return k;
+}
+
+}  // namespace gpubox::launcher
