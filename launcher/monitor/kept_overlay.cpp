@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <filesystem>
+#include <system_error>
 
 #include "common/error.hpp"
 #include "common/sys.hpp"
@@ -37,11 +39,12 @@ UniqueFd open_layer_dir(int dir, const std::string& path, const char* name, mode
     return fd;
 }
 
-// DIR below ROOTFS (or ROOTFS itself) would have the sandbox write ROOTFS.
-void check_outside(int dir, const std::string& path, const std::string& rootfs) {
+// DIR below ROOTFS (or ROOTFS itself) would have the sandbox write ROOTFS. `dir`: DIR as the
+// kernel resolved it, or before it exists, its existing part resolved (nothing made yet).
+void check_outside(const std::string& dir, const std::string& path, const std::string& rootfs) {
     const UniqueFd root = sys::open_at(AT_FDCWD, rootfs, O_PATH | O_DIRECTORY);
-    const std::string r = sys::read_fd_link(root.get()), d = sys::read_fd_link(dir);
-    if (d == r || starts_with(d, r == "/" ? r : r + "/"))
+    const std::string r = sys::read_fd_link(root.get());
+    if (dir == r || starts_with(dir, r == "/" ? r : r + "/"))
         throw PlanError(cat("--overlay ", quote(path), " lies inside ROOTFS ", quote(rootfs),
                             ", which gpubox never writes"),
                         "choose a DIR outside ROOTFS");
@@ -63,6 +66,9 @@ std::string upper_fs_problem(long f_type) {
 
 KeptOverlay open_kept_overlay(const std::string& dir, const std::string& rootfs) {
     KeptOverlay k;
+    std::error_code ec;
+    const std::filesystem::path abs = std::filesystem::absolute(dir).lexically_normal();
+    check_outside(std::filesystem::weakly_canonical(abs, ec).string(), abs.string(), rootfs);
     UniqueFd at = trusted_path::open_state_dir(
         dir, trusted_path::Missing::create, "--overlay",
         "--overlay takes a directory of your own (gpubox makes a missing one, mode 0700)");
@@ -72,7 +78,7 @@ KeptOverlay open_kept_overlay(const std::string& dir, const std::string& rootfs)
             throw PlanError(cat("--overlay ", quote(k.dir), ": on ", what,
                                 ", which overlayfs refuses as an upper layer"),
                             kLocalHint);
-    check_outside(at.get(), k.dir, rootfs);
+    check_outside(k.dir, k.dir, rootfs);  // again, by the fd: nothing was replaced on the way
     if (rootfs::has_submounts(rootfs))
         throw PlanError(cat("--overlay: ROOTFS ", quote(rootfs),
                             " has mounts below it, which overlayfs cannot take as a lower layer "

@@ -60,8 +60,9 @@ fi
 # --- options after ROOTFS ---
 box run "$R" --gpu 0 true
 expect_eq "run ROOTFS --gpu 0 CMD: exit 125" "$rc" 125
-expect_match "  says options go before ROOTFS" "$err" "^gpubox: run: option \"--gpu\" after ROOTFS"
-expect_match "  and shows where" "$err" "^gpubox: hint: options go before ROOTFS: gpubox run --gpu 0 $R true"
+expect_match "  says options go before ROOTFS, with the command line meant" "$err" \
+    "^gpubox: run: option \"--gpu\" after ROOTFS would be the command: options go before ROOTFS \(gpubox run --gpu 0 $R true\)$"
+expect_eq "  one line" "$(lines "$err")" 1
 box run "$R" -- --gpu
 expect_eq "  after an explicit --, CMD is CMD (127: no such program)" "$rc" 127
 
@@ -76,7 +77,7 @@ want='^gpubox: run: unknown option "-it" \(docker.s\): not needed: .*terminal' d
 want='^gpubox: run: unknown option "--rm" \(docker.s\): not needed: ' docker_habit --rm
 want='^gpubox: run: unknown option "-e" \(docker.s\): did you mean --env K=V\?' docker_habit -e A=1
 want='^gpubox: run: unknown option "--gpus" \(docker.s\): did you mean --gpu all\?' docker_habit --gpus all
-want='^gpubox: run: unknown option "--volume" \(docker.s\): did you mean --bind SRC:DST' docker_habit --volume /tmp:/mnt
+want='^gpubox: run: unknown option "--volume" \(docker.s\): did you mean --bind /tmp:/mnt \(or --ro-bind\)\?' docker_habit --volume /tmp:/mnt
 box run -v /tmp:/mnt "$R" true
 expect_eq "run -v SRC:DST (docker's volume): exit 125" "$rc" 125
 expect_match "  -v is gpubox's verbose flag: did you mean --bind" "$err" \

@@ -73,6 +73,10 @@ expect_match "  says whose it is" "$err" "^gpubox: --overlay \"$RR/others/ov\".*
 box run --overlay "$RR/open/ov" "$R" true
 expect_eq "--overlay below a directory another user may write (mode 0777, not sticky): exit 125" "$rc" 125
 expect_match "  says why" "$err" "^gpubox: --overlay \"$RR/open/ov\".*writable by others"
+box run --overlay "$R/ov" "$R" true
+expect_eq "--overlay DIR inside ROOTFS: exit 125" "$rc" 125
+expect_match "  says why" "$err" "^gpubox: --overlay \"$R/ov\" lies inside ROOTFS"
+check "  and made nothing in ROOTFS" test ! -e "$R/ov"
 mkdir -m 0700 "$WORK/mine" && chmod 0777 "$WORK/mine"
 box run --overlay "$WORK/mine" "$R" true
 expect_eq "--overlay DIR that another user may write: exit 125" "$rc" 125
