@@ -150,7 +150,8 @@ std::size_t parse_flags(Options& o, const std::string& cmd, const Flags& table,
         }
         if (name == "--bind" || name == "--ro-bind") check_bind_value(name, value, args, i + 1);
         if (cmd == "run" && name == "-v" && i + 1 < args.size())
-            if (const std::string m = verbose_as_volume(args[i + 1]); !m.empty()) throw UsageError(m);
+            if (const std::string m = verbose_as_volume(args[i + 1]); !m.empty())
+                throw UsageError(m);
         f->apply(o, value);
     }
     return i;
@@ -178,10 +179,11 @@ void parse_run(Options& o, const std::vector<std::string>& args, std::size_t i) 
     if (!o.seccomp_bpf.empty() && !o.seccomp)
         throw UsageError("run: --seccomp-bpf and --no-seccomp contradict each other");
     if (!o.overlay.empty() && o.root_mode != rootfs::RootMode::overlay)
-        throw UsageError(cat("run: --overlay and ",
-                             o.root_mode == rootfs::RootMode::writable ? "--writable" : "--read-only",
-                             " contradict each other (--overlay keeps the writes in DIR and never "
-                             "writes ROOTFS; choose one)"));
+        throw UsageError(
+            cat("run: --overlay and ",
+                o.root_mode == rootfs::RootMode::writable ? "--writable" : "--read-only",
+                " contradict each other (--overlay keeps the writes in DIR and never "
+                "writes ROOTFS; choose one)"));
 }
 
 void parse_rootfs(Options& o, const std::vector<std::string>& args, std::size_t i) {

@@ -28,8 +28,7 @@ std::string docker_habit(const std::string& flag, const std::string& next) {
 
 std::string verbose_as_volume(const std::string& next) {
     const auto colon = next.find(':');
-    if (colon == std::string::npos || colon + 1 >= next.size() || next[colon + 1] != '/')
-        return "";
+    if (colon == std::string::npos || colon + 1 >= next.size() || next[colon + 1] != '/') return "";
     return cat("run: -v is gpubox's \"more output\"; did you mean --bind ", next,
                "? (docker's -v SRC:DST)");
 }

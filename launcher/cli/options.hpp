@@ -49,7 +49,8 @@ struct Options {
     bool root = false;
     bool print_plan = false;
     rootfs::RootMode root_mode = rootfs::RootMode::overlay;
-    std::string overlay;  // --overlay DIR: the root's writes kept in DIR (launcher/monitor/kept_overlay.hpp)
+    // --overlay DIR: the root's writes kept in DIR (launcher/monitor/kept_overlay.hpp)
+    std::string overlay;
     std::vector<rootfs::UserMount> mounts;
     std::string workdir = "/";
     bool workdir_given = false;  // an image's WorkingDir is the default only

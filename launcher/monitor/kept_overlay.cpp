@@ -28,14 +28,16 @@ UniqueFd open_layer_dir(int dir, const std::string& path, const char* name, mode
     const int made = sys::try_mkdir_at(dir, name, mode);
     if (made < 0 && made != -EEXIST) sys::fail(cat("mkdir(", quote(path + "/" + name), ")"), -made);
     UniqueFd fd = sys::open_at(dir, name, O_PATH | O_DIRECTORY | O_NOFOLLOW);
-    if (made == 0) sys::fchmod(sys::open_at(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW).get(),
-                               mode, path + "/" + name);  // the umask's no business
+    if (made == 0)
+        sys::fchmod(sys::open_at(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW).get(), mode,
+                    path + "/" + name);  // the umask's no business
     const std::string problem = trusted_path::dir_problem(sys::fstat(fd.get(), name), ::geteuid(),
                                                           ::getegid(), trusted_path::Role::own);
     if (!problem.empty())
-        throw PlanError(cat("--overlay ", quote(path), ": ", quote(path + "/" + name), " ", problem),
-                        cat("DIR and its upper and work directories are yours alone (rm -rf ",
-                            quote(path), " starts afresh)"));
+        throw PlanError(
+            cat("--overlay ", quote(path), ": ", quote(path + "/" + name), " ", problem),
+            cat("DIR and its upper and work directories are yours alone (rm -rf ", quote(path),
+                " starts afresh)"));
     return fd;
 }
 

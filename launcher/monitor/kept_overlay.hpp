@@ -17,9 +17,9 @@ namespace gpubox::launcher {
 std::string upper_fs_problem(long f_type);
 
 struct KeptOverlay {
-    std::string dir;        // absolute
-    UniqueFd lock;          // DIR itself, flock(LOCK_EX) for the run: one upper, one mount
-    UniqueFd upper, work;   // O_PATH
+    std::string dir;       // absolute
+    UniqueFd lock;         // DIR itself, flock(LOCK_EX) for the run: one upper, one mount
+    UniqueFd upper, work;  // O_PATH
 };
 
 // Opens (making it 0700 where missing) and locks DIR for a run of `rootfs`. PlanError, one

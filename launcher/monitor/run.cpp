@@ -438,17 +438,18 @@ void check_before_start(const Options& o) {
         gpu_env_warning(std::getenv("CUDA_VISIBLE_DEVICES"), o.gpu_given || !o.devices.empty());
     if (!w.empty() && log::level() >= log::Level::warn) {
         log::warn(w);
-        log::hint("--gpu slurm (the Slurm step's GPUs), --gpu 0 or --gpu all gives GPUs; "
-                  "--gpu none says none is meant");
+        log::hint(
+            "--gpu slurm (the Slurm step's GPUs), --gpu 0 or --gpu all gives GPUs; "
+            "--gpu none says none is meant");
     }
     if (o.root_mode != rootfs::RootMode::writable || o.print_plan) return;
     const struct stat st = sys::fstat(open_rootfs(o.rootfs).get(), o.rootfs);
     if (st.st_uid != ::geteuid())
-        throw PlanError(cat("run: --writable: ROOTFS ", quote(o.rootfs), " belongs to uid ",
-                            st.st_uid, ", not to you (uid ", ::geteuid(),
-                            "): the sandbox could not write to it"),
-                        "drop --writable (writes then go to a layer discarded at exit), or keep "
-                        "them with --overlay DIR");
+        throw PlanError(
+            cat("run: --writable: ROOTFS ", quote(o.rootfs), " belongs to uid ", st.st_uid,
+                ", not to you (uid ", ::geteuid(), "): the sandbox could not write to it"),
+            "drop --writable (writes then go to a layer discarded at exit), or keep "
+            "them with --overlay DIR");
 }
 
 }  // namespace

@@ -119,8 +119,8 @@ Verdict judge_ending(const RunOutcome& o, const isolate::Limits& l, Verdict v) {
     } else if (v.signal && *v.signal == SIGXFSZ && l.fsize_bytes) {
         // isolate's status for it (SG), but killed at a limit as the line and "limit" say.
         v.status = "SG", v.killed = true, v.limit = LimitName::fsize;
-        v.message = cat("killed: ", limit_text(LimitName::fsize, l),
-                        " exceeded (RLIMIT_FSIZE: SIGXFSZ)");
+        v.message =
+            cat("killed: ", limit_text(LimitName::fsize, l), " exceeded (RLIMIT_FSIZE: SIGXFSZ)");
     } else if ((v.signal || (v.exit_code && *v.exit_code != 0)) && over_memory) {
         v.status = "ML", v.limit = LimitName::memory, v.killed = o.oom_killed;
         v.message = cat(o.oom_killed ? "killed by the OOM killer: " : "failed at the ",

@@ -58,8 +58,8 @@ UniqueFd reopen_rootfs(const ChildSpec& spec, UniqueFd monitors) {
 void open_kept_layers(const ChildSpec& spec, RunFds& fds, rootfs::RootLayer& layer) {
     const std::string& dir = spec.plan.root.overlay_dir;
     if (dir.empty() || !layer.upper.valid()) return;
-    layer.kept_upper = reopen_same(dir + "/upper", "--overlay's DIR/upper",
-                                   std::move(fds.kept_upper), O_NOFOLLOW);
+    layer.kept_upper =
+        reopen_same(dir + "/upper", "--overlay's DIR/upper", std::move(fds.kept_upper), O_NOFOLLOW);
     layer.kept_work =
         reopen_same(dir + "/work", "--overlay's DIR/work", std::move(fds.kept_work), O_NOFOLLOW);
 }
