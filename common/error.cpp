@@ -54,7 +54,8 @@ constexpr const char* kSysfsNeedsNetns =
 constexpr const char* kMountMax = "too many mounts: raise sysctl fs.mount-max";
 constexpr const char* kOverlay =
     "overlayfs refused gpubox's layers (the kernel's log says why: dmesg | grep overlayfs; it "
-    "needs Linux >= 5.11 in a user namespace); --writable uses ROOTFS itself, read-write, instead";
+    "needs Linux >= 5.11 in a user namespace, and an --overlay DIR on a local filesystem with "
+    "user xattrs: ext4, xfs, btrfs, tmpfs); --writable uses ROOTFS itself, read-write, instead";
 constexpr const char* kSeccomp = "the kernel lacks seccomp filter support (CONFIG_SECCOMP_FILTER)";
 constexpr const char* kNvidiaUvm =
     "the host has not created /dev/nvidia-uvm yet: run 'nvidia-modprobe -u -c=0' once as root, "

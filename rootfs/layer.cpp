@@ -248,21 +248,6 @@ void prepare_entries(Layer& layer, const MountPlan& plan, std::size_t from, std:
     }
 }
 
-// --overlay DIR: where overlayfs refuses DIR/upper (NFS, another overlay: the monitor refuses
-// the ones it knows up front), say which DIR and what to do.
-void create_kept_overlay(int fs, const std::string& dir) {
-    try {
-        sys::fsconfig_create(fs, "overlay");
-    } catch (const SysError&) {
-        std::throw_with_nested(PlanError(
-            cat("--overlay ", quote(dir), ": overlayfs refused ", quote(dir + "/upper"),
-                " as its upper layer"),
-            "the upper layer must be on a local filesystem with user xattrs (ext4, xfs, btrfs, "
-            "tmpfs), not NFS or another overlay, its work directory beside it: choose a DIR on "
-            "a local disk (dmesg | grep overlayfs says why)"));
-    }
-}
-
 NewRoot overlay_root(const MountPlan& plan, int rootfs, const RootDraft& draft,
                      const LatePlan* late) {
     const bool ro = plan.root.mode == RootMode::read_only;
@@ -285,8 +270,7 @@ NewRoot overlay_root(const MountPlan& plan, int rootfs, const RootDraft& draft,
         sys::fsconfig_string(fs.get(), "overlay", "workdir", stack.work);
         sys::fsconfig_flag(fs.get(), "overlay", "userxattr");
     }
-    if (layer.kept_upper.valid()) create_kept_overlay(fs.get(), plan.root.overlay_dir);
-    else sys::fsconfig_create(fs.get(), "overlay");
+    sys::fsconfig_create(fs.get(), "overlay");
     UniqueFd mnt = sys::fsmount(
         fs.get(), "overlay", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (ro ? MOUNT_ATTR_RDONLY : 0));
     sys::move_mount(mnt.get(), "overlay", rootfs, plan.root.rootfs);
@@ -328,21 +312,7 @@ UniqueFd overlay_dir(int root, int tmpfs, int n_dir, const std::string& dir) {
     return mnt;
 }
 
-std::string fd_path(int fd) { return cat("/proc/self/fd/", fd); }
-
 }  // namespace
-
-LayerStack plan_layer_stack(RootMode mode, const RootLayer& layer, int image) {
-    LayerStack s;
-    const bool kept = layer.kept_upper.valid();
-    if (mode == RootMode::read_only || kept) s.lower.push_back(fd_path(layer.upper.get()));
-    if (layer.late.valid()) s.lower.push_back(fd_path(layer.late.get()));
-    s.lower.push_back(fd_path(image));
-    if (mode == RootMode::read_only) return s;
-    s.upper = fd_path(kept ? layer.kept_upper.get() : layer.upper.get());
-    s.work = fd_path(kept ? layer.kept_work.get() : layer.work.get());
-    return s;
-}
 
 // A bound ROOTFS (one with mounts below it, such as the host's "/": no overlay of the whole can
 // be had in a user namespace) gets gpubox's entries in overlays of just the directories that

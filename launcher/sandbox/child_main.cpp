@@ -39,7 +39,8 @@ void wait_for_go(const Ends& own) {
 }
 
 // The monitor's fd belongs to its mount namespace, where nothing can be mounted from here: open
-// ROOTFS again in ours, and insist it is the directory the monitor checked.
+// ROOTFS (or --overlay's DIR/upper, DIR/work) again in ours, and insist it is the directory the
+// monitor checked.
 UniqueFd reopen_same(const std::string& path, const char* what, UniqueFd monitors, int flags) {
     UniqueFd fd = sys::open_at(AT_FDCWD, path, O_PATH | O_DIRECTORY | flags);
     const struct stat a = sys::fstat(fd.get(), path);
@@ -49,12 +50,7 @@ UniqueFd reopen_same(const std::string& path, const char* what, UniqueFd monitor
     return fd;
 }
 
-UniqueFd reopen_rootfs(const ChildSpec& spec, UniqueFd monitors) {
-    return reopen_same(spec.plan.root.rootfs, "ROOTFS", std::move(monitors), 0);
-}
-
-// --overlay DIR: its upper and work directories, as overlayfs takes them: from our own mount
-// namespace, before ROOTFS is covered read-only (DIR is never inside it: the monitor checked).
+// --overlay DIR (never inside ROOTFS: the monitor checked): opened before ROOTFS is covered.
 void open_kept_layers(const ChildSpec& spec, RunFds& fds, rootfs::RootLayer& layer) {
     const std::string& dir = spec.plan.root.overlay_dir;
     if (dir.empty() || !layer.upper.valid()) return;
@@ -169,7 +165,7 @@ void take_relays(const Ends& own) {
         sys::prctl(PR_SET_DUMPABLE, 0, "PR_SET_DUMPABLE, 0");  // /proc/1/exe stays closed
         isolate::apply_ipc_limits(spec.ipc);  // our IPC namespace's, through the host's /proc
         sys::set_umask(0);
-        UniqueFd image = reopen_rootfs(spec, std::move(fds.rootfs));
+        UniqueFd image = reopen_same(spec.plan.root.rootfs, "ROOTFS", std::move(fds.rootfs), 0);
         if (spec.send_view) send_root_view(spec, own, image.get());
         // The layer first, so that the monitor can make the GPU's entries in it while we go on.
         rootfs::RootLayer layer = rootfs::open_root_layer(spec.plan, spec.late_plan);
