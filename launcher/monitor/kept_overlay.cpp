@@ -54,8 +54,11 @@ void check_outside(const std::string& dir, const std::string& path, const std::s
 
 }  // namespace
 
+// Filesystems whose dentries revalidate (network and FUSE ones): overlayfs refuses them as an
+// upper layer ("not supported as upperdir"), as it refuses another overlay.
 std::string upper_fs_problem(long f_type) {
     switch (static_cast<unsigned long>(f_type)) {
+        case 0x0bd00bd0: return "Lustre";
         case 0x6969: return "NFS";
         case 0x794c7630: return "another overlay";
         case 0xff534d42:

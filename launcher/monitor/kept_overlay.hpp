@@ -13,7 +13,7 @@
 namespace gpubox::launcher {
 
 // Pure: why overlayfs cannot take an upper layer on a filesystem of type `f_type` (statfs(2)'s
-// magic), "" where it can or where gpubox does not know ("NFS", "another overlay", ...).
+// magic), "" where it can or where gpubox does not know ("NFS", "Lustre", "another overlay", ...).
 std::string upper_fs_problem(long f_type);
 
 struct KeptOverlay {

@@ -14,8 +14,8 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <filesystem>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #include "common/error.hpp"

@@ -59,6 +59,7 @@ TEST_CASE("CUDA_VISIBLE_DEVICES without --gpu") {
 TEST_CASE("--overlay: filesystems overlayfs refuses as an upper layer") {
     CHECK(upper_fs_problem(0x6969) == "NFS");
     CHECK(upper_fs_problem(0x794c7630) == "another overlay");
+    CHECK(upper_fs_problem(0x0bd00bd0) == "Lustre");
     CHECK(upper_fs_problem(0xEF53) == "");      // ext4
     CHECK(upper_fs_problem(0x01021994) == "");  // tmpfs
 }
