@@ -19,8 +19,9 @@ if [ "$(id -u)" = 0 ] && [ -z "${GPUBOX_E2E_UNPRIVILEGED:-}" ]; then
     trap 'umount "$rr/ovl" "$rr/tmpfs" 2>/dev/null; rm -rf "$rr"' EXIT
     export E2E_OV_ROOT=$rr
 fi
+E2E_FAKE_HOSTS=1
 . "$(dirname "$0")/lib.sh"
-if [ -z "${E2E_OV_ROOT:-}" ]; then
+if [ -z "${E2E_OV_ROOT:-}" ] || [ -z "${E2E_HOST:-}" ]; then
     if [ "${GPUBOX_TESTS_MUST_WORK:-0}" = 1 ]; then echo "Bail out! the other user's directories are made as root"; exit 1; fi
     echo "1..0 # SKIP another user's directories, a tmpfs and an overlay are made as root (run the suite as root)"
     exit 77
@@ -101,6 +102,13 @@ wait "$first"
 expect_eq "  the first run ended normally" "$?" 0
 box run --overlay "$O" "$R" true
 expect_eq "  and DIR is free again" "$rc" 0
+box run --overlay "$O" --driver-root "$E2E_HOST" --gpu 0 "$R" nvidia-smi -L
+expect_match "--overlay with --gpu 0 (the simulated host): the GPU is there" "$rc:$out" '^0:GPU 0: '
+expect_eq "  DIR holds only the workload's writes: none of gpubox's mount points or GPU files" \
+    "$(cd "$O/upper" && find . | LC_ALL=C sort | tr '\n' ' ')" \
+    ". ./opt ./opt/app ./opt/app/old.txt ./opt/app/version ./started ./usr ./usr/lib ./usr/lib/python3 ./usr/lib/python3/site-packages ./usr/lib/python3/site-packages/numpy ./usr/lib/python3/site-packages/numpy/__init__.py "
+check "  the deletion is a whiteout (a character device 0:0)" \
+    test "$(stat -c '%F %t:%T' "$O/upper/opt/app/old.txt")" = "character special file 0:0"
 
 # --- DIR on tmpfs; DIR on another overlay (refused as an upper layer) ---
 box run --overlay "$RR/tmpfs/ov" "$R" sh -c "$install_cmd"
