@@ -261,7 +261,7 @@ NewRoot overlay_root(const MountPlan& plan, int rootfs, const RootDraft& draft,
         out.prepared.insert(out.prepared.begin() + static_cast<std::ptrdiff_t>(plan.user_from),
                             done.begin(), done.end());
     }
-    const LayerStack stack = plan_layer_stack(plan.root.mode, layer, rootfs);
+    const LayerStack stack = plan_layer_stack(plan.root.mode, layer, {&rootfs, 1});
     UniqueFd fs = sys::fsopen("overlay");
     sys::fsconfig_string(fs.get(), "overlay", "source", "gpubox");
     sys::fsconfig_string(fs.get(), "overlay", "lowerdir", join(stack.lower, ":"));

@@ -1,12 +1,15 @@
 // The one-line answers to a new user's frictions (launcher/cli/cli_habits.hpp), --overlay's
-// filesystem check, and the limit lines in the units the options take.
+// filesystem check and layer stack, and the limit lines in the units the options take.
 #include <catch2/catch.hpp>
+#include <fcntl.h>
+
 #include <csignal>
 
 #include "common/text.hpp"
 #include "launcher/cli/cli_habits.hpp"
 #include "launcher/monitor/kept_overlay.hpp"
 #include "launcher/monitor/verdict.hpp"
+#include "rootfs/apply.hpp"
 
 using namespace gpubox;
 using namespace gpubox::launcher;
@@ -86,5 +89,33 @@ TEST_CASE("limit lines in the options' units") {
         l.memory_bytes = 64 << 20;
         o.status = SIGKILL, o.oom_killed = true;
         CHECK(judge(o, l).message == "killed by the OOM killer: memory limit 64M");
+    }
+}
+
+TEST_CASE("plan_layer_stack: what the root's overlay stacks") {
+    const auto fd = [] { return UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC)); };
+    const auto p = [](const UniqueFd& f) { return cat("/proc/self/fd/", f.get()); };
+    rootfs::RootLayer l;
+    l.upper = fd(), l.work = fd();
+    const int image = 42;
+    SECTION("the default: gpubox's layer is the upper one, discarded") {
+        const auto s = plan_layer_stack(rootfs::RootMode::overlay, l, {&image, 1});
+        CHECK(s.lower == std::vector<std::string>{"/proc/self/fd/42"});
+        CHECK(s.upper == p(l.upper));
+        CHECK(s.work == p(l.work));
+    }
+    SECTION("--overlay DIR: DIR's upper and work; gpubox's layer (and the late one) below it") {
+        l.late = fd(), l.kept_upper = fd(), l.kept_work = fd();
+        const int layers[] = {7, 8};  // an image kept as layers, top first
+        const auto s = plan_layer_stack(rootfs::RootMode::overlay, l, layers);
+        CHECK(s.lower == std::vector<std::string>{p(l.upper), p(l.late), "/proc/self/fd/7",
+                                                  "/proc/self/fd/8"});
+        CHECK(s.upper == p(l.kept_upper));
+        CHECK(s.work == p(l.kept_work));
+    }
+    SECTION("--read-only: no upper layer at all") {
+        const auto s = plan_layer_stack(rootfs::RootMode::read_only, l, {&image, 1});
+        CHECK(s.lower == std::vector<std::string>{p(l.upper), "/proc/self/fd/42"});
+        CHECK(s.upper.empty());
     }
 }
