@@ -2,7 +2,6 @@
 #include <sys/types.h>
 
 #include <map>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -51,14 +50,6 @@ struct RootLayer {
     UniqueFd kept_upper, kept_work;
 };
 
-// The overlay's layers as overlayfs takes them ("/proc/self/fd/N" paths), lower ones top first;
-// upper and work empty for a read-only root. `image`: the image's directories, top first: one
-// today (ROOTFS, or a pulled image's unpacked tree); an image kept as layers lists them all.
-struct LayerStack {
-    std::vector<std::string> lower;
-    std::string upper, work;
-};
-LayerStack plan_layer_stack(RootMode mode, const RootLayer& layer, std::span<const int> image);
 RootLayer open_root_layer(const MountPlan& plan, bool late_ops);
 
 // A bound ROOTFS (see has_submounts) gets gpubox's entries in overlays of just the directories

@@ -24,6 +24,7 @@
 #include "common/text.hpp"
 #include "rootfs/apply.hpp"
 #include "rootfs/entry.hpp"
+#include "rootfs/layer_stack.hpp"
 #include "rootfs/paths.hpp"
 #include "rootfs/plan.hpp"
 #include "rootfs/resolve.hpp"

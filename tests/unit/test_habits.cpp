@@ -9,7 +9,7 @@
 #include "launcher/cli/cli_habits.hpp"
 #include "launcher/monitor/kept_overlay.hpp"
 #include "launcher/monitor/verdict.hpp"
-#include "rootfs/apply.hpp"
+#include "rootfs/layer_stack.hpp"
 
 using namespace gpubox;
 using namespace gpubox::launcher;
