@@ -40,7 +40,9 @@ std::string option_after_rootfs(const std::string& rootfs, const std::vector<std
         return std::find_if(flags.begin(), flags.end(),
                             [&](const auto& f) { return f.first == name; });
     };
-    if (rest.empty() || flag(rest[0]) == flags.end()) return "";
+    // A bare name may be an IMAGE, whose Entrypoint takes the words after it (docker's rule).
+    if (rootfs.find('/') == std::string::npos || rest.empty() || flag(rest[0]) == flags.end())
+        return "";
     std::vector<std::string> options;
     std::size_t i = 0;
     for (auto f = flag(rest[0]); i < rest.size() && (f = flag(rest[i])) != flags.end(); ++i) {

@@ -15,8 +15,9 @@ std::string docker_habit(const std::string& flag, const std::string& next);
 // for such a `next`, else "".
 std::string verbose_as_volume(const std::string& next);
 
-// A gpubox run option as CMD (`run ROOTFS --gpu 0 CMD`): the error line, with the command line
-// it meant, else "". `rest`: everything after ROOTFS; `flags`: run's, and whether each takes a
+// A gpubox run option as CMD (`run ./rootfs --gpu 0 CMD`): the error line, with the command line
+// it meant, else "". Only for a ROOTFS spelled as a path: after an IMAGE's name, the words go
+// to its Entrypoint, as docker's do. `rest`: everything after ROOTFS; `flags`: run's, and whether each takes a
 // value.
 std::string option_after_rootfs(const std::string& rootfs, const std::vector<std::string>& rest,
                                 const std::vector<std::pair<std::string, bool>>& flags);

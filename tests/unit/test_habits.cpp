@@ -48,6 +48,7 @@ TEST_CASE("options after ROOTFS") {
     CHECK(option_after_rootfs("./r", {"ls", "--gpu"}, flags) == "");  // CMD's own
     CHECK(option_after_rootfs("./r", {"-la"}, flags) == "");
     CHECK(option_after_rootfs("./r", {}, flags) == "");
+    CHECK(option_after_rootfs("py", {"-v"}, flags) == "");  // an image's Entrypoint takes -v
 }
 
 TEST_CASE("CUDA_VISIBLE_DEVICES without --gpu") {
