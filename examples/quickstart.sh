@@ -5,7 +5,7 @@
 # On a host without an NVIDIA GPU it runs the same job against the simulated GPU host that the
 # test suite uses (--driver-root), and says so.
 # Each step says what it does and about how long it takes (measured from a fresh Debian 12 root
-# on a 2-core VM: 6 to 7.5 minutes in all, most of it compiling). The compiler's and linker's
+# on a 2-core VM: 6 to 7.5 minutes in all, most of it compiling; far longer on a busy host). The compiler's and linker's
 # output goes to build/quickstart-build.log, shown only if the build fails: a static link of
 # libcap-ng prints glibc's "Using 'getpwuid' in statically linked applications" notes, which
 # concern a libcap-ng function gpubox never calls (capng_change_id) and read like errors.
@@ -52,8 +52,8 @@ if [ "$(id -u)" = 0 ]; then
     runas=(setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all)
     mkdir "$demo/home" && chown 65534:65534 "$demo/home"
 fi
-"${runas[@]}" "$demo/gpubox" rootfs create "$demo/home/rootfs" 2>/dev/null ||
-    { mkdir -p "$demo/home"; "$demo/gpubox" rootfs create "$demo/home/rootfs"; }
+"${runas[@]}" "$demo/gpubox" rootfs create "$demo/home/rootfs" >/dev/null 2>&1 ||
+    { mkdir -p "$demo/home"; "$demo/gpubox" rootfs create "$demo/home/rootfs" >/dev/null; }
 install -m 0755 build/tests/gpuprobe "$demo/home/rootfs/usr/bin/gpuprobe"
 echo "    default rootfs: $demo/home/rootfs (busybox + the host's glibc, no driver files)"
 step 5 "gpubox's main job, as an unprivileged user (seconds)"
