@@ -99,4 +99,11 @@ KeptOverlay open_kept_overlay(const std::string& dir, const std::string& rootfs)
     return k;
 }
 
+void open_up_kept_overlay(const KeptOverlay& k) {
+    if (!k.work.valid()) return;
+    try {
+        sys::fchmod_at(k.work.get(), "work", 0700);
+    } catch (const SysError&) {}  // none made (the run failed first), or not ours to fix
+}
+
 }  // namespace gpubox::launcher

@@ -27,4 +27,9 @@ struct KeptOverlay {
 // overlayfs refuses as an upper layer, a DIR inside ROOTFS (which the sandbox would write).
 KeptOverlay open_kept_overlay(const std::string& dir, const std::string& rootfs);
 
+// After the run: overlayfs makes DIR/work/work mode 0000 (anew at each mount) and may leave its
+// whiteout template in it, which would make `rm -rf DIR` fail; opened up for the owner (0700).
+// Best effort: the next run's mount makes it again anyway.
+void open_up_kept_overlay(const KeptOverlay& k);
+
 }  // namespace gpubox::launcher

@@ -498,6 +498,7 @@ int run_sandbox(const Options& o, RunReport* report) {
         }
         RunOutcome out = spawn_and_supervise(o, plan, cgroup, parent.get(), std::move(view));
         isolate::remove_cgroup(cgroup);
+        open_up_kept_overlay(plan.kept);
         const Verdict v = judge(out, o.limits);
         if (out.setup_failed && !report) report_setup_failure(out);  // else the caller's to say
         if (v.killed && !o.quiet)

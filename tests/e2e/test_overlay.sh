@@ -138,4 +138,7 @@ box run py cat /opt/app/version
 expect_eq "  the image without --overlay: as pulled" "$out" "v1"
 box run --overlay "$WORK/ov-img" --writable py true
 expect_eq "  --overlay --writable IMAGE: exit 125" "$rc" 125
+box run --overlay "$WORK/ov-img" py rm /opt/app/version  # a whiteout: overlayfs keeps its
+err=$(rm -rf "$WORK/ov-img" 2>&1)                           # template in work/work (mode 0000)
+expect_eq "rm -rf DIR starts afresh, after a run that deleted a file" "$?:$err" "0:"
 finish
