@@ -73,7 +73,8 @@ pid_t spawn(const Program& p, const std::vector<std::string>& args,
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     ::signal(SIGPIPE, SIG_DFL);
     if (!cwd_root || ::chdir("/") == 0) {
-        if (p.fd.valid()) ::syscall(SYS_execveat, p.fd.get(), "", argv.data(), envp.data(), AT_EMPTY_PATH);
+        if (p.fd.valid())
+            ::syscall(SYS_execveat, p.fd.get(), "", argv.data(), envp.data(), AT_EMPTY_PATH);
         else ::execve(p.path.c_str(), argv.data(), envp.data());
     }
     const char* why = std::strerror(errno);
