@@ -7,9 +7,9 @@
 #     names (between <!-- child-calls --> markers: whole files, or functions as `ns::name`), read
 #     from the compiled library with nm, so a call added anywhere in it is caught.
 #
-# The budget: 2,110 lines (wc -l, comments included: an auditor reads them too), what the
-# library is at this writing (2,108): init and the workload (child_main, init_loop, pty_open:
-# 323), the channel's frames (133), the root's layer, entries and executor (1,150), the ops'
+# The budget: 2,150 lines (wc -l, comments included: an auditor reads them too), what the
+# library is at this writing (2,144): init and the workload (child_main, init_loop, pty_open:
+# 323), the channel's frames (159), the root's layer, entries and executor (1,160), the ops'
 # codec (170), caps (20) and the sampler (312). The resolver (184) left it for gpubox_rootfs:
 # a primitive the host side shares (GPU discovery, gpubox-unpack), which the child calls
 # (docs/design.md's child-calls). Before the library existed the same roles were 1,929 lines in
@@ -20,11 +20,12 @@
 # late-entry machinery, which the monitor shares (GPU entries made beside init), and the
 # executor's bound-root overlays. Lower the budget as the code shrinks; raise it only with a
 # reason in the commit that does (2,200 -> 2,300: the format pass, which wraps long lines and
-# changes no code; 2,300 -> 2,110: the resolver left).
+# changes no code; 2,300 -> 2,110: the resolver left; 2,110 -> 2,150: plain code, the frames'
+# decoding an enum and a switch and no return chaining assignments with commas, +36 lines).
 #
 # Usage: child-boundary.sh SRC_DIR CHILD_LIB COMMON_LIB ROOTFS_LIB SOURCE...
 set -euo pipefail
-BUDGET=2110
+BUDGET=2150
 src=$1 child_lib=$2 common_lib=$3 rootfs_lib=$4
 shift 4
 fail=0

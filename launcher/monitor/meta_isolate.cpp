@@ -16,9 +16,17 @@ using isolate::LimitName;
 IsolateResult isolate_result(const Verdict& v, const RunOutcome& o, const isolate::Limits& l) {
     IsolateResult r;
     // isolate's child reports a failed execve() as exit status 127 of the program.
-    if (v.status == "XX" && (o.setup_code == 126 || o.setup_code == 127))
-        return r.status = "RE", r.exitcode = 127, r.message = "Exited with error status 127", r;
-    if (v.status == "XX") return r.status = "XX", r.message = v.message, r;
+    if (v.status == "XX" && (o.setup_code == 126 || o.setup_code == 127)) {
+        r.status = "RE";
+        r.exitcode = 127;
+        r.message = "Exited with error status 127";
+        return r;
+    }
+    if (v.status == "XX") {
+        r.status = "XX";
+        r.message = v.message;
+        return r;
+    }
     if (v.status == "TO") {
         r.status = "TO", r.killed = v.killed;
         r.message = v.limit == LimitName::wall_time ? "Time limit exceeded (wall clock)"
