@@ -116,7 +116,10 @@ private:
         UniqueFd fd(opened);
         const std::string at = shown(name);
         const struct stat st = sys::fstat(fd.get(), at);
-        if (S_ISLNK(st.st_mode)) return follow(fd.get(), at, st), true;
+        if (S_ISLNK(st.st_mode)) {
+            follow(fd.get(), at, st);
+            return true;
+        }
         // The path's last directory is checked as the state directory itself.
         check_dir(fd.get(), at, todo_.empty() ? Role::own : Role::on_the_way);
         chain_.push_back(std::move(fd));

@@ -171,9 +171,13 @@ std::pair<std::size_t, std::size_t> find_mig(const GpuInventory& inv, const std:
 GpuSpec parse_gpu_spec(const std::string& text) {
     GpuSpec spec;
     if (text == "none") return spec;
-    if (text == "all") return spec.kind = GpuSpec::Kind::all, spec;
-    if (text == "slurm") return spec.kind = GpuSpec::Kind::slurm, spec;
-    if (text == "env") return spec.kind = GpuSpec::Kind::env, spec;
+    using K = GpuSpec::Kind;
+    for (const auto& [name, kind] :
+         {std::pair{"all", K::all}, {"slurm", K::slurm}, {"env", K::env}})
+        if (text == name) {
+            spec.kind = kind;
+            return spec;
+        }
     if (text == "auto" || text.rfind("auto:", 0) == 0) {
         spec.kind = GpuSpec::Kind::lease;
         const std::string n = text == "auto" ? "1" : text.substr(5);

@@ -66,6 +66,13 @@ public:
 
     explicit HostFiles(int root) : root_(root) {}
 
+    // `f` as found at host path `host`.
+    static Found found(Found f, std::string host) {
+        f.exists = true;
+        f.host = std::move(host);
+        return f;
+    }
+
     // `link`: the file is most likely a symlink (a library's soname): its target is read first,
     // which saves the fstatat() that would only say so.
     Found find(const std::string& path, bool link = false) {
@@ -80,7 +87,7 @@ public:
             return {};
         if (n < 0) {
             if (::fstatat(d.fd.get(), name.c_str(), &f.st, AT_SYMLINK_NOFOLLOW) < 0) return {};
-            if (!S_ISLNK(f.st.st_mode)) return f.exists = true, f.host = d.host + "/" + name, f;
+            if (!S_ISLNK(f.st.st_mode)) return found(f, d.host + "/" + name);
             n = ::readlinkat(d.fd.get(), name.c_str(), buf, sizeof buf);
         }
         const std::string target(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
@@ -88,7 +95,7 @@ public:
             target.find('/') == std::string::npos && target != "." && target != ".." &&
             ::fstatat(d.fd.get(), target.c_str(), &f.st, AT_SYMLINK_NOFOLLOW) == 0 &&
             !S_ISLNK(f.st.st_mode))
-            return f.exists = true, f.host = d.host + "/" + target, f;
+            return found(f, d.host + "/" + target);
         return resolved(path);
     }
 
@@ -228,18 +235,23 @@ GpuRead read_nvidia_gpu(int root, HostFiles& files, const ProcGpuDir& e, bool la
                         std::string& why) {
     const std::string dir = "/proc/driver/nvidia/gpus/" + e.dir, path = dir + "/information";
     auto text = read_in(root, path);
-    if (!text) return why = cat(quote(path), " cannot be read"), GpuRead::unusable;
+    if (!text) {
+        why = cat(quote(path), " cannot be read");
+        return GpuRead::unusable;
+    }
     GpuInformation info;
     try {
         info = parse_gpu_information(*text, path);
     } catch (const PlanError& x) {
-        return why = x.what(), GpuRead::unusable;
+        why = x.what();
+        return GpuRead::unusable;
     }
     auto pci = parse_pci_address(info.bus_location);
     if (!pci) pci = e.pci;
-    if (!pci)
-        return why = cat("its Bus Location ", quote(info.bus_location), " is not one"),
-               GpuRead::unusable;
+    if (!pci) {
+        why = cat("its Bus Location ", quote(info.bus_location), " is not one");
+        return GpuRead::unusable;
+    }
     if (lazy && pci != e.pci) return GpuRead::reorder;
     g.pci = *pci;
     g.model = info.model;

@@ -49,7 +49,10 @@ Try try_lock(int dir, const std::string& name, bool shared, UniqueFd& out, std::
             }
         }
         const struct stat st = sys::fstat(fd.get(), name);
-        if (!S_ISREG(st.st_mode)) return why = cat(name, " is not a regular file"), Try::unusable;
+        if (!S_ISREG(st.st_mode)) {
+            why = cat(name, " is not a regular file");
+            return Try::unusable;
+        }
         if (!sys::flock_try(fd.get(), shared, name)) return Try::busy;
         struct stat now {};
         if (sys::lstat_at(dir, name, now) && now.st_dev == st.st_dev && now.st_ino == st.st_ino) {

@@ -34,9 +34,10 @@ bool number(const std::string& s, std::uint64_t max, std::uint64_t& out) {
 }
 
 bool mode(const std::string& s, int& out) {
-    if (s == "-") return out = -1, true;
-    if (s == "0" || s == "1") return out = s[0] - '0', true;
-    return false;
+    if (s == "-") out = -1;
+    else if (s == "0" || s == "1") out = s[0] - '0';
+    else return false;
+    return true;
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 #pragma once
 // What NVML knows of MIG and /proc does not: each GPU's MIG mode, and each MIG device's own
-// UUID (MIG-<uuid>), profile and memory. gpubox-nvml (gpu/nvml_helper.cpp) asks the host's
+// UUID (MIG-<uuid>), profile and memory. gpubox-nvml (helpers/nvml.cpp) asks the host's
 // libnvidia-ml and prints it as lines; this reads them (pure) and adds them to an inventory.
 #include <cstdint>
 #include <string>

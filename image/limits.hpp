@@ -1,5 +1,5 @@
 #pragma once
-// What a pull may write: the pure accounting behind gpubox-unpack's limits (image/unpack.cpp)
+// What a pull may write: the pure accounting behind gpubox-unpack's limits (helpers/unpack.cpp)
 // and `gpubox pull --max-size`.
 #include <cstdint>
 #include <string>

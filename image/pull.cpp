@@ -251,7 +251,6 @@ void unpack(const PullRequest& r, const Source& s, const fs::path& tmp, const fs
     }
     args.push_back((dir / "rootfs").string());
     const Program helper = find_unpack_helper();
-    UniqueFd helper_fd(helper.fd);
     const ToolResult res = run_tool(helper, args, {}, false, progress);
     if (!res.ok())
         fail(r,

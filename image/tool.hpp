@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "common/companion.hpp"
+
 namespace gpubox::image {
 
 struct ToolResult {
@@ -14,12 +16,9 @@ struct ToolResult {
     std::string failure() const;  // "exited with status 2", "killed by signal 9"
 };
 
-// A program to run: its path, opened O_PATH when it was checked, so that what was checked is
-// what runs (execveat on the fd); skopeo runs by path.
-struct Program {
-    std::string path;
-    int fd = -1;  // owned by the caller
-};
+// A program to run (common/companion.hpp): a companion opened O_PATH when it was checked, so
+// that what was checked is what runs; skopeo runs by path.
+using Program = companion::Program;
 
 // `argv[0]` is the name it runs as. `relay_progress`: its stderr lines "progress: TEXT" are
 // shown on gpubox's stderr as they come, each over the last, not kept in `err`.
@@ -27,11 +26,9 @@ ToolResult run_tool(const Program& program, const std::vector<std::string>& argv
                     const std::vector<std::string>& env, bool stdout_to_stderr,
                     bool relay_progress = false);
 
-// gpubox-unpack beside gpubox (/proc/self/exe), else in ../libexec/gpubox/; it must be owned by
-// root or gpubox's owner and writable by nobody else. Throws SetupError naming where it looked.
-// The returned fd (O_PATH) is the caller's to close.
+// gpubox-unpack, found and checked as every companion is (companion::find).
 Program find_unpack_helper();
-// The same for any of gpubox's helpers in libexec ("gpubox-nvml").
+// The same for any of gpubox's helpers ("gpubox-nvml").
 Program find_helper(const std::string& name);
 // skopeo in /usr/bin or /bin; throws PlanError with the package to install.
 std::string find_skopeo();

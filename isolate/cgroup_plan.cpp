@@ -160,27 +160,6 @@ std::string scope_unit_name(pid_t pid, std::uint32_t random) {
     return cat("gpubox-", pid, "-", hex, ".scope");
 }
 
-std::vector<std::string> scope_helper_candidates(const std::string& exe) {
-    const auto slash = exe.rfind('/');
-    const std::string dir = slash == std::string::npos ? "."
-                            : slash == 0               ? ""
-                                                       : exe.substr(0, slash);
-    return {dir + "/gpubox-scope", dir + "/../libexec/gpubox/gpubox-scope"};
-}
-
-std::string scope_helper_problem(const struct stat& st, uid_t exe_owner) {
-    if (!S_ISREG(st.st_mode)) return "not a regular file";
-    if (st.st_uid != 0 && st.st_uid != exe_owner)
-        return cat("owned by uid ", st.st_uid, ", neither root nor the owner of gpubox (uid ",
-                   exe_owner, ")");
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    if (st.st_mode & (S_IWGRP | S_IWOTH))
-        return cat("writable by its group or by anyone (mode ", mode, ")");
-    if (!(st.st_mode & S_IXUSR)) return cat("not executable (mode ", mode, ")");
-    return "";
-}
-
 bool cgroup_is_unit(std::string_view path, std::string_view unit) {
     const auto slash = path.rfind('/');
     return slash != std::string_view::npos && path.substr(slash + 1) == unit;

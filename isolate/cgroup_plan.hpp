@@ -59,13 +59,6 @@ std::optional<std::string> parse_proc_cgroup(std::string_view text);
 std::string scope_unit_name(pid_t pid, std::uint32_t random);
 // Pure: the monitor pid in a sandbox cgroup's name ("gpubox-<pid>"), for anything else nullopt.
 std::optional<pid_t> sandbox_cgroup_pid(const std::string& name);
-// Where gpubox looks for its sd-bus helper, given its own binary's path (/proc/self/exe): beside
-// it, then in ../libexec/gpubox/.
-std::vector<std::string> scope_helper_candidates(const std::string& exe);
-// Why the helper whose fstat is `st` may not be run by a gpubox binary owned by `exe_owner`
-// ("" if it may): it must be an executable regular file owned by root or by `exe_owner`, and
-// writable by nobody else (no group or world write bit).
-std::string scope_helper_problem(const struct stat& st, uid_t exe_owner);
 // Whether the last component of cgroup path `path` is `unit`.
 bool cgroup_is_unit(std::string_view path, std::string_view unit);
 // The "+ctrl" words for cgroup.subtree_control: those of `wanted` that `controllers` (the text

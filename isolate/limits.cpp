@@ -54,11 +54,14 @@ void plan_memory(const CgroupCaps& cg, LimitPlan& p) {
 void plan_pids(const Limits& l, const CgroupCaps& cg, bool nproc_per_userns, bool root_inside,
                bool caller_root, LimitPlan& p) {
     const std::uint64_t pids = l.pids.value_or(kDefaultPids);
-    if (pids == 0)
-        return p.mechanisms.emplace_back(LimitName::pids, "unlimited (--pids-limit unlimited)"),
-               void();
-    if (l.pids && cg.pids)
-        return p.mechanisms.emplace_back(LimitName::pids, "cgroup pids.max"), void();
+    if (pids == 0) {
+        p.mechanisms.emplace_back(LimitName::pids, "unlimited (--pids-limit unlimited)");
+        return;
+    }
+    if (l.pids && cg.pids) {
+        p.mechanisms.emplace_back(LimitName::pids, "cgroup pids.max");
+        return;
+    }
     // In the sandbox's own user namespace, so it counts the sandbox's processes only (Linux >=
     // 5.14); init is one of them with --root.
     p.rlimits.push_back({RLIMIT_NPROC, pids + (root_inside ? 1 : 0), "RLIMIT_NPROC"});

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/companion.hpp"
 #include "common/error.hpp"
 #include "common/sys.hpp"
 #include "common/sys_host.hpp"
@@ -59,57 +60,16 @@ void check_bus_socket(const std::string& address, bool system) {
                 system ? "" : cat(" (no systemd user manager for uid ", ::getuid(), ")")));
 }
 
-struct Helper {
-    std::string path;
-    UniqueFd fd;  // O_PATH, what was checked is what runs
-};
-
-// gpubox-scope beside /proc/self/exe, else in ../libexec/gpubox/, if safe to run.
-Helper find_helper() {
-    const std::string exe = sys::read_link_at(AT_FDCWD, "/proc/self/exe");
-    const struct stat self = sys::stat("/proc/self/exe");
-    const std::vector<std::string> candidates = scope_helper_candidates(exe);
-    for (const std::string& path : candidates) {
-        const int fd = sys::try_open_at(AT_FDCWD, path, O_PATH);
-        if (fd == -ENOENT) continue;
-        if (fd < 0) sys::fail(Syscall::open, -fd, cat("open(", quote(path), ", O_PATH)"), path);
-        Helper h{path, UniqueFd(fd)};
-        const std::string problem = scope_helper_problem(sys::fstat(h.fd.get(), path), self.st_uid);
-        if (!problem.empty()) throw SetupError(cat("helper ", quote(path), ": ", problem));
-        return h;
-    }
-    throw SetupError(cat("no helper gpubox-scope (looked for ", join(candidates, " and "), ")"));
-}
-
 // Runs the helper with `args`, an empty environment, stdin /dev/null, stdout and stderr one
 // pipe and no other fd; returns what it wrote and its wait status.
-std::pair<std::string, int> run_helper(const Helper& h, const std::vector<std::string>& args) {
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>("gpubox-scope"));
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    char* envp[] = {nullptr};
-    const std::string exec_failed = cat("execveat(", quote(h.path), "): ");
+std::pair<std::string, int> run_helper(const companion::Program& h,
+                                       const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {"gpubox-scope"};
+    argv.insert(argv.end(), args.begin(), args.end());
     UniqueFd null = sys::open_at(AT_FDCWD, "/dev/null", O_RDONLY | O_CLOEXEC);
     UniqueFd r, w;
     sys::pipe(r, w);
-    const pid_t pid = sys::fork(h.path);
-    if (pid == 0) {  // raw, async-signal-safe calls only until the exec (see common/sys_host.hpp)
-        // dup2 clears FD_CLOEXEC on 0-2; every other fd is closed by the exec.
-        if (::dup2(null.get(), 0) < 0 || ::dup2(w.get(), 1) < 0 || ::dup2(w.get(), 2) < 0)
-            ::_exit(127);
-        if (::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) < 0) ::_exit(127);
-        sigset_t none;
-        sigemptyset(&none);
-        ::sigprocmask(SIG_SETMASK, &none, nullptr);
-        ::signal(SIGPIPE, SIG_DFL);
-        if (::chdir("/") == 0)
-            ::syscall(SYS_execveat, h.fd.get(), "", argv.data(), envp, AT_EMPTY_PATH);
-        const char* why = std::strerror(errno);
-        [[maybe_unused]] ssize_t ignored = ::write(1, exec_failed.data(), exec_failed.size());
-        ignored = ::write(1, why, std::strlen(why));
-        ::_exit(127);
-    }
+    const pid_t pid = companion::spawn(h, argv, {}, {null.get(), w.get(), w.get()}, true);
     w.reset();
     null.reset();
     std::string out;
@@ -156,7 +116,8 @@ SystemdScope enter_systemd_scope(const std::string& cgroup_mount, const std::str
     const std::string address = bus_address(system);
     step(system ? "connect to the system bus" : "connect to the user bus",
          [&] { check_bus_socket(address, system); });
-    const Helper helper = step("find gpubox's sd-bus helper", [&] { return find_helper(); });
+    const companion::Program helper =
+        step("find gpubox's sd-bus helper", [&] { return companion::find("gpubox-scope"); });
     const auto [out, status] =
         run_helper(helper, {kind, address, unit, std::to_string(::getpid())});
     const std::string answer = one_line(out);

@@ -2,7 +2,7 @@
 // A transient systemd scope with Delegate=yes for the monitor, asked of the caller's own systemd
 // over D-Bus, as rootless podman and crun do: on a systemd host with cgroup v2 this is how an
 // unprivileged user gets a cgroup of their own. The D-Bus half is our helper gpubox-scope
-// (scope/), the one program of ours linked against libsystemd, so that gpubox stays static and
+// (helpers/scope.cpp), the one program of ours linked against libsystemd, so that gpubox stays static and
 // runs where libsystemd is missing; the cgroup half is here. Monitor side only.
 #include <string>
 #include <vector>

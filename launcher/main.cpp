@@ -59,8 +59,9 @@ int main(int argc, char** argv) {
             case Command::man: std::cout << man_page(); return 0;
             case Command::version: std::cout << version_text(); return 0;
             case Command::run: {
-                UniqueFd hold;  // a pulled image's: rmi leaves it alone while this runs
-                return run_sandbox(resolve_run_image(o, &hold));
+                RunRequest r;  // with a pulled image's hold: rmi leaves it alone while this runs
+                r.options = resolve_run_image(o, &r.image_hold);
+                return run_sandbox(r);
             }
             case Command::pull: return pull_command(o);
             case Command::images: return images_command(o);

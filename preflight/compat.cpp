@@ -33,7 +33,10 @@ CompatDecision decide_compat(const std::optional<CompatFacts>& compat,
             cat(c.libcuda.size(), " libcuda.so.* files in ", c.dir, " (the toolkit uses none)");
         return d;
     }
-    if (!host_driver) return d.reason = "the host driver's version is unknown", d;
+    if (!host_driver) {
+        d.reason = "the host driver's version is unknown";
+        return d;
+    }
     const auto newer = compare_versions(c.version, *host_driver);
     if (!newer || *newer <= 0) {
         d.reason = cat("compat driver ", c.version, " is not newer than the host's ", *host_driver);

@@ -42,8 +42,9 @@ Report check_image(const Request& r) {
     return plan_findings(image, host, reqs);
 }
 
-void preflight_run(Mode mode, const Request& r) {
-    if (mode == Mode::off) return;
+RunFacts preflight_run(Mode mode, const Request& r) {
+    RunFacts facts;
+    if (mode == Mode::off) return facts;
     Report report;
     try {
         ImageFacts image = discover_image_facts(r.root, r.target.rootfs, r.target.env,
@@ -52,6 +53,7 @@ void preflight_run(Mode mode, const Request& r) {
         using K = gpu::GpuSpec::Kind;
         const bool gpus = r.gpus.kind != K::none;
         if (!gpus) image.cudart.clear(), image.toolkit.clear(), image.compat.reset();
+        else facts = {true, image.compat};
         // A lease or Slurm spec names its GPUs later: the driver's facts alone.
         gpu::GpuSpec spec = r.gpus;
         if (spec.kind != K::all && spec.kind != K::list && spec.kind != K::minors)
@@ -62,7 +64,7 @@ void preflight_run(Mode mode, const Request& r) {
             image, host, gpus ? collect_requirements(r.target.env) : std::vector<Requirement>{});
     } catch (...) {
         log::debug("preflight: skipped: " + describe(std::current_exception()));
-        return;
+        return {};
     }
     for (const Finding& f : report.findings) {
         if (f.verdict != Verdict::fails) continue;
@@ -72,12 +74,12 @@ void preflight_run(Mode mode, const Request& r) {
                 "'gpubox check' lists every finding; --preflight warn (or off) starts it anyway");
         log::warn(cat("preflight: ", render_line(f)));
     }
+    return facts;
 }
 
 std::vector<std::pair<std::string, std::string>> forward_compat(
-    int root, const std::optional<std::string>& driver, const std::vector<std::string>& models,
-    std::string& why) {
-    const std::optional<CompatFacts> compat = discover_compat(root);
+    const std::optional<CompatFacts>& compat, const std::optional<std::string>& driver,
+    const std::vector<std::string>& models, std::string& why) {
     std::vector<std::string> brands;
     for (const std::string& m : models) brands.push_back(brand_of(m));
     const CompatDecision d = decide_compat(compat, driver, brands);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gpu/gpu_spec.hpp"
+#include "preflight/facts.hpp"
 #include "preflight/findings.hpp"
 #include "preflight/mode.hpp"
 
@@ -37,13 +38,20 @@ Report check_image(const Request& r);
 // gpubox run: off does nothing; warn logs one line per failing finding; enforce throws
 // PlanError for the first. Never reads more than the cheap facts (no library scan), and a fact
 // it cannot read is left out, not an error: the run itself reports what it needs.
-void preflight_run(Mode mode, const Request& r);
+// Returns what it read that the run's GPU planner needs again, so that the planner decides on
+// the same facts instead of reading ROOTFS a second time.
+struct RunFacts {
+    bool compat_read = false;           // the image's compat directory was looked at
+    std::optional<CompatFacts> compat;  // and this is what it holds (none: no compat libcuda)
+};
+RunFacts preflight_run(Mode mode, const Request& r);
 
 // The run's GPU planner: the image's forward-compatibility libraries that win in the sandbox's
 // ld.so.cache ((stem, container path) pairs, see compat_overrides), or none. `why` gets the
-// decision either way ("" when the image has no compat libcuda).
+// decision either way ("" when the image has no compat libcuda). `compat`: the image's compat
+// directory, as the preflight read it (RunFacts), else discover_compat's.
 std::vector<std::pair<std::string, std::string>> forward_compat(
-    int root, const std::optional<std::string>& driver, const std::vector<std::string>& models,
-    std::string& why);
+    const std::optional<CompatFacts>& compat, const std::optional<std::string>& driver,
+    const std::vector<std::string>& models, std::string& why);
 
 }  // namespace gpubox::preflight

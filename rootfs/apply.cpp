@@ -326,17 +326,24 @@ public:
     explicit LiveRoot(Ctx& c) : c_(c) {}
 
     bool put(const std::string& target, const Entry& e) override {
-        if (!e.is_op) return make_mount_point(c_, target, e), true;
+        if (!e.is_op) {
+            make_mount_point(c_, target, e);
+            return true;
+        }
         if (e.kind == EntryKind::content) return put_content(target, e);
         const std::string name = base_name(target);
-        if (e.kind == EntryKind::dir)
-            return sys::mkdir_at(owned_parent(c_, target).get(), name, e.mode), true;
+        if (e.kind == EntryKind::dir) {
+            sys::mkdir_at(owned_parent(c_, target).get(), name, e.mode);
+            return true;
+        }
         std::optional<UniqueFd> parent = parent_if_owned(c_, target);
         if (!parent) return skip(target, e);
         struct stat st {};
         const std::string text(e.text);
-        if (!sys::lstat_at(parent->get(), name, st))
-            return sys::symlink_at(text, parent->get(), name), true;
+        if (!sys::lstat_at(parent->get(), name, st)) {
+            sys::symlink_at(text, parent->get(), name);
+            return true;
+        }
         if (S_ISLNK(st.st_mode) && sys::read_link_at(parent->get(), name) == text) return true;
         sys::symlink_at(text, parent->get(), ".gpubox-" + name);
         sys::rename_at(parent->get(), ".gpubox-" + name, name);

@@ -171,7 +171,10 @@ void fill_fresh_fs(const MountPlan& plan, std::size_t i, int top, std::vector<bo
 }
 
 int bind_source_is_dir(const Bind& b, bool& dir) {
-    if (b.kind != SourceKind::unknown) return dir = b.kind == SourceKind::dir, 0;
+    if (b.kind != SourceKind::unknown) {
+        dir = b.kind == SourceKind::dir;
+        return 0;
+    }
     struct stat st {};
     if (const int r = sys::try_stat(b.source, st); r < 0) return -r;
     dir = S_ISDIR(st.st_mode);

@@ -75,11 +75,17 @@ private:
     // 0 to go on, kDone, or -errno.
     int next(const std::string& c, bool last) {
         if (stop_at(c)) return kDone;
-        if (missing()) return lexical(c), 0;
+        if (missing()) {
+            lexical(c);
+            return 0;
+        }
         struct stat st {};
         int err = sys::try_lstat_at(cur(), c, st);
         if (err == -ENOENT) {
-            if (mode_ == ResolveMode::canonical) return lexical(c), 0;
+            if (mode_ == ResolveMode::canonical) {
+                lexical(c);
+                return 0;
+            }
             if (mode_ == ResolveMode::follow && !(last && (flags_ & O_CREAT))) return err;
             if (mode_ == ResolveMode::follow) return open_last(c, flags_, 0644);
             hooks_.make(cur(), c, last);

@@ -52,11 +52,15 @@ UniqueFd open_directory(const std::string& path, const std::string& what) {
 }
 
 UniqueFd open_read_only_view(const std::string& path, const std::string& what) {
-    UniqueFd dir = open_directory(path, what);
+    const UniqueFd dir = open_directory(path, what);
+    return read_only_view_of(dir.get(), path, what);
+}
+
+UniqueFd read_only_view_of(int dir, const std::string& path, const std::string& what) {
     UniqueFd mine, theirs;
     sys::socketpair(mine, theirs);
     const pid_t pid = sys::fork(cat("a read-only view of ", what));
-    if (pid == 0) make_view(dir.get(), theirs.get());
+    if (pid == 0) make_view(dir, theirs.get());
     theirs.reset();
     std::string reply;
     UniqueFd view;
@@ -67,7 +71,7 @@ UniqueFd open_read_only_view(const std::string& path, const std::string& what) {
         throw;
     }
     sys::wait_status(pid);
-    const struct stat a = sys::fstat(dir.get(), path);
+    const struct stat a = sys::fstat(dir, path);
     if (view.valid()) {
         const struct stat b = sys::fstat(view.get(), path);
         if (a.st_dev == b.st_dev && a.st_ino == b.st_ino) return view;
@@ -76,7 +80,7 @@ UniqueFd open_read_only_view(const std::string& path, const std::string& what) {
     const int err = reply.size() > 1 && reply[0] == 'e' ? std::atoi(reply.c_str() + 1) : EIO;
     log::info(cat(what, " ", quote(path), " is read in place (no read-only mount of it: ",
                   std::strerror(err), "): reading it may update its files' access times"));
-    return dir;
+    return sys::dup_cloexec(dir);
 }
 
 }  // namespace gpubox::rootfs

@@ -18,5 +18,8 @@ UniqueFd open_directory(const std::string& path, const std::string& what);
 // a user and mount namespace of its own and passed back over a socket. Where no user namespace
 // can be had, PATH's own fd, with an info line saying that reads may then update access times.
 UniqueFd open_read_only_view(const std::string& path, const std::string& what);
+// The same of `dir`, PATH already opened by open_directory (borrowed): the clone is checked to
+// be of that directory, and where none can be made, a copy of `dir` stands in.
+UniqueFd read_only_view_of(int dir, const std::string& path, const std::string& what);
 
 }  // namespace gpubox::rootfs

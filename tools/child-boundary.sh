@@ -7,21 +7,25 @@
 #     names (between <!-- child-calls --> markers: whole files, or functions as `ns::name`), read
 #     from the compiled library with nm, so a call added anywhere in it is caught.
 #
-# The budget: 2,300 lines (wc -l, comments included: an auditor reads them too). At this
-# writing the library is 2,249 lines as clang-format lays it out (2,153 before the tree was
-# formatted): init and the workload (child_main, init_loop, pty_open: 296), the channel's
-# frames (125), the root's layer, entries, executor and resolver (1,334), the ops' codec (170),
-# caps (20) and the sampler (304); the same roles were 1,929 lines in seven files before the
-# library existed, plus child code inside five monitor-side files. The aim is 1,000. What
-# stands between: the layer's late-entry machinery, which the monitor shares (GPU entries made
-# beside init), the executor's bound-root overlays, and the sampler, which could leave the
-# sandbox if the monitor read the sandbox's /proc itself. Lower the budget as the code
-# shrinks; raise it only with a reason in the commit that does (2,200 -> 2,300: the format
-# pass, which wraps long lines and changes no code).
+# The budget: 2,150 lines (wc -l, comments included: an auditor reads them too), what the
+# library is at this writing (2,146): init and the workload (child_main, init_loop, pty_open:
+# 325), the channel's frames (159), the root's layer, entries and executor (1,160), the ops'
+# codec (170), caps (20) and the sampler (312). The resolver (184) left it for gpubox_rootfs:
+# a primitive the host side shares (GPU discovery, gpubox-unpack), which the child calls
+# (docs/design.md's child-calls). Before the library existed the same roles were 1,929 lines in
+# seven files, plus child code inside five monitor-side files.
+#
+# The target is 1,000, once the sampler (isolate/usage.cpp) has moved to the monitor (#31):
+# then lower this to what remains (about 1,800) and work down. What stands between: the layer's
+# late-entry machinery, which the monitor shares (GPU entries made beside init), and the
+# executor's bound-root overlays. Lower the budget as the code shrinks; raise it only with a
+# reason in the commit that does (2,200 -> 2,300: the format pass, which wraps long lines and
+# changes no code; 2,300 -> 2,110: the resolver left; 2,110 -> 2,150: plain code, the frames'
+# decoding an enum and a switch and no return chaining assignments with commas, +36 lines).
 #
 # Usage: child-boundary.sh SRC_DIR CHILD_LIB COMMON_LIB ROOTFS_LIB SOURCE...
 set -euo pipefail
-BUDGET=2300
+BUDGET=2150
 src=$1 child_lib=$2 common_lib=$3 rootfs_lib=$4
 shift 4
 fail=0

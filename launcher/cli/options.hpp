@@ -43,7 +43,6 @@ struct Options {
 
     // run
     std::string rootfs;
-    int image_hold = -1;  // run IMAGE: the monitor's hold on it (image::hold_image); not owned
     std::vector<std::string> argv;
     bool share_net = false;
     bool root = false;

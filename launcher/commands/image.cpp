@@ -14,6 +14,7 @@
 #include "gpu/driver_files.hpp"
 #include "image/pull.hpp"
 #include "image/reference.hpp"
+#include "image/run_config.hpp"
 #include "image/store_dir.hpp"
 #include "rootfs/paths.hpp"
 
@@ -110,30 +111,15 @@ int rmi_command(const Options& o) {
 }
 
 Options apply_image_config(const Options& in, const image::Stored& img) {
+    image::RunConfig c = image::translate_config(img, {in.env, in.workdir_given, in.argv});
     Options o = in;
-    const image::Config& c = img.config;
-    o.rootfs = img.rootfs.string();
-    std::vector<std::pair<std::string, std::string>> env;
-    std::string caps;
-    for (const std::string& kv : c.env) {
-        const auto eq = kv.find('=');
-        if (eq == 0 || eq == std::string::npos) continue;  // docker ignores such entries too
-        env.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
-        if (env.back().first == "NVIDIA_DRIVER_CAPABILITIES") caps = env.back().second;
-    }
-    env.insert(env.end(), in.env.begin(), in.env.end());
-    o.env = std::move(env);
-    if (!in.workdir_given && !c.working_dir.empty())
-        o.workdir = rootfs::normalize_container_path(c.working_dir,
-                                                     cat("image ", img.name, ": WorkingDir"));
-    o.argv = c.entrypoint;
-    const std::vector<std::string>& args = in.argv.empty() ? c.cmd : in.argv;
-    o.argv.insert(o.argv.end(), args.begin(), args.end());
-    if (o.argv.empty())
-        throw UsageError(cat("run: missing CMD (image ", img.name, " has no Entrypoint or Cmd)"));
-    if (!in.gpu_caps_given && !caps.empty()) {
+    o.rootfs = std::move(c.rootfs);
+    o.env = std::move(c.env);
+    if (c.workdir) o.workdir = std::move(*c.workdir);
+    o.argv = std::move(c.argv);
+    if (!in.gpu_caps_given && !c.driver_capabilities.empty()) {
         try {
-            o.gpu_caps = gpu::parse_capabilities(caps);
+            o.gpu_caps = gpu::parse_capabilities(c.driver_capabilities);
         } catch (const UsageError& e) {
             log::warn(cat("image ", img.name, ": NVIDIA_DRIVER_CAPABILITIES ignored: ", e.what()));
         }
@@ -175,7 +161,7 @@ Options resolve_run_image(const Options& o, UniqueFd* hold) {
                 " (gpubox never changes a stored image; drop --writable, or run a copy of ",
                 img->rootfs.string(), ")"));
     Options out = apply_image_config(o, *img);
-    if (hold) *hold = image::hold_image(*img), out.image_hold = hold->get();
+    if (hold) *hold = image::hold_image(*img);
     return out;
 }
 

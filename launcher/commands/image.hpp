@@ -12,10 +12,10 @@ int rmi_command(const Options& o);
 
 // `run`'s ROOTFS operand: a directory (or any path with a '/') is used as it is, with no store
 // lookup; else a pulled image's name, whose config then applies (apply_image_config), and
-// `hold` gets the run's hold on it (image::hold_image), for the monitor to keep till it ends.
+// `hold` gets the run's hold on it (image::hold_image), for the run request to keep till it ends.
 Options resolve_run_image(const Options& o, UniqueFd* hold = nullptr);
 
-// Pure: the image's Env first (--env-file and --env then on top), its WorkingDir unless
+// Pure (image::translate_config, and the capabilities parsed): the image's Env first (--env-file and --env then on top), its WorkingDir unless
 // --workdir, Entrypoint + (CMD, else the image's Cmd) as docker does, NVIDIA_DRIVER_CAPABILITIES
 // unless --gpu-caps. The image's NVIDIA_VISIBLE_DEVICES never selects a GPU: only --gpu does.
 Options apply_image_config(const Options& o, const image::Stored& img);

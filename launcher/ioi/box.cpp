@@ -109,7 +109,11 @@ bool lock_box(BoxLock& lock, const IsolateArgs& a, int boxes, const std::string&
         throw IsolateDie(cat("This box belongs to a different user (uid ", lock.rec.owner, ")"));
     if (present && lock.rec.cg != a.cg)
         throw IsolateDie("This box was initialized with an incompatible control group mode");
-    if (is_init) return lock.rec = {::getuid(), a.cg, false}, lock.write(), true;
+    if (is_init) {
+        lock.rec = {::getuid(), a.cg, false};
+        lock.write();
+        return true;
+    }
     if (present && !lock.rec.initialized && !is_cleanup)
         throw IsolateDie("This box was not initialized properly");
     return present;

@@ -2,6 +2,7 @@
 // by unique prefix, `-p` with an optional value, operands anywhere (GNU permutation) and `--`.
 #include "launcher/ioi/cli.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -234,9 +235,13 @@ std::string put_rule(std::vector<DirRule>& rules, const std::string& in,
                      std::optional<std::string> out, unsigned flags) {
     const auto inside = sanitize_dir_path(in);
     if (!inside) return "Invalid path";
-    for (DirRule& r : rules)
-        if (r.inside == *inside) return r.outside = std::move(out), r.flags = flags, "";
-    rules.push_back({*inside, std::move(out), flags});
+    const auto same = [&](const DirRule& r) { return r.inside == *inside; };
+    if (auto r = std::find_if(rules.begin(), rules.end(), same); r != rules.end()) {
+        r->outside = std::move(out);
+        r->flags = flags;
+    } else {
+        rules.push_back({*inside, std::move(out), flags});
+    }
     return "";
 }
 

@@ -11,6 +11,7 @@
 #include "common/sys.hpp"
 #include "gpu/cdi_spec.hpp"
 #include "gpu/image.hpp"
+#include "preflight/discover.hpp"
 #include "preflight/preflight.hpp"
 
 namespace gpubox::launcher {
@@ -42,7 +43,8 @@ cdi::Plan plan_cdi_devices(const Options& o, int root) {
     gpu::ImageInfo image = gpu::inspect_image(root);
     if (const std::string v = cdi::compat_request(requests); !v.empty()) {
         std::string why;
-        image.compat_first = preflight::forward_compat(root, v, {}, why);
+        image.compat_first =
+            preflight::forward_compat(preflight::discover_compat(root), v, {}, why);
         if (!why.empty()) log::info("cdi: forward compatibility: " + why);
     }
     cdi::Host host{host_node, [](const std::string& path) {

@@ -16,17 +16,25 @@ using isolate::LimitName;
 IsolateResult isolate_result(const Verdict& v, const RunOutcome& o, const isolate::Limits& l) {
     IsolateResult r;
     // isolate's child reports a failed execve() as exit status 127 of the program.
-    if (v.status == "XX" && (o.setup_code == 126 || o.setup_code == 127))
-        return r.status = "RE", r.exitcode = 127, r.message = "Exited with error status 127", r;
-    if (v.status == "XX") return r.status = "XX", r.message = v.message, r;
-    if (v.status == "TO") {
+    if (v.status == Status::internal_error && (o.setup_code == 126 || o.setup_code == 127)) {
+        r.status = "RE";
+        r.exitcode = 127;
+        r.message = "Exited with error status 127";
+        return r;
+    }
+    if (v.status == Status::internal_error) {
+        r.status = "XX";
+        r.message = v.message;
+        return r;
+    }
+    if (v.status == Status::time_limit) {
         r.status = "TO", r.killed = v.killed;
         r.message = v.limit == LimitName::wall_time ? "Time limit exceeded (wall clock)"
                                                     : "Time limit exceeded";
         return r;
     }
-    r.oom = o.oom_killed || v.status == "ML";
-    if (v.status == "OL") r.exitsig = SIGXFSZ;
+    r.oom = o.oom_killed || v.status == Status::memory_limit;
+    if (v.status == Status::output_limit) r.exitsig = SIGXFSZ;
     else if (v.signal) r.exitsig = v.signal;
     else r.exitcode = v.exit_code;
     // isolate reads the clocks once the program has ended: past a limit is TO, whatever the exit.

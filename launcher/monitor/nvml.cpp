@@ -50,7 +50,6 @@ void add_nvml_facts(gpu::GpuInventory& inv, const std::string& driver_root) {
             return;
         }
         const image::Program helper = image::find_helper("gpubox-nvml");
-        UniqueFd helper_fd(helper.fd);
         const image::ToolResult r = image::run_tool(helper, {"gpubox-nvml", lib}, {}, false);
         if (!r.ok()) {
             std::string why = r.err;

@@ -2,7 +2,6 @@
 // fat-binary scan.
 #include "launcher/monitor/preflight.hpp"
 
-#include "gpu/slurm.hpp"
 #include "preflight/preflight.hpp"
 
 namespace gpubox::launcher {
@@ -14,20 +13,16 @@ std::map<std::string, std::string> env_map(
     return out;
 }
 
-void run_preflight(const Options& o, int root) {
-    if (o.preflight == preflight::Mode::off) return;
+preflight::RunFacts run_preflight(const Options& o, int root, const gpu::GpuSpec& gpus) {
+    if (o.preflight == preflight::Mode::off) return {};
     preflight::Request r;
     r.target = {o.rootfs, env_map(o.env)};
     r.root = root;
     r.command = o.argv.empty() ? "" : o.argv.front();
     r.workdir = o.workdir;
     r.driver_root = o.driver_root;
-    try {
-        r.gpus = gpu::resolve_gpu_spec(o.gpu);
-    } catch (...) {
-        r.gpus = {};  // the run reports a spec it cannot resolve itself
-    }
-    preflight::preflight_run(o.preflight, r);
+    r.gpus = gpus;
+    return preflight::preflight_run(o.preflight, r);
 }
 
 }  // namespace gpubox::launcher

@@ -41,6 +41,8 @@ std::string render_plan(const RunPlan& plan) {
     out << "privileges: all capability sets empty (incl. bounding, ambient), no_new_privs, new "
            "session\n";
     out << "seccomp: " << plan.seccomp_text;
+    for (const auto& [name, how] : plan.limits.mechanisms)
+        out << "limit " << name << ": " << how << "\n";
     return out.str();
 }
 

@@ -51,6 +51,7 @@
 #include "rootfs/wire.hpp"
 #include "isolate/limits.hpp"
 #include "rootfs/plan.hpp"
+#include "preflight/discover.hpp"
 #include "preflight/preflight.hpp"
 #include "rootfs/view.hpp"
 
@@ -79,15 +80,6 @@ void keep_off_my_cpu(pid_t init, const cpu_set_t& cpus) {
     cpu_set_t others = cpus;
     CPU_CLR(me, &others);
     sys::set_affinity(init, others);
-}
-
-UniqueFd open_rootfs(const std::string& path) {
-    try {
-        return sys::open_at(AT_FDCWD, path, O_PATH | O_DIRECTORY);
-    } catch (...) {
-        std::throw_with_nested(
-            PlanError(cat("ROOTFS ", quote(path), " is not a usable directory")));
-    }
 }
 
 sigset_t monitor_signals() {
@@ -195,7 +187,10 @@ std::vector<rootfs::MountOp> plan_gpus(const Options& o, RunPlan& plan, int root
     std::vector<std::string> models;
     for (const gpu::Gpu& g : selected) models.push_back(g.model);
     std::string compat;
-    image.compat_first = preflight::forward_compat(root, inv.nvidia_version, models, compat);
+    // The compat directory as the preflight read it, where it did: one read of ROOTFS for both.
+    const std::optional<preflight::CompatFacts> facts =
+        plan.preflight.compat_read ? plan.preflight.compat : preflight::discover_compat(root);
+    image.compat_first = preflight::forward_compat(facts, inv.nvidia_version, models, compat);
     if (!compat.empty()) log::info("gpu: forward compatibility: " + compat);
     gpu::GpuPlan gp = gpu::plan_gpu_mounts(inv, selected, o.gpu_caps, image);
     summary = std::move(gp.summary);
@@ -206,12 +201,14 @@ std::vector<rootfs::MountOp> plan_gpus(const Options& o, RunPlan& plan, int root
 
 }  // namespace
 
-RunPlan plan_run(const Options& o) {
+RunPlan plan_run(const RunRequest& r, const RunInputs& run) {
+    const Options& o = r.options;
     RunPlan p;
     ChildSpec& s = p.spec;
+    p.preflight = run.preflight;
     p.ns_flags = isolate::plan_namespaces(o.share_net).flags;
     s.ids = isolate::plan_id_maps(::getuid(), ::getgid(), o.root);
-    s.image_hold = o.image_hold;
+    s.image_hold = r.image_hold.get();
     rootfs::PlanInputs in;
     // One tmpfs holds every writable in-memory place: unless told otherwise, it may not outgrow
     // the memory limit, or without one, a quarter of the memory the host has available.
@@ -227,21 +224,20 @@ RunPlan plan_run(const Options& o) {
     // --device: CDI devices and host nodes, planned up front (their specs are small).
     std::vector<std::pair<std::string, std::string>> env = o.env;
     if (!o.devices.empty()) {
-        const UniqueFd view = rootfs::open_read_only_view(o.rootfs, "ROOTFS");
-        cdi::Plan devices = plan_cdi_devices(o, view.get());
+        cdi::Plan devices = plan_cdi_devices(o, run.view);
         check_node_access("--device", devices.nodes);
         in.device_ops = std::move(devices.ops);
         env.insert(env.begin(), devices.env.begin(), devices.env.end());  // --env wins
     }
-    p.gpus = gpu::resolve_gpu_spec(o.gpu);
+    if (run.gpus_error) std::rethrow_exception(run.gpus_error);
+    p.gpus = run.gpus;
     if (p.gpus.kind != gpu::GpuSpec::Kind::none) {
         // Discovery reads a hundred-odd host files: the monitor does it after clone(), while
         // the sandbox creates its namespaces and fills its layer; the sandbox takes the GPU's
         // ops just before it mounts the overlay. --print-plan plans everything up front.
         if (!o.print_plan) p.devices_later = true;
         else {
-            const UniqueFd view = rootfs::open_read_only_view(o.rootfs, "ROOTFS");
-            std::vector<rootfs::MountOp> gpu_ops = plan_gpus(o, p, view.get());
+            std::vector<rootfs::MountOp> gpu_ops = plan_gpus(o, p, run.view);
             in.device_ops.insert(in.device_ops.end(), gpu_ops.begin(), gpu_ops.end());
         }
     }
@@ -265,6 +261,22 @@ RunPlan plan_run(const Options& o) {
         o.bare_env ? render_environment(env) : build_environment(env, o.root, std::getenv("TERM"));
     s.exec_candidates = plan_exec_candidates(o.argv[0], s.env);
     s.workdir = o.workdir;
+    // The limits last: the cgroup they may need is made here, and only their own planning
+    // comes after it.
+    if (o.limits.any()) p.cgroup = isolate::setup_cgroup(o.limits, o.cgroup);
+    if (!p.cgroup.reason.empty()) log::info("cgroup: " + p.cgroup.reason);
+    try {
+        p.limits =
+            isolate::plan_limits(o.limits, p.cgroup.caps, sys::kernel_at_least(5, 14), o.root,
+                                 ::getuid() == 0, s.plan.root.tmpfs_size, p.host_share);
+    } catch (...) {
+        isolate::remove_cgroup(p.cgroup);
+        throw;
+    }
+    s.rlimits = p.limits.rlimits;
+    s.ipc = p.limits.ipc;
+    s.sample_ms = p.limits.sample_usage ? p.limits.sample_ms : 0;
+    if (!p.cgroup.caps.memory) s.sampled_memory_limit = o.limits.memory_bytes.value_or(0);
     return p;
 }
 
@@ -295,9 +307,9 @@ void send_device_ops(const Options& o, RunPlan& plan, RunFds& fds, int root) {
 // The ends of every channel of the run: the control channel, the relays the caller's fds 0-2
 // need (launcher/monitor/stdio.hpp), the pty's socket; ROOTFS, --overlay's layers and the
 // monitor's pidfd for init.
-RunFds open_run_fds(const Options& o, RunPlan& plan, pty::Terminal& term) {
+RunFds open_run_fds(const Options& o, RunPlan& plan, pty::Terminal& term, UniqueFd rootfs) {
     RunFds f;
-    f.rootfs = open_rootfs(o.rootfs);
+    f.rootfs = std::move(rootfs);
     sys::socketpair(f.monitor.control, f.sandbox.control);
     const bool capped = o.limits.stdout_bytes || o.limits.stderr_bytes;
     const StdioPlan stdio = plan_stdio(inspect_stdio(), {false, o.limits.stdout_bytes.has_value(),
@@ -358,29 +370,35 @@ isolate::Spawned start_sandbox(const RunPlan& plan, RunFds& fds, isolate::Cgroup
 }
 
 // ROOTFS's read-only view for the monitor's reads: `made` where it was made before the sandbox
-// (--preflight enforce), else the one init sends first (spec.send_view), else none. With warn,
-// the preflight runs here, while the sandbox sets up. Invalid where init failed first: its
-// Failure stays queued for supervise().
-UniqueFd monitor_view(const Options& o, const RunPlan& plan, RunFds& fds, UniqueFd made) {
-    if (!plan.spec.send_view) return made;
-    std::optional<channel::RootView> got =
-        channel::receive_if<channel::RootView>(fds.monitor.control.get());
-    if (!got) return UniqueFd();
-    if (o.preflight == preflight::Mode::warn) run_preflight(o, got->root.get());
-    return std::move(got->root);
+// (--preflight enforce, --device), else the one init sends first (spec.send_view), else none.
+// With warn, the preflight runs here, while the sandbox sets up, and keeps what it read for the
+// GPU plan. Invalid where init failed first: its Failure stays queued for supervise().
+UniqueFd monitor_view(const Options& o, RunPlan& plan, RunFds& fds, UniqueFd made,
+                      const gpu::GpuSpec& gpus) {
+    UniqueFd view = std::move(made);
+    if (plan.spec.send_view) {
+        std::optional<channel::RootView> got =
+            channel::receive_if<channel::RootView>(fds.monitor.control.get());
+        if (!got) return UniqueFd();
+        view = std::move(got->root);
+    }
+    if (o.preflight == preflight::Mode::warn && view.valid())
+        plan.preflight = run_preflight(o, view.get(), gpus);
+    return view;
 }
 
 // Everything from the channels to the verdict; exceptions before the sandbox exists propagate.
-RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup& cgroup,
-                               int parent_pidfd, UniqueFd view) {
+RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, int parent_pidfd,
+                               const RunInputs& run, UniqueFd rootfs, UniqueFd view) {
+    isolate::Cgroup& cgroup = plan.cgroup;
     pty::Terminal term;  // with the caller at a terminal: the workload's own pty, relayed
-    RunFds fds = open_run_fds(o, plan, term);
+    RunFds fds = open_run_fds(o, plan, term, std::move(rootfs));
     if (plan.devices_later) plan.spec.cpus = sys::affinity();
     const sigset_t set = monitor_signals();
     const sigset_t old = sys::block_signals(set);
     isolate::Spawned child = start_sandbox(plan, fds, cgroup);
     try {
-        view = monitor_view(o, plan, fds, std::move(view));
+        view = monitor_view(o, plan, fds, std::move(view), run.gpus);
         if (plan.devices_later && view.valid()) send_device_ops(o, plan, fds, view.get());
     } catch (...) {
         sys::kill_and_reap(child.pid);  // it waits for the plan; nothing of it outlives it
@@ -433,7 +451,7 @@ UniqueFd watch_parent() {
 // ignore it too without --gpus/--nv; silence, though, leaves "CUDA finds no device" to puzzle
 // over. --writable on a ROOTFS that is not the caller's would fail only at the workload's first
 // write, with its own "Permission denied".
-void check_before_start(const Options& o) {
+void check_before_start(const Options& o, int rootfs) {
     const std::string w =
         gpu_env_warning(std::getenv("CUDA_VISIBLE_DEVICES"), o.gpu_given || !o.devices.empty());
     if (!w.empty() && log::level() >= log::Level::warn) {
@@ -443,7 +461,7 @@ void check_before_start(const Options& o) {
             "--gpu none says none is meant");
     }
     if (o.root_mode != rootfs::RootMode::writable || o.print_plan) return;
-    const struct stat st = sys::fstat(open_rootfs(o.rootfs).get(), o.rootfs);
+    const struct stat st = sys::fstat(rootfs, o.rootfs);
     if (st.st_uid != ::geteuid())
         throw PlanError(
             cat("run: --writable: ROOTFS ", quote(o.rootfs), " belongs to uid ", st.st_uid,
@@ -455,66 +473,73 @@ void check_before_start(const Options& o) {
 }  // namespace
 
 int run_sandbox(const Options& o, RunReport* report) {
+    RunRequest r;
+    r.options = o;
+    return run_sandbox(r, report);
+}
+
+int run_sandbox(const RunRequest& r, RunReport* report) {
+    const Options& o = r.options;
     RunPlan plan;
     UniqueFd parent;
-    isolate::Cgroup cgroup;
-    isolate::LimitPlan limits;
     UniqueFd meta;
     try {
         if (!o.print_plan) meta = open_meta(o.meta);
-        check_before_start(o);
         if (o.die_with_parent) parent = watch_parent();
-        // --preflight enforce (and --print-plan's warnings) before anything starts, through a
-        // view of ROOTFS of its own; warn uses the one the sandbox's init sends.
+        // ROOTFS, opened once: the preflight, the GPU plan and init's own check read this one
+        // directory, through a read-only view of it (made here where the monitor reads it before
+        // clone(), else by init from its own, checked, open).
+        RunInputs in;
+        UniqueFd root = rootfs::open_directory(o.rootfs, "ROOTFS");
+        in.rootfs = root.get();
+        check_before_start(o, root.get());
+        try {
+            in.gpus = gpu::resolve_gpu_spec(o.gpu);
+        } catch (...) {
+            in.gpus_error = std::current_exception();  // the plan reports it; the preflight
+        }                                              // goes on without GPUs
+        const bool preflight_first = o.preflight == preflight::Mode::enforce ||
+                                     (o.print_plan && o.preflight != preflight::Mode::off);
         UniqueFd view;
-        if (o.preflight == preflight::Mode::enforce ||
-            (o.print_plan && o.preflight != preflight::Mode::off)) {
-            view = rootfs::open_read_only_view(o.rootfs, "ROOTFS");
-            run_preflight(o, view.get());
-        }
-        plan = plan_run(o);
+        if (preflight_first || !o.devices.empty() ||
+            (o.print_plan && in.gpus.kind != gpu::GpuSpec::Kind::none))
+            view = rootfs::read_only_view_of(root.get(), o.rootfs, "ROOTFS");
+        in.view = view.get();
+        // --preflight enforce (and --print-plan's warnings) before anything starts; warn runs
+        // while the sandbox sets up, on the view init sends.
+        if (preflight_first) in.preflight = run_preflight(o, view.get(), in.gpus);
+        plan = plan_run(r, in);
         if (!o.overlay.empty() && !o.print_plan) {  // before a cgroup exists: nothing to undo
             plan.kept = open_kept_overlay(o.overlay, o.rootfs);
             plan.spec.plan.root.overlay_dir = plan.kept.dir;  // as the kernel resolved it
         }
         plan.spec.send_view =
             !view.valid() && (o.preflight != preflight::Mode::off || plan.devices_later);
-        if (o.limits.any()) cgroup = isolate::setup_cgroup(o.limits, o.cgroup);
-        if (!cgroup.reason.empty()) log::info("cgroup: " + cgroup.reason);
-        limits =
-            isolate::plan_limits(o.limits, cgroup.caps, sys::kernel_at_least(5, 14), o.root,
-                                 ::getuid() == 0, plan.spec.plan.root.tmpfs_size, plan.host_share);
-        plan.spec.rlimits = limits.rlimits;
-        plan.spec.ipc = limits.ipc;
-        plan.spec.sample_ms = limits.sample_usage ? limits.sample_ms : 0;
-        if (!cgroup.caps.memory) plan.spec.sampled_memory_limit = o.limits.memory_bytes.value_or(0);
         if (o.print_plan) {
-            std::cout << render_plan(plan);
-            for (const auto& [name, how] : limits.mechanisms)
-                std::cout << "limit " << name << ": " << how << "\n";
-            std::cout << std::flush;
-            isolate::remove_cgroup(cgroup);
+            std::cout << render_plan(plan) << std::flush;
+            isolate::remove_cgroup(plan.cgroup);
             return 0;
         }
-        RunOutcome out = spawn_and_supervise(o, plan, cgroup, parent.get(), std::move(view));
-        isolate::remove_cgroup(cgroup);
+        RunOutcome out =
+            spawn_and_supervise(o, plan, parent.get(), in, std::move(root), std::move(view));
+        isolate::remove_cgroup(plan.cgroup);
         open_up_kept_overlay(plan.kept);
         const Verdict v = judge(out, o.limits);
         if (out.setup_failed && !report) report_setup_failure(out);  // else the caller's to say
         if (v.killed && !o.quiet)
             log::error(v.message);  // "killed: wall-clock limit 1.000 s exceeded"
-        write_meta(meta, o, v, out, limits.mechanisms);
+        write_meta(meta, o, v, out, plan.limits.mechanisms);
         if (report) *report = {v, out};
         return v.gpubox_exit;
     } catch (...) {
-        isolate::remove_cgroup(cgroup);
+        isolate::remove_cgroup(plan.cgroup);
         // gpubox's own failure: the verdict says so too (XX), then main() prints the error.
         RunOutcome out;
         out.setup_failed = true;
         out.setup_code = kExitSetupFailed;
         out.message = describe(std::current_exception());
         try {
-            write_meta(meta, o, judge(out, o.limits), out, limits.mechanisms);
+            write_meta(meta, o, judge(out, o.limits), out, plan.limits.mechanisms);
         } catch (...) {}
         throw;
     }

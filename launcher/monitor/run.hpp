@@ -1,12 +1,16 @@
 #pragma once
+#include <exception>
 
 #include "gpu/gpu_spec.hpp"
 #include "gpu/lease.hpp"
+#include "isolate/cgroup.hpp"
+#include "isolate/limits.hpp"
 #include "isolate/seccomp.hpp"
 #include "launcher/sandbox/child_main.hpp"
 #include "launcher/cli/options.hpp"
 #include "launcher/monitor/verdict.hpp"
 #include "launcher/monitor/kept_overlay.hpp"
+#include "preflight/preflight.hpp"
 #include "rootfs/plan.hpp"
 
 namespace gpubox::launcher {
@@ -25,8 +29,33 @@ struct RunPlan {
     gpu::GpuSpec gpus;  // --gpu, with slurm and env resolved
     gpu::Lease lease;   // --gpu auto: held by the monitor until it exits
     KeptOverlay kept;   // --overlay DIR: locked by the monitor until it exits
+    // The limits: the sandbox's cgroup (made where a limit needs one; may be unusable, and is
+    // removed by the caller) and how each limit is enforced, as --print-plan shows it.
+    isolate::Cgroup cgroup;
+    isolate::LimitPlan limits;
+    // What the preflight read of ROOTFS that the GPU plan decides on again (forward
+    // compatibility), so that both judge the same tree.
+    preflight::RunFacts preflight;
 };
-RunPlan plan_run(const Options& o);
+
+// What a run reads once, for the preflight, the plan and the sandbox alike.
+struct RunInputs {
+    int rootfs = -1;                // ROOTFS (O_PATH), opened once per run; init checks its own
+    int view = -1;                  // its read-only view, where the monitor reads it before clone()
+    gpu::GpuSpec gpus;              // --gpu resolved (Slurm's, the environment's), unless
+    std::exception_ptr gpus_error;  // it cannot be: then plan_run reports why
+    preflight::RunFacts preflight;  // what a preflight before the plan read (--print-plan's)
+};
+
+// One run: what the command line asked for, and what the command holds while the run lasts.
+struct RunRequest {
+    Options options;
+    UniqueFd image_hold;  // run IMAGE: the hold on the stored image (image::hold_image)
+};
+
+// The whole plan: namespaces, mounts (with --device's and, for --print-plan, the GPU's), the
+// workload, seccomp, the cgroup and the limits. `in.view` must be valid where it plans devices.
+RunPlan plan_run(const RunRequest& r, const RunInputs& in);
 
 // --print-plan: the whole plan as text.
 std::string render_plan(const RunPlan& plan);
@@ -38,7 +67,8 @@ struct RunReport {
     Verdict verdict;
     RunOutcome outcome;
 };
-int run_sandbox(const Options& o, RunReport* report = nullptr);
+int run_sandbox(const RunRequest& r, RunReport* report = nullptr);
+int run_sandbox(const Options& o, RunReport* report = nullptr);  // holds nothing
 
 // An XX verdict (JSON) at `path` for a command line that did not parse; "" does nothing.
 void write_usage_failure_meta(const std::string& path, const std::string& message);

@@ -24,6 +24,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// With a CPU limit and a cgroup, the monitor reads the cgroup's CPU time this often (ms).
+constexpr int kCpuPollMs = 50;
+
 struct Relay {
     int in = -1;
     int out;
@@ -113,7 +116,8 @@ private:
         };
         if (deadline_) t = until(*deadline_);
         if (grace_end_) t = t < 0 ? until(*grace_end_) : std::min(t, until(*grace_end_));
-        if (s_.limits.cpu_seconds && s_.cgroup.caps.usable) t = t < 0 ? 50 : std::min(t, 50);
+        if (s_.limits.cpu_seconds && s_.cgroup.caps.usable)
+            t = t < 0 ? kCpuPollMs : std::min(t, kCpuPollMs);
         return t < 0 ? -1 : std::max(t, 0);
     }
 

@@ -60,6 +60,28 @@ nlohmann::json limit_value(LimitName name, const isolate::Limits& l) {
 
 }  // namespace
 
+namespace {
+
+constexpr std::pair<Status, std::string_view> kStatusNames[] = {
+    {Status::ok, "OK"},
+    {Status::runtime_error, "RE"},
+    {Status::signaled, "SG"},
+    {Status::time_limit, "TO"},
+    {Status::memory_limit, "ML"},
+    {Status::output_limit, "OL"},
+    {Status::internal_error, "XX"},
+};
+
+}  // namespace
+
+std::string_view to_string(Status s) {
+    for (const auto& [status, name] : kStatusNames)
+        if (status == s) return name;
+    return "XX";
+}
+
+bool operator==(Status s, std::string_view name) { return to_string(s) == name; }
+
 std::optional<LimitName> limit_of(KillReason why) {
     switch (why) {
         case KillReason::wall_time: return LimitName::wall_time;
@@ -79,8 +101,11 @@ namespace {
 // A run the monitor ended from outside: after --kill-after's grace, or with gpubox's parent.
 Verdict judge_terminated(const RunOutcome& o, Verdict v) {
     if (o.killed_for == KillReason::parent_died) v.terminated = "parent_died";
-    v.status = "SG", v.killed = true, v.signal = SIGKILL, v.exit_code.reset(),
-    v.gpubox_exit = 128 + SIGKILL;
+    v.status = Status::signaled;
+    v.killed = true;
+    v.signal = SIGKILL;
+    v.exit_code.reset();
+    v.gpubox_exit = kExitSignalBase + SIGKILL;
     v.message =
         o.killed_for == KillReason::parent_died
             ? std::string(
@@ -95,13 +120,13 @@ Verdict judge_terminated(const RunOutcome& o, Verdict v) {
 Verdict judge_limit_kill(LimitName limit, const isolate::Limits& l, Verdict v) {
     v.killed = true;
     v.limit = limit;
-    v.status = limit == LimitName::memory                                   ? "ML"
-               : limit == LimitName::stdout_ || limit == LimitName::stderr_ ? "OL"
-                                                                            : "TO";
+    v.status = limit == LimitName::memory                                   ? Status::memory_limit
+               : limit == LimitName::stdout_ || limit == LimitName::stderr_ ? Status::output_limit
+                                                                            : Status::time_limit;
     v.message = cat("killed: ", limit_text(limit, l), " exceeded");
     v.signal = SIGKILL;
     v.exit_code.reset();
-    v.gpubox_exit = 128 + SIGKILL;
+    v.gpubox_exit = kExitSignalBase + SIGKILL;
     return v;
 }
 
@@ -114,29 +139,35 @@ Verdict judge_ending(const RunOutcome& o, const isolate::Limits& l, Verdict v) {
         (o.oom_killed || (o.memory_peak_bytes && *o.memory_peak_bytes >= *l.memory_bytes) ||
          static_cast<std::uint64_t>(o.max_rss_kb) * 1024 >= *l.memory_bytes);
     if (v.signal && *v.signal == SIGXCPU && l.cpu_seconds) {
-        v.status = "TO", v.killed = true, v.limit = LimitName::cpu_time;
+        v.status = Status::time_limit;
+        v.killed = true;
+        v.limit = LimitName::cpu_time;
         v.message = cat("killed: ", limit_text(LimitName::cpu_time, l), " exceeded (RLIMIT_CPU)");
     } else if (v.signal && *v.signal == SIGXFSZ && l.fsize_bytes) {
         // isolate's status for it (SG), but killed at a limit as the line and "limit" say.
-        v.status = "SG", v.killed = true, v.limit = LimitName::fsize;
+        v.status = Status::signaled;
+        v.killed = true;
+        v.limit = LimitName::fsize;
         v.message =
             cat("killed: ", limit_text(LimitName::fsize, l), " exceeded (RLIMIT_FSIZE: SIGXFSZ)");
     } else if ((v.signal || (v.exit_code && *v.exit_code != 0)) && over_memory) {
-        v.status = "ML", v.limit = LimitName::memory, v.killed = o.oom_killed;
+        v.status = Status::memory_limit;
+        v.limit = LimitName::memory;
+        v.killed = o.oom_killed;
         v.message = cat(o.oom_killed ? "killed by the OOM killer: " : "failed at the ",
                         limit_text(LimitName::memory, l));
     } else if (v.signal) {
-        v.status = "SG";
+        v.status = Status::signaled;
         v.message = cat("killed by signal ", *v.signal, " (",
                         sigabbrev_np(*v.signal) ? sigabbrev_np(*v.signal) : "?", ")");
     } else if (v.exit_code && *v.exit_code != 0) {
-        v.status = "RE";
+        v.status = Status::runtime_error;
         v.message = cat("exited with code ", *v.exit_code);
     } else if (v.exit_code) {
-        v.status = "OK";
+        v.status = Status::ok;
         v.message = "exited normally";
     } else {
-        v.status = "XX";
+        v.status = Status::internal_error;
         v.message = "the sandbox's init died before reporting";
     }
     if (!v.terminated.empty())
@@ -149,7 +180,7 @@ Verdict judge_ending(const RunOutcome& o, const isolate::Limits& l, Verdict v) {
 Verdict judge(const RunOutcome& o, const isolate::Limits& l) {
     Verdict v;
     if (o.setup_failed) {
-        v.status = "XX";
+        v.status = Status::internal_error;
         v.message = o.message;
         v.gpubox_exit = o.setup_code;
         return v;
@@ -157,7 +188,9 @@ Verdict judge(const RunOutcome& o, const isolate::Limits& l) {
     const int st = o.have_status ? o.status : o.init_status;
     if (WIFEXITED(st) && o.have_status) v.exit_code = WEXITSTATUS(st);
     if (WIFSIGNALED(st)) v.signal = WTERMSIG(st);
-    v.gpubox_exit = v.exit_code ? *v.exit_code : v.signal ? 128 + *v.signal : kExitSetupFailed;
+    v.gpubox_exit = v.exit_code ? *v.exit_code
+                    : v.signal  ? kExitSignalBase + *v.signal
+                                : kExitSetupFailed;
     if (o.terminated_by)
         v.terminated =
             sigabbrev_np(o.terminated_by) ? cat("SIG", sigabbrev_np(o.terminated_by)) : "signal";
@@ -172,7 +205,7 @@ std::string render_meta_json(const Verdict& v, const RunOutcome& o, const isolat
                              const Mechanisms& m) {
     using nlohmann::json;
     json j;
-    j["status"] = v.status;
+    j["status"] = to_string(v.status);
     j["exit_code"] = v.exit_code ? json(*v.exit_code) : json();
     j["signal"] = v.signal ? json(*v.signal) : json();
     j["wall_time"] = std::stod(seconds(o.wall_seconds));
@@ -198,9 +231,9 @@ std::string render_meta_json(const Verdict& v, const RunOutcome& o, const isolat
 }
 
 std::string isolate_status(const Verdict& v) {
-    if (v.status == "OL") return "SG";
-    if (v.status == "ML") return v.signal ? "SG" : "RE";
-    return v.status;
+    if (v.status == Status::output_limit) return "SG";
+    if (v.status == Status::memory_limit) return v.signal ? "SG" : "RE";
+    return std::string(to_string(v.status));
 }
 
 }  // namespace gpubox::launcher

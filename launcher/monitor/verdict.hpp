@@ -44,8 +44,23 @@ struct RunOutcome {
     std::string cgroup;  // the sandbox's cgroup, if it had one
 };
 
+// A run's status, named in --meta as isolate and the judges name it (to_string).
+enum class Status {
+    ok,              // OK: exited with code 0
+    runtime_error,   // RE: exited with another code
+    signaled,        // SG: killed by a signal
+    time_limit,      // TO: past its CPU or wall-clock limit
+    memory_limit,    // ML: killed at, or failed at, its memory limit
+    output_limit,    // OL: past its stdout or stderr limit
+    internal_error,  // XX: gpubox failed, or the sandbox died before reporting
+};
+std::string_view to_string(Status s);  // "OK", "RE", "SG", "TO", "ML", "OL", "XX"
+// A status and its name compare equal ("OK" for Status::ok): the name is the status as the meta
+// file, the judges and the tests spell it.
+bool operator==(Status s, std::string_view name);
+
 struct Verdict {
-    std::string status;  // OK RE SG TO ML OL XX
+    Status status = Status::internal_error;
     std::optional<int> exit_code, signal;
     bool killed = false;
     std::optional<isolate::LimitName> limit;  // which limit ended the run

@@ -39,8 +39,9 @@ struct In {
     std::string_view rest() { return std::exchange(bytes, {}); }
 };
 
-// One encoder and one decoder per frame type: std::visit over Frame below fails to compile for
-// a type without them.
+// One encoder and one decoder per frame type: send()'s std::visit fails to compile for a type
+// without an encoder, decode()'s switch (-Wswitch) names every tag. An encoder returns the fd
+// that goes with the frame, or -1.
 struct Header {
     std::uint64_t user_from, at, n;  // DevicePlan: where the late ops are in the full plan
 };
@@ -56,12 +57,24 @@ int put(Out& o, const DevicePlan& p) {
     return -1;
 }
 int put(Out&, const RootView& v) { return v.root.get(); }
-int put(Out& o, const LateDir& d) { return o.pod(d.dir.valid()), d.dir.get(); }
-int put(Out& o, const Failure& f) { return o.pod(std::int32_t{f.code}), o.bytes += f.text, -1; }
-int put(Out& o, const Exited& e) {
-    return o.pod(std::int32_t{e.wait_status}), o.pod(std::int64_t{e.max_rss_kb}), -1;
+int put(Out& o, const LateDir& d) {
+    o.pod(d.dir.valid());
+    return d.dir.get();
 }
-int put(Out& o, const Sample& s) { return o.pod(s.usage), -1; }
+int put(Out& o, const Failure& f) {
+    o.pod(std::int32_t{f.code});
+    o.bytes += f.text;
+    return -1;
+}
+int put(Out& o, const Exited& e) {
+    o.pod(std::int32_t{e.wait_status});
+    o.pod(std::int64_t{e.max_rss_kb});
+    return -1;
+}
+int put(Out& o, const Sample& s) {
+    o.pod(s.usage);
+    return -1;
+}
 int put(Out&, const PtyMaster& p) { return p.master.get(); }
 
 void get(In&, UniqueFd, Go&) {}
@@ -84,7 +97,10 @@ void get(In& in, UniqueFd fd, LateDir& d) {
     if (in.pod<bool>() != fd.valid()) In::bad("the fd sent with it is missing");
     d.dir = std::move(fd);
 }
-void get(In& in, UniqueFd, Failure& f) { f.code = in.pod<std::int32_t>(), f.text = in.rest(); }
+void get(In& in, UniqueFd, Failure& f) {
+    f.code = in.pod<std::int32_t>();
+    f.text = in.rest();
+}
 void get(In& in, UniqueFd, Exited& e) {
     e.wait_status = in.pod<std::int32_t>();
     e.max_rss_kb = static_cast<long>(in.pod<std::int64_t>());
@@ -92,21 +108,32 @@ void get(In& in, UniqueFd, Exited& e) {
 void get(In& in, UniqueFd, Sample& s) { s.usage = in.pod<isolate::Usage>(); }
 void get(In&, UniqueFd fd, PtyMaster& p) { p.master = required(std::move(fd)); }
 
-template <std::size_t I = 0>
-Frame make_frame(std::size_t tag) {
-    if constexpr (I < std::variant_size_v<Frame>) {
-        if (tag == I) return Frame(std::in_place_index<I>);
-        return make_frame<I + 1>(tag);
-    } else {
-        In::bad("unknown tag");
+template <typename T>
+Frame decoded(In& in, UniqueFd fd) {
+    T frame;
+    get(in, std::move(fd), frame);
+    return frame;
+}
+
+Frame decode(In& in, UniqueFd fd) {
+    switch (static_cast<Tag>(in.pod<std::uint8_t>())) {
+        case Tag::go: return decoded<Go>(in, std::move(fd));
+        case Tag::device_plan: return decoded<DevicePlan>(in, std::move(fd));
+        case Tag::root_view: return decoded<RootView>(in, std::move(fd));
+        case Tag::late_dir: return decoded<LateDir>(in, std::move(fd));
+        case Tag::failure: return decoded<Failure>(in, std::move(fd));
+        case Tag::exited: return decoded<Exited>(in, std::move(fd));
+        case Tag::sample: return decoded<Sample>(in, std::move(fd));
+        case Tag::pty_master: return decoded<PtyMaster>(in, std::move(fd));
     }
+    In::bad("unknown tag");
 }
 
 }  // namespace
 
 void send(int sock, const Frame& frame) {
     Out o;
-    o.pod(static_cast<std::uint8_t>(frame.index()));
+    o.pod(static_cast<std::uint8_t>(tag(frame)));
     const int fd = std::visit([&](const auto& f) { return put(o, f); }, frame);
     sys::send_frame(sock, o.bytes, fd, kWhat);
 }
@@ -124,8 +151,7 @@ std::optional<Frame> receive(int sock) {
     UniqueFd fd;
     if (!sys::recv_frame(sock, bytes, fd, kWhat)) return std::nullopt;
     In in{bytes};
-    Frame frame = make_frame(in.pod<std::uint8_t>());
-    std::visit([&](auto& f) { get(in, std::move(fd), f); }, frame);
+    Frame frame = decode(in, std::move(fd));
     if (!in.bytes.empty()) In::bad("trailing bytes");
     return frame;
 }

@@ -1,8 +1,7 @@
 #pragma once
 // The one control channel between the monitor and the sandbox: a SOCK_SEQPACKET pair (see
-// sys::socketpair) carrying typed frames both ways. A frame is one datagram: a tag (the
-// alternative's index in Frame), then that type's fixed layout, then its variable tail, and at
-// most one fd beside it. Being datagrams, frames from init and the workload never interleave;
+// sys::socketpair) carrying typed frames both ways. A frame is one datagram: a tag (Tag, one
+// byte), then that type's fixed layout, then its variable tail, and at most one fd beside it. Being datagrams, frames from init and the workload never interleave;
 // EOF means every sandbox end is closed (the workload's at exec: O_CLOEXEC).
 //
 //   monitor -> init      Go         the id maps are written: init may go on
@@ -13,6 +12,7 @@
 //   init -> monitor      Exited     the workload's wait status
 //                        Sample     CPU and memory use, when init measures them
 //   workload -> monitor  PtyMaster  its pty's master (on the pty socket, launcher/monitor/pty.hpp)
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -51,19 +51,37 @@ struct PtyMaster {
 
 using Frame = std::variant<Go, DevicePlan, RootView, LateDir, Failure, Exited, Sample, PtyMaster>;
 
+// The tag on the wire, one per frame type, in Frame's order (checked below).
+enum class Tag : std::uint8_t {
+    go,
+    device_plan,
+    root_view,
+    late_dir,
+    failure,
+    exited,
+    sample,
+    pty_master
+};
+constexpr Tag tag(const Frame& frame) { return static_cast<Tag>(frame.index()); }
+
 // One frame, one sendmsg; a peer that is gone throws SysError(EPIPE).
 void send(int sock, const Frame& frame);
-// The next frame's tag, left queued; -1 at EOF.
+// The next frame's tag (a Tag), left queued; -1 at EOF.
 int peek_tag(int sock);
 // The next frame; nullopt at EOF. A frame that does not decode throws SetupError.
 std::optional<Frame> receive(int sock);
 // The tag of frame type T: its index in Frame.
 template <typename T, std::size_t I = 0>
-constexpr std::size_t tag_of() {
+constexpr Tag tag_of() {
     static_assert(I < std::variant_size_v<Frame>, "not a frame type");
-    if constexpr (std::is_same_v<std::variant_alternative_t<I, Frame>, T>) return I;
+    if constexpr (std::is_same_v<std::variant_alternative_t<I, Frame>, T>) return Tag{I};
     else return tag_of<T, I + 1>();
 }
+static_assert(tag_of<Go>() == Tag::go && tag_of<DevicePlan>() == Tag::device_plan &&
+              tag_of<RootView>() == Tag::root_view && tag_of<LateDir>() == Tag::late_dir &&
+              tag_of<Failure>() == Tag::failure && tag_of<Exited>() == Tag::exited &&
+              tag_of<Sample>() == Tag::sample && tag_of<PtyMaster>() == Tag::pty_master &&
+              std::variant_size_v<Frame> == 8);
 // The next frame if it is a T; nullopt, with the frame left queued, if it is another or at EOF.
 template <typename T>
 std::optional<T> receive_if(int sock) {

@@ -7,5 +7,7 @@ namespace gpubox::launcher {
 constexpr int kExitSetupFailed = 125;
 constexpr int kExitCannotExec = 126;
 constexpr int kExitNotFound = 127;
+// 128 + N: the command was killed by signal N (as a shell reports it).
+constexpr int kExitSignalBase = 128;
 
 }  // namespace gpubox::launcher

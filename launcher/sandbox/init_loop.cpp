@@ -16,16 +16,18 @@ namespace gpubox::launcher {
 namespace {
 
 // Without a cgroup, init measures the sandbox (isolate/usage.hpp) and the monitor decides. A pass
-// is due every sample_ms, or ten times as long as the last pass took (a sandbox of many
+// is due every sample_ms, or kPassShare times as long as the last pass took (a sandbox of many
 // processes), so that measuring never takes more than a tenth of a CPU. Signals do not put it
 // off: it is due by the clock.
+constexpr std::uint64_t kPassShare = 10;
+constexpr std::uint64_t kNsPerMs = 1'000'000;
 class Reporter {
 public:
     Reporter(const ChildSpec& spec, int control, int tmpfs) : control_(control) {
         if (spec.sample_ms <= 0) return;
         proc_ = sys::open_at(AT_FDCWD, "/proc", O_PATH | O_DIRECTORY);  // the sandbox's own
         sampler_.emplace(proc_.get(), tmpfs, sys::usable_cpus(), spec.sampled_memory_limit);
-        period_ = static_cast<std::uint64_t>(spec.sample_ms) * 1000000ULL;
+        period_ = static_cast<std::uint64_t>(spec.sample_ms) * kNsPerMs;
         due_ = sys::monotonic_ns() + period_;
     }
     // How long init may wait for a signal: until the next pass, or for ever.
@@ -42,7 +44,7 @@ public:
         const std::uint64_t t0 = sys::monotonic_ns();
         const isolate::Usage u = sampler_->sample();
         const std::uint64_t t1 = sys::monotonic_ns();
-        due_ = t1 + std::max(period_, 10 * (t1 - t0));
+        due_ = t1 + std::max(period_, kPassShare * (t1 - t0));
         channel::send_quietly(control_, channel::Sample{u});
     }
 

@@ -2,6 +2,7 @@
 
 #include "common/error.hpp"
 #include "isolate/cgroup_plan.hpp"
+#include "common/companion.hpp"
 #include "launcher/cli/cli.hpp"
 
 using namespace gpubox;
@@ -155,32 +156,32 @@ TEST_CASE("doctor's fix for each reason a route was passed over") {
     CHECK_THAT(cgroup_cpu_fix(), Catch::Contains("user@.service.d/delegate.conf"));
 }
 
-TEST_CASE("gpubox-scope is looked for beside gpubox, then in ../libexec/gpubox") {
-    CHECK(scope_helper_candidates("/usr/bin/gpubox") ==
+TEST_CASE("a companion (gpubox-scope) is looked for beside gpubox, then in ../libexec/gpubox") {
+    CHECK(companion::candidates("/usr/bin/gpubox", "gpubox-scope") ==
           std::vector<std::string>{"/usr/bin/gpubox-scope",
                                    "/usr/bin/../libexec/gpubox/gpubox-scope"});
-    CHECK(scope_helper_candidates("/gpubox") ==
+    CHECK(companion::candidates("/gpubox", "gpubox-scope") ==
           std::vector<std::string>{"/gpubox-scope", "/../libexec/gpubox/gpubox-scope"});
 }
 
-TEST_CASE("gpubox-scope runs only when nobody but root or gpubox's owner can change it") {
+TEST_CASE("a companion runs only when nobody but root or gpubox's owner can change it") {
     struct stat st {};
     st.st_mode = S_IFREG | 0755;
     st.st_uid = 1000;
-    CHECK(scope_helper_problem(st, 1000).empty());
+    CHECK(companion::problem(st, 1000).empty());
     st.st_uid = 0;
-    CHECK(scope_helper_problem(st, 1000).empty());
+    CHECK(companion::problem(st, 1000).empty());
     st.st_uid = 1001;
-    CHECK_THAT(scope_helper_problem(st, 1000), Catch::StartsWith("owned by uid 1001"));
+    CHECK_THAT(companion::problem(st, 1000), Catch::StartsWith("owned by uid 1001"));
     st.st_uid = 0;
     st.st_mode = S_IFREG | 0775;
-    CHECK(scope_helper_problem(st, 1000) == "writable by its group or by anyone (mode 0775)");
+    CHECK(companion::problem(st, 1000) == "writable by its group or by anyone (mode 0775)");
     st.st_mode = S_IFREG | 0757;
-    CHECK_THAT(scope_helper_problem(st, 1000), Catch::StartsWith("writable"));
+    CHECK_THAT(companion::problem(st, 1000), Catch::StartsWith("writable"));
     st.st_mode = S_IFREG | 0644;
-    CHECK_THAT(scope_helper_problem(st, 1000), Catch::StartsWith("not executable"));
+    CHECK_THAT(companion::problem(st, 1000), Catch::StartsWith("not executable"));
     st.st_mode = S_IFDIR | 0755;
-    CHECK(scope_helper_problem(st, 1000) == "not a regular file");
+    CHECK(companion::problem(st, 1000) == "not a regular file");
 }
 
 TEST_CASE("a sandbox cgroup's name gives its monitor's pid, and nothing else does") {

@@ -8,6 +8,7 @@
 #include "image/oci.hpp"
 #include "image/pull.hpp"
 #include "image/reference.hpp"
+#include "image/run_config.hpp"
 #include "image/tool_error.hpp"
 #include "launcher/commands/image.hpp"
 
@@ -209,6 +210,31 @@ TEST_CASE("re-pull: the registry's manifest alone, and the index entry for the p
     CHECK(pick_platform(index, "linux", "s390x", "") == "");
     CHECK(pick_platform(index, "windows", "amd64", "") == "");
     CHECK(pick_platform(R"({"layers": []})", "linux", "amd64", "") == "");
+}
+
+TEST_CASE("translate_config: docker's rules for Env, WorkingDir, Entrypoint and Cmd, pure") {
+    Stored img;
+    img.name = "cuda:12";
+    img.rootfs = "/store/blobs/sha256/x/rootfs";
+    img.config.env = {"PATH=/opt/bin", "=bad", "novalue", "NVIDIA_DRIVER_CAPABILITIES=compute"};
+    img.config.working_dir = "/app//";
+    img.config.entrypoint = {"/entry"};
+    img.config.cmd = {"default"};
+    RunConfig r = translate_config(img, {{{"B", "cli"}}, false, {}});
+    CHECK(r.rootfs == "/store/blobs/sha256/x/rootfs");
+    CHECK(r.env ==
+          std::vector<std::pair<std::string, std::string>>{
+              {"PATH", "/opt/bin"}, {"NVIDIA_DRIVER_CAPABILITIES", "compute"}, {"B", "cli"}});
+    CHECK(r.workdir == std::optional<std::string>("/app"));
+    CHECK(r.argv == std::vector<std::string>{"/entry", "default"});
+    CHECK(r.driver_capabilities == "compute");
+    r = translate_config(img, {{}, true, {"x"}});  // --workdir given, CMD given
+    CHECK_FALSE(r.workdir);
+    CHECK(r.argv == std::vector<std::string>{"/entry", "x"});
+    img.config.working_dir = "/w/../app";
+    CHECK_THROWS_WITH(translate_config(img, {}), Contains("image cuda:12: WorkingDir"));
+    img.config.working_dir.clear(), img.config.entrypoint.clear(), img.config.cmd.clear();
+    CHECK_THROWS_WITH(translate_config(img, {}), Contains("has no Entrypoint or Cmd"));
 }
 
 TEST_CASE("run IMAGE: the image's config under the command line's") {

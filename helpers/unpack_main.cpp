@@ -9,7 +9,7 @@
 //                                                                        is computed
 //
 // --progress: "progress: TEXT" lines on stderr, which gpubox shows on the terminal.
-// --max-size: the most all layers may unpack to (UnpackLimits, image/unpack.hpp).
+// --max-size: the most all layers may unpack to (UnpackLimits, helpers/unpack.hpp).
 // stdout: one JSON object (digest, config, counts). Failure: one line on stderr, exit 1.
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -25,7 +25,7 @@
 #include "common/sys.hpp"
 #include "common/text.hpp"
 #include "image/oci.hpp"
-#include "image/unpack.hpp"
+#include "helpers/unpack.hpp"
 
 namespace {
 

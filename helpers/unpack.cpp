@@ -1,4 +1,4 @@
-#include "image/unpack.hpp"
+#include "helpers/unpack.hpp"
 
 #include <archive.h>
 #include <archive_entry.h>

@@ -87,7 +87,10 @@ int main(int argc, char** argv) {
     }
     alarm(20);  // a GPU that has fallen off the bus can hang NVML: give up rather than wait
     void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
-    if (!lib) return std::fprintf(stderr, "dlopen(\"%s\"): %s\n", argv[1], dlerror()), 1;
+    if (!lib) {
+        std::fprintf(stderr, "dlopen(\"%s\"): %s\n", argv[1], dlerror());
+        return 1;
+    }
     Nvml n{};
     if (!bind(lib, "nvmlInit_v2", n.init) || !bind(lib, "nvmlShutdown", n.shutdown) ||
         !bind(lib, "nvmlErrorString", n.error_string) ||
@@ -102,15 +105,19 @@ int main(int argc, char** argv) {
         !bind(lib, "nvmlDeviceGetComputeInstanceId", n.ci) ||
         !bind(lib, "nvmlDeviceGetMemoryInfo", n.memory))
         return 1;
-    if (const nvmlReturn_t rc = n.init(); rc != NVML_SUCCESS)
-        return std::fprintf(stderr, "nvmlInit_v2: %s\n", n.error_string(rc)), 1;
+    if (const nvmlReturn_t rc = n.init(); rc != NVML_SUCCESS) {
+        std::fprintf(stderr, "nvmlInit_v2: %s\n", n.error_string(rc));
+        return 1;
+    }
     char version[80] = "";
     unsigned count = 0;
     if (n.driver_version(version, sizeof version) != NVML_SUCCESS) std::strcpy(version, "?");
     version[sizeof version - 1] = '\0';
     clean(version, false);
-    if (const nvmlReturn_t rc = n.count(&count); rc != NVML_SUCCESS)
-        return std::fprintf(stderr, "nvmlDeviceGetCount_v2: %s\n", n.error_string(rc)), 1;
+    if (const nvmlReturn_t rc = n.count(&count); rc != NVML_SUCCESS) {
+        std::fprintf(stderr, "nvmlDeviceGetCount_v2: %s\n", n.error_string(rc));
+        return 1;
+    }
     std::printf("nvml %s\n", version);
     for (unsigned i = 0; i < count && i < 64; ++i) {
         nvmlDevice_t d = nullptr;
