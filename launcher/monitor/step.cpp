@@ -125,7 +125,8 @@ void send_or_drop(int sock, std::string_view bytes, int fd) {
         made = make();
     } catch (...) {
         made.failure = describe(std::current_exception());
-        if (std::string h = hint_for(std::current_exception()); !h.empty()) made.failure += "\n" + h;
+        if (std::string h = hint_for(std::current_exception()); !h.empty())
+            made.failure += "\n" + h;
     }
     std::vector<UniqueFd> members;
     bool served = false;
@@ -155,7 +156,8 @@ void send_or_drop(int sock, std::string_view bytes, int fd) {
         // The names go under the lock, so that the next task makes a new sandbox; a task that
         // waits now hears why there is none (or sees EOF, and tries again).
         const UniqueFd held = lock(dir.get(), name + ".lock");
-        for (pollfd l{listener.get(), POLLIN, 0}; !made.failure.empty() && sys::poll(&l, 1, 0) > 0;) {
+        for (pollfd l{listener.get(), POLLIN, 0};
+             !made.failure.empty() && sys::poll(&l, 1, 0) > 0;) {
             UniqueFd m(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
             if (!m.valid()) break;
             send_or_drop(m.get(), "F" + made.failure, -1);
@@ -294,7 +296,8 @@ std::vector<std::pair<std::string, std::string>> environment(char** envp) {
     derive("RANK", val("SLURM_PROCID"));
     derive("LOCAL_RANK", val("SLURM_LOCALID"));
     derive("WORLD_SIZE", val("SLURM_NTASKS"));
-    const int local = tasks_on_node(val("SLURM_STEP_TASKS_PER_NODE"), to_int(val("SLURM_NODEID"), 0));
+    const int local =
+        tasks_on_node(val("SLURM_STEP_TASKS_PER_NODE"), to_int(val("SLURM_NODEID"), 0));
     derive("LOCAL_WORLD_SIZE", local > 0 ? std::to_string(local) : "");
     std::string nodes = val("SLURM_STEP_NODELIST");
     if (nodes.empty()) nodes = val("SLURM_JOB_NODELIST");
@@ -326,8 +329,8 @@ Member join(const std::string& key, const std::function<Made()>& make) {
         socklen_t len = sizeof peer;
         if (::getsockopt(m.conn.get(), SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 ||
             peer.uid != ::getuid())
-            throw PlanError(cat("step mode: the socket ", quote(name + ".sock"),
-                                " is not the caller's own"));
+            throw PlanError(
+                cat("step mode: the socket ", quote(name + ".sock"), " is not the caller's own"));
         if (receive_answer(m)) return m;
     }
     throw SetupError(cat("step mode: the sandbox of ", key, " kept going away while joining it"));

@@ -153,21 +153,28 @@ void take_relays(const Ends& own) {
 // A step's init: the holder of the workloads' user namespace (pid 2, a child that entered it
 // and waits), its pidfd to the keeper, then reaping until the keeper kills it (launcher/monitor/step.hpp).
 [[noreturn]] void step_init(const ChildSpec& spec, Ends& own) {
+    sys::prctl(PR_SET_DUMPABLE, 1, "PR_SET_DUMPABLE, 1");  // see below; the holder inherits it
+    UniqueFd ready_r, ready_w;
+    sys::pipe(ready_r, ready_w);
     const pid_t holder = sys::fork("the step's holder");
     if (holder == 0) {
         try {
-            sys::prctl(PR_SET_DUMPABLE, 1, "PR_SET_DUMPABLE, 1");  // tasks enter by its pidfd
             isolate::enter_nested_userns(spec.ids);
             isolate::drop_all_privileges();
         } catch (...) {
             report_and_exit(own.control.get(), std::current_exception());
         }
+        sys::write_all(ready_w.get(), "1", "the holder's pipe");  // in its user namespace now
+        ready_w.reset();
         for (;;) ::pause();
     }
+    ready_w.reset();
+    char byte = 0;
+    if (sys::try_read(ready_r.get(), &byte, 1) != 1)
+        sys::exit_now(kExitSetupFailed);  // it said why
     own.stdin_relay.reset(), own.stdout_relay.reset(), own.stderr_relay.reset(), own.pty.reset();
-    // Tasks join by our pidfd, which takes ptrace read access: dumpable now that we are set up.
-    // The workloads still cannot reach us: they have no capability of our user namespace.
-    sys::prctl(PR_SET_DUMPABLE, 1, "PR_SET_DUMPABLE, 1");
+    // Tasks join by our pidfd, which takes ptrace read access: dumpable, now that we are set up
+    // (above). The workloads still cannot reach us: no capability of our user namespace.
     channel::send(own.control.get(), channel::StepReady{sys::pidfd_open(holder)});
     sigset_t set;
     sigemptyset(&set);

@@ -66,7 +66,8 @@ int main(void) {
     __atomic_store_n(&slots[rank].ready, 1, __ATOMIC_SEQ_CST);
     for (int i = 0; i < size; i++)
         for (int t = 0; !__atomic_load_n(&slots[i].ready, __ATOMIC_SEQ_CST); t++) {
-            if (t > 6000) return printf("nccl_like rank %d: rank %d never came to /dev/shm\n", rank, i), 1;
+            if (t > 6000)
+                return printf("nccl_like rank %d: rank %d never came to /dev/shm\n", rank, i), 1;
             usleep(10000);
         }
     const int peer = (rank + 1) % size;
