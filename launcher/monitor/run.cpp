@@ -223,6 +223,7 @@ RunPlan plan_run(const Options& o) {
     in.new_pid_ns = true;
     in.new_net_ns = !o.share_net;
     in.sysfs = o.sysfs, in.run_tmpfs = o.run_tmpfs;
+    in.shm_size = o.shm_size;
     in.user_mounts = o.mounts;
     // --device: CDI devices and host nodes, planned up front (their specs are small).
     std::vector<std::pair<std::string, std::string>> env = o.env;

@@ -2,7 +2,8 @@
 # Step mode's rendezvous without a scheduler: tasks of a made-up Slurm step (its variables set by
 # hand) run with --step. Tasks of one step share a sandbox and leave no name behind; another
 # step's do not share it; a stale socket (a keeper killed, a recycled job id) is replaced; a step
-# directory another user planted is refused; --step outside a step says why. Two real uids
+# directory another user planted is refused; --shm-size sizes the one /dev/shm; --step outside a
+# step says why. Two real uids
 # (65534, 65533), so it starts as root.
 export E2E_AS_ROOT=1
 . "$(dirname "$0")/lib.sh"
@@ -75,6 +76,10 @@ expect_match "a step directory of another user's is refused: exit 125 and why" "
     '^125:gpubox: step directory ".*planted".*(belongs to uid 65533|writable by others)'
 expect_eq "... and nothing of this user's is made in it" "$(ls -A "$T/planted")" ""
 
+# --shm-size: the ranks' one /dev/shm, a tmpfs of its own of that size.
+four 9 6 --shm-size 64m "$R" sh -c 'df -k /dev/shm | tail -1; echo $SLURM_PROCID >/dev/shm/r$SLURM_PROCID; i=0; while [ $(ls /dev/shm | grep -c "^r") -lt 4 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; ls /dev/shm | grep -c "^r"'
+expect_eq "--shm-size 64m: one /dev/shm of 65536 KiB that the 4 tasks share" \
+    "$(grep -cE '^[^ ]+ +65536 ' <<<"$out"):$(grep -cx ' *4' <<<"$out")" "4:4"
 out=$(setpriv --reuid=65534 --regid=65534 --clear-groups env -i PATH=/usr/bin:/bin "$G" run --step "$R" true 2>&1)
 expect_match "--step outside any step: exit 125 and why" "$?:$out" '^125:gpubox: --step: no Slurm step'
 finish
