@@ -80,6 +80,15 @@ expect_eq "NCCL-like: abstract sockets, /dev/shm, pidfd_getfd, process_vm_readv 
     "$rc:$(grep -c '^nccl_like rank [0-3]: ok$' <<<"$out")" "0:4"
 [ "$rc" = 0 ] || echo "# $(tr '\n' '|' <<<"$out" | cut -c1-1500)"
 
+# --gpu slurm in a step: the keeper plans the step's GPUs (SLURM_STEP_GPUS) for the shared
+# sandbox, and every task sees them (simulated host; per-task binding is not mapped yet).
+out=$(as_nobody env GPUBOX_STEP_DIR="$STATE" srun -n 2 --gres=gpu:2 bash -c 'echo "gpus=$SLURM_STEP_GPUS"; '"$G"' run --driver-root '"$H"' --gpu slurm '"$R"' nvidia-smi -L' 2>&1)
+m=$(sed -n 's/^gpus=//p' <<<"$out" | sort -u)
+want=""
+for x in ${m//,/ }; do want+="${UUID_OF[$x]} "; done
+expect_eq "--gpu slurm in a 2-task step: both tasks see the step's 2 GPUs ($m)" \
+    "$(grep -o 'GPU-[0-9a-f-]*' <<<"$out" | sort | tr '\n' ' ')" \
+    "$(for u in $want; do echo "$u"; echo "$u"; done | sort | tr '\n' ' ')"
 run_step -n 2 -N 1 -- "$R" sh -c 'echo "torch=$RANK/$WORLD_SIZE local=$LOCAL_RANK/$LOCAL_WORLD_SIZE master=$MASTER_ADDR:$MASTER_PORT"'
 expect_eq "RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE from Slurm's variables" \
     "$(grep -o 'torch=[^ ]* local=[^ ]*' <<<"$out" | sort | tr '\n' ' ')" "torch=0/2 local=0/2 torch=1/2 local=1/2 "
