@@ -5,7 +5,8 @@
 # forced), in a rootfs that has Open MPI and in a minimal one with the MPI libraries bound in;
 # an NCCL-like 4-rank program (abstract unix sockets, /dev/shm, pidfd_getfd, process_vm_readv);
 # Debian's MPICH over PMI-2 (srun --mpi=pmi2: PMI_FD); the variables torchrun's ranks expect;
-# --no-step's warning; kill -9 of one rank and scancel leave nothing behind. Slurm, munged and the state are the test's own (slurm_lib.sh).
+# --gpu slurm in a step; --no-step's warning; kill -9 of one rank and scancel leave nothing
+# behind. Slurm, munged and the state are the test's own (slurm_lib.sh).
 export E2E_AS_ROOT=1
 . "$(dirname "$0")/lib.sh"
 if ! command -v mpicc >/dev/null; then
@@ -26,7 +27,6 @@ srun --mpi=list 2>&1 | grep -q pmix || skip "Slurm has no mpi/pmix plugin (srun 
 # The job directory is the submit directory and the working one.
 install -o 65534 -g 65534 "$WORK/mpi_test" "$WORK/nccl_like" "$J/"
 [ $mpich = 1 ] && install -o 65534 -g 65534 "$WORK/mpi_mpich" "$J/"
-chown 65534:65534 "$J/mpi_test" "$J/nccl_like"
 # A rootfs with Open MPI: the host's own tree, read-only (gpubox binds a root with mounts below).
 FULL=/
 # A minimal one (busybox) with the MPI libraries bound in from the host.
