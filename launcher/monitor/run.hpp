@@ -11,6 +11,7 @@
 #include "launcher/monitor/verdict.hpp"
 #include "launcher/monitor/kept_overlay.hpp"
 #include "preflight/preflight.hpp"
+#include "launcher/monitor/step.hpp"
 #include "rootfs/plan.hpp"
 
 namespace gpubox::launcher {
@@ -36,6 +37,7 @@ struct RunPlan {
     // What the preflight read of ROOTFS that the GPU plan decides on again (forward
     // compatibility), so that both judge the same tree.
     preflight::RunFacts preflight;
+    step::Member step;  // step mode: this task's membership, and the sandbox it joins
 };
 
 // What a run reads once, for the preflight, the plan and the sandbox alike.

@@ -76,6 +76,11 @@ int put(Out& o, const Sample& s) {
     return -1;
 }
 int put(Out&, const PtyMaster& p) { return p.master.get(); }
+int put(Out&, const StepReady& r) { return r.holder.get(); }
+int put(Out& o, const Joined& j) {
+    o.pod(std::int32_t{j.pid});
+    return j.pidfd.get();
+}
 
 void get(In&, UniqueFd, Go&) {}
 void get(In& in, UniqueFd, DevicePlan& p) {
@@ -107,6 +112,11 @@ void get(In& in, UniqueFd, Exited& e) {
 }
 void get(In& in, UniqueFd, Sample& s) { s.usage = in.pod<isolate::Usage>(); }
 void get(In&, UniqueFd fd, PtyMaster& p) { p.master = required(std::move(fd)); }
+void get(In&, UniqueFd fd, StepReady& r) { r.holder = required(std::move(fd)); }
+void get(In& in, UniqueFd fd, Joined& j) {
+    j.pid = in.pod<std::int32_t>();
+    j.pidfd = required(std::move(fd));
+}
 
 template <typename T>
 Frame decoded(In& in, UniqueFd fd) {
@@ -125,6 +135,8 @@ Frame decode(In& in, UniqueFd fd) {
         case Tag::exited: return decoded<Exited>(in, std::move(fd));
         case Tag::sample: return decoded<Sample>(in, std::move(fd));
         case Tag::pty_master: return decoded<PtyMaster>(in, std::move(fd));
+        case Tag::step_ready: return decoded<StepReady>(in, std::move(fd));
+        case Tag::joined: return decoded<Joined>(in, std::move(fd));
     }
     In::bad("unknown tag");
 }

@@ -1,7 +1,8 @@
 #pragma once
 // The one control channel between the monitor and the sandbox: a SOCK_SEQPACKET pair (see
 // sys::socketpair) carrying typed frames both ways. A frame is one datagram: a tag (Tag, one
-// byte), then that type's fixed layout, then its variable tail, and at most one fd beside it. Being datagrams, frames from init and the workload never interleave;
+// byte), then that type's fixed layout, then its variable tail, and at most one fd beside it.
+// Being datagrams, frames from init and the workload never interleave;
 // EOF means every sandbox end is closed (the workload's at exec: O_CLOEXEC).
 //
 //   monitor -> init      Go         the id maps are written: init may go on
@@ -12,6 +13,8 @@
 //   init -> monitor      Exited     the workload's wait status
 //                        Sample     CPU and memory use, when init measures them
 //   workload -> monitor  PtyMaster  its pty's master (on the pty socket, launcher/monitor/pty.hpp)
+//   init -> keeper       StepReady  a step's sandbox is set up (launcher/monitor/step.hpp)
+//   go-between -> monitor Joined    a joining task's init, in the sandbox (monitor/run.cpp)
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -49,7 +52,16 @@ struct PtyMaster {
     UniqueFd master;
 };
 
-using Frame = std::variant<Go, DevicePlan, RootView, LateDir, Failure, Exited, Sample, PtyMaster>;
+struct StepReady {
+    UniqueFd holder;  // the pidfd of the process that holds the workloads' user namespace
+};
+struct Joined {
+    int pid = 0;  // as the monitor sees it
+    UniqueFd pidfd;
+};
+
+using Frame = std::variant<Go, DevicePlan, RootView, LateDir, Failure, Exited, Sample, PtyMaster,
+                           StepReady, Joined>;
 
 // The tag on the wire, one per frame type, in Frame's order (checked below).
 enum class Tag : std::uint8_t {
@@ -60,7 +72,9 @@ enum class Tag : std::uint8_t {
     failure,
     exited,
     sample,
-    pty_master
+    pty_master,
+    step_ready,
+    joined
 };
 constexpr Tag tag(const Frame& frame) { return static_cast<Tag>(frame.index()); }
 
@@ -81,7 +95,8 @@ static_assert(tag_of<Go>() == Tag::go && tag_of<DevicePlan>() == Tag::device_pla
               tag_of<RootView>() == Tag::root_view && tag_of<LateDir>() == Tag::late_dir &&
               tag_of<Failure>() == Tag::failure && tag_of<Exited>() == Tag::exited &&
               tag_of<Sample>() == Tag::sample && tag_of<PtyMaster>() == Tag::pty_master &&
-              std::variant_size_v<Frame> == 8);
+              tag_of<StepReady>() == Tag::step_ready && tag_of<Joined>() == Tag::joined &&
+              std::variant_size_v<Frame> == 10);
 // The next frame if it is a T; nullopt, with the frame left queued, if it is another or at EOF.
 template <typename T>
 std::optional<T> receive_if(int sock) {
