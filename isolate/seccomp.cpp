@@ -79,6 +79,12 @@ std::string export_pfc(const SeccompPolicy& policy) {
     return read_back(mem.get(), "seccomp_export_pfc memfd");
 }
 
+const BpfProgram& refuse_memfd_filter() {
+    static const BpfProgram prog =
+        compile({{{"memfd_create", SeccompRule::Action::enosys, {}, "memory no process shows"}}});
+    return prog;
+}
+
 BpfProgram load_bpf_file(const std::string& path) {
     BpfProgram p{sys::read_file(path, 1 << 20)};
     if (p.bytes.empty() || p.bytes.size() % 8 != 0 || p.bytes.size() / 8 > 4096)

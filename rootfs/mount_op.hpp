@@ -92,6 +92,7 @@ struct RootSpec {
     // Size of gpubox's one tmpfs, the budget of everything the workload can write in memory:
     // the overlay's upper layer, /tmp, /run, /dev/shm, --tmpfs mounts, a bound root's overlays.
     std::uint64_t tmpfs_size = 0;
+    std::uint64_t tmpfs_inodes = 0;  // its nr_inodes (0: the kernel's default): inodes are memory
 };
 
 // Ops that create a file rather than mount one: in the image they are written into gpubox's

@@ -383,7 +383,8 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup&
         supervise({child, m.control.get(), o.limits, cgroup,
                    m.stdin_relay.valid() ? m.stdin_relay.release() : term.take_input(),
                    m.stdout_relay.valid() ? m.stdout_relay.release() : term.take_output(),
-                   m.stderr_relay.release(), term.master(), o.kill_after, parent_pidfd});
+                   m.stderr_relay.release(), term.master(), o.kill_after, parent_pidfd,
+                   plan.sample_ms, plan.sampled_memory_limit});
     sys::set_signal_mask(old);
     return out;
 }
@@ -404,6 +405,21 @@ void write_usage_failure_meta(const std::string& path, const std::string& messag
 }
 
 namespace {
+
+// What the limits' plan asks of the sandbox and of the monitor. Without a cgroup, the monitor
+// measures the sandbox from outside, through the /proc init sends (channel::Meter).
+void apply_limit_plan(const Options& o, const isolate::CgroupCaps& caps,
+                      const isolate::LimitPlan& limits, RunPlan& plan) {
+    plan.spec.rlimits = limits.rlimits;
+    plan.spec.ipc = limits.ipc;
+    plan.spec.meters = !caps.usable && o.limits.any();
+    plan.sample_ms = limits.sample_usage ? limits.sample_ms : 0;
+    if (!caps.memory && o.limits.memory_bytes) {
+        plan.sampled_memory_limit = *o.limits.memory_bytes;
+        plan.spec.plan.root.tmpfs_inodes = isolate::tmpfs_inodes(*o.limits.memory_bytes);
+    }
+    if (limits.refuse_memfd) plan.spec.limits_bpf = isolate::refuse_memfd_filter();
+}
 
 // --die-with-parent: a pidfd of gpubox's parent, for the monitor to poll. The parent may die
 // before pidfd_open(): then gpubox has been reparented, and getppid() no longer names it, so
@@ -444,10 +460,7 @@ int run_sandbox(const Options& o, RunReport* report) {
         limits =
             isolate::plan_limits(o.limits, cgroup.caps, sys::kernel_at_least(5, 14), o.root,
                                  ::getuid() == 0, plan.spec.plan.root.tmpfs_size, plan.host_share);
-        plan.spec.rlimits = limits.rlimits;
-        plan.spec.ipc = limits.ipc;
-        plan.spec.sample_ms = limits.sample_usage ? limits.sample_ms : 0;
-        if (!cgroup.caps.memory) plan.spec.sampled_memory_limit = o.limits.memory_bytes.value_or(0);
+        apply_limit_plan(o, cgroup.caps, limits, plan);
         if (o.print_plan) {
             std::cout << render_plan(plan);
             for (const auto& [name, how] : limits.mechanisms)

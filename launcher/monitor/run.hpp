@@ -23,6 +23,8 @@ struct RunPlan {
     bool devices_later = false;
     gpu::GpuSpec gpus;  // --gpu, with slurm and env resolved
     gpu::Lease lease;   // --gpu auto: held by the monitor until it exits
+    int sample_ms = 0;  // without a cgroup: how often the monitor measures the sandbox (0: never)
+    std::uint64_t sampled_memory_limit = 0;  // the memory limit those samples enforce, if any
 };
 RunPlan plan_run(const Options& o);
 

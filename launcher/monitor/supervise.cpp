@@ -1,5 +1,6 @@
 #include "launcher/monitor/supervise.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -10,9 +11,12 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <sstream>
 
 #include "common/error.hpp"
 #include "common/sys.hpp"
+#include "common/sys_host.hpp"
+#include "common/text.hpp"
 #include "launcher/sandbox/channel.hpp"
 #include "launcher/sandbox/init_loop.hpp"
 #include "isolate/usage.hpp"
@@ -61,6 +65,14 @@ struct StdinPump {
     }
 };
 
+// The sandbox measured from outside (isolate/usage.hpp): a pass every period, or twice as long
+// as the last pass took where that is longer, never more than kMaxPeriodMs apart.
+constexpr std::uint64_t kMaxPeriodNs = 25'000'000;
+
+// A sandbox with more tasks than this, all perhaps runnable, would leave the monitor one share
+// of the CPU among them: its workload's process group goes to nice 19 (see demote()).
+unsigned crowd() { return 4 * sys::usable_cpus(); }
+
 class Monitor {
 public:
     explicit Monitor(const Supervised& s) : s_(s), start_(Clock::now()) {
@@ -99,6 +111,8 @@ private:
     void kill_for(KillReason reason) {
         if (out_.killed_for != KillReason::none) return;
         out_.killed_for = reason;
+        // What the kill ends is counted first: the kernel adds it to nobody's time.
+        if (reason != KillReason::cpu_time && reason != KillReason::memory) measure(false);
         if (!isolate::cgroup_kill(s_.cgroup))
             sys::send_signal(s_.child.pid, SIGKILL);  // init: the whole pid ns
     }
@@ -114,6 +128,11 @@ private:
         if (deadline_) t = until(*deadline_);
         if (grace_end_) t = t < 0 ? until(*grace_end_) : std::min(t, until(*grace_end_));
         if (s_.limits.cpu_seconds && s_.cgroup.caps.usable) t = t < 0 ? 50 : std::min(t, 50);
+        if (sampler_ && s_.sample_ms) {
+            const std::uint64_t now = sys::monotonic_ns();
+            const int due = due_ > now ? static_cast<int>((due_ - now + 999999) / 1000000) : 0;
+            t = t < 0 ? due : std::min(t, due);
+        }
         return t < 0 ? -1 : std::max(t, 0);
     }
 
@@ -139,6 +158,7 @@ private:
             if (auto us = isolate::cgroup_cpu_usec(s_.cgroup);
                 us && *us > *s_.limits.cpu_seconds * 1e6)
                 kill_for(KillReason::cpu_time);
+        if (sampler_ && s_.sample_ms && sys::monotonic_ns() >= due_ && !exited_) measure(true);
         if (fds[1].revents & POLLIN) exited_ = true;
     }
 
@@ -172,21 +192,62 @@ private:
         }
         if (auto* x = std::get_if<channel::Failure>(&*f); x && !out_.setup_failed)
             out_.setup_failed = true, out_.setup_code = x->code, out_.message = std::move(x->text);
-        if (auto* x = std::get_if<channel::Exited>(&*f))
+        if (auto* x = std::get_if<channel::Exited>(&*f)) {
             out_.have_status = true, out_.status = x->wait_status, program_rss_kb_ = x->max_rss_kb;
-        if (auto* x = std::get_if<channel::Sample>(&*f)) on_usage(x->usage);
+            measure(false);  // the last word: what is left, which init's exit kills, and its files
+        }
+        if (auto* x = std::get_if<channel::Meter>(&*f)) on_meter(*x);
     }
 
-    void on_usage(const isolate::Usage& u) {
+    void on_meter(channel::Meter& m) {
+        if (s_.cgroup.caps.usable) return;  // the cgroup measures
+        if (m.what == channel::Meter::tmpfs) {
+            tmpfs_ = std::move(m.fd);
+            if (sampler_) sampler_->set_tmpfs(tmpfs_.get());
+            return;
+        }
+        // A proc instance whose pid 1 is our init: init opened it before the workload ran.
+        const auto fs = sys::try_fstatfs(m.fd.get());
+        if (proc_.valid() || !fs || fs->f_type != 0x9fa0 /* PROC_SUPER_MAGIC */) return;
+        proc_ = std::move(m.fd);
+        sampler_.emplace(proc_.get(), tmpfs_.get(), sys::usable_cpus(), s_.sampled_memory_limit);
+        period_ns_ = static_cast<std::uint64_t>(s_.sample_ms) * 1000000ULL;
+        due_ = sys::monotonic_ns() + period_ns_;
+    }
+
+    // One pass over the sandbox; `enforce`: hold it against the limits (else only recorded, as
+    // the kill or the end of the workload comes anyway).
+    void measure(bool enforce) {
+        if (!sampler_) return;
+        const bool cpu_limit = enforce && s_.limits.cpu_seconds && !s_.cgroup.caps.usable;
+        const std::uint64_t t0 = sys::monotonic_ns();
+        const isolate::Usage u = sampler_->sample(
+            cpu_limit ? static_cast<std::uint64_t>(*s_.limits.cpu_seconds * 1e9) : 0);
+        const std::uint64_t t1 = sys::monotonic_ns();
+        due_ = t1 + std::min(kMaxPeriodNs, std::max(period_ns_, 2 * (t1 - t0)));
         sampled_peak_ = std::max(sampled_peak_, u.memory_bytes);
         sampled_rss_kb_ = std::max(sampled_rss_kb_, static_cast<long>(u.rss_peak_bytes / 1024));
         sampled_cpu_ns_ = std::max(sampled_cpu_ns_, u.cpu_ns);
-        if (s_.limits.cpu_seconds && !s_.cgroup.caps.usable &&
-            u.cpu_ns > *s_.limits.cpu_seconds * 1e9)
-            kill_for(KillReason::cpu_time);
-        if (s_.limits.memory_bytes && !s_.cgroup.caps.memory &&
-            u.memory_bytes > *s_.limits.memory_bytes)
+        if (!enforce) return;
+        if (u.tasks > crowd()) demote();
+        if (cpu_limit && u.cpu_ns > *s_.limits.cpu_seconds * 1e9) kill_for(KillReason::cpu_time);
+        if (s_.sampled_memory_limit && u.memory_bytes > s_.sampled_memory_limit)
             kill_for(KillReason::memory);
+    }
+
+    // A crowd of runnable tasks (a fork bomb) shares the CPU with the monitor task by task: its
+    // passes would come later and later. Its process group (the workload's: it is a session
+    // leader, and its children stay in it unless they leave) goes to nice 19, which an
+    // unprivileged owner may always do: the monitor then gets about 1024 / (15 x tasks per CPU)
+    // of a CPU instead of 1 / tasks. A workload of few tasks keeps its priority.
+    void demote() {
+        if (!workload_) {
+            std::istringstream in(sys::try_read_at(
+                AT_FDCWD, cat("/proc/", s_.child.pid, "/task/", s_.child.pid, "/children")));
+            in >> workload_;
+            if (!workload_) return;
+        }
+        ::setpriority(PRIO_PGRP, static_cast<id_t>(workload_), 19);  // gone meanwhile: ESRCH
     }
 
     // Stream at most 64 KiB at a time: the monitor's memory does not grow with the output.
@@ -227,6 +288,9 @@ private:
         if (!out_.max_rss_kb) out_.max_rss_kb = ru.ru_maxrss;
         out_.csw_voluntary = ru.ru_nvcsw;
         out_.csw_forced = ru.ru_nivcsw;
+        rusage self{};
+        ::getrusage(RUSAGE_SELF, &self);
+        out_.monitor_cpu_seconds = secs(self.ru_utime) + secs(self.ru_stime);
         if (s_.cgroup.caps.usable) {
             out_.cgroup = s_.cgroup.path;
             if (auto us = isolate::cgroup_cpu_usec(s_.cgroup))
@@ -253,6 +317,10 @@ private:
     std::uint64_t sampled_peak_ = 0;
     long program_rss_kb_ = 0, sampled_rss_kb_ = 0;  // see finish()
     std::uint64_t sampled_cpu_ns_ = 0;
+    UniqueFd proc_, tmpfs_;  // channel::Meter's
+    std::optional<isolate::Sampler> sampler_;
+    std::uint64_t period_ns_ = 0, due_ = 0;
+    pid_t workload_ = 0;  // its pid on the host, once demote() needed it
     RunOutcome out_;
 };
 

@@ -61,7 +61,7 @@ int put(Out& o, const Failure& f) { return o.pod(std::int32_t{f.code}), o.bytes 
 int put(Out& o, const Exited& e) {
     return o.pod(std::int32_t{e.wait_status}), o.pod(std::int64_t{e.max_rss_kb}), -1;
 }
-int put(Out& o, const Sample& s) { return o.pod(s.usage), -1; }
+int put(Out& o, const Meter& m) { return o.pod(m.what), m.fd.get(); }
 int put(Out&, const PtyMaster& p) { return p.master.get(); }
 
 void get(In&, UniqueFd, Go&) {}
@@ -89,7 +89,11 @@ void get(In& in, UniqueFd, Exited& e) {
     e.wait_status = in.pod<std::int32_t>();
     e.max_rss_kb = static_cast<long>(in.pod<std::int64_t>());
 }
-void get(In& in, UniqueFd, Sample& s) { s.usage = in.pod<isolate::Usage>(); }
+void get(In& in, UniqueFd fd, Meter& m) {
+    m.what = in.pod<Meter::What>();
+    if (m.what != Meter::proc && m.what != Meter::tmpfs) In::bad("unknown meter");
+    m.fd = required(std::move(fd));
+}
 void get(In&, UniqueFd fd, PtyMaster& p) { p.master = required(std::move(fd)); }
 
 template <std::size_t I = 0>

@@ -11,15 +11,16 @@
 //                        LateDir    the layer's late directory, for the GPU's entries
 //   init, workload ->    Failure    the sandbox failed: exit code and message (incl. hint)
 //   init -> monitor      Exited     the workload's wait status
-//                        Sample     CPU and memory use, when init measures them
+//                        Meter      the sandbox's /proc and gpubox's tmpfs, for the monitor to
+//                                   measure them (isolate/usage.hpp), sent before the workload runs
 //   workload -> monitor  PtyMaster  its pty's master (on the pty socket, launcher/monitor/pty.hpp)
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <type_traits>
 #include <variant>
 
 #include "common/unique_fd.hpp"
-#include "isolate/usage.hpp"
 #include "rootfs/apply.hpp"
 
 namespace gpubox::launcher::channel {
@@ -42,14 +43,15 @@ struct Exited {
     int wait_status = 0;
     long max_rss_kb = 0;  // the workload's processes' peak resident set (init's RUSAGE_CHILDREN)
 };
-struct Sample {
-    isolate::Usage usage;
+struct Meter {
+    enum What : std::uint8_t { proc, tmpfs } what = proc;
+    UniqueFd fd;
 };
 struct PtyMaster {
     UniqueFd master;
 };
 
-using Frame = std::variant<Go, DevicePlan, RootView, LateDir, Failure, Exited, Sample, PtyMaster>;
+using Frame = std::variant<Go, DevicePlan, RootView, LateDir, Failure, Exited, Meter, PtyMaster>;
 
 // One frame, one sendmsg; a peer that is gone throws SysError(EPIPE).
 void send(int sock, const Frame& frame);

@@ -121,6 +121,17 @@ void take_relays(const Ends& own) {
     if (own.stderr_relay.valid()) sys::dup2(own.stderr_relay.get(), STDERR_FILENO);
 }
 
+// The sandbox's fresh /proc and gpubox's tmpfs, for the monitor to measure the sandbox from
+// outside (isolate/usage.hpp).
+void send_meters(const Ends& own, const UniqueFd& tmpfs) {
+    channel::send(own.control.get(),
+                  channel::Meter{channel::Meter::proc,
+                                 sys::open_at(AT_FDCWD, "/proc", O_PATH | O_DIRECTORY)});
+    if (tmpfs.valid())
+        channel::send(own.control.get(),
+                      channel::Meter{channel::Meter::tmpfs, sys::dup_cloexec(tmpfs.get())});
+}
+
 // The workload: a child of init, so it is never pid 1 and keeps ordinary signal semantics.
 [[noreturn]] void workload_main(const ChildSpec& spec, Ends& own) noexcept {
     try {
@@ -135,7 +146,8 @@ void take_relays(const Ends& own) {
         isolate::apply_rlimits(spec.rlimits);  // own user ns: NPROC per sandbox
         isolate::drop_all_privileges();        // caps (incl. bounding, ambient), NNP
         sys::set_umask(022);
-        sys::close_range_cloexec(3);                   // inherited fds never reach CMD
+        sys::close_range_cloexec(3);  // inherited fds never reach CMD
+        isolate::install(spec.limits_bpf);
         if (spec.seccomp) isolate::install(spec.bpf);  // last before exec
         exec_command(spec);
     } catch (...) {
@@ -172,9 +184,10 @@ void take_relays(const Ends& own) {
             rootfs::assemble_root(spec.plan, image.get(), std::move(draft), with);
         rootfs::apply_mount_plan(plan, root);  // fresh /proc while the old root is visible
         rootfs::enter_root(root.mnt.get());
+        if (spec.meters) send_meters(own, root.tmpfs);  // before the workload can touch /proc
         const pid_t pid = sys::fork("the workload");
         if (pid == 0) workload_main(spec, own);
-        init_loop(spec, own, pid, root.tmpfs.get());
+        init_loop(own, pid);
     } catch (...) {
         report_and_exit(own.control.get(), std::current_exception());
     }

@@ -86,8 +86,8 @@ check "CPU loop: time >= 1 s, and below the RLIMIT_CPU backstop of 2 s ($(mf tim
 run_prog -t 5 -w 1 -- sleep
 expect_eq "sleep past --wall-time=1: TO, killed, a message with 'wall' (CMS looks for it)" \
     "$rc:$(mf status):$(mf killed):$(mf message)" "1:TO:1:Time limit exceeded (wall clock)"
-# (time: the sampler's own CPU, about 0.07 s a second when idle; never the wall time)
-check "sleep: time-wall >= 1 s ($(mf time-wall)), time ~0 ($(mf time))" eval 'at_least "$(mf time-wall)" 1 && ! at_least "$(mf time)" 0.5'
+# (time: the sandbox's CPU, about 0 for a sleep: the monitor measures from outside; never the wall time)
+check "sleep: time-wall >= 1 s ($(mf time-wall)), time ~0 ($(mf time))" eval 'at_least "$(mf time-wall)" 1 && ! at_least "$(mf time)" 0.02'
 
 iso --cleanup && iso --cg --init  # the cgroup mode is the box's, as isolate's lock records it
 cp "$WORK/prog" "$BOX/prog"

@@ -44,7 +44,12 @@ TEST_CASE("limits without a cgroup: rlimits, sampling, and mechanisms that say s
     CHECK(p.sample_ms == 5);
     CHECK(p.ipc.rmid_forced);
     CHECK(mech(p, "pids") == "RLIMIT_NPROC in the sandbox's user namespace");
-    CHECK(mech(p, "memory").find("sampled every 5 ms") != std::string::npos);
+    CHECK(mech(p, "memory").find("read by the monitor every 5 ms") != std::string::npos);
+    // What the monitor cannot see is impossible or capped by the sandbox's own knobs.
+    CHECK(p.refuse_memfd);
+    CHECK(p.ipc.msg_queues * p.ipc.msg_queue_bytes * 64 <= 32u << 20);
+    CHECK(has_rlimit(p, RLIMIT_NOFILE));
+    CHECK(tmpfs_inodes(64u << 20) == 8192);
     CHECK(mech(p, "kill") == "SIGKILL to the pid namespace's init");
 }
 
@@ -94,7 +99,7 @@ TEST_CASE("honest mechanisms on old kernels and for the host's root") {
           })->value == 11);
 }
 
-TEST_CASE("usage parsers: stat with a hostile comm, status, smaps_rollup, sysvipc, loadavg") {
+TEST_CASE("usage parsers: stat with a hostile comm, status, smaps_rollup") {
     ProcSample p;
     REQUIRE(parse_proc_stat("42 (a) b) c) R 7 42 42 0 -1 4194560 10 0 0 0 7 3 2 1 20 0 1 0 12345 0",
                             10, p));
@@ -116,18 +121,17 @@ TEST_CASE("usage parsers: stat with a hostile comm, status, smaps_rollup, sysvip
     CHECK_FALSE(p.ignores_sigchld);
     CHECK(p.anon_bytes == 0);
     CHECK_FALSE(parse_proc_status("Name: x\n", p));
-    CHECK(parse_pss_shmem("Rss: 10 kB\nPss_Anon: 3 kB\nPss_Shmem:  2048 kB\n") == 2048u * 1024);
-    const std::string shm =
-        "       key      shmid perms                  size  cpid  lpid nattch   uid   gid  cuid  "
-        "cgid      atime      dtime      ctime                   rss                  swap\n"
-        "         0          1   600               1048576    10    10      0  1000  1000  1000  "
-        "1000          0          0 1700000000               1048576                     0\n"
-        "         0          2   600               1048576    10    10      1  1000  1000  1000  "
-        "1000          0          0 1700000000                524288                     0\n";
-    CHECK(parse_unattached_sysv(shm) ==
-          1048576u);  // the attached one is in its attacher's Pss_Shmem
-    CHECK(parse_last_pid("0.00 0.01 0.05 1/120 4242\n") == 4242u);
-    CHECK_FALSE(parse_last_pid("0.00 0.01\n"));
+    CHECK(parse_pss("Rss: 10 kB\nPss_Anon: 3 kB\nPss_File: 5 kB\nPss_Shmem:  2048 kB\n") ==
+          (3u + 2048u) * 1024);
+    CHECK_FALSE(parse_pss("Rss: 10 kB\n"));
+    // The whole line: threads (20) and sigignore (33, decimal: SIGCHLD is bit 16).
+    REQUIRE(
+        parse_proc_stat("9 (x) S 1 9 9 0 -1 0 0 0 0 0 1 1 0 0 20 0 3 0 77 0 0 0 0 0 0 0 0 0 0 "
+                        "65536 0 0",
+                        10, p));
+    CHECK(p.threads == 3);
+    CHECK(p.ignores_sigchld);
+    CHECK(p.start == 77);
 }
 
 namespace {
