@@ -7,21 +7,22 @@
 #     names (between <!-- child-calls --> markers: whole files, or functions as `ns::name`), read
 #     from the compiled library with nm, so a call added anywhere in it is caught.
 #
-# The budget: 2,300 lines (wc -l, comments included: an auditor reads them too). At this
-# writing the library is 2,249 lines as clang-format lays it out (2,153 before the tree was
-# formatted): init and the workload (child_main, init_loop, pty_open: 296), the channel's
-# frames (125), the root's layer, entries, executor and resolver (1,334), the ops' codec (170),
-# caps (20) and the sampler (304); the same roles were 1,929 lines in seven files before the
-# library existed, plus child code inside five monitor-side files. The aim is 1,000. What
-# stands between: the layer's late-entry machinery, which the monitor shares (GPU entries made
-# beside init), the executor's bound-root overlays, and the sampler, which could leave the
-# sandbox if the monitor read the sandbox's /proc itself. Lower the budget as the code
-# shrinks; raise it only with a reason in the commit that does (2,200 -> 2,300: the format
-# pass, which wraps long lines and changes no code).
+# The budget: 2,000 lines (wc -l, comments included: an auditor reads them too). At this
+# writing the library is 1,955 lines as clang-format lays it out: init and the workload
+# (child_main, init_loop, pty_open), the channel's frames, the root's layer, entries, executor
+# and resolver, the ops' codec and caps. The sampler (304 lines) left it: the monitor measures
+# the sandbox from outside, through the /proc init sends it (isolate/usage.hpp). The library
+# was 2,249 lines with the sampler (2,153 before the tree was formatted); the same roles were
+# 1,929 lines in seven files before the library existed, plus child code inside five
+# monitor-side files. The aim is 1,000. What stands between: the layer's late-entry machinery,
+# which the monitor shares (GPU entries made beside init), and the executor's bound-root
+# overlays. Lower the budget as the code shrinks; raise it only with a reason in the commit
+# that does (2,200 -> 2,300: the format pass, which wraps long lines and changes no code;
+# 2,300 -> 2,000: the sampler left).
 #
 # Usage: child-boundary.sh SRC_DIR CHILD_LIB COMMON_LIB ROOTFS_LIB SOURCE...
 set -euo pipefail
-BUDGET=2300
+BUDGET=2000
 src=$1 child_lib=$2 common_lib=$3 rootfs_lib=$4
 shift 4
 fail=0
