@@ -1,10 +1,16 @@
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "common/error.hpp"
 #include "isolate/limits.hpp"
+#include "isolate/seccomp.hpp"
 #include "isolate/usage.hpp"
 #include "launcher/cli/cli.hpp"
 #include "launcher/monitor/meta_isolate.hpp"
@@ -375,4 +381,20 @@ TEST_CASE("limit names and meta formats: one table each, names give the value ba
                       "--meta-format: expected json or isolate, got \"xml\"");
     CHECK(limit_of(KillReason::stderr_) == LimitName::stderr_);
     CHECK_FALSE(limit_of(KillReason::parent_died));
+}
+
+TEST_CASE("the memory limit's filter refuses memfd_create with ENOSYS, and nothing else") {
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+        gpubox::isolate::install(gpubox::isolate::refuse_memfd_filter());
+        const long memfd = ::syscall(SYS_memfd_create, "x", 0);
+        const bool refused = memfd < 0 && errno == ENOSYS;
+        const int fd = ::open("/dev/null", O_RDONLY);  // everything else as before
+        ::_exit(refused && fd >= 0 && ::getpid() > 0 ? 0 : 1);
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
 }
