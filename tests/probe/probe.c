@@ -168,12 +168,21 @@ static int send_away(int* fd) {
  *   memfd-flight  the same, 32 MiB per memfd, each then sent over a unix socket (SCM_RIGHTS),
  *            never received, and closed: in flight only
  *   cow      malloc'd and touched like anon, then 7 idle children share it copy-on-write
+ *   populate one mmap(MAP_POPULATE) of MIB: the kernel fills it in one call (RATE ignored)
  *   sysv     a SysV segment, attached, touched, then detached (held by the kernel alone)
  *   file:P   written into file P (a tmpfs file: /tmp/x, /dev/shm/x, /dev/x) */
 static int hog(const char* kind, long mib, long rate, long hold) {
     const size_t M = 1 << 20;
     char* region = NULL;
     int fd = -1, shmid = -1;
+    if (!strcmp(kind, "populate")) {
+        if (mmap(NULL, (size_t)mib * M, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0) == MAP_FAILED)
+            return printf("hog=0 mmap=%s\n", strerrorname_np(errno)), 3;
+        printf("hog=%ld\n", mib);
+        sleep((unsigned)hold);
+        return 0;
+    }
     if (!strcmp(kind, "malloc1") && !(region = malloc((size_t)mib * M)))
         return printf("hog=0 malloc=ENOMEM\n"), 3;
     if ((!strcmp(kind, "shared") || !strcmp(kind, "shared2")) &&
