@@ -421,6 +421,17 @@ void apply_limit_plan(const Options& o, const isolate::CgroupCaps& caps,
     if (limits.refuse_memfd) plan.spec.limits_bpf = isolate::refuse_memfd_filter();
 }
 
+// The kill line names what enforced a CPU or memory limit (--meta has every mechanism in full):
+// a cgroup's count is exact, the monitor's is read from outside at each pass.
+std::string enforced_by(const Verdict& v, const isolate::CgroupCaps& caps) {
+    if (v.limit == isolate::LimitName::memory)
+        return caps.memory ? " (cgroup memory.max)" : " (the monitor's count, no cgroup)";
+    if (v.limit == isolate::LimitName::cpu_time &&
+        v.message.find("RLIMIT_CPU") == std::string::npos)
+        return caps.usable ? " (cgroup cpu.stat)" : " (the monitor's count, no cgroup)";
+    return "";
+}
+
 // --die-with-parent: a pidfd of gpubox's parent, for the monitor to poll. The parent may die
 // before pidfd_open(): then gpubox has been reparented, and getppid() no longer names it, so
 // the pidfd is the parent's only if getppid() still is the pid after it was opened.
@@ -455,8 +466,17 @@ int run_sandbox(const Options& o, RunReport* report) {
         plan = plan_run(o);
         plan.spec.send_view =
             !view.valid() && (o.preflight != preflight::Mode::off || plan.devices_later);
-        if (o.limits.any()) cgroup = isolate::setup_cgroup(o.limits, o.cgroup);
+        if (o.limits.any() || o.require_cgroup) cgroup = isolate::setup_cgroup(o.limits, o.cgroup);
         if (!cgroup.reason.empty()) log::info("cgroup: " + cgroup.reason);
+        if (o.require_cgroup && !cgroup.caps.memory) {
+            isolate::remove_cgroup(cgroup);
+            throw PlanError(
+                cat("--require-cgroup: no cgroup v2 with the memory controller for the sandbox (",
+                    cgroup.reason.empty() ? "none to be had" : cgroup.reason,
+                    "); 'gpubox doctor' says what to change"),
+                "a delegated cgroup v2: a systemd user manager (loginctl enable-linger, "
+                "dbus-user-session), or a cgroup directory delegated to this user (--cgroup PATH)");
+        }
         limits =
             isolate::plan_limits(o.limits, cgroup.caps, sys::kernel_at_least(5, 14), o.root,
                                  ::getuid() == 0, plan.spec.plan.root.tmpfs_size, plan.host_share);
@@ -473,8 +493,8 @@ int run_sandbox(const Options& o, RunReport* report) {
         isolate::remove_cgroup(cgroup);
         const Verdict v = judge(out, o.limits);
         if (out.setup_failed && !report) report_setup_failure(out);  // else the caller's to say
-        if (v.killed && !o.quiet)
-            log::error(v.message);  // "killed: wall-clock limit 1.000 s exceeded"
+        if (v.killed && !o.quiet)  // "killed: wall-clock limit 1.000 s exceeded"
+            log::error(v.message + enforced_by(v, cgroup.caps));
         write_meta(meta, o, v, out, limits.mechanisms);
         if (report) *report = {v, out};
         return v.gpubox_exit;

@@ -74,4 +74,15 @@ for k in "msgq 4000000" "files 400000" "ptes 60000"; do
     check "kernel memory ($k) under --memory-limit 64M: ML, or capped ($(field status): $out)" stopped
     footprint "  the sandbox's footprint stays bounded" 64
 done
+
+# --- judges can demand exactness ---------------------------------------------------------------
+box run --memory-limit 64M --meta "$M" "$R" true
+if [ "$(field cgroup)" = null ]; then
+    box run --require-cgroup --memory-limit 64M --meta "$M" "$R" true
+    expect_eq "--require-cgroup where no cgroup v2 with memory can be had: 125, XX" "$rc:$(field status)" "125:XX"
+    expect_match "  one line, and the doctor fix" "$err" $'^gpubox: --require-cgroup: no cgroup v2 with the memory controller[^\n]*gpubox doctor[^\n]*\ngpubox: hint: '
+else
+    box run --require-cgroup --memory-limit 64M --meta "$M" "$R" true
+    expect_eq "--require-cgroup with a cgroup: runs, exact" "$rc:$(field status):$(mechanism memory)" "0:OK:cgroup memory.max (swap off)"
+fi
 finish
