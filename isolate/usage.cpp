@@ -215,9 +215,10 @@ std::uint64_t by_share(int proc, const std::vector<ProcSample>& procs) {
     std::uint64_t sum = 0;
     for (const ProcSample& p : procs) {
         if (p.pid == 1) continue;
+        // Unreadable: it exited since its status was read (the monitor may read every process
+        // of the sandbox, whatever it does to its credentials), and its memory went with it.
         const auto pss = parse_pss(sys::try_read_at(proc, cat(p.pid, "/smaps_rollup")));
-        sum += std::min(pss.value_or(p.anon_bytes + p.shmem_bytes), p.anon_bytes + p.shmem_bytes) +
-               p.pte_bytes;
+        sum += std::min(pss.value_or(0), p.anon_bytes + p.shmem_bytes) + p.pte_bytes;
     }
     return sum;
 }
