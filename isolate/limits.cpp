@@ -53,7 +53,8 @@ void plan_memory(const Limits& l, const CgroupCaps& cg, LimitPlan& p) {
             "where over the limit) and page tables, and gpubox's tmpfs, read by the monitor "
             "every ",
             kMemorySampleMs,
-            " ms; memfd_create refused, SysV segments die with their last attach; kernel "
+            " ms near the limit (before it at 1 GiB/s, at most 50 ms apart); memfd_create "
+            "refused, SysV segments die with their last attach; kernel "
             "memory capped: ",
             kMsgQueues, " SysV message queues, ", tmpfs_inodes(*l.memory_bytes),
             " tmpfs inodes, RLIMIT_NOFILE ", l.nofile.value_or(kDefaultNofile)));
@@ -165,11 +166,10 @@ LimitPlan plan_limits(const Limits& l, const CgroupCaps& cg, bool nproc_per_user
             how =
                 cat("sum over the sandbox's processes (its own /proc), read by the monitor every ",
                     p.sample_ms,
-                    " ms, a pass cut short once over; a child the kernel reaps is charged an upper "
-                    "bound (its last sample + ",
-                    p.sample_ms, " ms, or ", p.sample_ms,
-                    " ms if never seen); past 4 tasks a CPU, the workload's process group runs "
-                    "at nice 19");
+                    " ms near the limit (before it with every CPU busy, at most 50 ms apart), a "
+                    "pass cut short once over; a child the kernel reaps is charged an upper "
+                    "bound (its last sample + the time since, or that time if never seen); past 4 "
+                    "tasks a CPU, the workload's process group runs at nice 19");
     return p;
 }
 

@@ -1,6 +1,7 @@
 #include "isolate/usage.hpp"
 
 #include <fcntl.h>
+#include <unistd.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -12,6 +13,7 @@
 #include "common/sys.hpp"
 #include "common/sys_host.hpp"
 #include "common/text.hpp"
+#include "common/unique_fd.hpp"
 
 namespace gpubox::isolate {
 namespace {
@@ -36,6 +38,17 @@ std::optional<std::uint64_t> field(const std::string& text, const std::string& k
     std::uint64_t v = 0;
     if (!(in >> v)) return std::nullopt;
     return v * unit;
+}
+
+// A /proc file in one read (what the parsers need fits in 4 KiB): a pass reads thousands.
+std::string read_proc(int proc, const std::string& name, std::size_t cap = 4096) {
+    const int fd = sys::try_open_at(proc, name, O_RDONLY);
+    if (fd < 0) return {};
+    const UniqueFd own(fd);
+    std::string out(cap, '\0');
+    const ssize_t n = ::read(fd, out.data(), cap);
+    out.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+    return out;
 }
 
 std::uint64_t now_ns() {
@@ -187,20 +200,20 @@ void add_process(int proc, const std::string& name, bool memory, Scan& scan) {
     std::uint64_t pid = 0;
     if (!to_u64(name, pid)) return;
     scan.max_pid = std::max(scan.max_pid, pid);
-    if (!parse_proc_stat(sys::try_read_at(proc, name + "/stat"), sys::ns_per_clock_tick(), p) ||
-        (memory && !parse_proc_status(sys::try_read_at(proc, name + "/status"), p)))
+    if (!parse_proc_stat(read_proc(proc, name + "/stat"), sys::ns_per_clock_tick(), p))
         return;  // gone meanwhile
     p.pid = static_cast<pid_t>(pid);
-    // stat's times are whole clock ticks: a thousand processes of 6 ms each would show none.
-    // schedstat has the main thread's to the ns (absent without CONFIG_SCHED_INFO: 0).
-    std::istringstream(sys::try_read_at(proc, name + "/schedstat", 128)) >> p.exact_ns;
-    p.self_ns = std::max(p.self_ns, p.exact_ns);
     scan.usage.tasks += p.threads;
-    if (pid == 1) {  // init is gpubox's: only the orphans it reaped count
+    if (pid == 1) {  // init is gpubox's: only the orphans it reaped count, and its stat has them
         scan.procs.push_back({p.pid, 0, p.start, 0, 0, p.children_ns, p.threads, false, 0, 0, 0});
         scan.live_cpu += p.children_ns;
         return;
     }
+    if (memory && !parse_proc_status(read_proc(proc, name + "/status"), p)) return;
+    // stat's times are whole clock ticks: a thousand processes of 6 ms each would show none.
+    // schedstat has the main thread's to the ns (absent without CONFIG_SCHED_INFO: 0).
+    std::istringstream(read_proc(proc, name + "/schedstat", 128)) >> p.exact_ns;
+    p.self_ns = std::max(p.self_ns, p.exact_ns);
     scan.usage.memory_bytes += p.anon_bytes + p.shmem_bytes + p.pte_bytes;
     scan.usage.rss_peak_bytes = std::max(scan.usage.rss_peak_bytes, p.hwm_bytes);
     ++scan.usage.processes;
@@ -217,7 +230,7 @@ std::uint64_t by_share(int proc, const std::vector<ProcSample>& procs) {
         if (p.pid == 1) continue;
         // Unreadable: it exited since its status was read (the monitor may read every process
         // of the sandbox, whatever it does to its credentials), and its memory went with it.
-        const auto pss = parse_pss(sys::try_read_at(proc, cat(p.pid, "/smaps_rollup")));
+        const auto pss = parse_pss(read_proc(proc, cat(p.pid, "/smaps_rollup")));
         sum += std::min(pss.value_or(0), p.anon_bytes + p.shmem_bytes) + p.pte_bytes;
     }
     return sum;

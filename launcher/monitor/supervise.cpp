@@ -1,6 +1,7 @@
 #include "launcher/monitor/supervise.hpp"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -8,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -65,13 +67,17 @@ struct StdinPump {
     }
 };
 
-// The sandbox measured from outside (isolate/usage.hpp): a pass every period, or twice as long
-// as the last pass took where that is longer, never more than kMaxPeriodMs apart.
-constexpr std::uint64_t kMaxPeriodNs = 25'000'000;
+// The sandbox measured from outside (isolate/usage.hpp). The next pass comes before the sandbox
+// could reach a limit: its memory filling at kFillRate, its CPU with every CPU busy; never
+// sooner than the period (sample_ms), never later than kMaxPeriodNs, and at least twice as long
+// as the last pass took. An idle sandbox far from its limits costs a pass every 50 ms.
+constexpr std::uint64_t kMaxPeriodNs = 50'000'000;
+constexpr std::uint64_t kFillRate = 1ULL << 30;  // bytes/s: the rate the overrun bound is for
 
-// A sandbox with more tasks than this, all perhaps runnable, would leave the monitor one share
-// of the CPU among them: its workload's process group goes to nice 19 (see demote()).
-unsigned crowd() { return 4 * sys::usable_cpus(); }
+// A sandbox with more tasks than this many per CPU, all perhaps runnable, would leave the
+// monitor one share of the CPU among them: its workload's process group goes to nice 19 (see
+// Monitor::demote()).
+constexpr unsigned kCrowdPerCpu = 4;
 
 class Monitor {
 public:
@@ -208,9 +214,11 @@ private:
         }
         // A proc instance whose pid 1 is our init: init opened it before the workload ran.
         const auto fs = sys::try_fstatfs(m.fd.get());
-        if (proc_.valid() || !fs || fs->f_type != 0x9fa0 /* PROC_SUPER_MAGIC */) return;
+        if (proc_.valid() || !fs || fs->f_type != PROC_SUPER_MAGIC) return;
         proc_ = std::move(m.fd);
-        sampler_.emplace(proc_.get(), tmpfs_.get(), sys::usable_cpus(), s_.sampled_memory_limit);
+        cpus_ = sys::usable_cpus();
+        crowd_ = kCrowdPerCpu * cpus_;
+        sampler_.emplace(proc_.get(), tmpfs_.get(), cpus_, s_.sampled_memory_limit);
         period_ns_ = static_cast<std::uint64_t>(s_.sample_ms) * 1000000ULL;
         due_ = sys::monotonic_ns() + period_ns_;
     }
@@ -224,15 +232,30 @@ private:
         const isolate::Usage u = sampler_->sample(
             cpu_limit ? static_cast<std::uint64_t>(*s_.limits.cpu_seconds * 1e9) : 0);
         const std::uint64_t t1 = sys::monotonic_ns();
-        due_ = t1 + std::min(kMaxPeriodNs, std::max(period_ns_, 2 * (t1 - t0)));
+        due_ = t1 + next_delay(u, t1 - t0);
         sampled_peak_ = std::max(sampled_peak_, u.memory_bytes);
         sampled_rss_kb_ = std::max(sampled_rss_kb_, static_cast<long>(u.rss_peak_bytes / 1024));
         sampled_cpu_ns_ = std::max(sampled_cpu_ns_, u.cpu_ns);
         if (!enforce) return;
-        if (u.tasks > crowd()) demote();
+        if (u.tasks > crowd_) demote();
         if (cpu_limit && u.cpu_ns > *s_.limits.cpu_seconds * 1e9) kill_for(KillReason::cpu_time);
         if (s_.sampled_memory_limit && u.memory_bytes > s_.sampled_memory_limit)
             kill_for(KillReason::memory);
+    }
+
+    std::uint64_t next_delay(const isolate::Usage& u, std::uint64_t cost) const {
+        std::uint64_t d = kMaxPeriodNs;
+        if (s_.sampled_memory_limit) {
+            const std::uint64_t room =
+                s_.sampled_memory_limit - std::min(s_.sampled_memory_limit, u.memory_bytes);
+            d = std::min(d, static_cast<std::uint64_t>(static_cast<double>(room) * 1e9 /
+                                                       static_cast<double>(kFillRate)));
+        }
+        if (s_.limits.cpu_seconds && !s_.cgroup.caps.usable) {
+            const auto limit = static_cast<std::uint64_t>(*s_.limits.cpu_seconds * 1e9);
+            d = std::min(d, (limit - std::min(limit, u.cpu_ns)) / cpus_);
+        }
+        return std::min(kMaxPeriodNs, std::max({d, period_ns_, 2 * cost}));
     }
 
     // A crowd of runnable tasks (a fork bomb) shares the CPU with the monitor task by task: its
@@ -320,6 +343,8 @@ private:
     UniqueFd proc_, tmpfs_;  // channel::Meter's
     std::optional<isolate::Sampler> sampler_;
     std::uint64_t period_ns_ = 0, due_ = 0;
+    unsigned cpus_ = 1;
+    unsigned crowd_ = 0;  // tasks: past this many, demote()
     pid_t workload_ = 0;  // its pid on the host, once demote() needed it
     RunOutcome out_;
 };
