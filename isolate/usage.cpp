@@ -238,12 +238,12 @@ std::uint64_t by_share(int proc, const std::vector<ProcSample>& procs) {
 
 }  // namespace
 
-Usage Sampler::sample(std::uint64_t cpu_stop_ns) {
+Usage Sampler::sample(std::uint64_t cpu_stop_ns, bool memory) {
     const std::uint64_t t = now_ns();
     Scan scan;
     for (const std::string& name :
          sys::try_list_dir(proc_, ".").value_or(std::vector<std::string>{})) {
-        add_process(proc_, name, limit_ != 0, scan);
+        add_process(proc_, name, limit_ != 0 || memory, scan);
         if (cpu_stop_ns && scan.live_cpu + ledger_.charged_ns() > cpu_stop_ns) {
             scan.usage.cpu_ns = scan.live_cpu + ledger_.charged_ns();  // a lower bound, over
             scan.usage.partial = true;
@@ -253,7 +253,7 @@ Usage Sampler::sample(std::uint64_t cpu_stop_ns) {
     Usage& u = scan.usage;
     if (limit_ && u.memory_bytes > limit_ && scan.procs.size() > 2)
         u.memory_bytes = std::min(u.memory_bytes, by_share(proc_, scan.procs));
-    if (limit_ && tmpfs_ >= 0)
+    if ((limit_ || memory) && tmpfs_ >= 0)
         if (const auto fs = sys::try_fstatfs(tmpfs_))
             u.memory_bytes += static_cast<std::uint64_t>(fs->f_blocks - fs->f_bfree) *
                               static_cast<std::uint64_t>(fs->f_bsize);

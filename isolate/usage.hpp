@@ -109,8 +109,12 @@ public:
         : proc_(proc_fd), tmpfs_(tmpfs_fd), limit_(memory_limit), ledger_(cpus) {}
     // One pass. A pass whose processes so far already used more than `cpu_stop_ns` of CPU stops
     // there (Usage::partial): a fork bomb's thousand processes need not all be read to kill it.
-    Usage sample(std::uint64_t cpu_stop_ns = 0);
+    // `memory`: read memory even without a memory limit (the last pass: the program's peak).
+    Usage sample(std::uint64_t cpu_stop_ns = 0, bool memory = false);
     void set_tmpfs(int fd) { tmpfs_ = fd; }
+    // The kernel reaps children in the sandbox: their CPU is charged by the interval between
+    // passes (CpuLedger), so passes must come at their period, not later.
+    bool reaping() const { return ledger_.reaping_seen(); }
 
 private:
     int proc_, tmpfs_;

@@ -230,7 +230,7 @@ private:
         const bool cpu_limit = enforce && s_.limits.cpu_seconds && !s_.cgroup.caps.usable;
         const std::uint64_t t0 = sys::monotonic_ns();
         const isolate::Usage u = sampler_->sample(
-            cpu_limit ? static_cast<std::uint64_t>(*s_.limits.cpu_seconds * 1e9) : 0);
+            cpu_limit ? static_cast<std::uint64_t>(*s_.limits.cpu_seconds * 1e9) : 0, !enforce);
         const std::uint64_t t1 = sys::monotonic_ns();
         due_ = t1 + next_delay(u, t1 - t0);
         sampled_peak_ = std::max(sampled_peak_, u.memory_bytes);
@@ -254,6 +254,8 @@ private:
         if (s_.limits.cpu_seconds && !s_.cgroup.caps.usable) {
             const auto limit = static_cast<std::uint64_t>(*s_.limits.cpu_seconds * 1e9);
             d = std::min(d, (limit - std::min(limit, u.cpu_ns)) / cpus_);
+            // Children the kernel reaps are charged the time between passes: keep it short.
+            if (sampler_->reaping()) d = 0;
         }
         return std::min(kMaxPeriodNs, std::max({d, period_ns_, 2 * cost}));
     }
