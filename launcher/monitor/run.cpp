@@ -412,7 +412,8 @@ void apply_limit_plan(const Options& o, const isolate::CgroupCaps& caps,
                       const isolate::LimitPlan& limits, RunPlan& plan) {
     plan.spec.rlimits = limits.rlimits;
     plan.spec.ipc = limits.ipc;
-    plan.spec.meters = !caps.usable && o.limits.any();
+    // A cgroup without the memory controller still leaves memory to the monitor's count.
+    plan.spec.meters = (!caps.usable && o.limits.any()) || (!caps.memory && o.limits.memory_bytes);
     plan.sample_ms = limits.sample_usage ? limits.sample_ms : 0;
     if (!caps.memory && o.limits.memory_bytes) {
         plan.sampled_memory_limit = *o.limits.memory_bytes;

@@ -206,7 +206,7 @@ private:
     }
 
     void on_meter(channel::Meter& m) {
-        if (s_.cgroup.caps.usable) return;  // the cgroup measures
+        if (s_.cgroup.caps.usable && !s_.sampled_memory_limit) return;  // the cgroup measures
         if (m.what == channel::Meter::tmpfs) {
             tmpfs_ = std::move(m.fd);
             if (sampler_) sampler_->set_tmpfs(tmpfs_.get());
