@@ -47,15 +47,16 @@ CPUACCT=${meters[0]} MEMCG=${meters[1]}
 field() { grep -E "^  \"$1\":" "$M" | sed -E 's/^  "[^"]*": //; s/,$//; s/^"//; s/"$//'; }
 mechanism() { grep -A2 "\"$1\": {" "$M" | grep mechanism | sed -E 's/.*"mechanism": "(.*)",?/\1/'; }
 # The table's short name for a mechanism: its first words and its sampling period.
-short() { sed -E 's/^((cgroup [^ ,]+)|sum over the sandbox).*(sampled every [0-9]+ ms).*/\1 … \3/' <<<"$1"; }
+short() { sed -E 's/^((cgroup [^ ,]+)|sum over the sandbox).*((sampled|read by the monitor) every [0-9]+ ms).*/\1 … \3/' <<<"$1"; }
 
 declare -A full=()   # short mechanism -> the whole text, printed under the table
+EXTRA=()             # more options for the CPU rows (the fork bomb's --pids-limit)
 # row KIND LIMIT RATE AS LABEL COMMAND...: N metered runs of COMMAND under one limit.
 # KIND mem: LIMIT in MiB, RATE the workload's MiB/s (0: as fast as it can). KIND cpu: LIMIT in s.
 # AS user: uid 65534 (no cgroup); root: gpubox makes a cgroup v2.
 row() {
     local kind=$1 limit=$2 rate=$3 as=$4 label=$5; shift 5
-    local pre=() opt=(--time-limit "$limit") want=cpu_time i vals="" st="" mech m0 c0 s l
+    local pre=() opt=(--time-limit "$limit" "${EXTRA[@]}") want=cpu_time i vals="" st="" mech m0 c0 s l mon
     [ "$as" = user ] && pre=("${as_user[@]}")
     [ "$kind" = mem ] && opt=(--memory-limit "${limit}M") && want=memory
     for ((i = 0; i < N; i++)); do
@@ -64,7 +65,9 @@ row() {
         m0=$(<"$MEMCG/memory.usage_in_bytes") c0=$(<"$CPUACCT/cpuacct.usage")
         "${pre[@]}" "$W/gpubox" run --wall-time-limit 30 --meta "$M" "${opt[@]}" "$R" "$@" >/dev/null 2>&1 || true
         # One line per run: memory peak above the start (bytes), CPU used (ns), gpubox's wall time.
-        vals+="$(($(<"$MEMCG/memory.max_usage_in_bytes") - m0)) $(($(<"$CPUACCT/cpuacct.usage") - c0)) $(field wall_time)"$'\n'
+        # The monitor's own CPU (monitor_cpu_time) is the host's, never the sandbox's: taken out.
+        mon=$(field monitor_cpu_time)
+        vals+="$(($(<"$MEMCG/memory.max_usage_in_bytes") - m0)) $(($(<"$CPUACCT/cpuacct.usage") - c0 - $(awk -v m="${mon:-0}" 'BEGIN { printf "%d", m * 1e9 }'))) $(field wall_time)"$'\n'
         # The verdict, and which limit it names where that is not the one under test.
         s=$(field status) l=$(field limit)
         st+="$s$([ "$l" = "$want" ] || [ "$s" = OK ] || echo "($l)") "
@@ -102,8 +105,10 @@ echo "|---|---|---|---|---|---|---|"
 for lim in 64 256; do
     for rate in 256 1024; do row mem $lim $rate user "anon at $rate MiB/s" probe hog anon 2048 $rate 2; done
     row mem $lim 0 user "anon as fast as it can" probe hog anon 2048 0 2
-    for kind in shared memfd sysv file:/dev/shm/x; do row mem $lim 1024 user "$kind at 1024 MiB/s" probe hog $kind 2048 1024 2; done
+    for kind in shared sysv file:/dev/shm/x; do row mem $lim 1024 user "$kind at 1024 MiB/s" probe hog $kind 2048 1024 2; done
+    row mem $lim 0 user "one MAP_POPULATE of 2 GiB" probe hog populate 2048 0 2
 done
+EXTRA=()
 for as in user root; do
     for lim in 1 2; do
         row cpu $lim 0 $as "busy loop" probe spin 1 10
@@ -111,8 +116,33 @@ for as in user root; do
         row cpu $lim 0 $as "shell fork loop" sh -c 'while :; do /bin/true; done'
         row cpu $lim 0 $as "auto-reaped chain 100 × 100 ms" probe reaped-chain 100 100
         row cpu $lim 0 $as "auto-reaped chain 1000 × 10 ms" probe reaped-chain 1000 10
+        # (Not as root: the kernel exempts the host's uid 0 from RLIMIT_NPROC, and this host's
+        # cgroup v2 may have no pids controller.)
+        EXTRA=(--pids-limit 1000)
+        [ "$as" = user ] && row cpu $lim 0 $as "for(;;) fork() bomb, --pids-limit 1000" probe forkspin bench
+        EXTRA=()
     done
 done
+
+# What the monitor costs, and what a sleeping workload is charged: N runs each of a 2 s and a
+# 12 s sleep with CPU and memory limits (no cgroup). The charge is the verdict's cpu_time per
+# second of wall; the monitor's own CPU per second is the difference between the two lengths
+# of its monitor_cpu_time (setup cancels out), as % of one core.
+echo
+echo "| idle sandbox, --time-limit 20 --memory-limit 64M, no cgroup | median (min … max) |"
+echo "|---|---|"
+charge="" mon2="" mon12=""
+for ((i = 0; i < N; i++)); do
+    rm -f "$M"
+    "${as_user[@]}" "$W/gpubox" run --time-limit 20 --memory-limit 64M --meta "$M" "$R" sleep 2 >/dev/null 2>&1
+    charge+="$(awk -v c="$(field cpu_time)" -v w="$(field wall_time)" 'BEGIN { printf "%.2f", c / w * 1000 }') "
+    mon2+="$(field monitor_cpu_time) "
+    "${as_user[@]}" "$W/gpubox" run --time-limit 20 --memory-limit 64M --meta "$M" "$R" sleep 12 >/dev/null 2>&1
+    mon12+="$(field monitor_cpu_time) "
+done
+stats() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.2f (%.2f … %.2f)", m, v[1], v[NR] }'; }
+echo "| CPU charged to a sleeping workload, ms per s of wall (target ≤ 10) | $(stats <<<"$charge") |"
+echo "| the monitor's own CPU, % of one core (target < 0.5) | $(paste -d' ' <(tr ' ' '\n' <<<"$mon2" | grep .) <(tr ' ' '\n' <<<"$mon12" | grep .) | awk '{ printf "%.3f ", ($2 - $1) / 10 * 100 }' | stats) |"
 echo
 echo "Mechanisms in full (from the verdicts' limits.NAME.mechanism):"
 for k in "${!full[@]}"; do echo "- $k: ${full[$k]}"; done

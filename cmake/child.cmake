@@ -8,7 +8,7 @@
 # library), a few functions of monitor-side files (docs/design.md names them) and common/.
 set(GPUBOX_CHILD_SOURCES
   launcher/sandbox/child_main.cpp # the ordered list of init's steps, and the workload's
-  launcher/sandbox/init_loop.cpp  # pid 1: reap, forward signals, sample, report
+  launcher/sandbox/init_loop.cpp  # pid 1: reap, forward signals, report
   launcher/sandbox/channel.cpp    # the typed frames both sides exchange
   launcher/sandbox/pty_open.cpp   # the workload's own pty
   rootfs/layer.cpp                # the root: gpubox's tmpfs, the overlay's layer and its entries
@@ -16,7 +16,6 @@ set(GPUBOX_CHILD_SOURCES
   rootfs/apply.cpp                # the executor: every op of the plan, by fd
   rootfs/wire.cpp                 # the mount ops' codec (init decodes the late plan)
   isolate/caps.cpp                # every capability dropped, no_new_privs
-  isolate/usage.cpp               # CPU and memory, measured by init without a cgroup
 )
 list(TRANSFORM GPUBOX_CHILD_SOURCES PREPEND ${PROJECT_SOURCE_DIR}/)
 add_library(gpubox_child STATIC ${GPUBOX_CHILD_SOURCES})

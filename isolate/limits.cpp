@@ -24,6 +24,10 @@ constexpr std::pair<LimitName, std::string_view> kLimitNames[] = {
     {LimitName::tmpfs, "tmpfs"},         {LimitName::kill, "kill"},
 };
 
+constexpr int kMemorySampleMs = 5;
+constexpr std::uint64_t kMsgQueues = 32, kMsgQueueBytes = 16384;  // <= 32 MiB of messages
+constexpr std::uint64_t kDefaultNofile = 1024;
+
 void plan_cpu(const Limits& l, const CgroupCaps& cg, LimitPlan& p) {
     // The whole sandbox's CPU, sampled; RLIMIT_CPU is a per-process backstop.
     const auto backstop = static_cast<rlim_t>(std::ceil(*l.cpu_seconds)) + 1;
@@ -34,21 +38,33 @@ void plan_cpu(const Limits& l, const CgroupCaps& cg, LimitPlan& p) {
     p.sample_ms = 10;
 }
 
-void plan_memory(const CgroupCaps& cg, LimitPlan& p) {
+void plan_memory(const Limits& l, const CgroupCaps& cg, LimitPlan& p) {
     if (cg.memory) {
         p.mechanisms.emplace_back(LimitName::memory, "cgroup memory.max (swap off)");
         return;
     }
     // No RLIMIT_DATA or RLIMIT_AS: both refuse address space that is never touched (JITs,
     // CUDA, a malloc larger than what is used), and a refused allocation would be graded as the
-    // program's crash. The sampler counts what is really held and kills within 5 ms of the limit.
+    // program's crash. The monitor counts what is really held and kills at the limit; what it
+    // cannot see is made impossible or capped by a knob of the sandbox's own.
     p.mechanisms.emplace_back(
         LimitName::memory,
-        "sum over the sandbox of resident private and shared memory, gpubox's tmpfs, "
-        "unattached SysV segments and unmapped memfds, sampled every 5 ms");
+        cat("sum over the sandbox of resident private and shared memory (by proportional share "
+            "where over the limit) and page tables, and gpubox's tmpfs, read by the monitor "
+            "every ",
+            kMemorySampleMs,
+            " ms near the limit (before it at 1 GiB/s, at most 50 ms apart); memfd_create "
+            "refused, SysV segments die with their last attach; kernel "
+            "memory capped: ",
+            kMsgQueues, " SysV message queues, ", tmpfs_inodes(*l.memory_bytes),
+            " tmpfs inodes, RLIMIT_NOFILE ", l.nofile.value_or(kDefaultNofile)));
     p.sample_usage = true;
-    p.sample_ms = 5;
+    p.sample_ms = kMemorySampleMs;
+    p.refuse_memfd = true;
     p.ipc.rmid_forced = true;  // a SysV segment lives only while attached, where Pss_Shmem sees it
+    p.ipc.msg_queues = kMsgQueues;
+    p.ipc.msg_queue_bytes = kMsgQueueBytes;
+    if (!l.nofile) p.rlimits.push_back({RLIMIT_NOFILE, kDefaultNofile, "RLIMIT_NOFILE"});
 }
 
 void plan_pids(const Limits& l, const CgroupCaps& cg, bool nproc_per_userns, bool root_inside,
@@ -99,6 +115,10 @@ std::uint64_t plan_tmpfs_size(std::uint64_t tmpfs_size,
     return std::max<std::uint64_t>(mem_available / 4, 16ULL << 20);
 }
 
+std::uint64_t tmpfs_inodes(std::uint64_t memory_limit) {
+    return std::max<std::uint64_t>(4096, memory_limit / (8 << 10));
+}
+
 std::optional<std::uint64_t> parse_mem_available(const std::string& meminfo) {
     const auto at = meminfo.find("MemAvailable:");
     if (at == std::string::npos) return std::nullopt;
@@ -116,7 +136,7 @@ LimitPlan plan_limits(const Limits& l, const CgroupCaps& cg, bool nproc_per_user
     if (l.wall_seconds)
         p.mechanisms.emplace_back(LimitName::wall_time, "monitor timer (CLOCK_MONOTONIC)");
     if (l.cpu_seconds) plan_cpu(l, cg, p);
-    if (l.memory_bytes) plan_memory(cg, p);
+    if (l.memory_bytes) plan_memory(l, cg, p);
     plan_pids(l, cg, nproc_per_userns, root_inside, caller_root, p);
     if (l.fsize_bytes)
         p.rlimits.push_back({RLIMIT_FSIZE, *l.fsize_bytes, "RLIMIT_FSIZE"}),
@@ -142,17 +162,17 @@ LimitPlan plan_limits(const Limits& l, const CgroupCaps& cg, bool nproc_per_user
                                   p.ipc.shm_bytes >> 20, " MiB (kernel.shmmax/shmall)"));
     p.mechanisms.emplace_back(LimitName::kill,
                               cg.usable ? "cgroup.kill" : "SIGKILL to the pid namespace's init");
-    // Processes the kernel kills when init dies never reach init's rusage, so without a cgroup
-    // the last sample is the only record of their CPU time: sample whenever limits apply.
-    if (!cg.usable && l.any()) p.sample_usage = true;
-    if (p.sample_usage && !l.cpu_seconds && !l.memory_bytes) p.sample_ms = 50;
+    // Only CPU and memory limits need the monitor to read the sandbox periodically; without
+    // them it reads the sandbox once, when it kills it (the CPU of what the kill ends).
     for (auto& [name, how] : p.mechanisms)
         if (name == LimitName::cpu_time && how.empty())
             how =
-                cat("sum over the sandbox's processes (its own /proc), sampled every ", p.sample_ms,
-                    " ms; a child "
-                    "the kernel reaps is charged an upper bound (its last sample + ",
-                    p.sample_ms, " ms, or ", p.sample_ms, " ms if never seen)");
+                cat("sum over the sandbox's processes (its own /proc), read by the monitor every ",
+                    p.sample_ms,
+                    " ms near the limit (before it with every CPU busy, at most 50 ms apart), a "
+                    "pass cut short once over; a child the kernel reaps is charged an upper "
+                    "bound (its last sample + the time since, or that time if never seen); past 4 "
+                    "tasks a CPU, the workload's process group runs at nice 19");
     return p;
 }
 
@@ -174,6 +194,8 @@ void apply_ipc_limits(const IpcLimits& ipc) {
             put("shmall", std::to_string(ipc.shm_bytes / sys::page_size()));  // in pages
         }
         if (ipc.rmid_forced) put("shm_rmid_forced", "1");
+        if (ipc.msg_queues) put("msgmni", std::to_string(ipc.msg_queues));
+        if (ipc.msg_queue_bytes) put("msgmnb", std::to_string(ipc.msg_queue_bytes));
     } catch (...) {
         std::throw_with_nested(SetupError("the sandbox's IPC namespace limits"));
     }

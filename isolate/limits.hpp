@@ -64,6 +64,10 @@ struct RlimitOp {
 struct IpcLimits {
     std::uint64_t shm_bytes = 0;  // kernel.shmmax and, in pages, kernel.shmall; 0: as they are
     bool rmid_forced = false;     // kernel.shm_rmid_forced: a segment dies with its last attach
+    // kernel.msgmni and kernel.msgmnb (0: as they are): message queues hold kernel memory, at
+    // most msgmni x msgmnb messages of about 64 bytes each (a queue holds at most msgmnb bytes
+    // and msgmnb messages).
+    std::uint64_t msg_queues = 0, msg_queue_bytes = 0;
 };
 
 // With no --pids-limit, a sandbox still cannot take the host's pids (--pids-limit unlimited lifts it).
@@ -72,8 +76,12 @@ constexpr std::uint64_t kDefaultPids = 4096;
 struct LimitPlan {
     std::vector<RlimitOp> rlimits;
     std::vector<std::pair<LimitName, std::string>> mechanisms;  // limit -> how it is enforced
-    bool sample_usage = false;  // init reports the sandbox's CPU and memory use
-    int sample_ms = 100;        // at least this often (more slowly where a pass costs > 10 %)
+    bool sample_usage = false;  // the monitor measures the sandbox's CPU and memory use
+    int sample_ms = 100;        // this often (more slowly where a pass costs more, at most 25 ms)
+    // memfd_create() refused (ENOSYS, so that callers fall back to a file in /dev/shm, which
+    // gpubox's tmpfs counts): a memfd's pages are in no process's resident set once unmapped,
+    // and one in flight in an SCM_RIGHTS message is in no process at all.
+    bool refuse_memfd = false;
     IpcLimits ipc;
 };
 
@@ -83,6 +91,9 @@ struct LimitPlan {
 std::uint64_t plan_tmpfs_size(std::uint64_t tmpfs_size,
                               const std::optional<std::uint64_t>& memory_limit,
                               std::uint64_t mem_available);
+// Pure. The nr_inodes of gpubox's tmpfs under a memory limit without a cgroup: an empty file
+// holds about 1 KiB of kernel memory (its inode and dentry), so at most an eighth of the limit.
+std::uint64_t tmpfs_inodes(std::uint64_t memory_limit);
 // Pure. MemAvailable from /proc/meminfo's text, in bytes.
 std::optional<std::uint64_t> parse_mem_available(const std::string& meminfo);
 

@@ -1,10 +1,15 @@
 #include "isolate/seccomp.hpp"
 
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <seccomp.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 #include <memory>
@@ -77,6 +82,33 @@ std::string export_pfc(const SeccompPolicy& policy) {
     UniqueFd mem = sys::memfd("gpubox-seccomp-pfc");
     check(seccomp_export_pfc(ctx.get(), mem.get()), "seccomp_export_pfc");
     return read_back(mem.get(), "seccomp_export_pfc memfd");
+}
+
+const BpfProgram& refuse_memfd_filter() {
+    // Hand-written, so that no run pays for libseccomp: memfd_create on the native ABI (and on
+    // x86-64 its x32 and i386 ones too) returns ENOSYS; everything else is left to the other
+    // filters.
+#if defined(__x86_64__)
+    constexpr std::uint32_t kArch = AUDIT_ARCH_X86_64, kCompatArch = AUDIT_ARCH_I386,
+                            kCompatNr = 356, kX32Nr = 0x40000000 | 319;
+#elif defined(__aarch64__)
+    constexpr std::uint32_t kArch = AUDIT_ARCH_AARCH64, kCompatArch = AUDIT_ARCH_ARM,
+                            kCompatNr = 385, kX32Nr = __NR_memfd_create;
+#endif
+    static const sock_filter prog[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kArch, 3, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kCompatArch, 0, 6),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),  // compat
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kCompatNr, 3, 4),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),  // native
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_memfd_create, 1, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kX32Nr, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    static const BpfProgram bytes{std::string(reinterpret_cast<const char*>(prog), sizeof prog)};
+    return bytes;
 }
 
 BpfProgram load_bpf_file(const std::string& path) {

@@ -1,17 +1,18 @@
 #include "isolate/usage.hpp"
 
 #include <fcntl.h>
+#include <unistd.h>
 #include <sys/stat.h>
 #include <time.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <set>
 #include <sstream>
 
 #include "common/sys.hpp"
 #include "common/sys_host.hpp"
+#include "common/text.hpp"
 #include "common/unique_fd.hpp"
 
 namespace gpubox::isolate {
@@ -39,6 +40,17 @@ std::optional<std::uint64_t> field(const std::string& text, const std::string& k
     return v * unit;
 }
 
+// A /proc file in one read (what the parsers need fits in 4 KiB): a pass reads thousands.
+std::string read_proc(int proc, const std::string& name, std::size_t cap = 4096) {
+    const int fd = sys::try_open_at(proc, name, O_RDONLY);
+    if (fd < 0) return {};
+    const UniqueFd own(fd);
+    std::string out(cap, '\0');
+    const ssize_t n = ::read(fd, out.data(), cap);
+    out.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+    return out;
+}
+
 std::uint64_t now_ns() {
     timespec t{};
     ::clock_gettime(CLOCK_MONOTONIC, &t);  // cannot fail for CLOCK_MONOTONIC
@@ -52,21 +64,26 @@ bool parse_proc_stat(const std::string& stat, std::uint64_t ns_per_tick, ProcSam
     const auto close = stat.rfind(')');
     if (close == std::string::npos) return false;
     std::istringstream in(stat.substr(close + 1));
-    // After ')': state(3) ppid(4) ... utime(14) stime(15) cutime(16) cstime(17) ... starttime(22).
+    // After ')': state(3) ppid(4) ... utime(14) stime(15) cutime(16) cstime(17) ...
+    // num_threads(20) ... starttime(22) ... sigignore(33, decimal; older kernels' text may end
+    // before it).
     std::string f;
-    std::uint64_t v[23] = {};
-    for (int i = 3; i <= 22; ++i) {
-        if (!(in >> f)) return false;
+    std::uint64_t v[34] = {};
+    int i = 3;
+    for (; i <= 33 && in >> f; ++i) {
         if (i == 3) continue;
         if (!to_u64(f, v[i])) {
             if (i == 4 || (i >= 14 && i <= 17) || i == 22) return false;  // the fields used here
             v[i] = 0;
         }
     }
+    if (i <= 22) return false;
     out.ppid = static_cast<pid_t>(v[4]);
     out.self_ns = (v[14] + v[15]) * ns_per_tick;
     out.children_ns = (v[16] + v[17]) * ns_per_tick;
+    if (v[20]) out.threads = static_cast<std::uint32_t>(v[20]);
     out.start = v[22];
+    if (i > 33) out.ignores_sigchld = (v[33] >> (17 - 1)) & 1;  // SIGCHLD: 17
     return true;
 }
 
@@ -84,38 +101,15 @@ bool parse_proc_status(const std::string& status, ProcSample& out) {
     out.anon_bytes = anon.value_or(0);  // kernel threads and zombies have no Rss lines
     out.shmem_bytes = shmem.value_or(0);
     out.hwm_bytes = field(status, "VmHWM", 1024).value_or(0);
+    out.pte_bytes = field(status, "VmPTE", 1024).value_or(0);
     return true;
 }
 
-std::optional<std::uint64_t> parse_pss_shmem(const std::string& smaps_rollup) {
-    return field(smaps_rollup, "Pss_Shmem", 1024);
-}
-
-std::uint64_t parse_unattached_sysv(const std::string& text) {
-    // key shmid perms size cpid lpid nattch uid gid cuid cgid atime dtime ctime rss swap
-    std::istringstream in(text);
-    std::string line;
-    std::getline(in, line);  // the header
-    std::uint64_t sum = 0;
-    while (std::getline(in, line)) {
-        std::istringstream f(line);
-        std::string col[15];
-        int n = 0;
-        while (n < 15 && f >> col[n]) ++n;
-        std::uint64_t nattch = 0, rss = 0;
-        if (n == 15 && to_u64(col[6], nattch) && to_u64(col[14], rss) && nattch == 0) sum += rss;
-    }
-    return sum;
-}
-
-std::optional<std::uint64_t> parse_last_pid(const std::string& loadavg) {
-    std::istringstream in(loadavg);
-    std::string f;
-    for (int i = 0; i < 5; ++i)
-        if (!(in >> f)) return std::nullopt;
-    std::uint64_t v = 0;
-    if (!to_u64(f, v)) return std::nullopt;
-    return v;
+std::optional<std::uint64_t> parse_pss(const std::string& smaps_rollup) {
+    const auto anon = field(smaps_rollup, "Pss_Anon", 1024),
+               shmem = field(smaps_rollup, "Pss_Shmem", 1024);
+    if (!anon || !shmem) return std::nullopt;
+    return *anon + *shmem;
 }
 
 std::uint64_t CpuLedger::settle_parents(const std::map<pid_t, ProcSample>& cur) {
@@ -194,117 +188,80 @@ namespace {
 struct Scan {
     Usage usage;
     std::vector<ProcSample> procs;
-    std::map<ino_t, std::pair<std::uint64_t, pid_t>> memfds;  // held open: bytes, one holder
-    std::vector<std::pair<pid_t, std::uint64_t>> sharers;     // RssShmem, where there is some
+    std::uint64_t max_pid = 0;
+    std::uint64_t live_cpu = 0;  // the CPU of the processes read so far
 };
 
-UniqueFd open_pid_dir(int proc, const std::string& pid) {
-    const int fd = sys::try_open_at(proc, pid, O_PATH | O_DIRECTORY);
-    return fd < 0 ? UniqueFd() : UniqueFd(fd);
-}
-
-// memfds held open by the process of `dir`: their pages show in no Rss unless mapped.
-void add_memfds(int dir, pid_t pid, Scan& scan) {
-    for (const std::string& fd :
-         sys::try_list_dir(dir, "fd").value_or(std::vector<std::string>{})) {
-        const std::string rel = "fd/" + fd;
-        std::string link;
-        struct stat st {};
-        if (sys::try_read_link_at(dir, rel, link) < 0 || link.compare(0, 7, "/memfd:") != 0 ||
-            !sys::try_stat_at(dir, rel, st))
-            continue;
-        scan.memfds.emplace(st.st_ino,
-                            std::make_pair(static_cast<std::uint64_t>(st.st_blocks) * 512, pid));
-    }
-}
-
 // One process of the sandbox's /proc, by its directory's name; gone meanwhile is no error.
-void add_process(int proc, const std::string& name, Scan& scan) {
+// `memory`: read its status too. Each file by its path from the proc fd: two or three files, no
+// directory fd.
+void add_process(int proc, const std::string& name, bool memory, Scan& scan) {
     ProcSample p;
     std::uint64_t pid = 0;
     if (!to_u64(name, pid)) return;
-    const UniqueFd dir = open_pid_dir(proc, name);
-    if (!dir.valid() ||
-        !parse_proc_stat(sys::try_read_at(dir.get(), "stat"), sys::ns_per_clock_tick(), p) ||
-        !parse_proc_status(sys::try_read_at(dir.get(), "status"), p))
+    scan.max_pid = std::max(scan.max_pid, pid);
+    if (!parse_proc_stat(read_proc(proc, name + "/stat"), sys::ns_per_clock_tick(), p))
         return;  // gone meanwhile
     p.pid = static_cast<pid_t>(pid);
-    std::istringstream(sys::try_read_at(dir.get(), "schedstat", 128)) >>
-        p.exact_ns;  // absent without CONFIG_SCHED_INFO: 0
-    if (pid == 1) {  // init is gpubox's: only the orphans it reaped count
-        scan.procs.push_back({p.pid, 0, p.start, 0, 0, p.children_ns, p.threads, false, 0, 0});
+    scan.usage.tasks += p.threads;
+    if (pid == 1) {  // init is gpubox's: only the orphans it reaped count, and its stat has them
+        scan.procs.push_back({p.pid, 0, p.start, 0, 0, p.children_ns, p.threads, false, 0, 0, 0});
+        scan.live_cpu += p.children_ns;
         return;
     }
-    scan.usage.memory_bytes += p.anon_bytes + p.shmem_bytes;
+    if (memory && !parse_proc_status(read_proc(proc, name + "/status"), p)) return;
+    // stat's times are whole clock ticks: a thousand processes of 6 ms each would show none.
+    // schedstat has the main thread's to the ns (absent without CONFIG_SCHED_INFO: 0).
+    std::istringstream(read_proc(proc, name + "/schedstat", 128)) >> p.exact_ns;
+    p.self_ns = std::max(p.self_ns, p.exact_ns);
+    scan.usage.memory_bytes += p.anon_bytes + p.shmem_bytes + p.pte_bytes;
     scan.usage.rss_peak_bytes = std::max(scan.usage.rss_peak_bytes, p.hwm_bytes);
-    if (p.shmem_bytes) scan.sharers.emplace_back(p.pid, p.shmem_bytes);
     ++scan.usage.processes;
+    scan.live_cpu += p.self_ns + p.children_ns;
     scan.procs.push_back(p);
-    add_memfds(dir.get(), p.pid, scan);
 }
 
-// The inodes process `pid` maps.
-std::set<ino_t> mapped_inodes(int proc, pid_t pid) {
-    std::set<ino_t> inos;
-    const UniqueFd dir = open_pid_dir(proc, std::to_string(pid));
-    std::istringstream maps(dir.valid() ? sys::try_read_at(dir.get(), "maps", 1 << 20)
-                                        : std::string());
-    for (std::string line; std::getline(maps, line);) {
-        std::istringstream f(line);
-        std::string addr, perms, off, dev;
-        unsigned long long inode = 0;
-        if (f >> addr >> perms >> off >> dev >> inode && inode)
-            inos.insert(static_cast<ino_t>(inode));
+// Over the limit with memory that several processes may share (forked workers' copy-on-write
+// pages, a shared segment): what each one holds counted by its share instead, so that a page
+// several map counts once.
+std::uint64_t by_share(int proc, const std::vector<ProcSample>& procs) {
+    std::uint64_t sum = 0;
+    for (const ProcSample& p : procs) {
+        if (p.pid == 1) continue;
+        // Unreadable: it exited since its status was read (the monitor may read every process
+        // of the sandbox, whatever it does to its credentials), and its memory went with it.
+        const auto pss = parse_pss(read_proc(proc, cat(p.pid, "/smaps_rollup")));
+        sum += std::min(pss.value_or(0), p.anon_bytes + p.shmem_bytes) + p.pte_bytes;
     }
-    return inos;
-}
-
-// The memfds no holder maps: a memfd its holder maps is in that Pss_Shmem already.
-std::uint64_t unmapped_memfd_bytes(int proc, const Scan& scan) {
-    std::uint64_t bytes = 0;
-    std::map<pid_t, std::set<ino_t>> mapped;
-    for (const auto& [ino, held] : scan.memfds) {
-        auto it = mapped.find(held.second);
-        if (it == mapped.end())
-            it = mapped.emplace(held.second, mapped_inodes(proc, held.second)).first;
-        if (!it->second.count(ino)) bytes += held.first;
-    }
-    return bytes;
-}
-
-// Over the limit with memory that several processes may share: weigh each one's share.
-std::uint64_t shared_overcount(int proc, const Scan& scan) {
-    std::uint64_t over = 0;
-    for (const auto& [pid, rss_shmem] : scan.sharers) {
-        const UniqueFd dir = open_pid_dir(proc, std::to_string(pid));
-        const auto pss = dir.valid() ? parse_pss_shmem(sys::try_read_at(dir.get(), "smaps_rollup"))
-                                     : std::nullopt;
-        if (pss && *pss < rss_shmem) over += rss_shmem - *pss;
-    }
-    return over;
+    return sum;
 }
 
 }  // namespace
 
-Usage Sampler::sample() {
+Usage Sampler::sample(std::uint64_t cpu_stop_ns, bool memory) {
     const std::uint64_t t = now_ns();
-    const auto last_pid = parse_last_pid(sys::try_read_at(proc_, "loadavg", 256));
     Scan scan;
     for (const std::string& name :
-         sys::try_list_dir(proc_, ".").value_or(std::vector<std::string>{}))
-        add_process(proc_, name, scan);
+         sys::try_list_dir(proc_, ".").value_or(std::vector<std::string>{})) {
+        add_process(proc_, name, limit_ != 0 || memory, scan);
+        if (cpu_stop_ns && scan.live_cpu + ledger_.charged_ns() > cpu_stop_ns) {
+            scan.usage.cpu_ns = scan.live_cpu + ledger_.charged_ns();  // a lower bound, over
+            scan.usage.partial = true;
+            return scan.usage;
+        }
+    }
     Usage& u = scan.usage;
-    u.memory_bytes += unmapped_memfd_bytes(proc_, scan);
-    if (const auto fs = tmpfs_ >= 0 ? sys::try_fstatfs(tmpfs_) : std::nullopt)
-        u.memory_bytes += static_cast<std::uint64_t>(fs->f_blocks - fs->f_bfree) *
-                          static_cast<std::uint64_t>(fs->f_bsize);
-    u.memory_bytes += parse_unattached_sysv(sys::try_read_at(proc_, "sysvipc/shm", 1 << 20));
-    if (limit_ && u.memory_bytes > limit_ && scan.sharers.size() > 1)
-        u.memory_bytes -= shared_overcount(proc_, scan);
-    const std::uint64_t made =
-        last_pid && last_pid_ && *last_pid >= *last_pid_ ? *last_pid - *last_pid_ : 0;
+    if (limit_ && u.memory_bytes > limit_ && scan.procs.size() > 2)
+        u.memory_bytes = std::min(u.memory_bytes, by_share(proc_, scan.procs));
+    if ((limit_ || memory) && tmpfs_ >= 0)
+        if (const auto fs = sys::try_fstatfs(tmpfs_))
+            u.memory_bytes += static_cast<std::uint64_t>(fs->f_blocks - fs->f_bfree) *
+                              static_cast<std::uint64_t>(fs->f_bsize);
+    // Pids are handed out in turn: those past the largest seen last time were made since (a
+    // lower bound: the newest may have died unseen, and threads take pids too).
+    const std::uint64_t made = last_pid_ && scan.max_pid > last_pid_ ? scan.max_pid - last_pid_ : 0;
     u.cpu_ns = ledger_.update(scan.procs, made, last_ns_ ? t - last_ns_ : 0);
-    last_pid_ = last_pid;
+    last_pid_ = std::max(last_pid_, scan.max_pid);
     last_ns_ = t;
     return u;
 }

@@ -1,17 +1,19 @@
 #pragma once
-// The sandbox's resource use without a cgroup, read by its init from the sandbox's own /proc
-// (which lists exactly its processes). The parsers and the CPU ledger are pure.
+// The sandbox's resource use without a cgroup, read by the monitor, outside the sandbox, from the
+// sandbox's own /proc (an fd of the proc instance init mounted, sent before anything of the
+// workload ran: it lists exactly the sandbox's processes). The monitor is in the user namespace
+// that owns the sandbox's, so it reads every entry, dumpable or not, and its reading is none of
+// the workload's CPU. The parsers and the CPU ledger are pure.
 //
+// A pass costs O(processes): /proc/PID/stat for CPU; with a memory limit, /proc/PID/status too.
 // Memory: the sum of what the workload can hold, each counted where the kernel shows it:
-//  - private anonymous memory, per process (RssAnon);
-//  - shared memory mapped by processes (MAP_SHARED|MAP_ANONYMOUS, SysV, memfd, tmpfs files):
-//    RssShmem, which counts a segment once per process that maps it. Where several processes
-//    map shared memory and that sum is over the limit, by proportional share instead (Pss_Shmem,
-//    from smaps_rollup: a page-table walk, milliseconds for a large mapping, so only then), so
-//    that a segment mapped by many counts once before anything is killed for it;
-//  - gpubox's tmpfs (every writable tmpfs place is one filesystem), from statfs;
-//  - SysV segments no process has attached, from /proc/sysvipc/shm;
-//  - memfds that a process holds open but does not map, from their size.
+//  - resident private and shared memory per process (RssAnon + RssShmem), and its page tables
+//    (VmPTE). Where that sum is over the limit and several processes may share pages (forked
+//    workers' copy-on-write memory, a shared segment), by proportional share instead (Pss_Anon +
+//    Pss_Shmem, from smaps_rollup: a page-table walk, so only then): shared pages count once;
+//  - gpubox's tmpfs (every writable tmpfs place is one filesystem), from statfs.
+// Shared memory no process maps is made impossible instead of searched for (isolate/limits.hpp):
+// memfd_create() is refused and a SysV segment dies with its last attach (shm_rmid_forced).
 // A tmpfs file that is also mapped counts twice: conservative, never less than the truth.
 //
 // CPU: per process, its own time (dead threads included) and its waited-for children's
@@ -32,6 +34,8 @@ struct Usage {
     std::uint64_t memory_bytes = 0;  // as above
     std::uint32_t processes = 0;
     std::uint64_t rss_peak_bytes = 0;  // the largest VmHWM among them (the program's max-rss)
+    std::uint32_t tasks = 0;           // their threads, all runnable perhaps
+    bool partial = false;              // the pass stopped early: cpu_ns is already over the limit
 };
 
 // One process, from /proc/<pid>/stat and /proc/<pid>/status.
@@ -44,19 +48,17 @@ struct ProcSample {
     std::uint32_t threads = 1;
     bool ignores_sigchld = false;                   // SIG_IGN: the kernel reaps its children
     std::uint64_t anon_bytes = 0, shmem_bytes = 0;  // RssAnon, RssShmem
+    std::uint64_t pte_bytes = 0;                    // VmPTE: its page tables
     std::uint64_t hwm_bytes = 0;                    // VmHWM: its peak resident set since its execve
 };
 
 // Pure parsers. `stat` may have spaces and parentheses in its comm field (parsed after the
-// last ')'). Both false/nullopt on text that does not parse.
+// last ')'); it gives the threads and whether SIGCHLD is ignored too (status says the same).
+// Both false/nullopt on text that does not parse.
 bool parse_proc_stat(const std::string& stat, std::uint64_t ns_per_tick, ProcSample& out);
 bool parse_proc_status(const std::string& status, ProcSample& out);
-// /proc/<pid>/smaps_rollup -> Pss_Shmem in bytes.
-std::optional<std::uint64_t> parse_pss_shmem(const std::string& smaps_rollup);
-// /proc/sysvipc/shm -> resident bytes of the segments that no process has attached.
-std::uint64_t parse_unattached_sysv(const std::string& sysvipc_shm);
-// The last pid allocated in the reader's pid namespace (the 5th field of /proc/loadavg).
-std::optional<std::uint64_t> parse_last_pid(const std::string& loadavg);
+// /proc/<pid>/smaps_rollup -> Pss_Anon + Pss_Shmem in bytes: its share of what it holds.
+std::optional<std::uint64_t> parse_pss(const std::string& smaps_rollup);
 
 // CPU time across samples. Live processes are summed (own + waited children). A child the
 // kernel reaps by itself adds its time to nobody's, so:
@@ -99,20 +101,26 @@ private:
     bool reaping_ = false;
 };
 
-// Reads the sandbox's /proc (an fd of it) and gpubox's tmpfs (an fd of it, or -1).
-// `memory_limit`: the limit the samples are held against (0: none), which decides when shared
-// memory is worth weighing exactly.
+// Reads the sandbox's /proc (an fd of it) and gpubox's tmpfs (an fd of it, or -1), from the
+// monitor. `memory_limit`: the limit the samples are held against (0: memory is not read).
 class Sampler {
 public:
-    Sampler(int proc_fd, int tmpfs_fd, unsigned cpus, std::uint64_t memory_limit = 0)
+    Sampler(int proc_fd, int tmpfs_fd, unsigned cpus, std::uint64_t memory_limit)
         : proc_(proc_fd), tmpfs_(tmpfs_fd), limit_(memory_limit), ledger_(cpus) {}
-    Usage sample();
+    // One pass. A pass whose processes so far already used more than `cpu_stop_ns` of CPU stops
+    // there (Usage::partial): a fork bomb's thousand processes need not all be read to kill it.
+    // `memory`: read memory even without a memory limit (the last pass: the program's peak).
+    Usage sample(std::uint64_t cpu_stop_ns = 0, bool memory = false);
+    void set_tmpfs(int fd) { tmpfs_ = fd; }
+    // The kernel reaps children in the sandbox: their CPU is charged by the interval between
+    // passes (CpuLedger), so passes must come at their period, not later.
+    bool reaping() const { return ledger_.reaping_seen(); }
 
 private:
     int proc_, tmpfs_;
     std::uint64_t limit_;
     CpuLedger ledger_;
-    std::optional<std::uint64_t> last_pid_;
+    std::uint64_t last_pid_ = 0;  // the largest pid seen, the pids made since are new ones
     std::uint64_t last_ns_ = 0;
 };
 

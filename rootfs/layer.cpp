@@ -227,6 +227,8 @@ UniqueFd mount_gpubox_tmpfs(const RootSpec& root) {
     UniqueFd fs = sys::fsopen("tmpfs");
     if (root.tmpfs_size)
         sys::fsconfig_string(fs.get(), "tmpfs", "size", std::to_string(root.tmpfs_size));
+    if (root.tmpfs_inodes)
+        sys::fsconfig_string(fs.get(), "tmpfs", "nr_inodes", std::to_string(root.tmpfs_inodes));
     sys::fsconfig_string(fs.get(), "tmpfs", "source", "gpubox");  // what df and mountinfo show
     sys::fsconfig_string(fs.get(), "tmpfs", "mode", "0755");
     sys::fsconfig_create(fs.get(), "tmpfs");

@@ -97,6 +97,7 @@ struct RootSpec {
     // DIR/upper and DIR/work, kept across runs; gpubox's own entries stay in its tmpfs, as the
     // layer just below.
     std::string overlay_dir;
+    std::uint64_t tmpfs_inodes = 0;  // its nr_inodes (0: the kernel's default): inodes are memory
 };
 
 // Ops that create a file rather than mount one: in the image they are written into gpubox's

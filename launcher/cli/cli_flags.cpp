@@ -222,6 +222,10 @@ const Flags& run_flags() {
          "delegated cgroup "
          "directory to make the sandbox's below",
          [](Options& o, const std::string& v) { o.cgroup = isolate::parse_cgroup_request(v); }},
+        {"--require-cgroup", nullptr,
+         "refuse to run (exit 125) without a cgroup v2 with the memory controller: exact limits "
+         "or none",
+         [](Options& o, const std::string&) { o.require_cgroup = true; }},
         {"--print-plan", nullptr,
          "print namespaces, id maps, mounts, limits and the seccomp policy; run nothing",
          [](Options& o, const std::string&) { o.print_plan = true; }},

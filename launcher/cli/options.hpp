@@ -73,6 +73,7 @@ struct Options {
     std::string meta;                           // --meta FILE
     MetaFormat meta_format = MetaFormat::json;  // --meta-format
     isolate::CgroupRequest cgroup;              // --cgroup auto (default), off, systemd or PATH
+    bool require_cgroup = false;  // --require-cgroup: exact limits (a cgroup v2 with memory) or 125
 
     // GPUs (run, list, doctor)
     gpu::GpuSpec gpu;             // --gpu, parsed once here; none by default

@@ -276,6 +276,12 @@ int do_run(const IsolateArgs& a, int boxes, const BoxPaths& box, const std::stri
         Redirection redirect(plan.redirect, a.stderr_to_stdout);
         launcher::run_sandbox(plan.options, &rep);
     }
+    // --cg on the bounded fallback (no delegated cgroup v2 with memory): said once, on gpubox's
+    // own stderr, after the run (GPUBOX_REQUIRE_CGROUP=1 refuses instead).
+    if (a.cg && !rep.outcome.setup_failed && !rep.outcome.memory_peak_cgroup)
+        std::cerr << "gpubox: isolate --cg: no delegated cgroup v2 with the memory controller "
+                     "here: limits were the monitor's bounded fallback (see 'gpubox doctor'; "
+                     "GPUBOX_REQUIRE_CGROUP=1 refuses instead)\n";
     if (!a.special_files)  // the judge never follows or blocks on what the program left
         sweep_special_files(open_dir_at(boxes, std::to_string(a.box_id)).get(), "box");
     const launcher::IsolateResult r =

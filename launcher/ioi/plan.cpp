@@ -197,6 +197,10 @@ IsolateRun plan_isolate_run(const IsolateArgs& a, const BoxPaths& box, const Iso
     const std::vector<Bound> rules = active_rules(a, box, host);
     o.mounts = plan_mounts(rules);
     o.limits = plan_limits(a, host);
+    // A judge's site may demand exact limits without changing the judge's command line.
+    o.require_cgroup = std::any_of(host.environ.begin(), host.environ.end(), [](const auto& kv) {
+        return kv.first == "GPUBOX_REQUIRE_CGROUP" && kv.second == "1";
+    });
     run.report_limits = o.limits;
     if (a.time > 0) run.report_limits.cpu_seconds = a.time;
     run.redirect = {plan_redirect(a.stdin_file, rules, false),

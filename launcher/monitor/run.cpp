@@ -202,6 +202,22 @@ std::vector<rootfs::MountOp> plan_gpus(const Options& o, RunPlan& plan, int root
     return std::move(gp.ops);
 }
 
+// What the limits' plan asks of the sandbox and of the monitor. Without a cgroup, the monitor
+// measures the sandbox from outside, through the /proc init sends (channel::Meter).
+void apply_limit_plan(const Options& o, const isolate::CgroupCaps& caps,
+                      const isolate::LimitPlan& limits, RunPlan& plan) {
+    plan.spec.rlimits = limits.rlimits;
+    plan.spec.ipc = limits.ipc;
+    // A cgroup without the memory controller still leaves memory to the monitor's count.
+    plan.spec.meters = (!caps.usable && o.limits.any()) || (!caps.memory && o.limits.memory_bytes);
+    plan.sample_ms = limits.sample_usage ? limits.sample_ms : 0;
+    if (!caps.memory && o.limits.memory_bytes) {
+        plan.sampled_memory_limit = *o.limits.memory_bytes;
+        plan.spec.plan.root.tmpfs_inodes = isolate::tmpfs_inodes(*o.limits.memory_bytes);
+    }
+    if (limits.refuse_memfd) plan.spec.limits_bpf = isolate::refuse_memfd_filter();
+}
+
 }  // namespace
 
 RunPlan plan_run(const RunRequest& r, const RunInputs& run) {
@@ -271,9 +287,16 @@ RunPlan plan_run(const RunRequest& r, const RunInputs& run) {
     s.keep_fds.erase(std::unique(s.keep_fds.begin(), s.keep_fds.end()), s.keep_fds.end());
     // The limits last: the cgroup they may need is made here, and only their own planning
     // comes after it.
-    if (o.limits.any()) p.cgroup = isolate::setup_cgroup(o.limits, o.cgroup);
+    if (o.limits.any() || o.require_cgroup) p.cgroup = isolate::setup_cgroup(o.limits, o.cgroup);
     if (!p.cgroup.reason.empty()) log::info("cgroup: " + p.cgroup.reason);
     try {
+        if (o.require_cgroup && !p.cgroup.caps.memory)
+            throw PlanError(
+                cat("--require-cgroup: no cgroup v2 with the memory controller for the sandbox (",
+                    p.cgroup.reason.empty() ? "none to be had" : p.cgroup.reason,
+                    "); 'gpubox doctor' says what to change"),
+                "a delegated cgroup v2: a systemd user manager (loginctl enable-linger, "
+                "dbus-user-session), or a cgroup directory delegated to this user (--cgroup PATH)");
         p.limits =
             isolate::plan_limits(o.limits, p.cgroup.caps, sys::kernel_at_least(5, 14), o.root,
                                  ::getuid() == 0, s.plan.root.tmpfs_size, p.host_share);
@@ -281,10 +304,7 @@ RunPlan plan_run(const RunRequest& r, const RunInputs& run) {
         isolate::remove_cgroup(p.cgroup);
         throw;
     }
-    s.rlimits = p.limits.rlimits;
-    s.ipc = p.limits.ipc;
-    s.sample_ms = p.limits.sample_usage ? p.limits.sample_ms : 0;
-    if (!p.cgroup.caps.memory) s.sampled_memory_limit = o.limits.memory_bytes.value_or(0);
+    apply_limit_plan(o, p.cgroup.caps, p.limits, p);
     return p;
 }
 
@@ -454,7 +474,8 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, int parent_pidfd
         supervise({child, m.control.get(), o.limits, cgroup,
                    m.stdin_relay.valid() ? m.stdin_relay.release() : term.take_input(),
                    m.stdout_relay.valid() ? m.stdout_relay.release() : term.take_output(),
-                   m.stderr_relay.release(), term.master(), o.kill_after, parent_pidfd});
+                   m.stderr_relay.release(), term.master(), o.kill_after, parent_pidfd,
+                   plan.sample_ms, plan.sampled_memory_limit});
     sys::set_signal_mask(old);
     return out;
 }
@@ -475,6 +496,17 @@ void write_usage_failure_meta(const std::string& path, const std::string& messag
 }
 
 namespace {
+
+// The kill line names what enforced a CPU or memory limit (--meta has every mechanism in full):
+// a cgroup's count is exact, the monitor's is read from outside at each pass.
+std::string enforced_by(const Verdict& v, const isolate::CgroupCaps& caps) {
+    if (v.limit == isolate::LimitName::memory)
+        return caps.memory ? " (cgroup memory.max)" : " (the monitor's count, no cgroup)";
+    if (v.limit == isolate::LimitName::cpu_time &&
+        v.message.find("RLIMIT_CPU") == std::string::npos)
+        return caps.usable ? " (cgroup cpu.stat)" : " (the monitor's count, no cgroup)";
+    return "";
+}
 
 // --die-with-parent: a pidfd of gpubox's parent, for the monitor to poll. The parent may die
 // before pidfd_open(): then gpubox has been reparented, and getppid() no longer names it, so
@@ -653,7 +685,10 @@ int run_sandbox(const RunRequest& given, RunReport* report) {
         }
         if (step_key) {
             // The step's sandbox: made by the keeper from this plan, if this task is the first.
-            plan.spec.sample_ms = 0;  // init's samples would count every task's processes
+            // The monitor's count would see every task's processes in the shared pid
+            // namespace: a task's limits without a cgroup are its rlimits only (docs/slurm.md).
+            plan.sample_ms = 0;
+            plan.spec.meters = false;
             plan.step = step::join(*step_key, [&] { return make_step_sandbox(o, plan, root.get(), in.gpus); });
             plan.spec.role = ChildSpec::Role::joined;
             plan.spec.join_ns =
@@ -665,8 +700,8 @@ int run_sandbox(const RunRequest& given, RunReport* report) {
         open_up_kept_overlay(plan.kept);
         const Verdict v = judge(out, o.limits);
         if (out.setup_failed && !report) report_setup_failure(out);  // else the caller's to say
-        if (v.killed && !o.quiet)
-            log::error(v.message);  // "killed: wall-clock limit 1.000 s exceeded"
+        if (v.killed && !o.quiet)  // "killed: wall-clock limit 1.000 s exceeded"
+            log::error(v.message + enforced_by(v, plan.cgroup.caps));
         write_meta(meta, o, v, out, plan.limits.mechanisms);
         if (report) *report = {v, out};
         return v.gpubox_exit;

@@ -38,6 +38,8 @@ struct RunPlan {
     // compatibility), so that both judge the same tree.
     preflight::RunFacts preflight;
     step::Member step;  // step mode: this task's membership, and the sandbox it joins
+    int sample_ms = 0;  // without a cgroup: how often the monitor measures the sandbox (0: never)
+    std::uint64_t sampled_memory_limit = 0;  // the memory limit those samples enforce, if any
 };
 
 // What a run reads once, for the preflight, the plan and the sandbox alike.

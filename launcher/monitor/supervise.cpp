@@ -1,5 +1,7 @@
 #include "launcher/monitor/supervise.hpp"
 
+#include <fcntl.h>
+#include <linux/magic.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -7,12 +9,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <sstream>
 
 #include "common/error.hpp"
 #include "common/sys.hpp"
+#include "common/sys_host.hpp"
+#include "common/text.hpp"
 #include "launcher/sandbox/channel.hpp"
 #include "launcher/sandbox/init_loop.hpp"
 #include "isolate/usage.hpp"
@@ -64,6 +70,18 @@ struct StdinPump {
     }
 };
 
+// The sandbox measured from outside (isolate/usage.hpp). The next pass comes before the sandbox
+// could reach a limit: its memory filling at kFillRate, its CPU with every CPU busy; never
+// sooner than the period (sample_ms), never later than kMaxPeriodNs, and at least twice as long
+// as the last pass took. An idle sandbox far from its limits costs a pass every 50 ms.
+constexpr std::uint64_t kMaxPeriodNs = 50'000'000;
+constexpr std::uint64_t kFillRate = 1ULL << 30;  // bytes/s: the rate the overrun bound is for
+
+// A sandbox with more tasks than this many per CPU, all perhaps runnable, would leave the
+// monitor one share of the CPU among them: its workload's process group goes to nice 19 (see
+// Monitor::demote()).
+constexpr unsigned kCrowdPerCpu = 4;
+
 class Monitor {
 public:
     explicit Monitor(const Supervised& s) : s_(s), start_(Clock::now()) {
@@ -102,6 +120,8 @@ private:
     void kill_for(KillReason reason) {
         if (out_.killed_for != KillReason::none) return;
         out_.killed_for = reason;
+        // What the kill ends is counted first: the kernel adds it to nobody's time.
+        if (reason != KillReason::cpu_time && reason != KillReason::memory) measure(false);
         if (!isolate::cgroup_kill(s_.cgroup))
             sys::send_signal(s_.child.pid, SIGKILL);  // init: the whole pid ns
     }
@@ -116,8 +136,12 @@ private:
         };
         if (deadline_) t = until(*deadline_);
         if (grace_end_) t = t < 0 ? until(*grace_end_) : std::min(t, until(*grace_end_));
-        if (s_.limits.cpu_seconds && s_.cgroup.caps.usable)
-            t = t < 0 ? kCpuPollMs : std::min(t, kCpuPollMs);
+        if (s_.limits.cpu_seconds && s_.cgroup.caps.usable) t = t < 0 ? kCpuPollMs : std::min(t, kCpuPollMs);
+        if (sampler_ && s_.sample_ms) {
+            const std::uint64_t now = sys::monotonic_ns();
+            const int due = due_ > now ? static_cast<int>((due_ - now + 999999) / 1000000) : 0;
+            t = t < 0 ? due : std::min(t, due);
+        }
         return t < 0 ? -1 : std::max(t, 0);
     }
 
@@ -143,6 +167,7 @@ private:
             if (auto us = isolate::cgroup_cpu_usec(s_.cgroup);
                 us && *us > *s_.limits.cpu_seconds * 1e6)
                 kill_for(KillReason::cpu_time);
+        if (sampler_ && s_.sample_ms && sys::monotonic_ns() >= due_ && !exited_) measure(true);
         if (fds[1].revents & POLLIN) exited_ = true;
     }
 
@@ -176,21 +201,81 @@ private:
         }
         if (auto* x = std::get_if<channel::Failure>(&*f); x && !out_.setup_failed)
             out_.setup_failed = true, out_.setup_code = x->code, out_.message = std::move(x->text);
-        if (auto* x = std::get_if<channel::Exited>(&*f))
+        if (auto* x = std::get_if<channel::Exited>(&*f)) {
             out_.have_status = true, out_.status = x->wait_status, program_rss_kb_ = x->max_rss_kb;
-        if (auto* x = std::get_if<channel::Sample>(&*f)) on_usage(x->usage);
+            measure(false);  // the last word: what is left, which init's exit kills, and its files
+        }
+        if (auto* x = std::get_if<channel::Meter>(&*f)) on_meter(*x);
     }
 
-    void on_usage(const isolate::Usage& u) {
+    void on_meter(channel::Meter& m) {
+        if (s_.cgroup.caps.usable && !s_.sampled_memory_limit) return;  // the cgroup measures
+        if (m.what == channel::Meter::tmpfs) {
+            tmpfs_ = std::move(m.fd);
+            if (sampler_) sampler_->set_tmpfs(tmpfs_.get());
+            return;
+        }
+        // A proc instance whose pid 1 is our init: init opened it before the workload ran.
+        const auto fs = sys::try_fstatfs(m.fd.get());
+        if (proc_.valid() || !fs || fs->f_type != PROC_SUPER_MAGIC) return;
+        proc_ = std::move(m.fd);
+        cpus_ = sys::usable_cpus();
+        crowd_ = kCrowdPerCpu * cpus_;
+        sampler_.emplace(proc_.get(), tmpfs_.get(), cpus_, s_.sampled_memory_limit);
+        period_ns_ = static_cast<std::uint64_t>(s_.sample_ms) * 1000000ULL;
+        due_ = sys::monotonic_ns() + period_ns_;
+    }
+
+    // One pass over the sandbox; `enforce`: hold it against the limits (else only recorded, as
+    // the kill or the end of the workload comes anyway).
+    void measure(bool enforce) {
+        if (!sampler_) return;
+        const bool cpu_limit = enforce && s_.limits.cpu_seconds && !s_.cgroup.caps.usable;
+        const std::uint64_t t0 = sys::monotonic_ns();
+        const isolate::Usage u = sampler_->sample(
+            cpu_limit ? static_cast<std::uint64_t>(*s_.limits.cpu_seconds * 1e9) : 0, !enforce);
+        const std::uint64_t t1 = sys::monotonic_ns();
+        due_ = t1 + next_delay(u, t1 - t0);
         sampled_peak_ = std::max(sampled_peak_, u.memory_bytes);
         sampled_rss_kb_ = std::max(sampled_rss_kb_, static_cast<long>(u.rss_peak_bytes / 1024));
         sampled_cpu_ns_ = std::max(sampled_cpu_ns_, u.cpu_ns);
-        if (s_.limits.cpu_seconds && !s_.cgroup.caps.usable &&
-            u.cpu_ns > *s_.limits.cpu_seconds * 1e9)
-            kill_for(KillReason::cpu_time);
-        if (s_.limits.memory_bytes && !s_.cgroup.caps.memory &&
-            u.memory_bytes > *s_.limits.memory_bytes)
+        if (!enforce) return;
+        if (u.tasks > crowd_) demote();
+        if (cpu_limit && u.cpu_ns > *s_.limits.cpu_seconds * 1e9) kill_for(KillReason::cpu_time);
+        if (s_.sampled_memory_limit && u.memory_bytes > s_.sampled_memory_limit)
             kill_for(KillReason::memory);
+    }
+
+    std::uint64_t next_delay(const isolate::Usage& u, std::uint64_t cost) const {
+        std::uint64_t d = kMaxPeriodNs;
+        if (s_.sampled_memory_limit) {
+            const std::uint64_t room =
+                s_.sampled_memory_limit - std::min(s_.sampled_memory_limit, u.memory_bytes);
+            d = std::min(d, static_cast<std::uint64_t>(static_cast<double>(room) * 1e9 /
+                                                       static_cast<double>(kFillRate)));
+        }
+        if (s_.limits.cpu_seconds && !s_.cgroup.caps.usable) {
+            const auto limit = static_cast<std::uint64_t>(*s_.limits.cpu_seconds * 1e9);
+            d = std::min(d, (limit - std::min(limit, u.cpu_ns)) / cpus_);
+            // Children the kernel reaps are charged the time between passes: keep it short.
+            if (sampler_->reaping()) d = 0;
+        }
+        return std::min(kMaxPeriodNs, std::max({d, period_ns_, 2 * cost}));
+    }
+
+    // A crowd of runnable tasks (a fork bomb) shares the CPU with the monitor task by task: its
+    // passes would come later and later. Its process group (the workload's: it is a session
+    // leader, and its children stay in it unless they leave) goes to nice 19, which an
+    // unprivileged owner may always do: the monitor then gets about 1024 / (15 x tasks per CPU)
+    // of a CPU instead of 1 / tasks. A workload of few tasks keeps its priority.
+    void demote() {
+        if (!workload_) {
+            std::istringstream in(sys::try_read_at(
+                AT_FDCWD, cat("/proc/", s_.child.pid, "/task/", s_.child.pid, "/children")));
+            in >> workload_;
+            if (!workload_) return;
+        }
+        ::setpriority(PRIO_PGRP, static_cast<id_t>(workload_), 19);  // gone meanwhile: ESRCH
     }
 
     // Stream at most 64 KiB at a time: the monitor's memory does not grow with the output.
@@ -231,6 +316,9 @@ private:
         if (!out_.max_rss_kb) out_.max_rss_kb = ru.ru_maxrss;
         out_.csw_voluntary = ru.ru_nvcsw;
         out_.csw_forced = ru.ru_nivcsw;
+        rusage self{};
+        ::getrusage(RUSAGE_SELF, &self);
+        out_.monitor_cpu_seconds = secs(self.ru_utime) + secs(self.ru_stime);
         if (s_.cgroup.caps.usable) {
             out_.cgroup = s_.cgroup.path;
             if (auto us = isolate::cgroup_cpu_usec(s_.cgroup))
@@ -257,6 +345,12 @@ private:
     std::uint64_t sampled_peak_ = 0;
     long program_rss_kb_ = 0, sampled_rss_kb_ = 0;  // see finish()
     std::uint64_t sampled_cpu_ns_ = 0;
+    UniqueFd proc_, tmpfs_;  // channel::Meter's
+    std::optional<isolate::Sampler> sampler_;
+    std::uint64_t period_ns_ = 0, due_ = 0;
+    unsigned cpus_ = 1;
+    unsigned crowd_ = 0;  // tasks: past this many, demote()
+    pid_t workload_ = 0;  // its pid on the host, once demote() needed it
     RunOutcome out_;
 };
 

@@ -21,11 +21,15 @@ struct Supervised {
     // finds gpubox alive to write --meta.
     double kill_after = 5;
     int parent_pidfd = -1;  // --die-with-parent: gpubox's parent; readable once it died
+    // Without a cgroup: the monitor measures the sandbox through the /proc init sends
+    // (channel::Meter), every sample_ms (0: only when it kills the sandbox, for its CPU time).
+    int sample_ms = 0;
+    std::uint64_t sampled_memory_limit = 0;  // the memory limit the samples enforce, if any
 };
 
-// The monitor's loop: forward signals (then kill after the grace), enforce wall-clock, CPU,
-// memory and output limits, kill the sandbox when the parent dies, wait for init, and collect
-// what happened.
+// The monitor's loop: forward signals (then kill after the grace), measure the sandbox and
+// enforce wall-clock, CPU, memory and output limits, kill the sandbox when the parent dies, wait
+// for init, and collect what happened.
 RunOutcome supervise(const Supervised& s);
 
 }  // namespace gpubox::launcher

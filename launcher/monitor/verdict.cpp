@@ -220,6 +220,7 @@ std::string render_meta_json(const Verdict& v, const RunOutcome& o, const isolat
     j["oom_killed"] = o.oom_killed;
     j["csw_voluntary"] = o.csw_voluntary;
     j["csw_forced"] = o.csw_forced;
+    j["monitor_cpu_time"] = std::stod(seconds(o.monitor_cpu_seconds));
     j["gpubox_exit_code"] = v.gpubox_exit;
     j["cgroup"] = o.cgroup.empty() ? json() : json(o.cgroup);
     json limits = json::object();

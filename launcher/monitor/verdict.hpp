@@ -38,6 +38,7 @@ struct RunOutcome {
     double kill_after = 0;  // the grace it had, for the message
     double wall_seconds = 0, cpu_seconds = 0;
     long max_rss_kb = 0, csw_voluntary = 0, csw_forced = 0;
+    double monitor_cpu_seconds = 0;  // gpubox's own (the monitor's), never the workload's
     std::optional<std::uint64_t> memory_peak_bytes;  // cgroup memory.peak, or the sampled maximum
     bool memory_peak_cgroup = false;                 // memory.peak, not the sampler's
     bool oom_killed = false;

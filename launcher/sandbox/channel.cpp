@@ -71,9 +71,9 @@ int put(Out& o, const Exited& e) {
     o.pod(std::int64_t{e.max_rss_kb});
     return -1;
 }
-int put(Out& o, const Sample& s) {
-    o.pod(s.usage);
-    return -1;
+int put(Out& o, const Meter& m) {
+    o.pod(m.what);
+    return m.fd.get();
 }
 int put(Out&, const PtyMaster& p) { return p.master.get(); }
 int put(Out&, const StepReady& r) { return r.holder.get(); }
@@ -110,7 +110,11 @@ void get(In& in, UniqueFd, Exited& e) {
     e.wait_status = in.pod<std::int32_t>();
     e.max_rss_kb = static_cast<long>(in.pod<std::int64_t>());
 }
-void get(In& in, UniqueFd, Sample& s) { s.usage = in.pod<isolate::Usage>(); }
+void get(In& in, UniqueFd fd, Meter& m) {
+    m.what = in.pod<Meter::What>();
+    if (m.what != Meter::proc && m.what != Meter::tmpfs) In::bad("unknown meter");
+    m.fd = required(std::move(fd));
+}
 void get(In&, UniqueFd fd, PtyMaster& p) { p.master = required(std::move(fd)); }
 void get(In&, UniqueFd fd, StepReady& r) { r.holder = required(std::move(fd)); }
 void get(In& in, UniqueFd fd, Joined& j) {
@@ -133,7 +137,7 @@ Frame decode(In& in, UniqueFd fd) {
         case Tag::late_dir: return decoded<LateDir>(in, std::move(fd));
         case Tag::failure: return decoded<Failure>(in, std::move(fd));
         case Tag::exited: return decoded<Exited>(in, std::move(fd));
-        case Tag::sample: return decoded<Sample>(in, std::move(fd));
+        case Tag::meter: return decoded<Meter>(in, std::move(fd));
         case Tag::pty_master: return decoded<PtyMaster>(in, std::move(fd));
         case Tag::step_ready: return decoded<StepReady>(in, std::move(fd));
         case Tag::joined: return decoded<Joined>(in, std::move(fd));

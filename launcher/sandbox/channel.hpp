@@ -11,7 +11,8 @@
 //                        LateDir    the layer's late directory, for the GPU's entries
 //   init, workload ->    Failure    the sandbox failed: exit code and message (incl. hint)
 //   init -> monitor      Exited     the workload's wait status
-//                        Sample     CPU and memory use, when init measures them
+//                        Meter      the sandbox's /proc and gpubox's tmpfs, for the monitor to
+//                                   measure them (isolate/usage.hpp), sent before the workload runs
 //   workload -> monitor  PtyMaster  its pty's master (on the pty socket, launcher/monitor/pty.hpp)
 //   init -> keeper       StepReady  a step's sandbox is set up (launcher/monitor/step.hpp)
 //   go-between -> monitor Joined    a joining task's init, in the sandbox (monitor/run.cpp)
@@ -22,7 +23,6 @@
 #include <variant>
 
 #include "common/unique_fd.hpp"
-#include "isolate/usage.hpp"
 #include "rootfs/apply.hpp"
 
 namespace gpubox::launcher::channel {
@@ -45,8 +45,9 @@ struct Exited {
     int wait_status = 0;
     long max_rss_kb = 0;  // the workload's processes' peak resident set (init's RUSAGE_CHILDREN)
 };
-struct Sample {
-    isolate::Usage usage;
+struct Meter {
+    enum What : std::uint8_t { proc, tmpfs } what = proc;
+    UniqueFd fd;
 };
 struct PtyMaster {
     UniqueFd master;
@@ -60,7 +61,7 @@ struct Joined {
     UniqueFd pidfd;
 };
 
-using Frame = std::variant<Go, DevicePlan, RootView, LateDir, Failure, Exited, Sample, PtyMaster,
+using Frame = std::variant<Go, DevicePlan, RootView, LateDir, Failure, Exited, Meter, PtyMaster,
                            StepReady, Joined>;
 
 // The tag on the wire, one per frame type, in Frame's order (checked below).
@@ -71,7 +72,7 @@ enum class Tag : std::uint8_t {
     late_dir,
     failure,
     exited,
-    sample,
+    meter,
     pty_master,
     step_ready,
     joined
@@ -94,7 +95,7 @@ constexpr Tag tag_of() {
 static_assert(tag_of<Go>() == Tag::go && tag_of<DevicePlan>() == Tag::device_plan &&
               tag_of<RootView>() == Tag::root_view && tag_of<LateDir>() == Tag::late_dir &&
               tag_of<Failure>() == Tag::failure && tag_of<Exited>() == Tag::exited &&
-              tag_of<Sample>() == Tag::sample && tag_of<PtyMaster>() == Tag::pty_master &&
+              tag_of<Meter>() == Tag::meter && tag_of<PtyMaster>() == Tag::pty_master &&
               tag_of<StepReady>() == Tag::step_ready && tag_of<Joined>() == Tag::joined &&
               std::variant_size_v<Frame> == 10);
 // The next frame if it is a T; nullopt, with the frame left queued, if it is another or at EOF.

@@ -132,6 +132,17 @@ void take_relays(const Ends& own) {
     if (own.stderr_relay.valid()) sys::dup2(own.stderr_relay.get(), STDERR_FILENO);
 }
 
+// The sandbox's fresh /proc and gpubox's tmpfs, for the monitor to measure the sandbox from
+// outside (isolate/usage.hpp).
+void send_meters(const Ends& own, const UniqueFd& tmpfs) {
+    channel::send(own.control.get(),
+                  channel::Meter{channel::Meter::proc,
+                                 sys::open_at(AT_FDCWD, "/proc", O_PATH | O_DIRECTORY)});
+    if (tmpfs.valid())
+        channel::send(own.control.get(),
+                      channel::Meter{channel::Meter::tmpfs, sys::dup_cloexec(tmpfs.get())});
+}
+
 // The workload: a child of init, so it is never pid 1 and keeps ordinary signal semantics.
 // `holder`: a joining task's, the pidfd of the step's holder, whose user namespace it enters.
 [[noreturn]] void workload_main(const ChildSpec& spec, Ends& own, int holder = -1) noexcept {
@@ -153,7 +164,8 @@ void take_relays(const Ends& own) {
         if (holder >= 0) sys::prctl(PR_SET_PDEATHSIG, SIGKILL, "PR_SET_PDEATHSIG, SIGKILL");
         sys::set_umask(022);
         sys::close_range_cloexec_except(3, spec.keep_fds);  // inherited fds never reach CMD
-        if (spec.seccomp) isolate::install(spec.bpf);       // last before exec
+        isolate::install(spec.limits_bpf);
+        if (spec.seccomp) isolate::install(spec.bpf);  // last before exec
         exec_command(spec);
     } catch (...) {
         report_and_exit(own.control.get(), std::current_exception());
@@ -218,7 +230,7 @@ void task_init(void* arg) {
         const pid_t pid = sys::fork("the workload");
         if (pid == 0) workload_main(spec, own, fds.join_holder.get());
         fds.join_holder.reset();
-        init_loop(spec, own, pid, -1);
+        init_loop(own, pid);
     } catch (...) {
         report_and_exit(own.control.get(), std::current_exception());
     }
@@ -270,9 +282,10 @@ void task_init(void* arg) {
         rootfs::apply_mount_plan(plan, root);  // fresh /proc while the old root is visible
         rootfs::enter_root(root.mnt.get());
         if (spec.role == ChildSpec::Role::step_init) step_init(spec, own);
+        if (spec.meters) send_meters(own, root.tmpfs);  // before the workload can touch /proc
         const pid_t pid = sys::fork("the workload");
         if (pid == 0) workload_main(spec, own);
-        init_loop(spec, own, pid, root.tmpfs.get());
+        init_loop(own, pid);
     } catch (...) {
         report_and_exit(own.control.get(), std::current_exception());
     }

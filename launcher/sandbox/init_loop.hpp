@@ -1,5 +1,6 @@
 #pragma once
-// The sandbox's init once the workload runs: pid 1 reaps, forwards signals, measures and reports.
+// The sandbox's init once the workload runs: pid 1 reaps, forwards signals and reports its end.
+// It measures nothing: the monitor does, from outside (isolate/usage.hpp).
 #include <sys/types.h>
 
 #include <exception>
@@ -10,10 +11,9 @@
 
 namespace gpubox::launcher {
 
-// Reap everything, forward signals to the workload, send Sample frames (spec.sample_ms) and its
-// status (Exited), then exit, which makes the kernel kill whatever is left in the pid namespace.
-// `tmpfs` is gpubox's tmpfs, whose files count as the sandbox's memory.
-[[noreturn]] void init_loop(const ChildSpec& spec, Ends& own, pid_t workload, int tmpfs);
+// Reap everything, forward signals to the workload, send its status (Exited), then exit, which
+// makes the kernel kill whatever is left in the pid namespace.
+[[noreturn]] void init_loop(Ends& own, pid_t workload);
 
 // The sandbox's one error path: `e` as a Failure frame on `control`, then _exit with its code
 // (125 setup, 126 cannot execute, 127 not found).

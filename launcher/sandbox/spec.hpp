@@ -30,8 +30,8 @@ struct ChildSpec {
     std::string workdir;
     std::vector<isolate::RlimitOp> rlimits;
     isolate::IpcLimits ipc;
-    int sample_ms = 0;  // > 0: init reports the sandbox's CPU and memory use this often
-    std::uint64_t sampled_memory_limit = 0;  // the memory limit init's samples enforce, if they do
+    bool meters = false;  // init sends its /proc and tmpfs (channel::Meter) for the monitor
+    isolate::BpfProgram limits_bpf;  // with limits: calls they refuse (isolate::LimitPlan)
     // The GPU's ops are planned by the monitor while init sets up: init sends its layer's late
     // directory and receives the whole plan (channel::DevicePlan) before it mounts the root.
     bool late_plan = false;

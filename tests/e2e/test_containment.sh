@@ -78,7 +78,7 @@ if command -v script >/dev/null; then
 fi
 
 # --- memory: every way to take it is counted, and ends in ML ------------------------------
-# Without a cgroup the memory limit is the sampler's: init sums what the sandbox holds every 5 ms
+# Without a cgroup the memory limit is the monitor's: it sums what the sandbox holds every 5 ms,
 # and the monitor kills. Whatever the load, that promises: every kind below is counted (else
 # the hog holds 256 MiB for 20 s, exits 0 and the run is OK), the kill comes once a pass sees
 # the limit (the verdict's peak is past it), and not before the sandbox really holds it (the
@@ -89,7 +89,7 @@ fi
 # A run that fails having filled gpubox's tmpfs (whose budget is the memory limit: writes end in
 # ENOSPC there) failed at the limit: ML too.
 limit=64
-for kind in anon shared memfd sysv file:/dev/shm/hog file:/tmp/hog file:/var/hog; do
+for kind in anon shared sysv file:/dev/shm/hog file:/tmp/hog file:/var/hog; do
     mrun run --memory-limit ${limit}M --wall-time-limit 60 --meta "$M" "$R" probe hog "$kind" 256 1024 20
     expect_eq "memory held as $kind (256 MiB at 1 GiB/s under --memory-limit ${limit}M): ML" "$(field status):$(field limit)" "ML:memory"
     peak=$(field memory_peak_kb)
@@ -97,7 +97,13 @@ for kind in anon shared memfd sysv file:/dev/shm/hog file:/tmp/hog file:/var/hog
     metered "  the sandbox really held the limit before the kill" - - $((limit - 8)) -
     overrun "  $kind at 1 GiB/s" "${limit} MiB" "within 10 % + 8 MiB"
 done
-expect_match "  the mechanism: the sampler's sum" "$(mechanism memory)" '^sum over the sandbox .* sampled every 5 ms$'
+expect_match "  the mechanism: the monitor's sum" "$(mechanism memory)" '^sum over the sandbox .* read by the monitor every 5 ms'
+# A memfd's pages are in no process's resident set once unmapped (or sent away in an SCM_RIGHTS
+# message and closed): under a memory limit without a cgroup, there are none.
+box run --memory-limit ${limit}M --wall-time-limit 60 --meta "$M" "$R" probe hog memfd 256 1024 20
+expect_match "memfd_create is refused under a sampled memory limit (ENOSYS: callers fall back to /dev/shm)" "$out" '^hog=0 memfd_create=ENOSYS'
+box run --wall-time-limit 60 --meta "$M" "$R" probe hog memfd 1 0 0
+expect_eq "  (control: without a memory limit it is there)" "$out" "hog=1"
 mrun run --memory-limit ${limit}M --wall-time-limit 60 --meta "$M" "$R" probe hog anon 1024 0 20
 expect_eq "1 GiB as fast as it can be touched: ML" "$(field status):$(field limit)" "ML:memory"
 metered "  the sandbox really held the limit before the kill" - - $((limit - 8)) -
@@ -136,7 +142,7 @@ check "a sandbox with no limit option still cannot make more than 4096 processes
 check "  and none is left" test -z "$(leftovers 'probe forkbomb e2e-containment')"
 
 # --- CPU: every process counts, also those nobody waits for --------------------------------
-# The CPU limit is the sampler's too (init sums the sandbox's CPU every 10 ms; the verdict's
+# The CPU limit is the monitor's too (it sums the sandbox's CPU every 10 ms; the verdict's
 # cpu_time is what the kill pass saw), with RLIMIT_CPU at ceil(limit) + 1 s as an exact
 # per-process backstop. Whatever the load, that promises: every process is counted (else these
 # workloads, which end by themselves after 4 s of CPU or never, end OK or at the wall limit);
@@ -167,7 +173,7 @@ cpu_test() {
     overrun "  $desc" "${lim} s" "within 10 % + 0.2 s"
 }
 cpu_test "auto-reaped children (SIGCHLD ignored), 40 x 100 ms" 1 charged - probe reaped-chain 40 100
-expect_match "  the mechanism: the sampler's sum" "$(mechanism cpu_time)" "^sum over the sandbox's processes .*sampled every 10 ms"
+expect_match "  the mechanism: the monitor's sum" "$(mechanism cpu_time)" "^sum over the sandbox's processes .*read by the monitor every 10 ms"
 cpu_test "auto-reaped children (SA_NOCLDWAIT), 40 x 100 ms" 1 charged - probe reaped-chain 40 100 nocldwait
 cpu_test "auto-reaped children that live less than a sampling period, 400 x 10 ms" 1 charged - probe reaped-chain 400 10
 cpu_test "a shell fork loop" 2 exact - sh -c 'while :; do /bin/true; done'

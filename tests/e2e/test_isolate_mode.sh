@@ -86,8 +86,8 @@ check "CPU loop: time >= 1 s, and below the RLIMIT_CPU backstop of 2 s ($(mf tim
 run_prog -t 5 -w 1 -- sleep
 expect_eq "sleep past --wall-time=1: TO, killed, a message with 'wall' (CMS looks for it)" \
     "$rc:$(mf status):$(mf killed):$(mf message)" "1:TO:1:Time limit exceeded (wall clock)"
-# (time: the sampler's own CPU, about 0.07 s a second when idle; never the wall time)
-check "sleep: time-wall >= 1 s ($(mf time-wall)), time ~0 ($(mf time))" eval 'at_least "$(mf time-wall)" 1 && ! at_least "$(mf time)" 0.5'
+# (time: the sandbox's CPU, about 0 for a sleep: the monitor measures from outside; never the wall time)
+check "sleep: time-wall >= 1 s ($(mf time-wall)), time ~0 ($(mf time))" eval 'at_least "$(mf time-wall)" 1 && ! at_least "$(mf time)" 0.02'
 
 iso --cleanup && iso --cg --init  # the cgroup mode is the box's, as isolate's lock records it
 cp "$WORK/prog" "$BOX/prog"
@@ -98,6 +98,11 @@ expect_eq "512 MiB under --cg-mem=65536: SG, exitsig 9, cg-oom-killed (never ML)
 # sampler ran (within 64 MiB over when idle, more on a loaded machine), so the upper bound is
 # only what the program could take (512 MiB and its own few).
 check "512 MiB: cg-mem is the peak, past the limit ($(mf cg-mem) KiB)" eval '[ "$(mf cg-mem)" -ge 60000 ] && [ "$(mf cg-mem)" -le 540000 ]'
+expect_match "  --cg on the fallback says so, once, on gpubox's own stderr" "$(grep -c 'isolate --cg: no delegated cgroup v2' "$WORK/.err")" '^1$'
+# A site demands exact limits without changing the judge's command line.
+GPUBOX_REQUIRE_CGROUP=1 run_prog --cg -t 1 -- ok
+expect_match "GPUBOX_REQUIRE_CGROUP=1 without a delegated cgroup v2: refused, naming doctor" \
+    "$rc:$err" "--require-cgroup: no cgroup v2 with the memory controller.*gpubox doctor"
 run_prog -t 1 -- ok
 expect_match "a --cg box refuses a run without --cg, as isolate" "$rc:$err" "^2:This box was initialized with an incompatible control group mode$"
 iso --cg --cleanup && iso --init && cp "$WORK/prog" "$BOX/prog"

@@ -41,7 +41,7 @@ expect_eq "the CPU limit counts every process of the sandbox" "$(field status):$
 # (The marks make the leftover checks this test's own: other tests run bombs too, perhaps at once.)
 box run --memory-limit 64M --wall-time-limit 10 --meta "$M" "$R" probe membomb e2e-limits
 expect_eq "memory bomb: ML" "$(field status):$(field limit)" "ML:memory"
-expect_match "  mechanism: the sandbox's memory, sampled" "$(mechanism memory)" '^sum over the sandbox .* sampled every 5 ms$'
+expect_match "  mechanism: the sandbox's memory, read by the monitor" "$(mechanism memory)" '^sum over the sandbox .* read by the monitor every 5 ms'
 check "  host fine" host_ok 'probe membomb e2e-limits'
 
 box run --pids-limit 20 --wall-time-limit 5 --meta "$M" "$R" probe forkbomb e2e-limits

@@ -21,6 +21,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <sys/shm.h>
+#include <sys/msg.h>
+#include <sys/prctl.h>
 #include <sys/un.h>
 #include <sys/mount.h>
 #include <sys/personality.h>
@@ -139,6 +141,23 @@ static double cpu_now(void) {
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
+/* memfd-flight: *fd sent over a new unix socket (SCM_RIGHTS) that nobody reads, then closed: the
+ * memfd is in flight only, no process holds it; *fd is a new memfd. 0 on failure. */
+static int send_away(int* fd) {
+    int sv[2];
+    char c = 0;
+    char ctl[CMSG_SPACE(sizeof(int))] = {0};
+    struct iovec iov = {&c, 1};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl};
+    struct cmsghdr* h = CMSG_FIRSTHDR(&m);
+    h->cmsg_level = SOL_SOCKET, h->cmsg_type = SCM_RIGHTS, h->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(h), fd, sizeof(int));
+    if (socketpair(AF_UNIX, SOCK_DGRAM, 0, sv) < 0 || sendmsg(sv[0], &m, 0) < 0) return 0;
+    close(*fd);
+    return (*fd = memfd_create("hog", 0)) >= 0;
+}
+
 /* Take MIB MiB of memory the way KIND says, RATE MiB/s (0: as fast as possible), then hold it
  * for HOLD seconds. Prints how far it got: "hog=<MiB>" and why it stopped.
  *   anon     malloc'd 1 MiB chunks, touched
@@ -146,19 +165,33 @@ static double cpu_now(void) {
  *   shared   one MAP_SHARED|MAP_ANONYMOUS mapping, touched
  *   shared2  the same, then a child that touches every page too: two processes map it
  *   memfd    written into a memfd that is never mapped
+ *   memfd-hidden  the same, by a process that made itself undumpable (PR_SET_DUMPABLE 0)
+ *   memfd-flight  the same, 32 MiB per memfd, each then sent over a unix socket (SCM_RIGHTS),
+ *            never received, and closed: in flight only
+ *   cow      malloc'd and touched like anon, then 7 idle children share it copy-on-write
+ *   populate one mmap(MAP_POPULATE) of MIB: the kernel fills it in one call (RATE ignored)
  *   sysv     a SysV segment, attached, touched, then detached (held by the kernel alone)
  *   file:P   written into file P (a tmpfs file: /tmp/x, /dev/shm/x, /dev/x) */
 static int hog(const char* kind, long mib, long rate, long hold) {
     const size_t M = 1 << 20;
     char* region = NULL;
     int fd = -1, shmid = -1;
+    if (!strcmp(kind, "populate")) {
+        if (mmap(NULL, (size_t)mib * M, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0) == MAP_FAILED)
+            return printf("hog=0 mmap=%s\n", strerrorname_np(errno)), 3;
+        printf("hog=%ld\n", mib);
+        sleep((unsigned)hold);
+        return 0;
+    }
     if (!strcmp(kind, "malloc1") && !(region = malloc((size_t)mib * M)))
         return printf("hog=0 malloc=ENOMEM\n"), 3;
     if ((!strcmp(kind, "shared") || !strcmp(kind, "shared2")) &&
         (region = mmap(NULL, (size_t)mib * M, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
                        -1, 0)) == MAP_FAILED)
         return printf("hog=0 mmap=%s\n", strerrorname_np(errno)), 3;
-    if (!strcmp(kind, "memfd") && (fd = memfd_create("hog", 0)) < 0)
+    if (!strcmp(kind, "memfd-hidden")) prctl(PR_SET_DUMPABLE, 0);
+    if (!strncmp(kind, "memfd", 5) && (fd = memfd_create("hog", 0)) < 0)
         return printf("hog=0 memfd_create=%s\n", strerrorname_np(errno)), 3;
     if (!strcmp(kind, "sysv")) {
         if ((shmid = shmget(IPC_PRIVATE, (size_t)mib * M, IPC_CREAT | 0600)) < 0)
@@ -174,11 +207,13 @@ static int hog(const char* kind, long mib, long rate, long hold) {
     for (long i = 0; i < mib; ++i) {
         if (rate > 0)
             while (now() - t0 < (double)i / (double)rate) {}
-        if (!strcmp(kind, "anon")) {
+        if (!strcmp(kind, "anon") || !strcmp(kind, "cow")) {
             char* p = malloc(M);
             if (!p) return printf("hog=%ld malloc=ENOMEM\n", i), 3;
             memset(p, 1, M);
         } else if (fd >= 0) {
+            if (!strcmp(kind, "memfd-flight") && i % 32 == 0 && i > 0 && !send_away(&fd))
+                return printf("hog=%ld sendmsg=%s\n", i, strerrorname_np(errno)), 3;
             if (write(fd, chunk, M) != (ssize_t)M)
                 return printf("hog=%ld write=%s\n", i, strerrorname_np(errno)), 3;
         } else {
@@ -186,6 +221,13 @@ static int hog(const char* kind, long mib, long rate, long hold) {
         }
     }
     if (shmid >= 0) shmdt(region);
+    if (!strcmp(kind, "memfd-flight") && !send_away(&fd))
+        return printf("hog=%ld sendmsg=%s\n", mib, strerrorname_np(errno)), 3;
+    for (int i = 0; !strcmp(kind, "cow") && i < 7; ++i)
+        if (fork() == 0) {
+            sleep((unsigned)hold + 1);
+            _exit(0);
+        }
     if (!strcmp(kind, "shared2") && fork() == 0) {
         volatile char sum = 0;
         for (long i = 0; i < mib; ++i)
@@ -236,6 +278,72 @@ static int reaped_chain(int n, int ms, const char* mode) {
         while (kill(p, 0) == 0) usleep(500);
     }
     printf("chain=%d\n", n);
+    return 0;
+}
+
+/* for (;;) fork(): every process forks for ever, failures included (MARK names it for pgrep). */
+static int forkspin(void) {
+    for (;;) fork();
+}
+
+/* Kernel memory that is in no process's resident set, N units of KIND, then held HOLD seconds:
+ *   msgq   1-byte SysV messages, as many queues and messages as the IPC namespace allows
+ *   files  empty files in /tmp (inodes and dentries, no blocks)
+ *   ptes   one page of a file mapped read-only at every 2 MiB (a page table each)
+ * Prints "kmem=<units made> <why it stopped>". */
+static int kmem(const char* kind, long n, long hold) {
+    long made = 0;
+    const char* why = "done";
+    if (!strcmp(kind, "msgq")) {
+        struct {
+            long type;
+            char c;
+        } msg = {1, 'x'};
+        for (int q = -1; made < n; ++made) {
+            if (q < 0 && (q = msgget(IPC_PRIVATE, IPC_CREAT | 0600)) < 0) {
+                why = strerrorname_np(errno);
+                break;
+            }
+            if (msgsnd(q, &msg, 1, IPC_NOWAIT) < 0) {
+                if (errno != EAGAIN) {
+                    why = strerrorname_np(errno);
+                    break;
+                }
+                q = -1, --made;
+            }
+        }
+    } else if (!strcmp(kind, "files")) {
+        char name[64];
+        for (; made < n; ++made) {
+            snprintf(name, sizeof name, "/tmp/k%ld", made);
+            int fd = open(name, O_CREAT | O_WRONLY, 0600);
+            if (fd < 0) {
+                why = strerrorname_np(errno);
+                break;
+            }
+            close(fd);
+        }
+    } else if (!strcmp(kind, "ptes")) {
+        int fd = open("/tmp/ptes", O_CREAT | O_RDWR, 0600);
+        if (fd < 0 || ftruncate(fd, 4096) < 0)
+            return printf("kmem=0 open=%s\n", strerrorname_np(errno)), 3;
+        const size_t step = 2 << 20;
+        char* base = mmap(NULL, (size_t)n * step, PROT_NONE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (base == MAP_FAILED) return printf("kmem=0 mmap=%s\n", strerrorname_np(errno)), 3;
+        volatile char sum = 0;
+        for (; made < n; ++made) {
+            char* p = mmap(base + (size_t)made * step, 4096, PROT_READ,
+                           MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd, 0);
+            if (p == MAP_FAILED) {
+                why = strerrorname_np(errno);
+                break;
+            }
+            sum += *p;
+        }
+    }
+    printf("kmem=%ld %s\n", made, why);
+    sleep((unsigned)hold);
     return 0;
 }
 
@@ -309,6 +417,8 @@ int main(int argc, char** argv) {
     if (!strcmp(cmd, "ls") && argc > 2) return list_dir(argv[2], 0);
     if (!strcmp(cmd, "membomb")) return membomb();
     if (!strcmp(cmd, "forkbomb")) return forkbomb();
+    if (!strcmp(cmd, "forkspin")) return forkspin();
+    if (!strcmp(cmd, "kmem") && argc > 4) return kmem(argv[2], atol(argv[3]), atol(argv[4]));
     if (!strcmp(cmd, "hog") && argc > 5)
         return hog(argv[2], atol(argv[3]), atol(argv[4]), atol(argv[5]));
     if (!strcmp(cmd, "spin") && argc > 3) return spin(atoi(argv[2]), atof(argv[3]));

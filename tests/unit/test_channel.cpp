@@ -42,11 +42,10 @@ TEST_CASE("every frame type round-trips") {
     CHECK(round_trip<channel::Failure>(channel::Failure{127, ""}).code == 127);
     CHECK(round_trip<channel::Exited>(channel::Exited{0x0900}).wait_status == 0x0900);
     CHECK(round_trip<channel::Exited>(channel::Exited{0, 1234}).max_rss_kb == 1234);
-    const isolate::Usage u{123456789012ULL, 1ULL << 40, 17};
-    const isolate::Usage back = round_trip<channel::Sample>(channel::Sample{u}).usage;
-    CHECK(back.cpu_ns == u.cpu_ns);
-    CHECK(back.memory_bytes == u.memory_bytes);
-    CHECK(back.processes == u.processes);
+    const channel::Meter m =
+        round_trip<channel::Meter>(channel::Meter{channel::Meter::tmpfs, sys::dup_cloexec(0)});
+    CHECK(m.what == channel::Meter::tmpfs);
+    CHECK(m.fd.valid());
     CHECK_FALSE(round_trip<channel::LateDir>(channel::LateDir{}).dir.valid());
 }
 

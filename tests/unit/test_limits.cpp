@@ -1,10 +1,16 @@
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "common/error.hpp"
 #include "isolate/limits.hpp"
+#include "isolate/seccomp.hpp"
 #include "isolate/usage.hpp"
 #include "launcher/cli/cli.hpp"
 #include "launcher/monitor/meta_isolate.hpp"
@@ -44,7 +50,12 @@ TEST_CASE("limits without a cgroup: rlimits, sampling, and mechanisms that say s
     CHECK(p.sample_ms == 5);
     CHECK(p.ipc.rmid_forced);
     CHECK(mech(p, "pids") == "RLIMIT_NPROC in the sandbox's user namespace");
-    CHECK(mech(p, "memory").find("sampled every 5 ms") != std::string::npos);
+    CHECK(mech(p, "memory").find("read by the monitor every 5 ms") != std::string::npos);
+    // What the monitor cannot see is impossible or capped by the sandbox's own knobs.
+    CHECK(p.refuse_memfd);
+    CHECK(p.ipc.msg_queues * p.ipc.msg_queue_bytes * 64 <= 32u << 20);
+    CHECK(has_rlimit(p, RLIMIT_NOFILE));
+    CHECK(tmpfs_inodes(64u << 20) == 8192);
     CHECK(mech(p, "kill") == "SIGKILL to the pid namespace's init");
 }
 
@@ -94,7 +105,7 @@ TEST_CASE("honest mechanisms on old kernels and for the host's root") {
           })->value == 11);
 }
 
-TEST_CASE("usage parsers: stat with a hostile comm, status, smaps_rollup, sysvipc, loadavg") {
+TEST_CASE("usage parsers: stat with a hostile comm, status, smaps_rollup") {
     ProcSample p;
     REQUIRE(parse_proc_stat("42 (a) b) c) R 7 42 42 0 -1 4194560 10 0 0 0 7 3 2 1 20 0 1 0 12345 0",
                             10, p));
@@ -116,18 +127,17 @@ TEST_CASE("usage parsers: stat with a hostile comm, status, smaps_rollup, sysvip
     CHECK_FALSE(p.ignores_sigchld);
     CHECK(p.anon_bytes == 0);
     CHECK_FALSE(parse_proc_status("Name: x\n", p));
-    CHECK(parse_pss_shmem("Rss: 10 kB\nPss_Anon: 3 kB\nPss_Shmem:  2048 kB\n") == 2048u * 1024);
-    const std::string shm =
-        "       key      shmid perms                  size  cpid  lpid nattch   uid   gid  cuid  "
-        "cgid      atime      dtime      ctime                   rss                  swap\n"
-        "         0          1   600               1048576    10    10      0  1000  1000  1000  "
-        "1000          0          0 1700000000               1048576                     0\n"
-        "         0          2   600               1048576    10    10      1  1000  1000  1000  "
-        "1000          0          0 1700000000                524288                     0\n";
-    CHECK(parse_unattached_sysv(shm) ==
-          1048576u);  // the attached one is in its attacher's Pss_Shmem
-    CHECK(parse_last_pid("0.00 0.01 0.05 1/120 4242\n") == 4242u);
-    CHECK_FALSE(parse_last_pid("0.00 0.01\n"));
+    CHECK(parse_pss("Rss: 10 kB\nPss_Anon: 3 kB\nPss_File: 5 kB\nPss_Shmem:  2048 kB\n") ==
+          (3u + 2048u) * 1024);
+    CHECK_FALSE(parse_pss("Rss: 10 kB\n"));
+    // The whole line: threads (20) and sigignore (33, decimal: SIGCHLD is bit 16).
+    REQUIRE(
+        parse_proc_stat("9 (x) S 1 9 9 0 -1 0 0 0 0 0 1 1 0 0 20 0 3 0 77 0 0 0 0 0 0 0 0 0 0 "
+                        "65536 0 0",
+                        10, p));
+    CHECK(p.threads == 3);
+    CHECK(p.ignores_sigchld);
+    CHECK(p.start == 77);
 }
 
 namespace {
@@ -371,4 +381,20 @@ TEST_CASE("limit names and meta formats: one table each, names give the value ba
                       "--meta-format: expected json or isolate, got \"xml\"");
     CHECK(limit_of(KillReason::stderr_) == LimitName::stderr_);
     CHECK_FALSE(limit_of(KillReason::parent_died));
+}
+
+TEST_CASE("the memory limit's filter refuses memfd_create with ENOSYS, and nothing else") {
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+        gpubox::isolate::install(gpubox::isolate::refuse_memfd_filter());
+        const long memfd = ::syscall(SYS_memfd_create, "x", 0);
+        const bool refused = memfd < 0 && errno == ENOSYS;
+        const int fd = ::open("/dev/null", O_RDONLY);  // everything else as before
+        ::_exit(refused && fd >= 0 && ::getpid() > 0 ? 0 : 1);
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
 }

@@ -96,6 +96,11 @@ XDG_RUNTIME_DIR=/nonexistent box run -v --memory-limit 64M --meta "$M" "$R" true
 expect_eq "auto without a user bus: falls back and runs (exit 0)" "$rc" 0
 expect_match "  memory by sampling instead" "$(mechanism memory)" '^sum over the sandbox'
 expect_match "  -v says why" "$err" 'no bus socket "/nonexistent/bus"'
+box run --require-cgroup --memory-limit 64M --meta "$M" "$R" true
+expect_eq "--require-cgroup with a user manager: the scope's cgroup, exact (exit 0)" "$rc:$(mechanism memory)" "0:cgroup memory.max (swap off)"
+XDG_RUNTIME_DIR=/nonexistent box run --require-cgroup --memory-limit 64M --meta "$M" "$R" true
+expect_eq "--require-cgroup without a user bus: refused, exit 125, XX" "$rc:$(field status)" "125:XX"
+expect_match "  one line naming doctor, and the fix" "$err" $'^gpubox: --require-cgroup: no cgroup v2 with the memory controller[^\n]*gpubox doctor[^\n]*\ngpubox: hint: '
 
 # gpubox-scope, the sd-bus helper, must be beside gpubox (or in ../libexec/gpubox/).
 mkdir "$WORK/lone" && cp "$GPUBOX" "$WORK/lone/gpubox"

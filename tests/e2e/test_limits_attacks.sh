@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The limits without a cgroup, attacked (issue #31): each attack a hostile submission can make
+# against the memory and CPU limits when nothing is delegated, judged by what the sandbox really
+# used, read from the harness's own meters (cgroup v1 cpuacct and memory, made by the root part of
+# lib.sh: they count the kernel's memory a process makes it hold, too), never from gpubox's report
+# alone. Each bound below is a mechanism's, not a timing's: the whole footprint of a sandbox with
+# --memory-limit L stays within 2 x L + 64 MiB; a CPU limit of 1 s is killed by 1.2 s of CPU.
+E2E_METER=1
+. "$(dirname "$0")/lib.sh"
+R=$WORK/rootfs
+make_rootfs "$R"
+require_userns "$R"
+M=$WORK/meta.json
+if ! have_meter && [ "${GPUBOX_TESTS_MUST_WORK:-0}" = 1 ]; then
+    echo "Bail out! no cgroup v1 meters (CI runs this suite as root, where lib.sh makes them)"; exit 1
+fi
+within() { awk -v x="$1" -v lo="$2" -v hi="$3" 'BEGIN { exit !(x >= lo && x <= hi) }'; }
+mrun() { meter_start; box "$@"; meter_stop; }
+# footprint DESC LIMIT_MIB: the last run really held at most 2 x LIMIT + 64 MiB.
+footprint() {
+    have_meter || { ok "$1 # SKIP no meter outside CI"; return; }
+    local max=$(($2 * 2 + 64))
+    if [ "$used_mem_mib" -le "$max" ]; then ok "$1 (really held $used_mem_mib MiB, bound $max)"
+    else not_ok "$1" "really held $used_mem_mib MiB; bound 2 x $2 + 64 = $max MiB"; fi
+}
+# cpu_bound DESC MAX: the last run's sandbox really used at most MAX s of CPU: what the meter saw
+# less the monitor's own (gpubox's rusage, which --meta reports; 0 where an old build does not).
+cpu_bound() {
+    have_meter || { ok "$1 # SKIP no meter outside CI"; return; }
+    local mon sandbox
+    mon=$(field monitor_cpu_time)
+    sandbox=$(awk -v u="$used_cpu" -v m="${mon:-0}" 'BEGIN { printf "%.3f", u - m }')
+    if within "$sandbox" 0 "$2"; then ok "$1 (the sandbox really used ${sandbox}s; the monitor ${mon:-?}s)"
+    else not_ok "$1" "the sandbox really used ${sandbox}s of CPU (the meter ${used_cpu}s, the monitor ${mon:-?}s); bound $2 s"; fi
+}
+# stopped: the run was killed for its memory (ML), or the workload was refused what it asked for
+# (its probe says why it stopped): either way it did not get to hold it.
+stopped() { [ "$(field status):$(field limit)" = ML:memory ] || matches "$out" '^(hog|kmem)=[0-9]+ ([a-z_]+=)?E[A-Z]+'; }
+
+# --- memory it counts, it counts once ---------------------------------------------------------
+mrun run --memory-limit 256M --wall-time-limit 60 --meta "$M" "$R" probe hog cow 100 0 2
+expect_eq "100 MiB touched, then shared copy-on-write by 7 idle children, under --memory-limit 256M: OK" \
+    "$(field status):$out" "OK:hog=100"
+footprint "  and it really held about 100 MiB" 256
+
+# --- memory it counts cannot hide -------------------------------------------------------------
+for kind in memfd-hidden memfd-flight; do
+    mrun run --memory-limit 64M --wall-time-limit 60 --meta "$M" "$R" probe hog "$kind" 256 1024 5
+    check "a 256 MiB memfd ($kind) under --memory-limit 64M: ML, or no memfd at all ($(field status): $out)" stopped
+    footprint "  the sandbox's footprint stays bounded" 64
+done
+
+# --- the sampler is not the workload's --------------------------------------------------------
+box run --time-limit 5 --memory-limit 64M --meta "$M" "$R" sleep 2
+check "a sleeping workload is charged at most 10 ms per second of wall ($(field cpu_time) s for $(field wall_time) s)" \
+    awk -v c="$(field cpu_time)" -v w="$(field wall_time)" 'BEGIN { exit !(c <= 0.010 * w) }'
+box run --time-limit 0.5 --memory-limit 64M --meta "$M" "$R" sleep 2
+expect_eq "  and a 2 s sleep under --time-limit 0.5 is OK: the wait is not CPU" "$(field status)" OK
+
+# --- the sampler cannot be starved --------------------------------------------------------------
+# killed by 1.2 s: the limit, plus what 2 CPUs run in the 0.1 s a pass may take to come round.
+for w in "sh -c 'while :; do :; done'" "probe spin 4 10" "sh -c 'while :; do /bin/true; done'" "probe forkspin e2e-attacks"; do
+    eval "mrun run --time-limit 1 --pids-limit 1000 --wall-time-limit 30 --meta \"\$M\" \"\$R\" $w"
+    expect_eq "--time-limit 1 against $w: TO on the CPU limit" "$(field status):$(field limit)" "TO:cpu_time"
+    cpu_bound "  killed by 1.2 s of CPU, measured from outside" 1.2
+done
+check "  nothing of the fork bomb is left" test -z "$(leftovers 'probe forkspin e2e-attacks')"
+
+# --- kernel memory is bounded -----------------------------------------------------------------
+# Each form held in no process's resident set: SysV messages (1 byte each, ~64 bytes of slab),
+# empty files (an inode and a dentry each), page tables (one per 2 MiB mapped).
+for k in "msgq 4000000" "files 400000" "ptes 60000"; do
+    mrun run --memory-limit 64M --wall-time-limit 60 --meta "$M" "$R" probe kmem $k 3
+    check "kernel memory ($k) under --memory-limit 64M: ML, or capped ($(field status): $out)" stopped
+    footprint "  the sandbox's footprint stays bounded" 64
+done
+
+# --- judges can demand exactness ---------------------------------------------------------------
+box run --memory-limit 64M --meta "$M" "$R" true
+if [ "$(field cgroup)" = null ]; then
+    box run --require-cgroup --memory-limit 64M --meta "$M" "$R" true
+    expect_eq "--require-cgroup where no cgroup v2 with memory can be had: 125, XX" "$rc:$(field status)" "125:XX"
+    expect_match "  one line, and the doctor fix" "$err" $'^gpubox: --require-cgroup: no cgroup v2 with the memory controller[^\n]*gpubox doctor[^\n]*\ngpubox: hint: '
+else
+    box run --require-cgroup --memory-limit 64M --meta "$M" "$R" true
+    expect_eq "--require-cgroup with a cgroup: runs, exact" "$rc:$(field status):$(mechanism memory)" "0:OK:cgroup memory.max (swap off)"
+fi
+finish
