@@ -4,6 +4,7 @@
  *                       the ranks (sum, max) and a 1 MiB message around the ring (each byte a
  *                       function of sender and offset): "rank R: allreduce ok" / "ring ok" or
  *                       what was wrong; exit 1 on anything wrong.
+ *   mpi_test init       MPI_Init and MPI_Finalize only (start-up).
  *   mpi_test bench N    ranks 0 and 1: N round trips of 8 bytes and of 1 MiB; all ranks: N
  *                       8-byte allreduces; rank 0 prints "pingpong8 US", "pingpong1m US",
  *                       "allreduce8 US" (one-way latency, or time per allreduce, microseconds). */
@@ -63,6 +64,10 @@ int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (argc > 1 && strcmp(argv[1], "init") == 0) { /* start-up only */
+        MPI_Finalize();
+        return 0;
+    }
     if (argc > 2 && strcmp(argv[1], "bench") == 0) {
         int rc = bench(rank, size, atoi(argv[2]));
         MPI_Finalize();
