@@ -133,11 +133,14 @@ RdmaPlan plan_rdma(const RdmaHost& host, const RdmaRequest& request) {
         plan.nodes.push_back(n);
         plan.ops.push_back(rootfs::BindDev{.source = n.host, .target = n.path, .rdev = n.rdev});
     }
-    if (plan.nodes.empty()) {
+    // rdma_cm alone is no device: a host with the RDMA core and no HCA has it (a lent H100
+    // node had /dev/infiniband/rdma_cm and empty infiniband classes).
+    if (std::none_of(plan.nodes.begin(), plan.nodes.end(),
+                     [](const Node& n) { return rootfs::base_name(n.path) != "rdma_cm"; })) {
         if (request.required)
-            throw PlanError("--rdma: no RDMA device (uverbs*, rdma_cm) in /dev/infiniband",
+            throw PlanError("--rdma: no RDMA device (uverbs*) in /dev/infiniband",
                             "see 'ls /dev/infiniband' and 'ibv_devices' on the host; the "
-                            "ib_uverbs and rdma_ucm modules make the nodes");
+                            "ib_uverbs module makes the nodes");
         return {};
     }
     if (!request.sysfs) {

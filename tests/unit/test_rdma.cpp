@@ -112,10 +112,13 @@ TEST_CASE("rdma: a simulated host's entries appear under /run/gpubox/sys, and SY
 TEST_CASE(
     "rdma: --rdma without a device, or without /sys, is an error; step mode's request is not") {
     RdmaHost none;
-    CHECK_THROWS_WITH(
-        plan_rdma(none, {}),
-        Catch::Contains("--rdma: no RDMA device (uverbs*, rdma_cm) in /dev/infiniband"));
+    CHECK_THROWS_WITH(plan_rdma(none, {}),
+                      Catch::Contains("--rdma: no RDMA device (uverbs*) in /dev/infiniband"));
     CHECK(plan_rdma(none, {.required = false}).ops.empty());
+    RdmaHost cm_only = one_hca(false);  // the RDMA core without an HCA
+    cm_only.nodes = {char_node("/dev/infiniband/rdma_cm", 10, 258)};
+    CHECK_THROWS_WITH(plan_rdma(cm_only, {}), Catch::Contains("no RDMA device"));
+    CHECK(plan_rdma(cm_only, {.required = false}).ops.empty());
     RdmaHost not_char = one_hca(false);
     for (Node& n : not_char.nodes) n.is_char = false;
     CHECK_THROWS_AS(plan_rdma(not_char, {}), PlanError);
