@@ -8,7 +8,8 @@
 # over TCP.
 # Checks: srun -N 2 -n 4 --mpi=pmix, first without gpubox (the set-up itself works), then
 # `gpubox run / ./mpi_test`: ranks 0..3 of 4 on both nodes, right allreduce sums, every 1 MiB
-# message intact; nothing left behind (daemons, namespaces, links, spool).
+# message intact; the same with MPICH over --mpi=pmi2 (where libmpich-dev is installed);
+# nothing left behind (daemons, namespaces, links, spool).
 export E2E_AS_ROOT=1
 . "$(dirname "$0")/lib.sh"
 must_work() { [ "${GPUBOX_TESTS_MUST_WORK:-0}" = 1 ]; }
@@ -46,6 +47,9 @@ mkdir -m 0755 "$T/jobs" "$T/munge" "$T/state" "$T/spool-mn-a" "$T/spool-mn-b" "$
 J=$T/jobs
 mkdir -m 1777 "$T/tmp-a" "$T/tmp-b"
 mpicc -O2 -o "$J/mpi_test" "$E2E_DIR/mpi_test.c" || { echo "Bail out! mpicc failed"; exit 1; }
+# MPICH (Debian's 4.0.2, ch4:ucx): its PMI client is served by Slurm's pmi2 plugin (PMI_FD).
+mpich=0
+command -v mpicc.mpich >/dev/null && mpicc.mpich -O2 -o "$J/mpi_test_mpich" "$E2E_DIR/mpi_test.c" && mpich=1
 
 # --- two nodes: network namespaces and a veth pair, addresses only inside them ---
 ip netns add "$NSA" && ip netns add "$NSB" || skip "cannot make network namespaces"
@@ -143,6 +147,18 @@ out=$(job "${MCA[@]}" -- "$G" run --bind "$J:/mnt" / /mnt/mpi_test)
 expect_eq "gpubox run / ./mpi_test under srun -N 2 -n 4 --mpi=pmix: the same" "$(ranks_right "$out")" ""
 [ -n "$(ranks_right "$out")" ] && sed 's/^/#   /' <<<"$out"
 
+if [ $mpich = 1 ]; then
+    # (srun's --mpi overrides MpiDefault; job's "--mpi=pmix" comes first, the later one wins)
+    UCX=(UCX_TLS=self,sm,tcp UCX_NET_DEVICES=all)
+    out=$(job "${UCX[@]}" -- --mpi=pmi2 ./mpi_test_mpich)
+    expect_eq "MPICH without gpubox: srun -N 2 -n 4 --mpi=pmi2, the same" "$(ranks_right "$out")" ""
+    [ -n "$(ranks_right "$out")" ] && sed 's/^/#   /' <<<"$out"
+    out=$(job "${UCX[@]}" -- --mpi=pmi2 "$G" run --bind "$J:/mnt" / /mnt/mpi_test_mpich)
+    expect_eq "MPICH under gpubox: srun -N 2 -n 4 --mpi=pmi2 gpubox run, the same" "$(ranks_right "$out")" ""
+    [ -n "$(ranks_right "$out")" ] && sed 's/^/#   /' <<<"$out"
+else
+    must_work && not_ok "mpicc.mpich missing (libmpich-dev)" || echo "# skip MPICH: no mpicc.mpich (apt-get install libmpich-dev)"
+fi
 expect_eq "no job left" "$(node a squeue -h 2>/dev/null)" ""
 # Every process in the nodes' namespaces is one of the daemons (slurmd, slurmctld and its
 # slurmscriptd): no task, no slurmstepd, no sandbox.
