@@ -45,7 +45,9 @@ install -m 0755 "$GPUBOX" "$T/gpubox"
 G=$T/gpubox
 mkdir -m 0755 "$T/jobs" "$T/munge" "$T/state" "$T/spool-mn-a" "$T/spool-mn-b" "$T/tmp" && chown 65534:65534 "$T/jobs"
 J=$T/jobs
-mkdir -m 1777 "$T/tmp-a" "$T/tmp-b"
+mkdir -m 1777 "$T/tmp-a" "$T/tmp-b" && mkdir "$T/cgroup-a" "$T/cgroup-b"
+# gpubox's step sockets (step mode), here rather than in /tmp/gpubox-steps-65534: nothing left.
+mkdir -m 0700 "$T/steps" && chown 65534:65534 "$T/steps"
 mpicc -O2 -o "$J/mpi_test" "$E2E_DIR/mpi_test.c" || { echo "Bail out! mpicc failed"; exit 1; }
 # MPICH (Debian's 4.0.2, ch4:ucx): its PMI client is served by Slurm's pmi2 plugin (PMI_FD).
 mpich=0
@@ -99,13 +101,17 @@ NodeName=mn-b NodeHostname=mn-b NodeAddr=$B CPUs=2 RealMemory=1000 State=UNKNOWN
 PartitionName=p Nodes=mn-a,mn-b Default=YES MaxTime=INFINITE State=UP
 EOF
 export SLURM_CONF=$T/slurm.conf
-# node NODE COMMAND...: in that node's network namespace, under its own host name, with its own
-# TmpFS (PMIx's client directories, /tmp/spmix_appdir_UID_STEP by default, are named alike on
-# every node): $T/tmp-NODE bound on $T/tmp in a mount namespace of its own.
+# node NODE COMMAND...: in that node's network namespace, under its own host name, in a mount
+# namespace of its own with its own TmpFS (PMIx's client directories, /tmp/spmix_appdir_UID_STEP
+# by default, are named alike on every node: $T/tmp-NODE is bound on $T/tmp) and a sysfs of its
+# network namespace, as a real node's (/sys/class/net lists veth-NODE and lo; UCX finds its
+# network devices there), with the host's cgroup mounts moved onto it.
 node() {
     local n=$1; shift
-    in_ns "gpubox-mn-$ID-$n" unshare --uts --mount --propagation private \
-        sh -c 'hostname "$0" && mount --bind "$1" "$2" && shift 2 && exec "$@"' "mn-$n" "$T/tmp-$n" "$T/tmp" "$@"
+    in_ns "gpubox-mn-$ID-$n" unshare --uts --mount --propagation private sh -c '
+        hostname "$0" && mount --bind "$1" "$2" && mount --rbind /sys/fs/cgroup "$3" &&
+            mount -t sysfs sysfs /sys && mount --move "$3" /sys/fs/cgroup && shift 3 && exec "$@"' \
+        "mn-$n" "$T/tmp-$n" "$T/tmp" "$T/cgroup-$n" "$@"
 }
 node a slurmctld -i || skip "slurmctld does not start: $(tail -3 "$T/slurmctld.log")"
 node a slurmd -N mn-a || skip "slurmd a does not start: $(tail -3 "$T/slurmd-mn-a.log")"
@@ -120,19 +126,19 @@ job() {
     local env=()
     while [ "$1" != -- ]; do env+=("$1"); shift; done
     shift
-    (cd "$J" && node a "${NOBODY[@]}" env SLURM_CONF="$SLURM_CONF" "${env[@]}" \
+    (cd "$J" && node a "${NOBODY[@]}" env SLURM_CONF="$SLURM_CONF" GPUBOX_STEP_DIR="$T/steps" "${env[@]}" \
         timeout 120 srun -N 2 -n 4 --mpi=pmix --kill-on-bad-exit=1 "$@" 2>&1)
 }
-# ranks_right OUTPUT: every rank 0..3 of 4, two on each node (Slurm's node name: the host name
-# in a sandbox is gpubox's choice), sums and rings ok.
+# ranks_right OUTPUT: every rank 0..3 of 4, two on each node (by its host name, or by Slurm's node
+# name where the sandbox has a name of its own), sums and rings ok.
 ranks_right() {
     local want=""
     for r in 0 1 2 3; do
-        grep -qx "rank $r of 4 on .* node mn-[ab]" <<<"$1" || want+="rank $r of 4 is missing; "
+        grep -qE "^rank $r of 4 on (mn-[ab] node .*|.* node mn-[ab])$" <<<"$1" || want+="rank $r of 4 is missing; "
         grep -q "^rank $r: allreduce ok (sum 6)" <<<"$1" || want+="rank $r allreduce; "
         grep -q "^rank $r: ring ok (1 MiB from rank $(((r + 3) % 4)))" <<<"$1" || want+="rank $r ring; "
     done
-    [ "$(grep -c '^rank [0-3] of 4 on .* node mn-a$' <<<"$1"):$(grep -c '^rank [0-3] of 4 on .* node mn-b$' <<<"$1")" = 2:2 ] ||
+    [ "$(grep -cE '^rank [0-3] of 4 on (mn-a node .*|.* node mn-a)$' <<<"$1"):$(grep -cE '^rank [0-3] of 4 on (mn-b node .*|.* node mn-b)$' <<<"$1")" = 2:2 ] ||
         want+="not two ranks on each node; "
     echo "$want"
 }
