@@ -80,6 +80,7 @@ struct Options {
     std::vector<std::string> devices;  // --device (and --gpu VENDOR/CLASS=NAME), in order
     std::vector<std::string> cdi_spec_dirs;  // --cdi-spec-dir: replaces the default directories
     bool rdma = false;  // --rdma: the host's /dev/infiniband verbs nodes and their sysfs entries
+    bool rdma_if_any = false;  // step mode: the same where the host has any (no error without)
     std::string cdi_format = "yaml";  // cdi generate --format
     std::string cdi_output;           // cdi generate --output ("": the user's spec dir)
     std::string cdi_kind;             // cdi generate --kind ("": every kind the host has)

@@ -233,9 +233,10 @@ RunPlan plan_run(const Options& o) {
         env.insert(env.begin(), devices.env.begin(), devices.env.end());  // --env wins
     }
     // --rdma: the host's verbs nodes and sysfs entries (gpu/rdma.hpp; step mode too).
-    if (o.rdma) {
-        gpu::RdmaPlan rdma = gpu::plan_rdma(gpu::read_rdma_host(o.driver_root),
-                                            {.sysfs = in.sysfs, .fresh_sysfs = in.new_net_ns});
+    if (o.rdma || o.rdma_if_any) {
+        gpu::RdmaPlan rdma =
+            gpu::plan_rdma(gpu::read_rdma_host(o.driver_root),
+                           {.required = o.rdma, .sysfs = in.sysfs, .fresh_sysfs = in.new_net_ns});
         check_node_access("--rdma", rdma.nodes);
         for (const std::string& line : rdma.summary) log::info("rdma: " + line);
         in.device_ops.insert(in.device_ops.end(), rdma.ops.begin(), rdma.ops.end());
