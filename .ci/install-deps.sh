@@ -19,9 +19,10 @@ tests=(clang libclang-rt-14-dev   # run-all.sh: unit tests under ASan/UBSan, lib
        python3                    # e2e: the OCI images, layer by layer (tests/e2e/*.py)
        zsh                        # test_install.sh: zsh completion
        slurm-wlm munge            # test_slurm.sh starts its own munged, slurmctld and slurmd
-       # test_slurm_multinode.sh, bench/mpi.sh: Open MPI and PMIx (Slurm's pmix plugin), MPICH
-       # (mpicc.mpich; Open MPI stays the default mpicc); two nodes in network namespaces (ip,
-       # nsenter); ibverbs-utils: ibv_devices in test_rdma.sh
+       # test_slurm_mpi.sh: Debian's Open MPI (mpicc, its libraries) and PMIx, which Slurm's
+       # mpi/pmix plugin loads (srun --mpi=pmix); test_slurm_multinode.sh and bench/mpi.sh too,
+       # and MPICH (mpicc.mpich; Open MPI stays the default mpicc), two nodes in network
+       # namespaces (ip, nsenter); ibverbs-utils: ibv_devices in test_rdma.sh
        openmpi-bin libopenmpi-dev libpmix-dev libmpich-dev iproute2 ibverbs-utils
        # test_images_registry.sh and bench/images.sh: Debian's v2 registry server, htpasswd -B,
        # openssl for the test CA, umoci (the benchmark's peer)

@@ -3,8 +3,8 @@
 # here as root with its own munged, ports, state and config, as tests/e2e/test_slurm.sh does),
 # Open MPI 4.1 with PMIx 4 (srun --mpi=pmix), jobs run as uid 65534, ROOTFS the host's "/".
 #   - 8-byte and 1 MiB ping-pong (one-way latency) and 8-byte allreduce between 2 ranks on the
-#     node (tests/e2e/mpi_test.c bench), ROUNDS rounds (default 7), bare and gpubox alternating;
-#   - start-up of a 4-rank step (srun -n 4 ... mpi_test init: MPI_Init and MPI_Finalize),
+#     node (tests/e2e/mpi_ranks.c bench), ROUNDS rounds (default 7), bare and gpubox alternating;
+#   - start-up of a 4-rank step (srun -n 4 ... mpi_ranks init: MPI_Init and MPI_Finalize),
 #     STARTS pairs (default 30), bare and gpubox alternating (common.sh's pairs).
 # Medians over the rounds, spread (min..max) and the gpubox/bare ratio.
 # GPUBOX_MPI=step (default): `srun --mpi=pmix gpubox run / ...` with nothing else, the shared-
@@ -43,7 +43,7 @@ install -m 0755 "$GPUBOX" "$T/gpubox"
 G=$T/gpubox
 mkdir -m 0755 "$T/jobs" "$T/munge" "$T/state" "$T/spool" && chown 65534:65534 "$T/jobs"
 J=$T/jobs
-mpicc -O2 -o "$J/mpi_test" "$TOP/tests/e2e/mpi_test.c"
+mpicc -O2 -o "$J/mpi_ranks" "$TOP/tests/e2e/mpi_ranks.c"
 
 dd if=/dev/urandom of="$T/munge/munge.key" bs=1024 count=1 status=none && chmod 0400 "$T/munge/munge.key"
 munged --force --key-file="$T/munge/munge.key" --socket="$T/munge/sock" --pid-file="$T/munged.pid" \
@@ -96,13 +96,13 @@ binds=()
 for d in "\$PMIX_SERVER_TMPDIR" "\$PMIX_SYSTEM_TMPDIR" /tmp/spmix_appdir_\$(id -u)_\$SLURM_JOB_ID.\$SLURM_STEP_ID; do
     [ -d "\$d" ] && binds+=(--bind "\$d:\$d")
 done
-exec $G run --share-net --env-file "\$f" "\${binds[@]}" --bind $J:/mnt / /mnt/mpi_test "\$@"
+exec $G run --share-net --env-file "\$f" "\${binds[@]}" --bind $J:/mnt / /mnt/mpi_ranks "\$@"
 EOF
 chmod 0755 "$J/tcp.sh"
 if [ "$MODE" = tcp ]; then
     boxed=("$J/tcp.sh")
 else
-    boxed=("$G" run --bind "$J:/mnt" / /mnt/mpi_test)
+    boxed=("$G" run --bind "$J:/mnt" / /mnt/mpi_ranks)
 fi
 # as_nobody ARGS...: srun ARGS as uid 65534, shared memory forced (the tcp recipe overrides it
 # inside the sandbox).
@@ -113,10 +113,10 @@ as_nobody() {
 
 echo "machine: $(nproc) cores, $(uname -r); gpubox $("$G" --version | cut -d' ' -f2); $(srun --version); Open MPI $(ompi_info --version 2>/dev/null | sed -n 's/^Open MPI v//p')"
 echo "gpubox side: $([ "$MODE" = tcp ] && echo "the pre-step-mode recipe (--share-net, --env-file, btl self,tcp)" || echo "srun --mpi=pmix gpubox run / ... (step mode), btl self,vader")"
-echo "bare side: srun --mpi=pmix ./mpi_test, btl self,vader; 2 ranks on one node, $ITERS iterations, $ROUNDS rounds"
+echo "bare side: srun --mpi=pmix ./mpi_ranks, btl self,vader; 2 ranks on one node, $ITERS iterations, $ROUNDS rounds"
 : >"$T/bare" && : >"$T/boxed"
 for ((r = 0; r < ROUNDS; r++)); do
-    as_nobody -n 2 ./mpi_test bench "$ITERS" >>"$T/bare"
+    as_nobody -n 2 ./mpi_ranks bench "$ITERS" >>"$T/bare"
     as_nobody -n 2 "${boxed[@]}" bench "$ITERS" >>"$T/boxed"
 done
 # stats NAME FILE: "median min max" of NAME's values in FILE.
@@ -131,7 +131,7 @@ for k in pingpong8 pingpong1m allreduce8; do
     read -r gm gl gh < <(stats "$k" "$T/boxed")
     printf '%-26s %22s %22s %8s\n' "$k" "$bm ($bl..$bh)" "$gm ($gl..$gh)" "$(ratio "$gm" "$bm")"
 done
-read -r a b d q1 q3 < <(pairs "$STARTS" -- as_nobody -n 4 ./mpi_test init -- as_nobody -n 4 "${boxed[@]}" init)
-echo "start-up, srun -n 4 mpi_test init, $STARTS interleaved pairs (ms): bare $a, gpubox $b, added $d median (quartiles $q1 to $q3)"
+read -r a b d q1 q3 < <(pairs "$STARTS" -- as_nobody -n 4 ./mpi_ranks init -- as_nobody -n 4 "${boxed[@]}" init)
+echo "start-up, srun -n 4 mpi_ranks init, $STARTS interleaved pairs (ms): bare $a, gpubox $b, added $d median (quartiles $q1 to $q3)"
 as_nobody -n 4 "${boxed[@]}" >"$T/check" 2>&1 || true
 echo "check (gpubox, 4 ranks): $(grep -c 'ring ok' "$T/check") of 4 rings ok, $(grep -c 'of 4 on' "$T/check") ranks of 4 ($(grep -m1 -o 'rank 0 of [0-9]*' "$T/check" || echo none))"

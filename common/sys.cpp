@@ -432,6 +432,24 @@ void close_range_cloexec(unsigned first) {
           [&] { return cat("close_range(", first, ", ~0, CLOSE_RANGE_CLOEXEC)"); });
 }
 
+void close_range_cloexec_except(unsigned first, const std::vector<int>& keep) {
+    for (int k : keep) {
+        if (k < 0 || static_cast<unsigned>(k) < first) continue;
+        if (static_cast<unsigned>(k) > first)
+            check(::syscall(SYS_close_range, first, k - 1, CLOSE_RANGE_CLOEXEC),
+                  Syscall::close_range, "", [&] {
+                      return cat("close_range(", first, ", ", k - 1, ", CLOSE_RANGE_CLOEXEC)");
+                  });
+        first = static_cast<unsigned>(k) + 1;
+    }
+    close_range_cloexec(first);
+}
+
+void setns(int fd, int flags, const std::string& what) {
+    check(::setns(fd, flags), Syscall::setns, "",
+          [&] { return cat("setns(", what, ", 0x", std::hex, flags, ")"); });
+}
+
 UniqueFd dup_cloexec(int fd) {
     const int n = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
     if (n < 0) fail(Syscall::fcntl, errno, cat("fcntl(", fd, ", F_DUPFD_CLOEXEC)"));

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 #include <string_view>
 
 #include "common/syscall.hpp"
@@ -129,6 +130,11 @@ void prctl(int option, unsigned long arg, const std::string& what);
 void lower_rlimit(int resource, std::uint64_t value, const std::string& name);
 std::uint64_t page_size();
 void close_range_cloexec(unsigned first);
+// close_range(CLOSE_RANGE_CLOEXEC) from `first` up, but the fds in `keep` (ascending) stay open
+// across exec (PMI_FD, --preserve-fds).
+void close_range_cloexec_except(unsigned first, const std::vector<int>& keep);
+// setns(2): `fd` a namespace's or a pidfd (then `flags` names the namespaces to enter at once).
+void setns(int fd, int flags, const std::string& what);
 void pipe(UniqueFd& read_end, UniqueFd& write_end);
 // A connected AF_UNIX SOCK_SEQPACKET pair (close-on-exec): each send is one frame, delivered
 // whole and never interleaved with another writer's, EOF once every peer end is closed.

@@ -28,4 +28,21 @@ Spawned spawn_sandbox(int ns_flags, int cgroup_fd, void (*child)(void*), void* a
     return s;
 }
 
+Spawned spawn_sibling(void (*child)(void*), void* arg) {
+    int pidfd = -1;
+    clone_args args{};
+    args.flags = CLONE_PARENT | CLONE_PIDFD;
+    args.pidfd = reinterpret_cast<std::uint64_t>(&pidfd);
+    args.exit_signal = 0;  // CLONE_PARENT: the parent's own exit signal (SIGCHLD) is used
+    const pid_t pid = sys::clone3(&args, sizeof args, 0);
+    if (pid == 0) {
+        child(arg);
+        sys::exit_now(125);
+    }
+    Spawned s;
+    s.pid = pid;
+    s.pidfd.reset(pidfd);
+    return s;
+}
+
 }  // namespace gpubox::isolate

@@ -17,11 +17,12 @@
 # beside init), the executor's bound-root overlays, and the sampler, which could leave the
 # sandbox if the monitor read the sandbox's /proc itself. Lower the budget as the code
 # shrinks; raise it only with a reason in the commit that does (2,200 -> 2,300: the format
-# pass, which wraps long lines and changes no code).
+# pass, which wraps long lines and changes no code; 2,300 -> 2,400: step mode, #30, a step's
+# init with its user namespace's holder, and a task that joins a running sandbox: 75 lines).
 #
 # Usage: child-boundary.sh SRC_DIR CHILD_LIB COMMON_LIB ROOTFS_LIB SOURCE...
 set -euo pipefail
-BUDGET=2300
+BUDGET=2400
 src=$1 child_lib=$2 common_lib=$3 rootfs_lib=$4
 shift 4
 fail=0

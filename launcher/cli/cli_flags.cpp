@@ -1,5 +1,7 @@
 #include "launcher/cli/cli_flags.hpp"
 
+#include <cstdlib>
+
 #include "common/error.hpp"
 #include "common/sys.hpp"
 #include "common/text.hpp"
@@ -72,8 +74,15 @@ const Flags& run_flags() {
              o.hostname = v;
          }},
         {"--env", "K=V",
-         "set a variable in the workload's (otherwise clean: PATH, HOME, LANG, TERM) environment",
+         "set a variable in the workload's (otherwise clean: PATH, HOME, LANG, TERM) environment; "
+         "--env NAME passes the caller's value, if it has one",
          [](Options& o, const std::string& v) {
+             if (v.find('=') == std::string::npos) {
+                 const char* value = std::getenv(v.c_str());
+                 auto kv = parse_env_assignment(v + "=", "--env");
+                 if (value) o.env.emplace_back(kv.first, value);
+                 return;
+             }
              o.env.push_back(parse_env_assignment(v, "--env"));
          }},
         {"--env-file", "FILE", "K=V lines (# comments) added to the environment",
@@ -128,6 +137,22 @@ const Flags& run_flags() {
          [](Options& o, const std::string& v) { o.kill_after = parse_seconds(v, "--kill-after"); }},
         {"--die-with-parent", nullptr, "kill the sandbox, and exit, when gpubox's parent dies",
          [](Options& o, const std::string&) { o.die_with_parent = true; }},
+        // Multi-rank jobs (launcher/monitor/step.hpp)
+        {"--step", nullptr,
+         "join the sandbox of this job step's tasks on this node, made by the first (default "
+         "in a step whose node runs more than one of its tasks, or with PMIX_RANK, PMI_FD or "
+         "PMI_RANK set)",
+         [](Options& o, const std::string&) { o.step = 1; }},
+        {"--no-step", nullptr,
+         "a private sandbox even in a multi-task step (warns that ranks "
+         "will not find each other)",
+         [](Options& o, const std::string&) { o.step = 0; }},
+        {"--preserve-fds", "N", "keep fds 3 to N+2 open into the workload (default 0)",
+         [](Options& o, const std::string& v) {
+             const std::uint64_t n = v == "0" ? 0 : parse_count(v, "--preserve-fds");
+             if (n > 1000) throw UsageError(cat("--preserve-fds: at most 1000, got ", quote(v)));
+             o.preserve_fds = static_cast<int>(n);
+         }},
         {"--gpu-caps", "LIST",
          "driver capabilities: compute,utility (default), graphics, video, display, ngx, all",
          [](Options& o, const std::string& v) {

@@ -14,6 +14,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <algorithm>
 #include <iostream>
 
 #include "common/error.hpp"
@@ -50,6 +53,7 @@
 #include "isolate/limits.hpp"
 #include "rootfs/plan.hpp"
 #include "preflight/preflight.hpp"
+#include "rootfs/paths.hpp"
 #include "rootfs/view.hpp"
 
 namespace gpubox::launcher {
@@ -274,6 +278,10 @@ RunPlan plan_run(const Options& o) {
         o.bare_env ? render_environment(env) : build_environment(env, o.root, std::getenv("TERM"));
     s.exec_candidates = plan_exec_candidates(o.argv[0], s.env);
     s.workdir = o.workdir;
+    s.keep_fds = o.keep_fds;
+    for (int fd = 3; fd < 3 + o.preserve_fds; ++fd) s.keep_fds.push_back(fd);
+    std::sort(s.keep_fds.begin(), s.keep_fds.end());
+    s.keep_fds.erase(std::unique(s.keep_fds.begin(), s.keep_fds.end()), s.keep_fds.end());
     return p;
 }
 
@@ -336,6 +344,11 @@ void child_entry(void* arg) {
     sandbox_init(*a->spec, *a->fds);
 }
 
+void join_entry(void* arg) {
+    auto* a = static_cast<ChildArgs*>(arg);
+    join_main(*a->spec, *a->fds);
+}
+
 // clone(), then what only the monitor can do before init goes on: the id maps, then Go.
 isolate::Spawned start_sandbox(const RunPlan& plan, RunFds& fds, isolate::Cgroup& cgroup) {
     std::cout.flush();
@@ -360,6 +373,29 @@ isolate::Spawned start_sandbox(const RunPlan& plan, RunFds& fds, isolate::Cgroup
     return child;
 }
 
+// A joining task (monitor/run.cpp: join_sandbox): a go-between enters the running sandbox and starts the
+// task's init there as our child (spawn_sibling), then goes; that init is the one supervised.
+// Where the go-between fails, it is, and its Failure stays queued for supervise().
+isolate::Spawned join_sandbox(const RunPlan& plan, RunFds& fds, isolate::Cgroup& cgroup) {
+    std::cout.flush();
+    std::cerr.flush();
+    ChildArgs args{&plan.spec, &fds};
+    isolate::Spawned go_between =
+        isolate::spawn_sandbox(0, cgroup.caps.usable ? cgroup.dir.get() : -1, join_entry, &args);
+    fds.sandbox = {};
+    fds.monitor_pidfd.reset(), fds.rootfs.reset(), fds.join_init.reset(), fds.join_holder.reset();
+    std::optional<channel::Joined> joined =
+        channel::receive_if<channel::Joined>(fds.monitor.control.get());
+    if (!joined) return go_between;
+    int status = 0;
+    rusage ru{};
+    sys::wait_rusage(go_between.pid, status, ru);
+    isolate::Spawned task;
+    task.pid = joined->pid;
+    task.pidfd = std::move(joined->pidfd);
+    return task;
+}
+
 // ROOTFS's read-only view for the monitor's reads: `made` where it was made before the sandbox
 // (--preflight enforce), else the one init sends first (spec.send_view), else none. With warn,
 // the preflight runs here, while the sandbox sets up. Invalid where init failed first: its
@@ -381,9 +417,15 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup&
     if (plan.devices_later) plan.spec.cpus = sys::affinity();
     const sigset_t set = monitor_signals();
     const sigset_t old = sys::block_signals(set);
-    isolate::Spawned child = start_sandbox(plan, fds, cgroup);
+    const bool joins = plan.spec.role == ChildSpec::Role::joined;
+    if (joins) {
+        fds.join_init = sys::dup_cloexec(plan.step.init.get());
+        fds.join_holder = sys::dup_cloexec(plan.step.holder.get());
+    }
+    isolate::Spawned child =
+        joins ? join_sandbox(plan, fds, cgroup) : start_sandbox(plan, fds, cgroup);
     try {
-        view = monitor_view(o, plan, fds, std::move(view));
+        if (!joins) view = monitor_view(o, plan, fds, std::move(view));
         if (plan.devices_later && view.valid()) send_device_ops(o, plan, fds, view.get());
     } catch (...) {
         sys::kill_and_reap(child.pid);  // it waits for the plan; nothing of it outlives it
@@ -432,7 +474,90 @@ UniqueFd watch_parent() {
 
 }  // namespace
 
-int run_sandbox(const Options& o, RunReport* report) {
+namespace {
+
+// The keeper's work (launcher/monitor/step.hpp): the step's sandbox, started as a private one is, with
+// no cgroup of a task's and no workload; ready once its init sends StepReady.
+step::Made make_step_sandbox(const Options& o, RunPlan& plan) {
+    plan.spec.role = ChildSpec::Role::step_init;
+    RunFds fds;
+    fds.rootfs = open_rootfs(o.rootfs);
+    sys::socketpair(fds.monitor.control, fds.sandbox.control);
+    fds.monitor_pidfd = sys::pidfd_open(::getpid());
+    if (plan.devices_later) plan.spec.cpus = sys::affinity();
+    isolate::Cgroup none;
+    step::Made made;
+    made.init = start_sandbox(plan, fds, none);
+    UniqueFd view = monitor_view(o, plan, fds, UniqueFd());
+    if (plan.devices_later && view.valid()) send_device_ops(o, plan, fds, view.get());
+    view.reset();
+    std::optional<channel::Frame> f = channel::receive(fds.monitor.control.get());
+    if (f && std::holds_alternative<channel::StepReady>(*f))
+        made.holder = std::move(std::get<channel::StepReady>(*f).holder);
+    else if (f && std::holds_alternative<channel::Failure>(*f))
+        made.failure = std::get<channel::Failure>(*f).text;
+    else made.failure = "the step's sandbox ended during its set-up";
+    return made;
+}
+
+// Step mode's options: the host's network and name, the wire-up's variables (--env wins),
+// PMIx's server directory bound read-write, PMI_FD kept open, and the submit directory (the
+// caller's working directory) bound at its own path and made the working directory.
+Options step_options(const Options& given) {
+    Options o = given;
+    o.share_net = true;
+    o.rdma_if_any = true;  // multi-node ranks: the host's verbs devices where it has any
+    char host[256] = "";
+    if (o.hostname == Options{}.hostname && ::gethostname(host, sizeof host - 1) == 0 && *host)
+        o.hostname = host;
+    std::vector<std::pair<std::string, std::string>> env = step::environment(environ);
+    o.env.insert(o.env.begin(), env.begin(), env.end());
+    using T = rootfs::UserMount::Type;
+    for (const char* var : {"PMIX_SERVER_TMPDIR", "PMIX_SYSTEM_TMPDIR"}) {
+        const char* dir = std::getenv(var);
+        struct stat st {};
+        if (dir && *dir == '/' && sys::lstat_at(AT_FDCWD, dir, st) && S_ISDIR(st.st_mode) &&
+            std::string(dir) != "/tmp")
+            o.mounts.push_back({T::bind, dir, rootfs::normalize_container_path(dir, var)});
+    }
+    if (const char* fd = std::getenv("PMI_FD");
+        fd && *fd && std::strspn(fd, "0123456789") == std::strlen(fd))
+        o.keep_fds.push_back(std::atoi(fd));
+    if (!o.workdir_given) {
+        const std::string cwd = std::filesystem::current_path().string();
+        if (cwd != "/") o.mounts.push_back({T::bind, cwd, cwd});
+        o.workdir = cwd;
+    }
+    return o;
+}
+
+// Whether this run joins its step's sandbox: --step, --no-step, else the environment; the key
+// that names the step's sandbox on this node, or nullopt.
+std::optional<std::string> decide_step(const Options& o) {
+    const step::Info info = step::inspect([](const char* n) { return std::getenv(n); });
+    if (o.step == 0 || (o.step < 0 && !info.wants_step())) {
+        if (o.step == 0 && info.wants_step())
+            log::warn(cat("--no-step: ",
+                          info.local_tasks > 1 ? cat("this node runs ", info.local_tasks,
+                                                     " tasks of this Slurm step")
+                                               : cat(info.pmi, " is set"),
+                          ", but each gets a private sandbox: its ranks will not find each other"));
+        return std::nullopt;
+    }
+    if (info.key.empty())
+        throw PlanError(
+            "--step: no Slurm step (SLURM_JOB_ID, SLURM_STEP_ID) nor PMIx namespace "
+            "(PMIX_NAMESPACE) names the sandbox to share",
+            "run it as a task of a job step: srun -n N gpubox run ...");
+    return info.key;
+}
+
+}  // namespace
+
+int run_sandbox(const Options& given, RunReport* report) {
+    const std::optional<std::string> step_key =
+        given.print_plan ? std::nullopt : decide_step(given);
+    const Options o = step_key ? step_options(given) : given;
     RunPlan plan;
     UniqueFd parent;
     isolate::Cgroup cgroup;
@@ -468,6 +593,14 @@ int run_sandbox(const Options& o, RunReport* report) {
             std::cout << std::flush;
             isolate::remove_cgroup(cgroup);
             return 0;
+        }
+        if (step_key) {
+            // The step's sandbox: made by the keeper from this plan, if this task is the first.
+            plan.spec.sample_ms = 0;  // init's samples would count every task's processes
+            plan.step = step::join(*step_key, [&] { return make_step_sandbox(o, plan); });
+            plan.spec.role = ChildSpec::Role::joined;
+            plan.spec.join_ns =
+                CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS;
         }
         RunOutcome out = spawn_and_supervise(o, plan, cgroup, parent.get(), std::move(view));
         isolate::remove_cgroup(cgroup);

@@ -6,6 +6,7 @@
 #include "launcher/sandbox/child_main.hpp"
 #include "launcher/cli/options.hpp"
 #include "launcher/monitor/verdict.hpp"
+#include "launcher/monitor/step.hpp"
 #include "rootfs/plan.hpp"
 
 namespace gpubox::launcher {
@@ -23,6 +24,7 @@ struct RunPlan {
     bool devices_later = false;
     gpu::GpuSpec gpus;  // --gpu, with slurm and env resolved
     gpu::Lease lease;   // --gpu auto: held by the monitor until it exits
+    step::Member step;  // step mode: this task's membership, and the sandbox it joins
 };
 RunPlan plan_run(const Options& o);
 

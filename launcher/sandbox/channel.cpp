@@ -63,6 +63,8 @@ int put(Out& o, const Exited& e) {
 }
 int put(Out& o, const Sample& s) { return o.pod(s.usage), -1; }
 int put(Out&, const PtyMaster& p) { return p.master.get(); }
+int put(Out&, const StepReady& r) { return r.holder.get(); }
+int put(Out& o, const Joined& j) { return o.pod(std::int32_t{j.pid}), j.pidfd.get(); }
 
 void get(In&, UniqueFd, Go&) {}
 void get(In& in, UniqueFd, DevicePlan& p) {
@@ -91,6 +93,11 @@ void get(In& in, UniqueFd, Exited& e) {
 }
 void get(In& in, UniqueFd, Sample& s) { s.usage = in.pod<isolate::Usage>(); }
 void get(In&, UniqueFd fd, PtyMaster& p) { p.master = required(std::move(fd)); }
+void get(In&, UniqueFd fd, StepReady& r) { r.holder = required(std::move(fd)); }
+void get(In& in, UniqueFd fd, Joined& j) {
+    j.pid = in.pod<std::int32_t>();
+    j.pidfd = required(std::move(fd));
+}
 
 template <std::size_t I = 0>
 Frame make_frame(std::size_t tag) {

@@ -13,6 +13,8 @@
 //   init -> monitor      Exited     the workload's wait status
 //                        Sample     CPU and memory use, when init measures them
 //   workload -> monitor  PtyMaster  its pty's master (on the pty socket, launcher/monitor/pty.hpp)
+//   init -> keeper       StepReady  a step's sandbox is set up (launcher/monitor/step.hpp)
+//   go-between -> monitor Joined    a joining task's init, in the sandbox (monitor/run.cpp)
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -49,7 +51,16 @@ struct PtyMaster {
     UniqueFd master;
 };
 
-using Frame = std::variant<Go, DevicePlan, RootView, LateDir, Failure, Exited, Sample, PtyMaster>;
+struct StepReady {
+    UniqueFd holder;  // the pidfd of the process that holds the workloads' user namespace
+};
+struct Joined {
+    int pid = 0;  // as the monitor sees it
+    UniqueFd pidfd;
+};
+
+using Frame = std::variant<Go, DevicePlan, RootView, LateDir, Failure, Exited, Sample, PtyMaster,
+                           StepReady, Joined>;
 
 // One frame, one sendmsg; a peer that is gone throws SysError(EPIPE).
 void send(int sock, const Frame& frame);

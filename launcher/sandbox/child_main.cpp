@@ -22,6 +22,7 @@
 #include "launcher/sandbox/channel.hpp"
 #include "launcher/sandbox/exit_codes.hpp"
 #include "launcher/sandbox/init_loop.hpp"
+#include "isolate/spawn.hpp"
 #include "rootfs/apply.hpp"
 
 namespace gpubox::launcher {
@@ -122,7 +123,8 @@ void take_relays(const Ends& own) {
 }
 
 // The workload: a child of init, so it is never pid 1 and keeps ordinary signal semantics.
-[[noreturn]] void workload_main(const ChildSpec& spec, Ends& own) noexcept {
+// `holder`: a joining task's, the pidfd of the step's holder, whose user namespace it enters.
+[[noreturn]] void workload_main(const ChildSpec& spec, Ends& own, int holder = -1) noexcept {
     try {
         sys::unblock_all_signals();
         sys::default_signal(SIGPIPE);  // the monitor ignores it while relaying
@@ -130,20 +132,100 @@ void take_relays(const Ends& own) {
         sys::setsid();  // no controlling tty: no TIOCSTI
         if (own.pty.valid()) pty::enter_new_pty(spec.pty, std::move(own.pty));  // its own one
         sys::prctl(PR_SET_DUMPABLE, 1, "PR_SET_DUMPABLE, 1");  // init's 0 locks /proc/self
-        isolate::enter_nested_userns(spec.ids);  // see its own uid; no caps over mounts
+        if (holder < 0)
+            isolate::enter_nested_userns(spec.ids);  // see its own uid; no caps over mounts
+        else if (spec.ids.nested) sys::setns(holder, CLONE_NEWUSER, "the step's holder");
         sys::chdir(spec.workdir);
         isolate::apply_rlimits(spec.rlimits);  // own user ns: NPROC per sandbox
         isolate::drop_all_privileges();        // caps (incl. bounding, ambient), NNP
+        // A joined task's init dies with its monitor, and the workload with it (after the
+        // credential changes above, which clear the death signal).
+        if (holder >= 0) sys::prctl(PR_SET_PDEATHSIG, SIGKILL, "PR_SET_PDEATHSIG, SIGKILL");
         sys::set_umask(022);
-        sys::close_range_cloexec(3);                   // inherited fds never reach CMD
-        if (spec.seccomp) isolate::install(spec.bpf);  // last before exec
+        sys::close_range_cloexec_except(3, spec.keep_fds);  // inherited fds never reach CMD
+        if (spec.seccomp) isolate::install(spec.bpf);       // last before exec
         exec_command(spec);
     } catch (...) {
         report_and_exit(own.control.get(), std::current_exception());
     }
 }
 
+// A step's init: the holder of the workloads' user namespace (pid 2, a child that entered it
+// and waits), its pidfd to the keeper, then reaping until the keeper kills it (launcher/monitor/step.hpp).
+[[noreturn]] void step_init(const ChildSpec& spec, Ends& own) {
+    sys::prctl(PR_SET_DUMPABLE, 1, "PR_SET_DUMPABLE, 1");  // see below; the holder inherits it
+    UniqueFd ready_r, ready_w;
+    sys::pipe(ready_r, ready_w);
+    const pid_t holder = sys::fork("the step's holder");
+    if (holder == 0) {
+        try {
+            isolate::enter_nested_userns(spec.ids);
+            isolate::drop_all_privileges();
+        } catch (...) {
+            report_and_exit(own.control.get(), std::current_exception());
+        }
+        sys::write_all(ready_w.get(), "1", "the holder's pipe");  // in its user namespace now
+        ready_w.reset();
+        for (;;) ::pause();
+    }
+    ready_w.reset();
+    char byte = 0;
+    if (sys::try_read(ready_r.get(), &byte, 1) != 1)
+        sys::exit_now(kExitSetupFailed);  // it said why
+    own.stdin_relay.reset(), own.stdout_relay.reset(), own.stderr_relay.reset(), own.pty.reset();
+    // Tasks join by our pidfd, which takes ptrace read access: dumpable, now that we are set up
+    // (above). The workloads still cannot reach us: no capability of our user namespace.
+    channel::send(own.control.get(), channel::StepReady{sys::pidfd_open(holder)});
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    for (;;) {
+        sys::wait_signal(set, std::nullopt);
+        int status = 0;
+        while (sys::reap_any(status) > 0) {}
+    }
+}
+
+struct TaskArgs {
+    const ChildSpec* spec;
+    RunFds* fds;
+};
+
+// A joined task's init, in the sandbox's pid namespace, the monitor's child: the reaper of its
+// workload's processes (a subreaper: orphans come to it, not to the step's init).
+void task_init(void* arg) {
+    const ChildSpec& spec = *static_cast<TaskArgs*>(arg)->spec;
+    RunFds& fds = *static_cast<TaskArgs*>(arg)->fds;
+    Ends& own = fds.sandbox;
+    try {
+        die_with_parent(fds.monitor_pidfd);
+        sys::prctl(PR_SET_DUMPABLE, 0, "PR_SET_DUMPABLE, 0");
+        sys::prctl(PR_SET_CHILD_SUBREAPER, 1, "PR_SET_CHILD_SUBREAPER, 1");
+        const pid_t pid = sys::fork("the workload");
+        if (pid == 0) workload_main(spec, own, fds.join_holder.get());
+        fds.join_holder.reset();
+        init_loop(spec, own, pid, -1);
+    } catch (...) {
+        report_and_exit(own.control.get(), std::current_exception());
+    }
+}
+
 }  // namespace
+
+[[noreturn]] void join_main(const ChildSpec& spec, RunFds& fds) noexcept {
+    Ends& own = fds.sandbox;
+    try {
+        fds.monitor = {};
+        sys::setns(fds.join_init.get(), spec.join_ns, "the sandbox's init");
+        fds.join_init.reset();
+        TaskArgs args{&spec, &fds};
+        isolate::Spawned task = isolate::spawn_sibling(task_init, &args);
+        channel::send(own.control.get(), channel::Joined{task.pid, std::move(task.pidfd)});
+        sys::exit_now(0);
+    } catch (...) {
+        report_and_exit(own.control.get(), std::current_exception());
+    }
+}
 
 [[noreturn]] void sandbox_init(const ChildSpec& spec, RunFds& fds) noexcept {
     Ends& own = fds.sandbox;
@@ -172,6 +254,7 @@ void take_relays(const Ends& own) {
             rootfs::assemble_root(spec.plan, image.get(), std::move(draft), with);
         rootfs::apply_mount_plan(plan, root);  // fresh /proc while the old root is visible
         rootfs::enter_root(root.mnt.get());
+        if (spec.role == ChildSpec::Role::step_init) step_init(spec, own);
         const pid_t pid = sys::fork("the workload");
         if (pid == 0) workload_main(spec, own);
         init_loop(spec, own, pid, root.tmpfs.get());

@@ -85,6 +85,8 @@ sigset_t init_signals() {
             // monitor's wait4 of init would report the larger of the two).
             channel::send_quietly(own.control.get(),
                                   channel::Exited{status, sys::children_max_rss_kb()});
+            // What is left of its group (a joined task's: the step's sandbox outlives it).
+            ::kill(-workload, SIGKILL);
             sys::exit_now(0);
         }
     }

@@ -7,7 +7,7 @@
 # node a as uid 65534. Ranks on one node talk over shared memory (vader), between the nodes
 # over TCP.
 # Checks: srun -N 2 -n 4 --mpi=pmix, first without gpubox (the set-up itself works), then
-# `gpubox run / ./mpi_test`: ranks 0..3 of 4 on both nodes, right allreduce sums, every 1 MiB
+# `gpubox run / ./mpi_ranks`: ranks 0..3 of 4 on both nodes, right allreduce sums, every 1 MiB
 # message intact; the same with MPICH over --mpi=pmi2 (where libmpich-dev is installed);
 # nothing left behind (daemons, namespaces, links, spool).
 export E2E_AS_ROOT=1
@@ -48,10 +48,10 @@ J=$T/jobs
 mkdir -m 1777 "$T/tmp-a" "$T/tmp-b" && mkdir "$T/cgroup-a" "$T/cgroup-b"
 # gpubox's step sockets (step mode), here rather than in /tmp/gpubox-steps-65534: nothing left.
 mkdir -m 0700 "$T/steps" && chown 65534:65534 "$T/steps"
-mpicc -O2 -o "$J/mpi_test" "$E2E_DIR/mpi_test.c" || { echo "Bail out! mpicc failed"; exit 1; }
+mpicc -O2 -o "$J/mpi_ranks" "$E2E_DIR/mpi_ranks.c" || { echo "Bail out! mpicc failed"; exit 1; }
 # MPICH (Debian's 4.0.2, ch4:ucx): its PMI client is served by Slurm's pmi2 plugin (PMI_FD).
 mpich=0
-command -v mpicc.mpich >/dev/null && mpicc.mpich -O2 -o "$J/mpi_test_mpich" "$E2E_DIR/mpi_test.c" && mpich=1
+command -v mpicc.mpich >/dev/null && mpicc.mpich -O2 -o "$J/mpi_ranks_mpich" "$E2E_DIR/mpi_ranks.c" && mpich=1
 
 # --- two nodes: network namespaces and a veth pair, addresses only inside them ---
 ip netns add "$NSA" && ip netns add "$NSB" || skip "cannot make network namespaces"
@@ -144,22 +144,22 @@ ranks_right() {
 }
 # Within a node shared memory, between the nodes TCP over the veth pair.
 MCA=(OMPI_MCA_btl=self,vader,tcp OMPI_MCA_btl_tcp_if_include=10.253.0.0/30 OMPI_MCA_oob_tcp_if_include=10.253.0.0/30)
-out=$(job "${MCA[@]}" -- ./mpi_test)
+out=$(job "${MCA[@]}" -- ./mpi_ranks)
 expect_eq "without gpubox: srun -N 2 -n 4 --mpi=pmix, ranks 0..3 of 4, two per node, sums and 1 MiB rings right" \
     "$(ranks_right "$out")" ""
 [ -n "$(ranks_right "$out")" ] && { echo "$out"; tail -n 8 "$T"/slurmd-*.log; } | sed 's/^/#   /'
 
-out=$(job "${MCA[@]}" -- "$G" run --bind "$J:/mnt" / /mnt/mpi_test)
-expect_eq "gpubox run / ./mpi_test under srun -N 2 -n 4 --mpi=pmix: the same" "$(ranks_right "$out")" ""
+out=$(job "${MCA[@]}" -- "$G" run --bind "$J:/mnt" / /mnt/mpi_ranks)
+expect_eq "gpubox run / ./mpi_ranks under srun -N 2 -n 4 --mpi=pmix: the same" "$(ranks_right "$out")" ""
 [ -n "$(ranks_right "$out")" ] && sed 's/^/#   /' <<<"$out"
 
 if [ $mpich = 1 ]; then
     # (srun's --mpi overrides MpiDefault; job's "--mpi=pmix" comes first, the later one wins)
     UCX=(UCX_TLS=self,sm,tcp UCX_NET_DEVICES=all)
-    out=$(job "${UCX[@]}" -- --mpi=pmi2 ./mpi_test_mpich)
+    out=$(job "${UCX[@]}" -- --mpi=pmi2 ./mpi_ranks_mpich)
     expect_eq "MPICH without gpubox: srun -N 2 -n 4 --mpi=pmi2, the same" "$(ranks_right "$out")" ""
     [ -n "$(ranks_right "$out")" ] && sed 's/^/#   /' <<<"$out"
-    out=$(job "${UCX[@]}" -- --mpi=pmi2 "$G" run --bind "$J:/mnt" / /mnt/mpi_test_mpich)
+    out=$(job "${UCX[@]}" -- --mpi=pmi2 "$G" run --bind "$J:/mnt" / /mnt/mpi_ranks_mpich)
     expect_eq "MPICH under gpubox: srun -N 2 -n 4 --mpi=pmi2 gpubox run, the same" "$(ranks_right "$out")" ""
     [ -n "$(ranks_right "$out")" ] && sed 's/^/#   /' <<<"$out"
 else

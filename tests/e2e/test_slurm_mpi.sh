@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Multi-rank jobs under a real Slurm (Debian 12's slurm-wlm 22.05, one node, pmix v4 wire-up)
+# with Debian's Open MPI 4.1: `srun -n 4 --mpi=pmix gpubox run ROOTFS ./mpi_test`, no other
+# flag, finds its 4 ranks over PMIx and talks over shared memory (OMPI_MCA_btl=self,vader
+# forced), in a rootfs that has Open MPI and in a minimal one with the MPI libraries bound in;
+# an NCCL-like 4-rank program (abstract unix sockets, /dev/shm, pidfd_getfd, process_vm_readv);
+# the variables torchrun's ranks expect; --no-step's warning; kill -9 of one rank and scancel
+# leave nothing behind. Slurm, munged and the state are the test's own (slurm_lib.sh).
+export E2E_AS_ROOT=1
+. "$(dirname "$0")/lib.sh"
+if ! command -v mpicc >/dev/null; then
+    [ "${GPUBOX_TESTS_MUST_WORK:-0}" = 1 ] && { echo "Bail out! mpicc is missing"; exit 1; }
+    echo "1..0 # SKIP mpicc is missing (apt-get install openmpi-bin libopenmpi-dev)"; exit 77
+fi
+# The programs, built first (into $WORK, then the jobs' directory).
+mpicc -O2 -o "$WORK/mpi_test" "$E2E_DIR/mpi_test.c" || { echo "Bail out! mpicc failed"; exit 1; }
+cc -O2 -Wall -o "$WORK/nccl_like" "$E2E_DIR/nccl_like.c" || { echo "Bail out! cc nccl_like.c failed"; exit 1; }
+. "$(dirname "$0")/slurm_lib.sh"
+srun --mpi=list 2>&1 | grep -q pmix || skip "Slurm has no mpi/pmix plugin (srun --mpi=list: $(srun --mpi=list 2>&1 | tr '\n' ' '))"
+
+# The job directory is the submit directory and the working one.
+install -o 65534 -g 65534 "$WORK/mpi_test" "$WORK/nccl_like" "$J/"
+chown 65534:65534 "$J/mpi_test" "$J/nccl_like"
+# A rootfs with Open MPI: the host's own tree, read-only (gpubox binds a root with mounts below).
+FULL=/
+# A minimal one (busybox) with the MPI libraries bound in from the host.
+libs=(--ro-bind /usr/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu --ro-bind /lib64:/lib64
+      --ro-bind /usr/share/openmpi:/usr/share/openmpi --ro-bind /etc/openmpi:/etc/openmpi)
+STATE=$T/steps  # GPUBOX_STEP_DIR: where the steps' sandboxes meet, uid 65534's
+mkdir -m 0700 "$STATE" && chown 65534:65534 "$STATE"
+export OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1  # shared memory only: no TCP fallback
+run_step() {  # SRUN-ARGS... -- GPUBOX-RUN-ARGS...: $out, $rc
+    local s=()
+    while [ "$1" != -- ]; do s+=("$1"); shift; done
+    shift
+    out=$(as_nobody env GPUBOX_STEP_DIR="$STATE" OMPI_MCA_btl="$OMPI_MCA_btl" OMPI_MCA_pml="$OMPI_MCA_pml" \
+        timeout 120 srun "${s[@]}" "$G" run "$@" 2>&1)
+    rc=$?
+}
+ranks_ok() {  # DESC: ranks 0..3 of 4, right sums, intact messages, rank 0's verdict
+    local got
+    got=$(grep -o '^rank [0-9] of [0-9]' <<<"$out" | sort | tr '\n' ' ')
+    expect_eq "$1: ranks 0..3 of 4" "$got" "rank 0 of 4 rank 1 of 4 rank 2 of 4 rank 3 of 4 "
+    expect_eq "$1: 4 right sums and intact 1 MiB messages" \
+        "$(grep -c '^rank [0-9]: allreduce 10 right, 1 MiB from [0-9] intact$' <<<"$out")" 4
+    expect_match "$1: rank 0 says ok, exit 0" "$rc:$out" '^0:(.|'$'\n'')*mpi_test: ok'
+    [ "$rc" = 0 ] || { echo "# $(tr '\n' '|' <<<"$out" | cut -c1-1500)"; tail -30 "$T/slurmd.log" | sed 's/^/# slurmd: /'; }
+}
+
+# Slurm's first step on a fresh node sometimes aborts at launch (seen under load): a warm-up.
+for _ in 1 2 3; do as_nobody srun -n 1 --mpi=pmix true 2>/dev/null && break; sleep 1; done
+run_step -n 4 --mpi=pmix -- "$FULL" ./mpi_test
+ranks_ok "srun -n 4 --mpi=pmix gpubox run / ./mpi_test (vader forced)"
+run_step -n 4 --mpi=pmix -- "${libs[@]}" "$R" ./mpi_test
+ranks_ok "... in a minimal rootfs with the MPI libraries bound in"
+run_step -n 4 --mpi=pmix -- "$FULL" sh -c 'readlink /proc/self/ns/pid /proc/self/ns/ipc /proc/self/ns/mnt; echo cwd=$(pwd)'
+[ "$rc" = 0 ] || echo "# $(tr '\n' '|' <<<"$out" | cut -c1-1500)"
+expect_eq "the 4 tasks share one pid, IPC and mount namespace" \
+    "$(grep -cE '^(pid|ipc|mnt):\[' <<<"$out"):$(grep -E '^(pid|ipc|mnt):\[' <<<"$out" | sort -u | wc -l)" "12:3"
+expect_eq "... and start in the submit directory" "$(grep -c "^cwd=$J\$" <<<"$out")" 4
+host_pidns=$(readlink /proc/self/ns/pid)
+expect_no_match "... which is not the host's pid namespace" "$out" "^$host_pidns\$"
+
+run_step -n 4 -- "$FULL" ./nccl_like
+expect_eq "NCCL-like: abstract sockets, /dev/shm, pidfd_getfd, process_vm_readv between 4 ranks" \
+    "$rc:$(grep -c '^nccl_like rank [0-3]: ok$' <<<"$out")" "0:4"
+[ "$rc" = 0 ] || echo "# $(tr '\n' '|' <<<"$out" | cut -c1-1500)"
+
+run_step -n 2 -N 1 -- "$R" sh -c 'echo "torch=$RANK/$WORLD_SIZE local=$LOCAL_RANK/$LOCAL_WORLD_SIZE master=$MASTER_ADDR:$MASTER_PORT"'
+expect_eq "RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE from Slurm's variables" \
+    "$(grep -o 'torch=[^ ]* local=[^ ]*' <<<"$out" | sort | tr '\n' ' ')" "torch=0/2 local=0/2 torch=1/2 local=1/2 "
+expect_match "... MASTER_ADDR and MASTER_PORT too" "$out" '^torch=0/2 .* master=[^:]+:[0-9]+$'
+
+run_step -n 2 -- --no-step "$R" sh -c 'echo "rank=${SLURM_PROCID:-none}"'
+expect_eq "--no-step: two private sandboxes, no wire-up passed" "$rc:$(grep -c '^rank=none$' <<<"$out")" "0:2"
+expect_match "... and a one-line warning that the ranks will not find each other" "$out" \
+    '^gpubox: warning: --no-step: .*(tasks|PMI).*will not find each other'
+
+# --- kill -9 of one rank's gpubox: the others go on; scancel then leaves nothing ---
+cat >"$J/kill.sh" <<EOF2
+#!/bin/bash
+export GPUBOX_STEP_DIR=$STATE
+srun -n 4 $G run $R sh -c 'echo started \$SLURM_PROCID; exec sleep ${S}21'
+EOF2
+id=$(as_nobody sbatch --parsable -n 4 -o "$J/kill.out" "$J/kill.sh")
+four_started() { [ "$(grep -c '^started' "$J/kill.out" 2>/dev/null)" = 4 ]; }
+wait_until 120 four_started || echo "# kill.out: $(tr '\n' '|' <"$J/kill.out")"
+# The victim: one task's gpubox, the parent of its workload's parent (the task's init).
+w=$(leftovers "^sleep ${S}21" | head -1)
+victim=$(ps -o ppid= -p "$(ps -o ppid= -p "$w")")
+kill -9 $victim
+sleep 1
+expect_eq "after kill -9 of one task's gpubox, the other 3 workloads run on" "$(leftovers "^sleep ${S}21" | wc -l)" 3
+scancel "$id"
+wait_until 120 job_gone "$id"
+wait_until 30 eval '[ -z "$(leftovers "^sleep ${S}21")$(leftovers "$G run")" ]'
+expect_eq "... and after scancel nothing is left" "$(leftovers "^sleep ${S}21")$(leftovers "$G run")" ""
+expect_eq "... nor in the rendezvous directory" "$(ls -A "$STATE" 2>/dev/null | grep -v '\.lock$')" ""
+
+cat >"$J/cancel.sh" <<EOF2
+#!/bin/bash
+export GPUBOX_STEP_DIR=$STATE
+srun -n 4 --mpi=pmix $G run $R sh -c 'echo started; exec sleep ${S}22'
+EOF2
+id=$(as_nobody sbatch --parsable -n 4 -o "$J/cancel.out" "$J/cancel.sh")
+four() { [ "$(grep -c '^started' "$J/cancel.out" 2>/dev/null)" = 4 ]; }
+wait_until 120 four
+scancel "$id"
+wait_until 120 job_gone "$id"
+wait_until 30 eval '[ -z "$(leftovers "^sleep ${S}22")$(leftovers "$G run")" ]'
+expect_eq "scancel of a 4-task step: nothing left" "$(leftovers "^sleep ${S}22")$(leftovers "$G run")" ""
+finish

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Step mode's rendezvous without a scheduler: tasks of a made-up Slurm step (its variables set by
+# hand) run with --step. Tasks of one step share a sandbox and leave no name behind; another
+# step's do not share it; a stale socket (a keeper killed, a recycled job id) is replaced; a step
+# directory another user planted is refused; --step outside a step says why. Two real uids
+# (65534, 65533), so it starts as root.
+export E2E_AS_ROOT=1
+. "$(dirname "$0")/lib.sh"
+if [ "$(id -u)" != 0 ]; then echo "1..0 # SKIP needs root (two uids)"; exit 77; fi
+T=$(mktemp -d /tmp/gpubox-step.XXXXXX)
+chmod 0755 "$T"
+trap 'rm -rf "$T" "$WORK"' EXIT
+install -m 0755 "$GPUBOX" "$T/gpubox"
+G=$T/gpubox
+"$G" rootfs create "$T/rootfs" >/dev/null && chown -R 65534:65534 "$T/rootfs" || { echo "Bail out! rootfs"; exit 1; }
+R=$T/rootfs
+mkdir -m 0700 "$T/steps" && chown 65534:65534 "$T/steps"
+S=$((1000 + RANDOM % 9000))
+# task UID JOB STEP RANK CMD...: one task of a 4-task step on one node, in the background's way
+task() {
+    local uid=$1 job=$2 st=$3 rank=$4
+    shift 4
+    (cd "$T" && setpriv --reuid="$uid" --regid="$uid" --clear-groups env -i PATH=/usr/bin:/bin \
+        GPUBOX_STEP_DIR="${STEP_DIR:-$T/steps}" SLURM_JOB_ID="$job" SLURM_STEP_ID="$st" SLURM_PROCID="$rank" \
+        SLURM_LOCALID="$rank" SLURM_NTASKS=4 SLURM_NODEID=0 SLURM_STEP_TASKS_PER_NODE=4 \
+        SLURM_STEP_NODELIST=n1 SLURMD_NODENAME=n1 "$G" run "$@")
+}
+four() {  # JOB STEP CMD...: 4 tasks at once as uid 65534; $out
+    local job=$1 st=$2 i
+    shift 2
+    for i in 0 1 2 3; do task 65534 "$job" "$st" "$i" "$@" >"$T/out.$i" 2>&1 & done
+    wait
+    out=$(cat "$T"/out.?)
+}
+ns='echo $(readlink /proc/self/ns/pid) $(readlink /proc/self/ns/ipc) rank=$SLURM_PROCID'
+
+four 9 0 "$R" sh -c "$ns"
+expect_eq "4 tasks that start at once: one pid and IPC namespace" \
+    "$(grep -c 'rank=' <<<"$out"):$(cut -d' ' -f1,2 <<<"$out" | sort -u | wc -l)" "4:1"
+[ "$(grep -c 'rank=' <<<"$out")" = 4 ] || echo "# $(tr '\n' '|' <<<"$out")"
+# (The keeper removes the names once the last task's connection closes: just after.)
+wait_until 30 eval '[ -z "$(ls -A "$T/steps")" ]'
+expect_eq "... and the step directory is empty after them" "$(ls -A "$T/steps")" ""
+
+for i in 0 1; do task 65534 9 1 "$i" "$R" sh -c "$ns; sleep 1" >"$T/a.$i" 2>&1 & done
+for i in 0 1; do task 65534 9 2 "$i" "$R" sh -c "$ns; sleep 1" >"$T/b.$i" 2>&1 & done
+wait
+a=$(cut -d' ' -f1 "$T"/a.? | sort -u) b=$(cut -d' ' -f1 "$T"/b.? | sort -u)
+[ "$(wc -l <<<"$a")" = 1 ] || echo "# $(cat "$T"/a.? | tr "\n" "|")"
+expect_eq "two steps at once: a sandbox each" "$(wc -l <<<"$a"):$(wc -l <<<"$b"):$([ "$a" != "$b" ] && echo differ)" "1:1:differ"
+
+# A socket nobody listens on, as a keeper killed with kill -9 leaves it, and its lock file.
+setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 -c 'import socket,sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET); s.bind(sys.argv[1])' "$T/steps/step-slurm-9.3-n1.sock"
+: >"$T/steps/step-slurm-9.3-n1.lock"; chown 65534:65534 "$T/steps/step-slurm-9.3-n1.lock"
+four 9 3 "$R" sh -c "$ns"
+expect_eq "a stale socket of the same step is replaced" "$(grep -c 'rank=' <<<"$out")" 4
+
+# kill -9 of the keeper: the step's processes all go, and the next step of that id starts anew.
+for i in 0 1 2 3; do task 65534 9 4 "$i" "$R" sh -c "echo started; exec sleep ${S}1" >"$T/k.$i" 2>&1 & done
+wait_until 60 eval '[ "$(cat "$T"/k.? | grep -c started)" = 4 ]'
+keeper=$(pgrep -u 65534 -P 1 -f -- "$G run $R sh -c echo started" | head -1)
+[ -n "$keeper" ] && kill -9 "$keeper"
+wait_until 30 eval '[ -z "$(leftovers "^sleep ${S}1")" ]'
+expect_eq "kill -9 of the keeper: every task's workload goes" "$(leftovers "^sleep ${S}1")" ""
+for p in $(leftovers "^sleep ${S}1"); do kill -9 "$p"; done  # (so that a failure ends here)
+wait
+four 9 4 "$R" sh -c "$ns"
+expect_eq "... and the same step id works again" "$(grep -c 'rank=' <<<"$out")" 4
+
+# Another user's directory where the steps meet: refused before anything runs.
+mkdir -m 0777 "$T/planted" && chown 65533:65533 "$T/planted"
+STEP_DIR=$T/planted task 65534 9 5 0 "$R" true >"$T/p" 2>&1
+expect_match "a step directory of another user's is refused: exit 125 and why" "$?:$(cat "$T/p")" \
+    '^125:gpubox: step directory ".*planted".*(belongs to uid 65533|writable by others)'
+expect_eq "... and nothing of this user's is made in it" "$(ls -A "$T/planted")" ""
+
+out=$(setpriv --reuid=65534 --regid=65534 --clear-groups env -i PATH=/usr/bin:/bin "$G" run --step "$R" true 2>&1)
+expect_match "--step outside any step: exit 125 and why" "$?:$out" '^125:gpubox: --step: no Slurm step'
+finish
