@@ -6,6 +6,7 @@
 #     node (tests/e2e/mpi_ranks.c bench), ROUNDS rounds (default 7), bare and gpubox alternating;
 #   - start-up of a 4-rank step (srun -n 4 ... mpi_ranks init: MPI_Init and MPI_Finalize),
 #     STARTS pairs (default 30), bare and gpubox alternating (common.sh's pairs).
+# Every srun is a step of one allocation (salloc -n 4), held for the whole run.
 # Medians over the rounds, spread (min..max) and the gpubox/bare ratio.
 # GPUBOX_MPI=step (default): `srun --mpi=pmix gpubox run / ...` with nothing else, the shared-
 # memory transport forced (OMPI_MCA_btl=self,vader) on both sides: gpubox's step mode.
@@ -39,6 +40,7 @@ stop_all() {
     rm -rf "$T"
 }
 trap stop_all EXIT
+trap 'exit 143' TERM INT HUP  # (the EXIT trap then stops the daemons)
 install -m 0755 "$GPUBOX" "$T/gpubox"
 G=$T/gpubox
 mkdir -m 0755 "$T/jobs" "$T/munge" "$T/state" "$T/spool" && chown 65534:65534 "$T/jobs"
@@ -79,7 +81,7 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 MpiDefault=none
 NodeName=$NODE NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=8 RealMemory=1000 State=UNKNOWN
-PartitionName=p Nodes=$NODE Default=YES MaxTime=INFINITE OverSubscribe=FORCE State=UP
+PartitionName=p Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
 EOF
 export SLURM_CONF=$T/slurm.conf
 slurmctld -i
@@ -104,11 +106,15 @@ if [ "$MODE" = tcp ]; then
 else
     boxed=("$G" run --bind "$J:/mnt" / /mnt/mpi_ranks)
 fi
-# as_nobody ARGS...: srun ARGS as uid 65534, shared memory forced (the tcp recipe overrides it
-# inside the sandbox).
+# One allocation of 4 tasks, held for the whole run: every srun below is a step in it, so that
+# start-up is a step's, not a job's (no scheduling, no waiting for the last job's release).
+nobody=(setpriv --reuid=65534 --regid=65534 --clear-groups env SLURM_CONF="$SLURM_CONF")
+JOB=$(cd "$J" && "${nobody[@]}" salloc -n 4 --no-shell 2>&1 | sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p')
+[ -n "$JOB" ] || { echo "bench: salloc failed" >&2; exit 1; }
+# as_nobody ARGS...: srun ARGS as uid 65534 in that allocation, shared memory forced (the tcp
+# recipe overrides it inside the sandbox).
 as_nobody() {
-    (cd "$J" && setpriv --reuid=65534 --regid=65534 --clear-groups env SLURM_CONF="$SLURM_CONF" \
-        OMPI_MCA_btl=self,vader srun --mpi=pmix "$@")
+    (cd "$J" && "${nobody[@]}" OMPI_MCA_btl=self,vader srun --jobid="$JOB" --mpi=pmix "$@")
 }
 
 echo "machine: $(nproc) cores, $(uname -r); gpubox $("$G" --version | cut -d' ' -f2); $(srun --version); Open MPI $(ompi_info --version 2>/dev/null | sed -n 's/^Open MPI v//p')"

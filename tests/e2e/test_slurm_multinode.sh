@@ -167,12 +167,17 @@ else
 fi
 expect_eq "no job left" "$(node a squeue -h 2>/dev/null)" ""
 # Every process in the nodes' namespaces is one of the daemons (slurmd, slurmctld and its
-# slurmscriptd): no task, no slurmstepd, no sandbox.
-others=""
-for p in $(ip netns pids "$NSA"; ip netns pids "$NSB"); do
-    case $(cat "/proc/$p/comm" 2>/dev/null) in slurmd | slurmctld | slurmscriptd | "") ;;
-    *) others+="$p $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null); " ;;
-    esac
-done
+# slurmscriptd): no task, no slurmstepd, no sandbox (a step's keeper ends once its last task's
+# connection closes, which may be just after srun returns).
+others_left() {
+    others=""
+    for p in $(ip netns pids "$NSA"; ip netns pids "$NSB"); do
+        case $(cat "/proc/$p/comm" 2>/dev/null) in slurmd | slurmctld | slurmscriptd | "") ;;
+        *) others+="$p $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null); " ;;
+        esac
+    done
+    [ -n "$others" ]
+}
+wait_until 30 eval '! others_left'
 expect_eq "nothing left running on either node but the daemons" "$others" ""
 finish
