@@ -4,7 +4,8 @@
 # have no driver behind them: libibverbs finds and lists the devices (ibv_devices, ibv_devinfo
 # -l), opening one fails (ENXIO). Run as uid 65534 with the host's "/" as ROOTFS (Debian's
 # ibverbs-utils). Checks: what /dev/infiniband holds inside (verbs and rdma_cm, not umad),
-# discovery, RLIMIT_MEMLOCK left as the caller has it, the device cgroup check, no device.
+# discovery, RLIMIT_MEMLOCK left as the caller has it, step mode (automatic), the device cgroup
+# check, no device.
 export E2E_AS_ROOT=1
 . "$(dirname "$0")/lib.sh"
 must_work() { [ "${GPUBOX_TESTS_MUST_WORK:-0}" = 1 ]; }
@@ -65,6 +66,14 @@ expect_eq "... and a finite one too (soft and hard)" "$out" "64 128 "
 as_nobody run --rdma --driver-root "$T/plain" / true
 expect_match "--rdma on a host without an HCA: exit 125 and why" "$rc:$err" \
     '^125:gpubox: --rdma: no RDMA device \(uverbs\*\) in /dev/infiniband'
+
+# Step mode (forced here with a Slurm step's variables; test_slurm_multinode.sh runs real ones)
+# hands the RDMA devices in without being asked, and on a host without any it does nothing.
+mkdir -m 0700 "$T/steps" && chown 65534:65534 "$T/steps"
+step() { (cd "$T/steps" && "${NOBODY[@]}" env GPUBOX_STEP_DIR="$T/steps" SLURM_JOB_ID="$1" SLURM_STEP_ID=0 \
+    SLURMD_NODENAME=n1 "$T/gpubox" run --step --driver-root "$2" / sh -c 'ls /dev/infiniband 2>&1 | tr "\n" " "; ibv_devices 2>/dev/null | grep -c mlx5' 2>&1); }
+expect_eq "step mode: the RDMA devices without --rdma, and libibverbs finds both HCAs" "$(step 77 "$H")" "rdma_cm uverbs0 uverbs1 2"
+expect_match "step mode on a host without an HCA: none, no error" "$(step 78 "$T/plain")" "No such file or directory 0$"
 
 # The device cgroup check: a cgroup v1 devices group that denies uverbs1.
 if [ -f /sys/fs/cgroup/devices/devices.deny ]; then
