@@ -268,10 +268,6 @@ const Flags& cdi_generate_flags() {
 
 const Flags& cdi_list_flags() {
     static const Flags flags = {
-        {"--rdma", nullptr,
-         "give the host's RDMA devices (InfiniBand, RoCE): /dev/infiniband's uverbs* and rdma_cm "
-         "and the sysfs entries libibverbs reads; RLIMIT_MEMLOCK stays as it is",
-         [](Options& o, const std::string&) { o.rdma = true; }},
         {"--cdi-spec-dir", "DIR", "read CDI specs from DIR instead of the default directories",
          [](Options& o, const std::string& v) { o.cdi_spec_dirs.push_back(v); }},
     };

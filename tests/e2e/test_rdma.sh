@@ -63,6 +63,8 @@ expect_eq "RLIMIT_MEMLOCK is left as the caller has it (the hard limit, $hard)" 
 out=$(prlimit --memlock=65536:131072 "${NOBODY[@]}" "$T/gpubox" run --rdma --driver-root "$H" / sh -c 'ulimit -l; ulimit -H -l' 2>/dev/null | tr '\n' ' ')
 expect_eq "... and a finite one too (soft and hard)" "$out" "64 128 "
 
+as_nobody cdi list --rdma
+expect_match "--rdma is run's flag only (not cdi list's)" "$rc:$err" '^125:gpubox: cdi list: unknown option "--rdma"'
 as_nobody run --rdma --driver-root "$T/plain" / true
 expect_match "--rdma on a host without an HCA: exit 125 and why" "$rc:$err" \
     '^125:gpubox: --rdma: no RDMA device \(uverbs\*\) in /dev/infiniband'
