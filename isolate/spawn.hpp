@@ -17,7 +17,7 @@ struct Spawned {
 // goes over one channel: launcher/sandbox/channel.hpp.
 Spawned spawn_sandbox(int ns_flags, int cgroup_fd, void (*child)(void*), void* arg);
 
-// From a process that entered a running sandbox's namespaces (setns, launcher/join.hpp): the
+// From a process that entered a running sandbox's namespaces (setns: launcher/sandbox/child_main.hpp, join_main): the
 // first process in them, made a child of this one's parent (clone3 CLONE_PARENT | CLONE_PIDFD),
 // so that the monitor, not this short-lived go-between, waits for it. Its pid is as this
 // process sees it (the monitor's view).

@@ -282,12 +282,13 @@ void apply_tmpfs_dir(const MountPlan& plan, std::size_t i, Ctx& c, std::vector<b
 void apply_tmpfs(const MountPlan& plan, std::size_t i, Ctx& c, std::vector<bool>& done,
                  const Entry& e) {
     const Tmpfs& t = std::get<Tmpfs>(plan.ops[i]);
-    if (!t.read_only) return apply_tmpfs_dir(plan, i, c, done, e);
-    UniqueFd mnt =
-        new_fs("tmpfs", {{"mode", octal(t.mode)}},
-               MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (t.noexec ? MOUNT_ATTR_NOEXEC : 0));
+    if (!t.read_only && !t.size) return apply_tmpfs_dir(plan, i, c, done, e);
+    std::vector<std::pair<std::string, std::string>> opts{{"mode", octal(t.mode)}};
+    if (t.size) opts.emplace_back("size", cat(t.size));
+    UniqueFd mnt = new_fs(
+        "tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (t.noexec ? MOUNT_ATTR_NOEXEC : 0));
     fill_fresh_fs(plan, i, mnt.get(), done);
-    sys::mount_setattr(mnt.get(), t.target, MOUNT_ATTR_RDONLY, 0, false);
+    if (t.read_only) sys::mount_setattr(mnt.get(), t.target, MOUNT_ATTR_RDONLY, 0, false);
     attach(c, mnt, "tmpfs", t.target, e, true);
 }
 

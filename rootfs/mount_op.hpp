@@ -56,6 +56,7 @@ struct Tmpfs {
     bool noexec = false;
     bool read_only = false;
     Place place = Place::image;
+    std::uint64_t size = 0;  // > 0: a tmpfs of its own, of this size (--shm-size)
 };
 struct Devpts {
     std::string target = "/dev/pts";

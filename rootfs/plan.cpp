@@ -45,8 +45,11 @@ void add_base_ops(const PlanInputs& in, std::vector<MountOp>& ops) {
     ops.push_back(Symlink{.link_text = "/proc/self/fd/0", .path = "/dev/stdin"});
     ops.push_back(Symlink{.link_text = "/proc/self/fd/1", .path = "/dev/stdout"});
     ops.push_back(Symlink{.link_text = "/proc/self/fd/2", .path = "/dev/stderr"});
-    ops.push_back(
-        Tmpfs{.target = "/dev/shm", .mode = 01777, .noexec = true, .place = Place::gpubox});
+    ops.push_back(Tmpfs{.target = "/dev/shm",
+                        .mode = 01777,
+                        .noexec = true,
+                        .place = Place::gpubox,
+                        .size = in.shm_size});
     ops.push_back(Tmpfs{.target = "/tmp", .mode = 01777});
     if (in.run_tmpfs) ops.push_back(Tmpfs{.target = "/run"});
 }

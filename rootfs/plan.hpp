@@ -17,6 +17,7 @@ struct PlanInputs {
     bool new_pid_ns = true;
     bool new_net_ns = true;
     bool sysfs = true, run_tmpfs = true;  // /sys and /run (isolate's box has neither)
+    std::uint64_t shm_size = 0;           // > 0: /dev/shm a tmpfs of its own of this size
     std::vector<MountOp> device_ops;      // from the GPU planner, applied after the base set
     std::vector<UserMount> user_mounts;   // applied last, so users can override
 };

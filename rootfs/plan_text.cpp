@@ -38,7 +38,10 @@ std::string render(const Sysfs& s) {
                    : cat("rbind-ro /sys -> ", s.target, " (host sysfs: no new net namespace)");
 }
 std::string render(const Tmpfs& t) {
-    return cat("tmpfs ", t.target, " (", t.read_only ? "ro once filled" : "in gpubox's tmpfs",
+    return cat("tmpfs ", t.target, " (",
+               t.size        ? cat("its own, size=", t.size)
+               : t.read_only ? "ro once filled"
+                             : "in gpubox's tmpfs",
                ",mode=", mode_text(t.mode), ",nosuid,nodev", t.noexec ? ",noexec" : "", ")");
 }
 std::string render(const Devpts& d) {

@@ -29,7 +29,9 @@ requires std::is_same_v<std::remove_const_t<O>, Sysfs>
 void fields(O& o, F&& f) { f(o.target), f(o.fresh); }
 template <typename O, typename F>
 requires std::is_same_v<std::remove_const_t<O>, Tmpfs>
-void fields(O& o, F&& f) { f(o.target), f(o.mode), f(o.noexec), f(o.read_only), f(o.place); }
+void fields(O& o, F&& f) {
+    f(o.target), f(o.mode), f(o.noexec), f(o.read_only), f(o.place), f(o.size);
+}
 template <typename O, typename F>
 requires std::is_same_v<std::remove_const_t<O>, Devpts>
 void fields(O& o, F&& f) { f(o.target); }

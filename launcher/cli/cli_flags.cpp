@@ -147,6 +147,9 @@ const Flags& run_flags() {
          "a private sandbox even in a multi-task step (warns that ranks "
          "will not find each other)",
          [](Options& o, const std::string&) { o.step = 0; }},
+        {"--shm-size", "SIZE",
+         "/dev/shm a tmpfs of its own of SIZE (default: part of --tmpfs-size's one budget)",
+         [](Options& o, const std::string& v) { o.shm_size = parse_size(v, "--shm-size"); }},
         {"--preserve-fds", "N", "keep fds 3 to N+2 open into the workload (default 0)",
          [](Options& o, const std::string& v) {
              const std::uint64_t n = v == "0" ? 0 : parse_count(v, "--preserve-fds");

@@ -44,6 +44,9 @@ constexpr const char* kEnvironment[][2] = {
      "plus "
      "--env and --env-file"},
     {"NVIDIA_VISIBLE_DEVICES", "not read: GPUs are given only by --gpu"},
+    {"GPUBOX_STEP_DIR",
+     "where a job step's tasks meet to share one sandbox (step mode; default "
+     "/tmp/gpubox-steps-UID, the caller's own)"},
 };
 
 constexpr const char* kFiles[][2] = {

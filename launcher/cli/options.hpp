@@ -63,8 +63,9 @@ struct Options {
     std::uint64_t tmpfs_size = 0;
     // Multi-rank jobs (launcher/monitor/step.hpp): --step 1, --no-step 0, -1 decided by the environment
     int step = -1;
-    int preserve_fds = 0;       // --preserve-fds N: fds 3..N+2 stay open into the workload
-    std::vector<int> keep_fds;  // and these (PMI_FD, in step mode)
+    int preserve_fds = 0;        // --preserve-fds N: fds 3..N+2 stay open into the workload
+    std::uint64_t shm_size = 0;  // --shm-size: /dev/shm a tmpfs of its own of this size
+    std::vector<int> keep_fds;   // and these (PMI_FD, in step mode)
 
     // Limits and the verdict
     isolate::Limits limits;

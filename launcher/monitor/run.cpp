@@ -226,6 +226,7 @@ RunPlan plan_run(const Options& o) {
     in.new_pid_ns = true;
     in.new_net_ns = !o.share_net;
     in.sysfs = o.sysfs, in.run_tmpfs = o.run_tmpfs;
+    in.shm_size = o.shm_size;
     in.user_mounts = o.mounts;
     // --device: CDI devices and host nodes, planned up front (their specs are small).
     std::vector<std::pair<std::string, std::string>> env = o.env;
@@ -373,8 +374,8 @@ isolate::Spawned start_sandbox(const RunPlan& plan, RunFds& fds, isolate::Cgroup
     return child;
 }
 
-// A joining task (monitor/run.cpp: join_sandbox): a go-between enters the running sandbox and starts the
-// task's init there as our child (spawn_sibling), then goes; that init is the one supervised.
+// A joining task (step mode): a go-between enters the running sandbox and starts the task's
+// init there as our child (spawn_sibling), then goes; that init is the one supervised.
 // Where the go-between fails, it is, and its Failure stays queued for supervise().
 isolate::Spawned join_sandbox(const RunPlan& plan, RunFds& fds, isolate::Cgroup& cgroup) {
     std::cout.flush();
@@ -426,7 +427,8 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, isolate::Cgroup&
         joins ? join_sandbox(plan, fds, cgroup) : start_sandbox(plan, fds, cgroup);
     try {
         if (!joins) view = monitor_view(o, plan, fds, std::move(view));
-        if (plan.devices_later && view.valid()) send_device_ops(o, plan, fds, view.get());
+        // (A joining task's GPUs are the step's sandbox's, which the keeper planned.)
+        if (!joins && plan.devices_later && view.valid()) send_device_ops(o, plan, fds, view.get());
     } catch (...) {
         sys::kill_and_reap(child.pid);  // it waits for the plan; nothing of it outlives it
         throw;

@@ -79,7 +79,7 @@ UniqueFd listen_at(int dir, const std::string& name) {
     const sockaddr_un a = address(dir, name, len);
     UniqueFd s = new_socket();
     if (::bind(s.get(), reinterpret_cast<const sockaddr*>(&a), len) != 0 ||
-        ::listen(s.get(), 64) != 0)
+        ::listen(s.get(), SOMAXCONN) != 0)  // every task of a big node may wait at once
         sys::fail(cat("bind(", quote(name), ")"), errno);
     return s;
 }

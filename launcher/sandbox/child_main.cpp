@@ -151,7 +151,8 @@ void take_relays(const Ends& own) {
 }
 
 // A step's init: the holder of the workloads' user namespace (pid 2, a child that entered it
-// and waits), its pidfd to the keeper, then reaping until the keeper kills it (launcher/monitor/step.hpp).
+// and waits), its pidfd to the keeper, then reaping until the keeper kills it
+// (launcher/monitor/step.hpp).
 [[noreturn]] void step_init(const ChildSpec& spec, Ends& own) {
     sys::prctl(PR_SET_DUMPABLE, 1, "PR_SET_DUMPABLE, 1");  // see below; the holder inherits it
     UniqueFd ready_r, ready_w;
@@ -161,6 +162,9 @@ void take_relays(const Ends& own) {
         try {
             isolate::enter_nested_userns(spec.ids);
             isolate::drop_all_privileges();
+            // The workloads may write its memory (process_vm_writev: same uid, same user
+            // namespace, no capability): it is no freer than they are.
+            if (spec.seccomp) isolate::install(spec.bpf);
         } catch (...) {
             report_and_exit(own.control.get(), std::current_exception());
         }

@@ -39,9 +39,9 @@ struct ChildSpec {
     pty::PtySpec pty;        // with the caller at a terminal: the workload makes a pty of its own
     int image_hold = -1;     // the monitor's hold on a pulled image: init closes its copy
     bool send_view = false;  // init sends ROOTFS's read-only view (channel::RootView) first
-    // Step mode (launcher/monitor/step.hpp): a step's init sets up the root, then runs no workload but
-    // keeps the workloads' user namespace (its holder) and reaps; each task joins it
-    // (monitor/run.cpp: join_sandbox): enters init's namespaces (join_ns), and its workload the holder's.
+    // Step mode (launcher/monitor/step.hpp): a step's init sets up the root, then runs no
+    // workload but keeps the workloads' user namespace (its holder) and reaps; each task joins
+    // it (join_main): enters init's namespaces (join_ns), and its workload the holder's.
     enum class Role { own, step_init, joined } role = Role::own;
     int join_ns = 0;
     std::vector<int> keep_fds;  // open across exec, ascending: PMI_FD, --preserve-fds

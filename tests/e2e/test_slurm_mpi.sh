@@ -4,8 +4,9 @@
 # flag, finds its 4 ranks over PMIx and talks over shared memory (OMPI_MCA_btl=self,vader
 # forced), in a rootfs that has Open MPI and in a minimal one with the MPI libraries bound in;
 # an NCCL-like 4-rank program (abstract unix sockets, /dev/shm, pidfd_getfd, process_vm_readv);
-# the variables torchrun's ranks expect; --no-step's warning; kill -9 of one rank and scancel
-# leave nothing behind. Slurm, munged and the state are the test's own (slurm_lib.sh).
+# Debian's MPICH over PMI-2 (srun --mpi=pmi2: PMI_FD); the variables torchrun's ranks expect;
+# --gpu slurm in a step; --no-step's warning; kill -9 of one rank and scancel leave nothing
+# behind. Slurm, munged and the state are the test's own (slurm_lib.sh).
 export E2E_AS_ROOT=1
 . "$(dirname "$0")/lib.sh"
 if ! command -v mpicc >/dev/null; then
@@ -15,12 +16,17 @@ fi
 # The programs, built first (into $WORK, then the jobs' directory).
 mpicc -O2 -o "$WORK/mpi_test" "$E2E_DIR/mpi_test.c" || { echo "Bail out! mpicc failed"; exit 1; }
 cc -O2 -Wall -o "$WORK/nccl_like" "$E2E_DIR/nccl_like.c" || { echo "Bail out! cc nccl_like.c failed"; exit 1; }
+# Debian's MPICH (4.0, ch4:ucx, its own PMI client): PMI-2's inherited socket (PMI_FD).
+mpich=0
+if command -v mpicc.mpich >/dev/null; then
+    mpicc.mpich -O2 -o "$WORK/mpi_mpich" "$E2E_DIR/mpi_test.c" && mpich=1 || { echo "Bail out! mpicc.mpich failed"; exit 1; }
+fi
 . "$(dirname "$0")/slurm_lib.sh"
 srun --mpi=list 2>&1 | grep -q pmix || skip "Slurm has no mpi/pmix plugin (srun --mpi=list: $(srun --mpi=list 2>&1 | tr '\n' ' '))"
 
 # The job directory is the submit directory and the working one.
 install -o 65534 -g 65534 "$WORK/mpi_test" "$WORK/nccl_like" "$J/"
-chown 65534:65534 "$J/mpi_test" "$J/nccl_like"
+[ $mpich = 1 ] && install -o 65534 -g 65534 "$WORK/mpi_mpich" "$J/"
 # A rootfs with Open MPI: the host's own tree, read-only (gpubox binds a root with mounts below).
 FULL=/
 # A minimal one (busybox) with the MPI libraries bound in from the host.
@@ -53,6 +59,14 @@ run_step -n 4 --mpi=pmix -- "$FULL" ./mpi_test
 ranks_ok "srun -n 4 --mpi=pmix gpubox run / ./mpi_test (vader forced)"
 run_step -n 4 --mpi=pmix -- "${libs[@]}" "$R" ./mpi_test
 ranks_ok "... in a minimal rootfs with the MPI libraries bound in"
+if [ $mpich = 1 ]; then
+    run_step -n 4 --mpi=pmi2 -- "$FULL" ./mpi_mpich
+    ranks_ok "MPICH, srun --mpi=pmi2 (PMI_FD kept open)"
+elif [ "${GPUBOX_TESTS_MUST_WORK:-0}" = 1 ]; then
+    not_ok "MPICH: mpicc.mpich is missing (apt-get install mpich libmpich-dev)"
+else
+    echo "# skip MPICH: mpicc.mpich is missing"
+fi
 run_step -n 4 --mpi=pmix -- "$FULL" sh -c 'readlink /proc/self/ns/pid /proc/self/ns/ipc /proc/self/ns/mnt; echo cwd=$(pwd)'
 [ "$rc" = 0 ] || echo "# $(tr '\n' '|' <<<"$out" | cut -c1-1500)"
 expect_eq "the 4 tasks share one pid, IPC and mount namespace" \
@@ -66,6 +80,15 @@ expect_eq "NCCL-like: abstract sockets, /dev/shm, pidfd_getfd, process_vm_readv 
     "$rc:$(grep -c '^nccl_like rank [0-3]: ok$' <<<"$out")" "0:4"
 [ "$rc" = 0 ] || echo "# $(tr '\n' '|' <<<"$out" | cut -c1-1500)"
 
+# --gpu slurm in a step: the keeper plans the step's GPUs (SLURM_STEP_GPUS) for the shared
+# sandbox, and every task sees them (simulated host; per-task binding is not mapped yet).
+out=$(as_nobody env GPUBOX_STEP_DIR="$STATE" srun -n 2 --gres=gpu:2 bash -c 'echo "gpus=$SLURM_STEP_GPUS"; '"$G"' run --driver-root '"$H"' --gpu slurm '"$R"' nvidia-smi -L' 2>&1)
+m=$(sed -n 's/^gpus=//p' <<<"$out" | sort -u)
+want=""
+for x in ${m//,/ }; do want+="${UUID_OF[$x]} "; done
+expect_eq "--gpu slurm in a 2-task step: both tasks see the step's 2 GPUs ($m)" \
+    "$(grep -o 'GPU-[0-9a-f-]*' <<<"$out" | sort | tr '\n' ' ')" \
+    "$(for u in $want; do echo "$u"; echo "$u"; done | sort | tr '\n' ' ')"
 run_step -n 2 -N 1 -- "$R" sh -c 'echo "torch=$RANK/$WORLD_SIZE local=$LOCAL_RANK/$LOCAL_WORLD_SIZE master=$MASTER_ADDR:$MASTER_PORT"'
 expect_eq "RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE from Slurm's variables" \
     "$(grep -o 'torch=[^ ]* local=[^ ]*' <<<"$out" | sort | tr '\n' ' ')" "torch=0/2 local=0/2 torch=1/2 local=1/2 "
@@ -83,11 +106,12 @@ export GPUBOX_STEP_DIR=$STATE
 srun -n 4 $G run $R sh -c 'echo started \$SLURM_PROCID; exec sleep ${S}21'
 EOF2
 id=$(as_nobody sbatch --parsable -n 4 -o "$J/kill.out" "$J/kill.sh")
-four_started() { [ "$(grep -c '^started' "$J/kill.out" 2>/dev/null)" = 4 ]; }
+four_started() { [ "$(leftovers "^sleep ${S}21" | wc -l)" = 4 ]; }
 wait_until 120 four_started || echo "# kill.out: $(tr '\n' '|' <"$J/kill.out")"
 # The victim: one task's gpubox, the parent of its workload's parent (the task's init).
 w=$(leftovers "^sleep ${S}21" | head -1)
-victim=$(ps -o ppid= -p "$(ps -o ppid= -p "$w")")
+t=$(ps -o ppid= -p "$w" | tr -d ' ')
+victim=$(ps -o ppid= -p "$t" | tr -d ' ')
 kill -9 $victim
 sleep 1
 expect_eq "after kill -9 of one task's gpubox, the other 3 workloads run on" "$(leftovers "^sleep ${S}21" | wc -l)" 3

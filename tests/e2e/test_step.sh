@@ -2,7 +2,8 @@
 # Step mode's rendezvous without a scheduler: tasks of a made-up Slurm step (its variables set by
 # hand) run with --step. Tasks of one step share a sandbox and leave no name behind; another
 # step's do not share it; a stale socket (a keeper killed, a recycled job id) is replaced; a step
-# directory another user planted is refused; --step outside a step says why. Two real uids
+# directory another user planted is refused; --shm-size sizes the one /dev/shm; process_vm_readv
+# reaches siblings only; --step outside a step says why. Two real uids
 # (65534, 65533), so it starts as root.
 export E2E_AS_ROOT=1
 . "$(dirname "$0")/lib.sh"
@@ -12,7 +13,8 @@ chmod 0755 "$T"
 trap 'rm -rf "$T" "$WORK"' EXIT
 install -m 0755 "$GPUBOX" "$T/gpubox"
 G=$T/gpubox
-"$G" rootfs create "$T/rootfs" >/dev/null && chown -R 65534:65534 "$T/rootfs" || { echo "Bail out! rootfs"; exit 1; }
+"$G" rootfs create "$T/rootfs" >/dev/null && install -m 0755 "$PROBE" "$T/rootfs/bin/probe" &&
+    chown -R 65534:65534 "$T/rootfs" || { echo "Bail out! rootfs"; exit 1; }
 R=$T/rootfs
 mkdir -m 0700 "$T/steps" && chown 65534:65534 "$T/steps"
 S=$((1000 + RANDOM % 9000))
@@ -75,6 +77,16 @@ expect_match "a step directory of another user's is refused: exit 125 and why" "
     '^125:gpubox: step directory ".*planted".*(belongs to uid 65533|writable by others)'
 expect_eq "... and nothing of this user's is made in it" "$(ls -A "$T/planted")" ""
 
+# --shm-size: the ranks' one /dev/shm, a tmpfs of its own of that size.
+four 9 6 --shm-size 64m "$R" sh -c 'df -k /dev/shm | tail -1; echo $SLURM_PROCID >/dev/shm/r$SLURM_PROCID; i=0; while [ $(ls /dev/shm | grep -c "^r") -lt 4 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; ls /dev/shm | grep -c "^r"'
+expect_eq "--shm-size 64m: one /dev/shm of 65536 KiB that the 4 tasks share" \
+    "$(grep -cE '^[^ ]+ +65536 ' <<<"$out"):$(grep -cx ' *4' <<<"$out")" "4:4"
+# process_vm_readv: between the workloads (cross-memory attach), never to init or outside.
+out=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$G" run "$R" sh -c 'sleep 5 & probe vmread $!; probe vmread 1; kill $!' 2>&1)
+expect_eq "process_vm_readv of a sibling is allowed (EFAULT at address 0), of init refused" \
+    "$(tr '\n' ' ' <<<"$out")" "vmread=EFAULT vmread=EPERM "
+out=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$G" run "$R" probe vmread $$ 2>&1)
+expect_eq "... and a host pid is not even there" "$out" "vmread=ESRCH"
 out=$(setpriv --reuid=65534 --regid=65534 --clear-groups env -i PATH=/usr/bin:/bin "$G" run --step "$R" true 2>&1)
 expect_match "--step outside any step: exit 125 and why" "$?:$out" '^125:gpubox: --step: no Slurm step'
 finish
