@@ -20,8 +20,10 @@ tests=(clang libclang-rt-14-dev   # run-all.sh: unit tests under ASan/UBSan, lib
        zsh                        # test_install.sh: zsh completion
        slurm-wlm munge            # test_slurm.sh starts its own munged, slurmctld and slurmd
        # test_slurm_mpi.sh: Debian's Open MPI (mpicc, its libraries) and PMIx, which Slurm's
-       # mpi/pmix plugin loads (srun --mpi=pmix), and MPICH (mpicc.mpich; srun --mpi=pmi2)
-       openmpi-bin libopenmpi-dev libpmix-dev mpich libmpich-dev
+       # mpi/pmix plugin loads (srun --mpi=pmix), and MPICH (mpicc.mpich; srun --mpi=pmi2; Open
+       # MPI stays the default mpicc); test_slurm_multinode.sh and bench/mpi.sh too, with two
+       # nodes in network namespaces (ip, nsenter); ibverbs-utils: ibv_devices in test_rdma.sh
+       openmpi-bin libopenmpi-dev libpmix-dev mpich libmpich-dev iproute2 ibverbs-utils
        # test_images_registry.sh and bench/images.sh: Debian's v2 registry server, htpasswd -B,
        # openssl for the test CA, umoci (the benchmark's peer)
        docker-registry apache2-utils openssl umoci

@@ -127,6 +127,10 @@ const Flags& run_flags() {
          "work done by gpubox (no hook is run), or a host character device /dev/PATH[:PERMS] "
          "(PERMS: some of rwm; without w, access is checked for reading only) (repeatable)",
          [](Options& o, const std::string& v) { o.devices.push_back(v); }},
+        {"--rdma", nullptr,
+         "give the host's RDMA devices (InfiniBand, RoCE): /dev/infiniband's uverbs* and rdma_cm "
+         "and the sysfs entries libibverbs reads; RLIMIT_MEMLOCK stays as it is",
+         [](Options& o, const std::string&) { o.rdma = true; }},
         {"--cdi-spec-dir", "DIR",
          "read CDI specs from DIR instead of /etc/cdi, /var/run/cdi and $XDG_CONFIG_HOME/cdi "
          "(repeatable; later directories win)",

@@ -86,9 +86,11 @@ struct Options {
     double gpu_wait = 0;               // --gpu-wait SEC: how long --gpu auto waits for free GPUs
     std::vector<std::string> devices;  // --device (and --gpu VENDOR/CLASS=NAME), in order
     std::vector<std::string> cdi_spec_dirs;  // --cdi-spec-dir: replaces the default directories
-    std::string cdi_format = "yaml";         // cdi generate --format
-    std::string cdi_output;                  // cdi generate --output ("": the user's spec dir)
-    std::string cdi_kind;                    // cdi generate --kind ("": every kind the host has)
+    bool rdma = false;  // --rdma: the host's /dev/infiniband verbs nodes and their sysfs entries
+    bool rdma_if_any = false;  // step mode: the same where the host has any (no error without)
+    std::string cdi_format = "yaml";  // cdi generate --format
+    std::string cdi_output;           // cdi generate --output ("": the user's spec dir)
+    std::string cdi_kind;             // cdi generate --kind ("": every kind the host has)
 
     // Scheduler signals
     double kill_after = 5;         // --kill-after SEC: grace after SIGTERM/INT/HUP, then kill

@@ -35,6 +35,7 @@
 #include "gpu/slurm.hpp"
 #include "gpu/inventory.hpp"
 #include "gpu/mount_list.hpp"
+#include "gpu/rdma.hpp"
 #include "launcher/sandbox/channel.hpp"
 #include "launcher/sandbox/init_loop.hpp"
 #include "launcher/monitor/nvml.hpp"
@@ -144,8 +145,10 @@ void check_node_access(const std::string& label, const std::vector<gpu::Node>& n
                     quote(gpu::device_cgroup_of(sys::read_file("/proc/self/cgroup"))), " refuses ",
                     n.path, " (faccessat(", quote(n.host), n.read_only ? ", R_OK" : ", R_OK|W_OK",
                     "): Operation not permitted)"),
-                "this job or container was not given that GPU; under Slurm, --gpu slurm takes "
-                "the step's own");
+                label == "--rdma"
+                    ? "this job or container was not given that device"
+                    : "this job or container was not given that GPU; under Slurm, --gpu slurm "
+                      "takes the step's own");
         if (rc == -EACCES)
             throw PlanError(
                 cat(label, ": faccessat(", quote(n.host), n.read_only ? ", R_OK" : ", R_OK|W_OK",
@@ -248,6 +251,16 @@ RunPlan plan_run(const RunRequest& r, const RunInputs& run) {
         check_node_access("--device", devices.nodes);
         in.device_ops = std::move(devices.ops);
         env.insert(env.begin(), devices.env.begin(), devices.env.end());  // --env wins
+    }
+    // --rdma: the host's verbs nodes and sysfs entries (gpu/rdma.hpp; step mode too).
+    if (o.rdma || o.rdma_if_any) {
+        gpu::RdmaPlan rdma =
+            gpu::plan_rdma(gpu::read_rdma_host(o.driver_root),
+                           {.required = o.rdma, .sysfs = in.sysfs, .fresh_sysfs = in.new_net_ns});
+        check_node_access("--rdma", rdma.nodes);
+        for (const std::string& line : rdma.summary) log::info("rdma: " + line);
+        in.device_ops.insert(in.device_ops.end(), rdma.ops.begin(), rdma.ops.end());
+        env.insert(env.begin(), rdma.env.begin(), rdma.env.end());  // --env wins
     }
     if (run.gpus_error) std::rethrow_exception(run.gpus_error);
     p.gpus = run.gpus;
@@ -580,6 +593,7 @@ step::Made make_step_sandbox(const Options& o, RunPlan& plan, int rootfs,
 Options step_options(const Options& given) {
     Options o = given;
     o.share_net = true;
+    o.rdma_if_any = true;  // multi-node ranks: the host's verbs devices where it has any
     char host[256] = "";
     if (o.hostname == Options{}.hostname && ::gethostname(host, sizeof host - 1) == 0 && *host)
         o.hostname = host;

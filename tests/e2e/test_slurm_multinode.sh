@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# gpubox across two Slurm nodes on one machine: Debian 12's slurm-wlm 22.05 with its pmix
+# plugin, Open MPI 4.1 and PMIx 4. The test makes two network namespaces joined by a veth pair
+# (10.253.0.1 and 10.253.0.2: addresses that exist only inside them; nothing leaves the
+# machine), and a UTS namespace each, so that the nodes' host names differ. Node "a" runs
+# slurmctld and a slurmd, node "b" a slurmd; munged (a unix socket) serves both. srun runs on
+# node a as uid 65534. Ranks on one node talk over shared memory (vader), between the nodes
+# over TCP.
+# Checks: srun -N 2 -n 4 --mpi=pmix, first without gpubox (the set-up itself works), then
+# `gpubox run / ./mpi_ranks`: ranks 0..3 of 4 on both nodes, right allreduce sums, every 1 MiB
+# message intact; the same with MPICH over --mpi=pmi2 (where libmpich-dev is installed);
+# nothing left behind (daemons, namespaces, links, spool).
+export E2E_AS_ROOT=1
+. "$(dirname "$0")/lib.sh"
+must_work() { [ "${GPUBOX_TESTS_MUST_WORK:-0}" = 1 ]; }
+skip() { if must_work; then echo "Bail out! $1"; exit 1; fi; echo "1..0 # SKIP $1"; exit 77; }
+[ "$(id -u)" = 0 ] || skip "needs root (network namespaces, slurmctld, slurmd, munged)"
+for b in slurmctld slurmd munged srun sinfo ip mpicc; do
+    command -v "$b" >/dev/null || skip "$b is missing (apt-get install slurm-wlm munge iproute2 libopenmpi-dev)"
+done
+[ -e /usr/lib/x86_64-linux-gnu/slurm-wlm/mpi_pmix.so ] || skip "Slurm has no pmix plugin"
+
+T=$(mktemp -d /tmp/gpubox-multinode.XXXXXX)
+chmod 0755 "$T"
+ID=$RANDOM$$  # (random too: in another pid namespace the same pid may run a suite)
+NSA=gpubox-mn-$ID-a NSB=gpubox-mn-$ID-b
+A=10.253.0.1 B=10.253.0.2
+NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+# (not `ip netns exec`: it mounts a sysfs of its own over /sys, hiding /sys/fs/cgroup from slurmd)
+in_ns() { local ns=$1; shift; nsenter --net="/run/netns/$ns" "$@"; }
+stop_all() {
+    local p pids=()
+    for p in slurmd-mn-a slurmd-mn-b slurmctld munged; do
+        [ -s "$T/$p.pid" ] && pids+=("$(cat "$T/$p.pid")")
+    done
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+    for p in "${pids[@]}"; do wait_until 60 eval "! kill -0 $p 2>/dev/null"; done
+    ip netns del "$NSA" 2>/dev/null  # (takes the veth pair with it)
+    ip netns del "$NSB" 2>/dev/null
+    rm -rf "$T" "$WORK"
+}
+trap stop_all EXIT
+
+install -m 0755 "$GPUBOX" "$T/gpubox"
+G=$T/gpubox
+mkdir -m 0755 "$T/jobs" "$T/munge" "$T/state" "$T/spool-mn-a" "$T/spool-mn-b" "$T/tmp" && chown 65534:65534 "$T/jobs"
+J=$T/jobs
+mkdir -m 1777 "$T/tmp-a" "$T/tmp-b" && mkdir "$T/cgroup-a" "$T/cgroup-b"
+# gpubox's step sockets (step mode), here rather than in /tmp/gpubox-steps-65534: nothing left.
+mkdir -m 0700 "$T/steps" && chown 65534:65534 "$T/steps"
+mpicc -O2 -o "$J/mpi_ranks" "$E2E_DIR/mpi_ranks.c" || { echo "Bail out! mpicc failed"; exit 1; }
+# MPICH (Debian's 4.0.2, ch4:ucx): its PMI client is served by Slurm's pmi2 plugin (PMI_FD).
+mpich=0
+command -v mpicc.mpich >/dev/null && mpicc.mpich -O2 -o "$J/mpi_ranks_mpich" "$E2E_DIR/mpi_ranks.c" && mpich=1
+
+# --- two nodes: network namespaces and a veth pair, addresses only inside them ---
+ip netns add "$NSA" && ip netns add "$NSB" || skip "cannot make network namespaces"
+in_ns "$NSA" ip link add veth-a type veth peer name veth-b netns "$NSB" || { echo "Bail out! veth"; exit 1; }
+in_ns "$NSA" ip addr add $A/30 dev veth-a && in_ns "$NSB" ip addr add $B/30 dev veth-b &&
+    for ns in "$NSA" "$NSB"; do in_ns "$ns" ip link set lo up && in_ns "$ns" ip link set "veth-${ns##*-}" up || exit 1; done ||
+    { echo "Bail out! addresses"; exit 1; }
+# (no ping in a minbase system: a connection to a closed port of b is refused, not timed out)
+reaches_b() { in_ns "$NSA" timeout 2 bash -c "exec 3<>/dev/tcp/$B/9" 2>&1 | grep -q refused; }
+wait_until 20 reaches_b || { echo "Bail out! node a does not reach node b"; exit 1; }
+
+# --- munge and Slurm, private to this test ---
+dd if=/dev/urandom of="$T/munge/munge.key" bs=1024 count=1 status=none && chmod 0400 "$T/munge/munge.key"
+munged --force --key-file="$T/munge/munge.key" --socket="$T/munge/sock" --pid-file="$T/munged.pid" \
+    --log-file="$T/munge/log" --seed-file="$T/munge/seed" || skip "munged does not start: $(tail -1 "$T/munge/log")"
+# Fixed ports: each node's are its own network namespace's.
+cat >"$T/slurm.conf" <<EOF
+ClusterName=gpuboxmn
+SlurmctldHost=mn-a($A)
+SlurmUser=root
+SlurmdUser=root
+SlurmctldPort=6817
+SlurmdPort=6818
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$T/munge/sock
+StateSaveLocation=$T/state
+SlurmdSpoolDir=$T/spool-%n
+SlurmctldPidFile=$T/slurmctld.pid
+SlurmdPidFile=$T/slurmd-%n.pid
+SlurmctldLogFile=$T/slurmctld.log
+SlurmdLogFile=$T/slurmd-%n.log
+TmpFS=$T/tmp
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+KillWait=10
+MinJobAge=300
+ReturnToService=2
+SlurmdParameters=config_overrides
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+MpiDefault=none
+NodeName=mn-a NodeHostname=mn-a NodeAddr=$A CPUs=2 RealMemory=1000 State=UNKNOWN
+NodeName=mn-b NodeHostname=mn-b NodeAddr=$B CPUs=2 RealMemory=1000 State=UNKNOWN
+PartitionName=p Nodes=mn-a,mn-b Default=YES MaxTime=INFINITE State=UP
+EOF
+export SLURM_CONF=$T/slurm.conf
+# node NODE COMMAND...: in that node's network namespace, under its own host name, in a mount
+# namespace of its own with its own TmpFS (PMIx's client directories, /tmp/spmix_appdir_UID_STEP
+# by default, are named alike on every node: $T/tmp-NODE is bound on $T/tmp) and a sysfs of its
+# network namespace, as a real node's (/sys/class/net lists veth-NODE and lo; UCX finds its
+# network devices there), with the host's cgroup mounts moved onto it.
+node() {
+    local n=$1; shift
+    in_ns "gpubox-mn-$ID-$n" unshare --uts --mount --propagation private sh -c '
+        hostname "$0" && mount --bind "$1" "$2" && mount --rbind /sys/fs/cgroup "$3" &&
+            mount -t sysfs sysfs /sys && mount --move "$3" /sys/fs/cgroup && shift 3 && exec "$@"' \
+        "mn-$n" "$T/tmp-$n" "$T/tmp" "$T/cgroup-$n" "$@"
+}
+node a slurmctld -i || skip "slurmctld does not start: $(tail -3 "$T/slurmctld.log")"
+node a slurmd -N mn-a || skip "slurmd a does not start: $(tail -3 "$T/slurmd-mn-a.log")"
+node b slurmd -N mn-b || skip "slurmd b does not start: $(tail -3 "$T/slurmd-mn-b.log")"
+nodes_idle() { [ "$(node a sinfo -h -N -o %t 2>/dev/null | grep -cE '^(idle|mix)')" = 2 ]; }
+wait_until 120 nodes_idle ||
+    { echo "Bail out! the nodes are not idle: $(node a sinfo -h -N -o '%N %t %E'; tail -n 3 "$T"/slurmd-*.log)"; exit 1; }
+ok "two slurmd nodes in their own network namespaces are up"
+
+# job ENV... -- ARGS...: srun -N 2 -n 4 --mpi=pmix ARGS as uid 65534 on node a.
+job() {
+    local env=()
+    while [ "$1" != -- ]; do env+=("$1"); shift; done
+    shift
+    (cd "$J" && node a "${NOBODY[@]}" env SLURM_CONF="$SLURM_CONF" GPUBOX_STEP_DIR="$T/steps" "${env[@]}" \
+        timeout 120 srun -N 2 -n 4 --mpi=pmix --kill-on-bad-exit=1 "$@" 2>&1)
+}
+# ranks_right OUTPUT: every rank 0..3 of 4, two on each node (by its host name, or by Slurm's node
+# name where the sandbox has a name of its own), sums and rings ok.
+ranks_right() {
+    local want=""
+    for r in 0 1 2 3; do
+        grep -qE "^rank $r of 4 on (mn-[ab] node .*|.* node mn-[ab])$" <<<"$1" || want+="rank $r of 4 is missing; "
+        grep -q "^rank $r: allreduce ok (sum 6)" <<<"$1" || want+="rank $r allreduce; "
+        grep -q "^rank $r: ring ok (1 MiB from rank $(((r + 3) % 4)))" <<<"$1" || want+="rank $r ring; "
+    done
+    [ "$(grep -cE '^rank [0-3] of 4 on (mn-a node .*|.* node mn-a)$' <<<"$1"):$(grep -cE '^rank [0-3] of 4 on (mn-b node .*|.* node mn-b)$' <<<"$1")" = 2:2 ] ||
+        want+="not two ranks on each node; "
+    echo "$want"
+}
+# Within a node shared memory, between the nodes TCP over the veth pair.
+MCA=(OMPI_MCA_btl=self,vader,tcp OMPI_MCA_btl_tcp_if_include=10.253.0.0/30 OMPI_MCA_oob_tcp_if_include=10.253.0.0/30)
+out=$(job "${MCA[@]}" -- ./mpi_ranks)
+expect_eq "without gpubox: srun -N 2 -n 4 --mpi=pmix, ranks 0..3 of 4, two per node, sums and 1 MiB rings right" \
+    "$(ranks_right "$out")" ""
+[ -n "$(ranks_right "$out")" ] && { echo "$out"; tail -n 8 "$T"/slurmd-*.log; } | sed 's/^/#   /'
+
+out=$(job "${MCA[@]}" -- "$G" run --bind "$J:/mnt" / /mnt/mpi_ranks)
+expect_eq "gpubox run / ./mpi_ranks under srun -N 2 -n 4 --mpi=pmix: the same" "$(ranks_right "$out")" ""
+[ -n "$(ranks_right "$out")" ] && sed 's/^/#   /' <<<"$out"
+
+if [ $mpich = 1 ]; then
+    # (srun's --mpi overrides MpiDefault; job's "--mpi=pmix" comes first, the later one wins)
+    UCX=(UCX_TLS=self,sm,tcp UCX_NET_DEVICES=all)
+    out=$(job "${UCX[@]}" -- --mpi=pmi2 ./mpi_ranks_mpich)
+    expect_eq "MPICH without gpubox: srun -N 2 -n 4 --mpi=pmi2, the same" "$(ranks_right "$out")" ""
+    [ -n "$(ranks_right "$out")" ] && sed 's/^/#   /' <<<"$out"
+    out=$(job "${UCX[@]}" -- --mpi=pmi2 "$G" run --bind "$J:/mnt" / /mnt/mpi_ranks_mpich)
+    expect_eq "MPICH under gpubox: srun -N 2 -n 4 --mpi=pmi2 gpubox run, the same" "$(ranks_right "$out")" ""
+    [ -n "$(ranks_right "$out")" ] && sed 's/^/#   /' <<<"$out"
+else
+    must_work && not_ok "mpicc.mpich missing (libmpich-dev)" || echo "# skip MPICH: no mpicc.mpich (apt-get install libmpich-dev)"
+fi
+expect_eq "no job left" "$(node a squeue -h 2>/dev/null)" ""
+# Every process in the nodes' namespaces is one of the daemons (slurmd, slurmctld and its
+# slurmscriptd): no task, no slurmstepd, no sandbox (a step's keeper ends once its last task's
+# connection closes, which may be just after srun returns).
+others_left() {
+    others=""
+    for p in $(ip netns pids "$NSA"; ip netns pids "$NSB"); do
+        case $(cat "/proc/$p/comm" 2>/dev/null) in slurmd | slurmctld | slurmscriptd | "") ;;
+        *) others+="$p $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null); " ;;
+        esac
+    done
+    [ -n "$others" ]
+}
+wait_until 30 eval '! others_left'
+expect_eq "nothing left running on either node but the daemons" "$others" ""
+finish
