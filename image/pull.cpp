@@ -9,6 +9,7 @@
 #include <cstring>
 #include <ctime>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "common/error.hpp"
 #include "common/log.hpp"
@@ -185,21 +186,33 @@ std::string authfile_for(const PullRequest& r, const Source& s, const fs::path& 
 // manifest, no blob), so that a re-pull of a stored image downloads nothing again: for an
 // index, its entry for the platform (the copy's rule). "" when it cannot be told: then skopeo
 // copy runs as before, and says what is wrong, if anything is.
+// `manifest`: the image manifest itself, where it could be had (the progress's layers).
 std::string registry_digest(const PullRequest& r, const Source& s, const fs::path& tmp,
-                            const std::map<std::string, std::string>& env) {
-    const auto args = plan_inspect_args(r, s.text, authfile_for(r, s, tmp));
-    const ToolResult raw = run_tool({find_skopeo()}, args, skopeo_env(env, tmp), false);
-    if (!raw.ok()) {
-        log::debug(cat("skopeo inspect ", raw.failure(), ": ", raw.err));
-        return "";
-    }
+                            const std::map<std::string, std::string>& env, std::string& manifest) {
+    const auto inspect = [&](const std::string& ref) {
+        const auto args = plan_inspect_args(r, ref, authfile_for(r, s, tmp));
+        ToolResult raw = run_tool({find_skopeo()}, args, skopeo_env(env, tmp), false);
+        if (!raw.ok()) log::debug(cat("skopeo inspect ", raw.failure(), ": ", raw.err));
+        return raw;
+    };
+    const ToolResult raw = inspect(s.text);
+    if (!raw.ok()) return "";
     if (is_index(raw.out)) {
         const auto s1 = r.platform.find('/'), s2 = r.platform.find('/', s1 + 1);
-        if (r.platform.empty()) return pick_platform(raw.out, "linux", host_architecture(), "");
-        return pick_platform(raw.out, r.platform.substr(0, s1),
-                             r.platform.substr(s1 + 1, s2 == std::string::npos ? s2 : s2 - s1 - 1),
-                             s2 == std::string::npos ? "" : r.platform.substr(s2 + 1));
+        const std::string picked =
+            r.platform.empty()
+                ? pick_platform(raw.out, "linux", host_architecture(), "")
+                : pick_platform(
+                      raw.out, r.platform.substr(0, s1),
+                      r.platform.substr(s1 + 1, s2 == std::string::npos ? s2 : s2 - s1 - 1),
+                      s2 == std::string::npos ? "" : r.platform.substr(s2 + 1));
+        if (!picked.empty())
+            if (const ToolResult m = inspect(cat("docker://", s.host, "/", s.repo, "@", picked));
+                m.ok())
+                manifest = m.out;
+        return picked;
     }
+    manifest = raw.out;
     // The digest of these very bytes; gpubox itself has no sha256, skopeo has.
     write_new(tmp / "manifest.json", raw.out);
     const ToolResult d =
@@ -222,15 +235,27 @@ std::string stored_for(const fs::path& store, const std::string& remote) {
 
 // `pinned`: the registry's digest asked for before, copied by digest, so that what is stored
 // is what was asked about even if the tag moves meanwhile.
+// skopeo runs --quiet: the progress is gpubox's own, from the layout it fills (`manifest`: the
+// image's, where the registry gave it; none is shown without).
 void fetch(const PullRequest& r, const Source& s, const fs::path& tmp,
-           const std::map<std::string, std::string>& env, bool progress,
-           const std::string& pinned) {
+           const std::map<std::string, std::string>& env, Progress progress,
+           const std::string& pinned, const std::string& manifest) {
     const std::string skopeo = find_skopeo();
     const std::string authfile = authfile_for(r, s, tmp);
     const std::string source = pinned.empty() ? skopeo_source(s, fs::current_path().string())
                                               : cat("docker://", s.host, "/", s.repo, "@", pinned);
-    const auto args = plan_skopeo_args(r, source, (tmp / "layout").string(), authfile, progress);
-    const ToolResult res = run_tool({skopeo}, args, skopeo_env(env, tmp), progress);
+    const auto args = plan_skopeo_args(r, source, (tmp / "layout").string(), authfile, false);
+    std::optional<DownloadProgress> shown;
+    try {
+        if (!manifest.empty() && progress != Progress::none)
+            shown.emplace(parse_manifest(manifest), tmp / "layout", progress, 2);
+    } catch (const std::exception& e) {
+        log::debug(cat("no download progress: ", e.what()));
+    }
+    const ToolResult res = run_tool({skopeo}, args, skopeo_env(env, tmp), false, false, [&] {
+        if (shown) shown->tick();
+    });
+    if (res.ok() && shown) shown->finish();
     if (!res.ok()) {
         log::debug(cat("skopeo ", res.failure(), ": ", res.err));
         fail(r, explain_pull_failure(s, res.err.empty() ? res.failure() : res.err));
@@ -238,7 +263,7 @@ void fetch(const PullRequest& r, const Source& s, const fs::path& tmp,
 }
 
 void unpack(const PullRequest& r, const Source& s, const fs::path& tmp, const fs::path& dir,
-            bool progress, PullResult& out) {
+            bool progress, PullResult& out) {  // progress: on a terminal
     sys::mkdir_at(AT_FDCWD, dir.string(), 0755);
     sys::mkdir_at(AT_FDCWD, (dir / "rootfs").string(), 0755);
     std::vector<std::string> args = {"gpubox-unpack", "--max-size", std::to_string(r.max_size)};
@@ -285,7 +310,7 @@ std::string layout_digest(const fs::path& tmp) {
 namespace {
 
 PullResult pull_into(const fs::path& store, const PullRequest& r,
-                     const std::map<std::string, std::string>& env, bool progress) {
+                     const std::map<std::string, std::string>& env, Progress progress) {
     const Source s = parse_source(r.source);
     check_request(r, s);
     PullResult out;
@@ -299,18 +324,19 @@ PullResult pull_into(const fs::path& store, const PullRequest& r,
         struct stat st {};
         return !d.empty() && ::lstat((store / "blobs/sha256" / d.substr(7)).c_str(), &st) == 0;
     };
+    std::string manifest;
     const std::string remote =
-        s.kind == Source::Kind::docker ? registry_digest(r, s, tmp.path(), env) : "";
+        s.kind == Source::Kind::docker ? registry_digest(r, s, tmp.path(), env, manifest) : "";
     std::string known = stored_for(store, remote);
     if (known.empty() && s.kind != Source::Kind::tar) {
-        fetch(r, s, tmp.path(), env, progress, remote);
+        fetch(r, s, tmp.path(), env, progress, remote, manifest);
         known = layout_digest(tmp.path());
     }
     const fs::path dir = tmp.path() / "image";
     if (stored(known)) {
         out.digest = known, out.reused = true;
     } else {
-        unpack(r, s, tmp.path(), dir, progress, out);
+        unpack(r, s, tmp.path(), dir, progress == Progress::terminal, out);
     }
     StoreLock lock(store);
     if (!out.reused) {
@@ -349,7 +375,7 @@ private:
 }  // namespace
 
 PullResult pull(const fs::path& store, const PullRequest& r,
-                const std::map<std::string, std::string>& env, bool progress) {
+                const std::map<std::string, std::string>& env, Progress progress) {
     MadeDirs made(store);
     try {
         const std::optional<StoreDir> dir = open_store(store, true);  // made where missing

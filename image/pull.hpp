@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "image/progress.hpp"
+
 namespace gpubox::image {
 
 // --max-size's default: NGC's PyTorch images unpack to about 20 GiB, the largest CUDA images
@@ -31,8 +33,10 @@ struct PullResult {
 // `env` is the caller's environment, of which only the variables skopeo needs to find the
 // user's credentials, certificates and proxies are passed on. Throws PlanError
 // "pull SOURCE: <reason>" (exit 125) on any failure, UsageError on a bad request.
+// `progress`: a registry pull's per-layer download progress (image/progress.hpp) and, on a
+// terminal, the unpacking's.
 PullResult pull(const std::filesystem::path& store, const PullRequest& r,
-                const std::map<std::string, std::string>& env, bool progress);
+                const std::map<std::string, std::string>& env, Progress progress);
 
 // The skopeo command line for a request (without the binary): pure, unit-tested.
 std::vector<std::string> plan_skopeo_args(const PullRequest& r, const std::string& source,

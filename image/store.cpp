@@ -65,8 +65,14 @@ void make_dirs(const fs::path& store) {
     }
 }
 
-std::optional<Stored> load(const fs::path& store, const std::string& name) {
-    const fs::path record = store / "names" / name;
+// A name's record file: '/' is not a file name's, '%' is no name's.
+std::string record_file(std::string name) {
+    std::replace(name.begin(), name.end(), '/', '%');
+    return name;
+}
+
+std::optional<Stored> load(const StoreView& store, const std::string& name) {
+    const fs::path record = store.read / "names" / record_file(name);
     struct stat st {};
     if (::lstat(record.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
     const Json r = read_json(record);
@@ -78,10 +84,11 @@ std::optional<Stored> load(const fs::path& store, const std::string& name) {
     s.source = r.value("source", "");
     s.remote = r.value("remote", "");
     s.pulled_unix = r.value("pulled_unix", std::int64_t{0});
-    const fs::path dir = image_dir(store, s.digest);
-    s.rootfs = dir / "rootfs";
+    const fs::path dir = image_dir(store.read, s.digest);
+    s.rootfs = image_dir(store.real, s.digest) / "rootfs";
     s.config = parse_config(read_stored(dir / "config.json"));
     s.size_bytes = read_json(dir / "info.json").value("size_bytes", std::uint64_t{0});
+    s.site = store.site;
     return s;
 }
 
@@ -104,17 +111,37 @@ fs::path store_root(const std::map<std::string, std::string>& env) {
     return fs::path(home) / ".local/share/gpubox/images";
 }
 
+std::vector<fs::path> site_roots(const std::map<std::string, std::string>& env) {
+    std::vector<fs::path> out;
+    const auto it = env.find("GPUBOX_IMAGES_RO");
+    if (it == env.end()) return out;
+    const std::string& v = it->second;
+    for (std::size_t at = 0; at <= v.size();) {
+        const std::size_t colon = std::min(v.find(':', at), v.size());
+        if (colon > at && v[at] == '/') out.emplace_back(v.substr(at, colon - at));
+        at = colon + 1;
+    }
+    return out;
+}
+
 std::optional<Stored> find(const fs::path& store, std::string_view name) {
+    return find(StoreView{store, store, false}, name);
+}
+
+std::optional<Stored> find(const StoreView& store, std::string_view name) {
     const std::string n(name);
     if (!valid_name(n)) return std::nullopt;
     return load(store, n);
 }
 
-std::vector<Stored> list(const fs::path& store) {
+std::vector<Stored> list(const fs::path& store) { return list(StoreView{store, store, false}); }
+
+std::vector<Stored> list(const StoreView& store) {
     std::vector<Stored> out;
     std::error_code ec;
-    for (const auto& e : fs::directory_iterator(store / "names", ec)) {
-        const std::string n = e.path().filename().string();
+    for (const auto& e : fs::directory_iterator(store.read / "names", ec)) {
+        std::string n = e.path().filename().string();
+        std::replace(n.begin(), n.end(), '%', '/');
         if (!valid_name(n)) continue;  // our own temp files start with '.'
         // A record whose tree is unreadable (a crash mid-rmi, a hand edit) is left out, so that
         // `images` still lists the rest; `run` and `rmi` of that name say what is wrong.
@@ -158,7 +185,7 @@ void write_name(const fs::path& store, const std::string& name, const std::strin
     validate_name(name);
     Json r = {{"digest", digest}, {"source", source}, {"pulled_unix", pulled_unix}};
     if (!remote.empty() && remote != digest) r["remote"] = remote;
-    write_atomic(store / "names", name, r.dump(2) + "\n");
+    write_atomic(store / "names", record_file(name), r.dump(2) + "\n");
 }
 
 bool remove_name(const fs::path& store, const std::string& name) {
@@ -170,7 +197,7 @@ bool remove_name(const fs::path& store, const std::string& name) {
         // A broken record: it goes; a tree it may have named stays for the next pull to reuse.
     }
     struct stat st {};
-    const fs::path record = store / "names" / name;
+    const fs::path record = store / "names" / record_file(name);
     if (!gone && (!valid_name(name) || ::lstat(record.c_str(), &st) != 0)) return false;
     bool last = gone.has_value();
     if (gone)

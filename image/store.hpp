@@ -6,7 +6,8 @@
 //   STORE/blobs/sha256/<hex>/config.json   the image config (OCI/Docker "config" object)
 //   STORE/blobs/sha256/<hex>/info.json     source, size, pulled time
 //   STORE/names/<name>                     a record: {"digest": "sha256:<hex>", "remote": the
-//                                          registry's digest where skopeo converted it}
+//                                          registry's digest where skopeo converted it}; a '/'
+//                                          of the name ("lab/py") is a '%' in the file's name
 //   STORE/tmp/                             pulls in progress (renamed into place when complete)
 //   STORE/lock                             flock() serializes writers
 // A running sandbox holds flock(LOCK_SH) on its image's blobs/sha256/<hex> (hold_image).
@@ -38,16 +39,31 @@ struct Stored {
     Config config;
     std::uint64_t size_bytes = 0;
     std::int64_t pulled_unix = 0;
+    bool site = false;  // from a site store (GPUBOX_IMAGES_RO): read-only, never written
+};
+
+// Where a store is read: `read` (a read-only mount of a site store, "/proc/self/fd/N", so that
+// no read changes an access time there; the user's own store itself) and its `real` path, which
+// Stored::rootfs names for the run.
+struct StoreView {
+    std::filesystem::path read, real;
+    bool site = false;
 };
 
 // $GPUBOX_IMAGES, else $XDG_DATA_HOME/gpubox/images, else $HOME/.local/share/gpubox/images.
 // Pure: takes the environment as a map (only those three keys and HOME are read).
 std::filesystem::path store_root(const std::map<std::string, std::string>& env);
 
+// GPUBOX_IMAGES_RO: the site stores, ':'-separated absolute paths (a relative one is
+// ignored), looked in after the user's own, in order. Pure.
+std::vector<std::filesystem::path> site_roots(const std::map<std::string, std::string>& env);
+
 // The image stored under NAME, or nullopt when there is none (or NAME is not a valid name).
 std::optional<Stored> find(const std::filesystem::path& store, std::string_view name);
+std::optional<Stored> find(const StoreView& store, std::string_view name);
 // Every named image, sorted by name.
 std::vector<Stored> list(const std::filesystem::path& store);
+std::vector<Stored> list(const StoreView& store);
 
 }  // namespace gpubox::image
 

@@ -23,20 +23,13 @@ namespace {
 // A pulled image of that name, unless the operand is a path or a directory (as run decides).
 std::optional<image::Stored> pulled_image(const std::string& operand) {
     struct stat st {};
-    if (operand.find('/') != std::string::npos ||
+    if (operand.empty() || operand[0] == '/' || operand[0] == '.' ||
         (::stat(operand.c_str(), &st) == 0 && S_ISDIR(st.st_mode)))
         return std::nullopt;
-    std::map<std::string, std::string> env;  // only what store_root reads
-    for (const char* k : {"GPUBOX_IMAGES", "XDG_DATA_HOME", "HOME"})
+    std::map<std::string, std::string> env;  // only what store_root and site_roots read
+    for (const char* k : {"GPUBOX_IMAGES", "GPUBOX_IMAGES_RO", "XDG_DATA_HOME", "HOME"})
         if (const char* v = std::getenv(k)) env[k] = v;
-    std::filesystem::path root;
-    try {
-        root = image::store_root(env);
-    } catch (const UsageError&) {
-        return std::nullopt;  // no store to look in
-    }
-    const std::optional<image::StoreDir> store = image::open_store(root, false);
-    return store ? image::find(store->path, operand) : std::nullopt;
+    return image::open_stores(env).find(operand);
 }
 
 // IMAGE|ROOTFS as `gpubox run` would run it: a pulled image brings its Env (under --env), its
