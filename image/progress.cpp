@@ -17,10 +17,8 @@ namespace {
 std::string rate(std::uint64_t bytes, double seconds) {
     char buf[32];
     const double per_s = seconds > 0 ? static_cast<double>(bytes) / seconds : 0;
-    if (per_s < (1 << 20))
-        std::snprintf(buf, sizeof buf, "%.1f KiB/s", per_s / 1024);
-    else
-        std::snprintf(buf, sizeof buf, "%.1f MiB/s", per_s / (1 << 20));
+    if (per_s < (1 << 20)) std::snprintf(buf, sizeof buf, "%.1f KiB/s", per_s / 1024);
+    else std::snprintf(buf, sizeof buf, "%.1f MiB/s", per_s / (1 << 20));
     return buf;
 }
 
@@ -38,11 +36,13 @@ void write_text(int fd, const std::string& text) {
 std::string render_layer(std::size_t index, std::size_t count, const std::string& digest,
                          std::uint64_t bytes, std::uint64_t total, double seconds, bool done,
                          bool terminal) {
-    const std::string head = cat("gpubox: pull: layer ", index, "/", count, " ", digest.substr(0, 19));
+    const std::string head =
+        cat("gpubox: pull: layer ", index, "/", count, " ", digest.substr(0, 19));
     if (!terminal) {
         char secs[32];
         std::snprintf(secs, sizeof secs, "%.1f", seconds);
-        return cat(head, ": ", human_size(total), seconds > 0 ? cat(" in ", secs, " s, ", rate(total, seconds)) : "");
+        return cat(head, ": ", human_size(total),
+                   seconds > 0 ? cat(" in ", secs, " s, ", rate(total, seconds)) : "");
     }
     std::string line = cat(head, "  ", human_size(bytes), " / ", human_size(total), "  ");
     line += done && seconds <= 0 ? "done" : rate(bytes, seconds);
@@ -102,11 +102,11 @@ void DownloadProgress::show() {
         if (!l.visible) continue;
         ++index;
         const Clock::time_point upto = l.done ? l.end : Clock::now();
-        const double secs =
-            l.seen ? std::chrono::duration<double>(upto - l.start).count() : 0.0;
+        const double secs = l.seen ? std::chrono::duration<double>(upto - l.start).count() : 0.0;
         if (mode_ == Progress::terminal) {
-            text += "\r\033[K" + render_layer(index, count, l.digest, l.bytes, l.size, secs, l.done,
-                                             true) + "\n";
+            text += "\r\033[K" +
+                    render_layer(index, count, l.digest, l.bytes, l.size, secs, l.done, true) +
+                    "\n";
             ++drawn_;
         } else if (l.done && !l.reported) {
             text += render_layer(index, count, l.digest, l.bytes, l.size, secs, true, false) + "\n";

@@ -45,18 +45,6 @@ private:
     fs::path path_;
 };
 
-void remove_stale_temps(const fs::path& store) {
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(store / "tmp", ec)) {
-        const std::string n = e.path().filename().string();
-        const auto dash = n.find('-'), dash2 = n.find('-', dash + 1);
-        if (dash == std::string::npos || dash2 == std::string::npos) continue;
-        const long pid = std::strtol(n.substr(dash + 1, dash2 - dash - 1).c_str(), nullptr, 10);
-        if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
-            remove_tree(e.path());
-    }
-}
-
 std::string base64(const std::string& in) {
     static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     std::string out;
@@ -262,8 +250,35 @@ void fetch(const PullRequest& r, const Source& s, const fs::path& tmp,
     }
 }
 
-void unpack(const PullRequest& r, const Source& s, const fs::path& tmp, const fs::path& dir,
-            bool progress, PullResult& out) {  // progress: on a terminal
+// Layers are stored once, each a tree of its own that runs stack with overlayfs in their user
+// namespace: where the kernel lets an ordinary user mount one there (5.11), unless --flat. A
+// tar: is one tree. How many layers a run can stack: 6.5 takes them one by one (overlayfs's
+// own limit is 500; images have at most 127, docker's); before, one lowerdir string of
+// "/proc/self/fd/N" paths, which fsconfig caps at 255 bytes. An image of more is one tree.
+bool stack_layers(const PullRequest& r, const Source& s) {
+    return !r.flat && s.kind != Source::Kind::tar && sys::kernel_at_least(5, 11);
+}
+std::size_t max_stacked() { return sys::kernel_at_least(6, 5) ? 128 : 12; }
+
+// A layered image's info.json, and each new layer's (the helper's sizes): the image's size is
+// all its layers', the new and those stored already.
+Json layered_info(const fs::path& store, const fs::path& stage, const Json& j, std::uint64_t n) {
+    const Json sizes = j.value("layer_sizes", Json::object());
+    std::uint64_t total = 0;
+    for (const std::string& hex : j.value("layer_digests", std::vector<std::string>{})) {
+        if (sizes.contains(hex)) {
+            const std::uint64_t size = sizes[hex].get<std::uint64_t>();
+            write_new(stage / hex / "info.json", Json{{"size_bytes", size}}.dump() + "\n");
+            total += size;
+        } else {
+            total += layer_size(store, hex);
+        }
+    }
+    return {{"size_bytes", total}, {"layers", n}, {"layer_digests", j["layer_digests"]}};
+}
+
+void unpack(const fs::path& store, const PullRequest& r, const Source& s, const fs::path& tmp,
+            const fs::path& dir, bool progress, PullResult& out) {  // progress: on a terminal
     sys::mkdir_at(AT_FDCWD, dir.string(), 0755);
     sys::mkdir_at(AT_FDCWD, (dir / "rootfs").string(), 0755);
     std::vector<std::string> args = {"gpubox-unpack", "--max-size", std::to_string(r.max_size)};
@@ -273,6 +288,12 @@ void unpack(const PullRequest& r, const Source& s, const fs::path& tmp, const fs
                     {"--tar", s.path[0] == '/' ? s.path : (fs::current_path() / s.path).string()});
     } else {
         args.insert(args.end(), {"--layout", (tmp / "layout").string()});
+    }
+    if (stack_layers(r, s)) {
+        sys::mkdir_at(AT_FDCWD, (tmp / "layers").string(), 0700);
+        args.insert(args.end(), {"--layers", (tmp / "layers").string(), "--stored",
+                                 (store / "layers/sha256").string(), "--max-stacked",
+                                 std::to_string(max_stacked())});
     }
     args.push_back((dir / "rootfs").string());
     const Program helper = find_unpack_helper();
@@ -292,7 +313,12 @@ void unpack(const PullRequest& r, const Source& s, const fs::path& tmp, const fs
         {"unsafe", &out.unsafe}};
     for (const auto& [key, field] : fields) *field = j.value(key, std::uint64_t{0});
     write_new(dir / "config.json", config);
-    const Json info = {{"size_bytes", out.size}, {"layers", out.layers}};
+    Json info = {{"size_bytes", out.size}, {"layers", out.layers}};
+    if (j.value("layered", false)) {
+        info = layered_info(store, tmp / "layers", j, out.layers);
+        out.layer_digests = j["layer_digests"].get<std::vector<std::string>>();
+        out.layers = out.layer_digests.size();
+    }
     write_new(dir / "info.json", info.dump(2) + "\n");
 }
 
@@ -318,7 +344,7 @@ PullResult pull_into(const fs::path& store, const PullRequest& r,
     validate_name(out.name);
     if (s.kind == Source::Kind::tar && ::access(s.path.c_str(), R_OK) != 0)
         fail(r, cat("cannot read ", quote(s.path), ": ", std::strerror(errno)));
-    remove_stale_temps(store);
+    remove_stale_temps(store, false);
     TempTree tmp(make_temp_dir(store, cat("pull-", ::getpid())));
     const auto stored = [&](const std::string& d) {
         struct stat st {};
@@ -336,10 +362,16 @@ PullResult pull_into(const fs::path& store, const PullRequest& r,
     if (stored(known)) {
         out.digest = known, out.reused = true;
     } else {
-        unpack(r, s, tmp.path(), dir, progress == Progress::terminal, out);
+        unpack(store, r, s, tmp.path(), dir, progress == Progress::terminal, out);
     }
     StoreLock lock(store);
     if (!out.reused) {
+        // The layers it found stored must still be (an rmi may have removed their last image).
+        commit_layers(store, tmp.path() / "layers");
+        if (!has_layers(store, out.layer_digests))
+            fail(r,
+                 "a layer it reused was removed while this pull ran (by gpubox rmi); pull "
+                 "again");
         out.reused = !commit_image(store, dir, out.digest);
     } else if (!stored(out.digest)) {
         fail(r, "the stored image was removed while this pull ran (by gpubox rmi); pull again");
@@ -359,7 +391,7 @@ public:
     }
     ~MadeDirs() {
         if (done || kept_ == store_) return;
-        for (const char* sub : {"tmp", "names", "blobs/sha256", "blobs"})
+        for (const char* sub : {"tmp", "names", "blobs/sha256", "blobs", "layers/sha256", "layers"})
             ::rmdir((store_ / sub).c_str());
         for (fs::path p = store_; p != kept_ && p.has_relative_path(); p = p.parent_path())
             if (::rmdir(p.c_str()) != 0) break;

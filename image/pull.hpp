@@ -21,6 +21,7 @@ struct PullRequest {
     bool insecure = false;     // plain HTTP, or HTTPS without verification
     std::string cert_dir, creds, authfile, platform;
     std::uint64_t max_size = kDefaultMaxSize;  // --max-size: what gpubox-unpack may write
+    bool flat = false;  // --flat: one tree, no layers shared (image/store.hpp)
 };
 
 struct PullResult {
@@ -28,6 +29,7 @@ struct PullResult {
     bool reused = false;  // the digest was stored already: nothing was unpacked
     std::uint64_t layers = 0, bytes_read = 0, size = 0;
     std::uint64_t devices = 0, setid = 0, caps = 0, unsafe = 0;
+    std::vector<std::string> layer_digests;  // a layered image's (hex), bottom first
 };
 
 // `env` is the caller's environment, of which only the variables skopeo needs to find the

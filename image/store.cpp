@@ -4,11 +4,13 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "common/error.hpp"
 #include "common/sys.hpp"
@@ -58,11 +60,60 @@ void write_atomic(const fs::path& dir, const std::string& name, const std::strin
 }
 
 void make_dirs(const fs::path& store) {
-    for (const char* sub : {"blobs/sha256", "names", "tmp"}) {
+    for (const char* sub : {"blobs/sha256", "layers/sha256", "names", "tmp"}) {
         std::error_code ec;
         fs::create_directories(store / sub, ec);
         if (ec) throw SysError(ec.value(), cat("mkdir(", quote((store / sub).string()), ")"));
     }
+}
+
+// A layered image's layers (hex digests, bottom first), from its info.json.
+std::vector<std::string> layer_digests(const Json& info) {
+    std::vector<std::string> out;
+    const auto it = info.find("layer_digests");
+    if (it == info.end() || !it->is_array()) return out;
+    for (const Json& d : *it) {
+        const std::string hex = d.is_string() ? d.get<std::string>() : "";
+        if (!valid_digest("sha256:" + hex)) throw std::runtime_error("info.json: bad layer digest");
+        out.push_back(hex);
+    }
+    return out;
+}
+
+// Every layer some stored image has.
+std::set<std::string> used_layers(const fs::path& store) {
+    std::set<std::string> used;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(store / "blobs/sha256", ec)) {
+        try {
+            for (const std::string& hex : layer_digests(read_json(e.path() / "info.json")))
+                used.insert(hex);
+        } catch (const std::exception&) {
+            // unreadable: an image half removed; its layers go when nothing else has them
+        }
+    }
+    return used;
+}
+
+// Renamed away first, so that a crash mid-removal leaves a temp dir, not half a tree.
+void remove_stored(const fs::path& store, const fs::path& tree) {
+    const fs::path doomed = make_temp_dir(store, "rm");
+    if (::rename(tree.c_str(), (doomed / "x").c_str()) != 0)
+        sys::fail(cat("rename(", quote(tree.string()), ")"), errno);
+    remove_tree(doomed);
+}
+
+// Removes the layers no image has (hold the lock); how many.
+std::uint64_t remove_unused_layers(const fs::path& store) {
+    const std::set<std::string> used = used_layers(store);
+    std::vector<std::string> unused;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(store / "layers/sha256", ec)) {
+        const std::string hex = e.path().filename().string();
+        if (valid_digest("sha256:" + hex) && !used.count(hex)) unused.push_back(hex);
+    }
+    for (const std::string& hex : unused) remove_stored(store, store / "layers/sha256" / hex);
+    return unused.size();
 }
 
 // A name's record file: '/' is not a file name's, '%' is no name's.
@@ -87,7 +138,10 @@ std::optional<Stored> load(const StoreView& store, const std::string& name) {
     const fs::path dir = image_dir(store.read, s.digest);
     s.rootfs = image_dir(store.real, s.digest) / "rootfs";
     s.config = parse_config(read_stored(dir / "config.json"));
-    s.size_bytes = read_json(dir / "info.json").value("size_bytes", std::uint64_t{0});
+    const Json info = read_json(dir / "info.json");
+    s.size_bytes = info.value("size_bytes", std::uint64_t{0});
+    for (const std::string& hex : layer_digests(info))
+        s.layers.push_back(store.real / "layers/sha256" / hex / "tree");
     s.site = store.site;
     return s;
 }
@@ -214,13 +268,87 @@ bool remove_name(const fs::path& store, const std::string& name) {
     if (::unlink(record.c_str()) != 0)
         sys::fail(cat("unlink(", quote(record.string()), ")"), errno);
     if (!last) return true;  // still named: its tree stays
-    // Renamed away first, so a crash mid-removal leaves a temp dir, not half an image.
-    const fs::path doomed = make_temp_dir(store, "rm");
-    const fs::path moved = doomed / "image";
-    if (::rename(image_dir(store, gone->digest).c_str(), moved.c_str()) != 0)
-        sys::fail(cat("rename(", quote(image_dir(store, gone->digest).string()), ")"), errno);
-    remove_tree(doomed);
+    remove_stored(store, image_dir(store, gone->digest));
+    remove_unused_layers(store);
     return true;
+}
+
+void commit_layers(const fs::path& store, const fs::path& stage) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(stage, ec)) {
+        const fs::path target = store / "layers/sha256" / e.path().filename();
+        struct stat st {};
+        if (::lstat(target.c_str(), &st) == 0) continue;  // stored meanwhile: the stage goes
+        if (::rename(e.path().c_str(), target.c_str()) != 0)
+            sys::fail(cat("rename(", quote(e.path().string()), " -> ", quote(target.string()), ")"),
+                      errno);
+    }
+}
+
+bool has_layers(const fs::path& store, const std::vector<std::string>& hexes) {
+    struct stat st {};
+    for (const std::string& hex : hexes)
+        if (::lstat((store / "layers/sha256" / hex / "tree").c_str(), &st) != 0) return false;
+    return true;
+}
+
+std::uint64_t layer_size(const fs::path& store, const std::string& hex) {
+    try {
+        return read_json(store / "layers/sha256" / hex / "info.json")
+            .value("size_bytes", std::uint64_t{0});
+    } catch (const std::exception&) {
+        return 0;
+    }
+}
+
+std::uint64_t remove_stale_temps(const fs::path& store, bool removals) {
+    std::uint64_t n = 0;
+    std::error_code ec;
+    std::vector<fs::path> stale;
+    for (const auto& e : fs::directory_iterator(store / "tmp", ec)) {
+        const std::string name = e.path().filename().string();
+        const auto dash = name.find('-'), dash2 = name.find('-', dash + 1);
+        if (removals && name.rfind("rm-", 0) == 0) {
+            stale.push_back(e.path());  // a removal's: done under the lock, which we hold
+            continue;
+        }
+        if (dash == std::string::npos || dash2 == std::string::npos) continue;
+        const long pid = std::strtol(name.substr(dash + 1, dash2 - dash - 1).c_str(), nullptr, 10);
+        if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+            stale.push_back(e.path());
+    }
+    for (const fs::path& p : stale) remove_tree(p), ++n;
+    return n;
+}
+
+Pruned prune(const fs::path& store) {
+    StoreLock lock(store);
+    Pruned out;
+    std::set<std::string> named;  // from every record, even one whose image is unreadable
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(store / "names", ec)) {
+        try {
+            const std::string d = read_json(e.path()).value("digest", "");
+            if (valid_digest(d)) named.insert(d.substr(7));
+        } catch (const std::exception&) {}
+    }
+    std::vector<std::string> unnamed;
+    for (const auto& e : fs::directory_iterator(store / "blobs/sha256", ec))
+        if (!named.count(e.path().filename().string()))
+            unnamed.push_back(e.path().filename().string());
+    for (const std::string& hex : unnamed) {
+        const fs::path dir = store / "blobs/sha256" / hex;
+        UniqueFd held = sys::open_at(AT_FDCWD, dir.string(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+        if (!sys::flock_try(held.get(), false, dir.string())) {
+            ++out.in_use;  // a run holds it (its name was removed while it ran)
+            continue;
+        }
+        remove_stored(store, dir);
+        ++out.images;
+    }
+    out.layers = remove_unused_layers(store);
+    out.temps = remove_stale_temps(store, true);
+    return out;
 }
 
 UniqueFd hold_image(const Stored& img) {

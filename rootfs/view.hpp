@@ -5,6 +5,7 @@
 // that covers what O_NOATIME cannot: files the caller does not own, directories listed and
 // symlinks followed on the way.
 #include <string>
+#include <vector>
 
 #include "common/unique_fd.hpp"
 
@@ -18,5 +19,16 @@ UniqueFd open_directory(const std::string& path, const std::string& what);
 // a user and mount namespace of its own and passed back over a socket. Where no user namespace
 // can be had, PATH's own fd, with an info line saying that reads may then update access times.
 UniqueFd open_read_only_view(const std::string& path, const std::string& what);
+// A pulled image's layer trees (bottom first, image/store.hpp), stacked read-only by overlayfs
+// in userxattr mode (their whiteouts and opaque directories are overlayfs's own): a detached
+// mount, nosuid, nodev. One layer alone is a read-only clone of its tree. Needs a user
+// namespace's mount rights and a kernel that lets it mount overlayfs (5.11). The sandbox's init
+// calls it too (launcher/child_main.cpp).
+UniqueFd stack_layers(const std::vector<std::string>& layers);
+
+// The same for a layered image: its layers stacked (stack_layers, rootfs/apply.hpp) in that
+// child's namespaces. No user namespace, no view: the error says why.
+UniqueFd open_read_only_view(const std::string& path, const std::string& what,
+                             const std::vector<std::string>& layers);
 
 }  // namespace gpubox::rootfs

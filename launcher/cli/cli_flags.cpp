@@ -314,6 +314,10 @@ const Flags& pull_flags() {
         {"--quiet", nullptr,
          "print the image's name alone: no progress, no summary (errors still print)",
          [](Options& o, const std::string&) { o.quiet = true; }},
+        {"--flat", nullptr,
+         "store the image as one tree, sharing no layer (for a kernel or filesystem where "
+         "overlayfs cannot stack layers in a user namespace)",
+         [](Options& o, const std::string&) { o.pull.flat = true; }},
     };
     return flags;
 }

@@ -43,11 +43,19 @@ std::string when(std::int64_t t) {
     return buf;
 }
 
+// A layered image's layer trees (bottom first), which runs stack over its empty rootfs.
+std::vector<std::string> layer_paths(const image::Stored& s) {
+    std::vector<std::string> out;
+    for (const std::filesystem::path& l : s.layers) out.push_back(l.string());
+    return out;
+}
+
 }  // namespace
 
 int pull_command(const Options& o) {
-    const image::PullRequest r{o.pull.source, o.pull.name,     o.pull.insecure, o.pull.cert_dir,
-                               o.pull.creds,  o.pull.authfile, o.pull.platform, o.pull.max_size};
+    const image::PullRequest r{o.pull.source,   o.pull.name,     o.pull.insecure,
+                               o.pull.cert_dir, o.pull.creds,    o.pull.authfile,
+                               o.pull.platform, o.pull.max_size, o.pull.flat};
     const image::Progress progress = o.quiet       ? image::Progress::none
                                      : ::isatty(2) ? image::Progress::terminal
                                                    : image::Progress::lines;
@@ -71,6 +79,7 @@ int images_command(const Options& o) {
                            {"size_bytes", s.size_bytes},
                            {"pulled_unix", s.pulled_unix},
                            {"rootfs", s.rootfs.string()},
+                           {"layers", layer_paths(s)},
                            {"store", s.site ? "site" : "user"}});
         std::cout << out.dump(2) << "\n";
         return 0;
@@ -115,10 +124,23 @@ int rmi_command(const Options& o) {
     return rc;
 }
 
+int prune_command(const Options&) {
+    const std::optional<image::StoreDir> store =
+        image::open_store(image::store_root(caller_env()), false);
+    const image::Pruned p = store ? image::prune(store->path) : image::Pruned{};
+    std::cout << "pruned " << p.images << (p.images == 1 ? " image, " : " images, ") << p.layers
+              << (p.layers == 1 ? " layer, " : " layers, ") << p.temps
+              << (p.temps == 1 ? " leftover" : " leftovers") << "\n";
+    if (p.in_use)
+        log::info(cat("prune: kept ", p.in_use, " unnamed image(s) a running sandbox holds"));
+    return 0;
+}
+
 Options apply_image_config(const Options& in, const image::Stored& img) {
     Options o = in;
     const image::Config& c = img.config;
     o.rootfs = img.rootfs.string();
+    o.image_layers = layer_paths(img);
     std::vector<std::pair<std::string, std::string>> env;
     std::string caps;
     for (const std::string& kv : c.env) {

@@ -209,6 +209,7 @@ RunPlan plan_run(const Options& o) {
     p.ns_flags = isolate::plan_namespaces(o.share_net).flags;
     s.ids = isolate::plan_id_maps(::getuid(), ::getgid(), o.root);
     s.image_hold = o.image_hold;
+    s.image_layers = o.image_layers;
     rootfs::PlanInputs in;
     // One tmpfs holds every writable in-memory place: unless told otherwise, it may not outgrow
     // the memory limit, or without one, a quarter of the memory the host has available.
@@ -223,7 +224,7 @@ RunPlan plan_run(const Options& o) {
     // --device: CDI devices and host nodes, planned up front (their specs are small).
     std::vector<std::pair<std::string, std::string>> env = o.env;
     if (!o.devices.empty()) {
-        const UniqueFd view = rootfs::open_read_only_view(o.rootfs, "ROOTFS");
+        const UniqueFd view = rootfs::open_read_only_view(o.rootfs, "ROOTFS", o.image_layers);
         cdi::Plan devices = plan_cdi_devices(o, view.get());
         check_node_access("--device", devices.nodes);
         in.device_ops = std::move(devices.ops);
@@ -236,7 +237,7 @@ RunPlan plan_run(const Options& o) {
         // ops just before it mounts the overlay. --print-plan plans everything up front.
         if (!o.print_plan) p.devices_later = true;
         else {
-            const UniqueFd view = rootfs::open_read_only_view(o.rootfs, "ROOTFS");
+            const UniqueFd view = rootfs::open_read_only_view(o.rootfs, "ROOTFS", o.image_layers);
             std::vector<rootfs::MountOp> gpu_ops = plan_gpus(o, p, view.get());
             in.device_ops.insert(in.device_ops.end(), gpu_ops.begin(), gpu_ops.end());
         }
@@ -433,7 +434,7 @@ int run_sandbox(const Options& o, RunReport* report) {
         UniqueFd view;
         if (o.preflight == preflight::Mode::enforce ||
             (o.print_plan && o.preflight != preflight::Mode::off)) {
-            view = rootfs::open_read_only_view(o.rootfs, "ROOTFS");
+            view = rootfs::open_read_only_view(o.rootfs, "ROOTFS", o.image_layers);
             run_preflight(o, view.get());
         }
         plan = plan_run(o);

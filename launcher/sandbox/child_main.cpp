@@ -23,6 +23,7 @@
 #include "launcher/sandbox/exit_codes.hpp"
 #include "launcher/sandbox/init_loop.hpp"
 #include "rootfs/apply.hpp"
+#include "rootfs/view.hpp"
 
 namespace gpubox::launcher {
 namespace {
@@ -48,6 +49,12 @@ UniqueFd reopen_rootfs(const ChildSpec& spec, UniqueFd monitors) {
     if (a.st_dev != b.st_dev || a.st_ino != b.st_ino)
         sys::fail(cat("open(", quote(path), "): ROOTFS was replaced during start-up"), ESTALE);
     return fd;
+}
+
+// A layered image's layers over its empty rootfs directory: from here on ROOTFS is their union.
+UniqueFd stack_image(const ChildSpec& spec, int image) {
+    sys::move_mount(rootfs::stack_layers(spec.image_layers).get(), "layers", image, "ROOTFS");
+    return sys::open_at(AT_FDCWD, spec.plan.root.rootfs, O_PATH | O_DIRECTORY);
 }
 
 // ROOTFS read-only, with its submounts: reads through a read-only mount change no timestamp
@@ -156,6 +163,7 @@ void take_relays(const Ends& own) {
         isolate::apply_ipc_limits(spec.ipc);  // our IPC namespace's, through the host's /proc
         sys::set_umask(0);
         UniqueFd image = reopen_rootfs(spec, std::move(fds.rootfs));
+        if (!spec.image_layers.empty()) image = stack_image(spec, image.get());
         if (spec.send_view) send_root_view(spec, own, image.get());
         // The layer first, so that the monitor can make the GPU's entries in it while we go on.
         rootfs::RootLayer layer = rootfs::open_root_layer(spec.plan, spec.late_plan);

@@ -165,7 +165,7 @@ expect_match "relative ../ symlink kept as a symlink" "$out" \
     "^rel: (\.\./){16}${REG_ESCAPE#/}/rel-target$"
 expect_match "a file replaces a lower layer's symlink" "$out" '^over: replaced$'
 expect_match "plain content" "$out" '^hello: hello$'
-capfile=$(find "$S" -path '*/rootfs/data/capprog' | head -1)
+capfile=$(find "$S" -path '*/data/capprog' | head -1)  # (in its layer's tree)
 expect_eq "the stored file has no security.capability" "$(python3 -c '
 import os, sys; print(sorted(os.listxattr(sys.argv[1], follow_symlinks=False)))' "$capfile")" "[]"
 expect_eq "nothing written outside the image during unpack" "$(escape_state)" "$escape0"

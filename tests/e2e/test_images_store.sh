@@ -102,6 +102,54 @@ expect_match "pull at a terminal: ends with the summary line" \
     "$(tr '\r' '\n' <<<"$tty_out" | sed $'s/\033\\[K//g' | grep -v '^\s*$' | tail -2 | head -1)" '^gpubox: pulled one:1 '
 rm -rf "$WORK/store-tty"
 
+# --- layers stored once: two tags sharing their base take its size once
+S2=$WORK/store2
+store_kib() { du -sk "$S2" | cut -f1; }
+GPUBOX_IMAGES=$S2 box pull --quiet "docker://$R/lab/one:1"
+one_kib=$(store_kib)
+GPUBOX_IMAGES=$S2 box pull --quiet "docker://$R/lab/two:1"
+both_kib=$(store_kib)
+printf '# store: %s KiB with one:1, %s KiB with two:1 too\n' "$one_kib" "$both_kib"
+expect_eq "two tags pulled" "$rc:$out" "0:two:1"
+check "the second tag adds less than 10 % (its own layer, not the shared 12 MiB again)" \
+    test $((both_kib - one_kib)) -lt $((one_kib / 10))
+expect_eq "the store holds four layer trees for the two images (2 shared, 1 each of their own)" \
+    "$(ls "$S2/layers/sha256" | wc -l)" 4
+GPUBOX_IMAGES=$S2 box run one:1
+expect_eq "run one:1: its layers stacked" "$rc:$out" "0:one"
+GPUBOX_IMAGES=$S2 box run two:1 sh -c 'cat /marker; ls /data; stat -c %s /data/blob'
+expect_eq "run two:1: its own layer over the shared ones" "$rc:$out" $'0:two\nblob\n8388608'
+# A running sandbox holds its image, and so its layers: rmi refuses, prune keeps them.
+mkdir "$WORK/sync"
+GPUBOX_IMAGES=$S2 "$GPUBOX" run --bind "$WORK/sync:/sync" one:1 \
+    sh -c 'touch /sync/ready; while [ ! -e /sync/stop ]; do sleep 0.1; done' &
+bg=$!
+wait_until 120 test -e "$WORK/sync/ready"
+GPUBOX_IMAGES=$S2 box rmi one:1
+expect_eq "rmi of an image a sandbox runs: 125" "$rc" 125
+mkdir "$S2/tmp/pull-2147483646-leftover"  # a pull whose process is gone
+GPUBOX_IMAGES=$S2 box prune
+expect_eq "prune while it runs: only the dead pull's leftover goes" "$rc:$out" \
+    "0:pruned 0 images, 0 layers, 1 leftover"
+expect_eq "... every layer kept" "$(ls "$S2/layers/sha256" | wc -l)" 4
+touch "$WORK/sync/stop"
+wait "$bg"
+GPUBOX_IMAGES=$S2 box rmi two:1
+expect_eq "rmi two:1: its own layer goes, the shared ones stay" \
+    "$rc:$(ls "$S2/layers/sha256" | wc -l)" "0:3"
+GPUBOX_IMAGES=$S2 box run one:1
+expect_eq "one:1 still runs" "$rc:$out" "0:one"
+GPUBOX_IMAGES=$S2 box rmi one:1
+expect_eq "rmi of the last image: every layer goes" "$rc:$(ls -A "$S2/layers/sha256")" "0:"
+# --flat: one tree, as every image was stored before layers were shared (and still runs so).
+GPUBOX_IMAGES=$WORK/store3 box pull --quiet --flat "docker://$R/lab/one:1"
+expect_eq "pull --flat: no layer trees, the image's rootfs the whole tree" \
+    "$rc:$(ls -A "$WORK/store3/layers/sha256"):$(ls "$WORK/store3"/blobs/sha256/*/rootfs/data)" "0::blob"
+GPUBOX_IMAGES=$WORK/store3 box run one:1
+expect_eq "a flat (old-layout) image runs as before" "$rc:$out" "0:one"
+GPUBOX_IMAGES=$S2 box prune extra
+expect_eq "prune takes no argument: 125" "$rc" 125
+
 # --- frictions
 box pull --quiet --name lab/py "docker://$R/lab/one:1"
 expect_eq "pull --name lab/py: a local name may contain '/'" "$rc:$out:$err" "0:lab/py:"
