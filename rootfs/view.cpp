@@ -47,10 +47,10 @@ constexpr const char* kWhat = "read-only view";
 
 UniqueFd stack_layers(const std::vector<std::string>& layers) {
     constexpr unsigned kAttrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-    if (layers.size() == 1) return sys::open_tree_attr(AT_FDCWD, layers[0], true, kAttrs);
     std::vector<UniqueFd> fds;
     for (const std::string& l : layers)
         fds.push_back(sys::open_at(AT_FDCWD, l, O_PATH | O_DIRECTORY | O_NOFOLLOW));
+    if (fds.size() == 1) return sys::open_tree_attr(fds[0].get(), layers[0], true, kAttrs);
     // 6.5 takes each layer on its own; one lowerdir string is capped at 255 bytes by fsconfig
     // (the pull stores an image of more layers than fit there as one tree on such a kernel).
     const bool one_by_one = sys::kernel_at_least(6, 5);
