@@ -2,7 +2,10 @@
 # Image pull: time and disk use of pulling a ~1 GB image (random files over 5 gzip layers, on a
 # busybox base) from a local registry, `gpubox pull` against the peer the issue names,
 # `skopeo copy docker://... oci:DIR` + `umoci unpack --rootless`, in the same run, N rounds each
-# (default 5), alternating which goes first. The registry is Debian's docker-registry on
+# (default 5), alternating which goes first. Then the store itself: two tags sharing their base
+# and data layers (a quarter of the image's size) pulled into one store, layered and --flat
+# (the store's size by du), a re-pull of a stored tag, and a sandbox's start-up
+# (`run IMAGE true`) from stacked layers against one tree. The registry is Debian's docker-registry on
 # 127.0.0.1 with TLS and basic auth (tests/e2e/registry_lib.sh), started here as root; both
 # sides pull as uid 65534 with the same CA and credentials. BENCH_IMAGE_MIB sets the size.
 . "$(dirname "$0")/common.sh"
@@ -26,6 +29,11 @@ if [ -z "${GPUBOX_BENCH_UNPRIVILEGED:-}" ]; then
     python3 "$TOP/tests/e2e/oci_image.py" big "$REG_TOP/oci" --base "$REG_TOP/base" \
         --arch "$REG_ARCH" --mib "${BENCH_IMAGE_MIB:-1024}" --layers 5
     reg_push "oci:$REG_TOP/oci:big" "docker://127.0.0.1:$REG_PORT/lab/big:1"
+    python3 "$TOP/tests/e2e/oci_image.py" pair "$REG_TOP/pair" --base "$REG_TOP/base" \
+        --arch "$REG_ARCH" --mib $(("${BENCH_IMAGE_MIB:-1024}" / 4))
+    reg_push "oci:$REG_TOP/pair:one" "docker://127.0.0.1:$REG_PORT/lab/one:1"
+    reg_push "oci:$REG_TOP/pair:two" "docker://127.0.0.1:$REG_PORT/lab/two:1"
+    rm -rf "$REG_TOP/pair"
     echo "bench: made and pushed the image in $((SECONDS - s)) s" >&2
     rm -rf "$REG_TOP/oci"
     REG_CA=$REG_TOP/ca/ca.crt
@@ -72,6 +80,21 @@ peer_round() {
     rm -rf "$OUTDIR/oci" "$OUTDIR/bundle"
 }
 
+# Two tags sharing their base and data layers into one store, layered or --flat (FLAT=--flat),
+# then a re-pull of the first, and a sandbox's start-up from it.
+store_round() {
+    local kind=$1 flag=${2:-}
+    export GPUBOX_IMAGES=$OUTDIR/store-$kind
+    rm -rf "$GPUBOX_IMAGES"
+    timed "$OUTDIR/$kind-pull1.log" "$GPUBOX" pull $flag "docker://127.0.0.1:$REG_PORT/lab/one:1"
+    timed "$OUTDIR/$kind-pull2.log" "$GPUBOX" pull $flag "docker://127.0.0.1:$REG_PORT/lab/two:1"
+    disk_mib "$GPUBOX_IMAGES" >>"$OUTDIR/$kind.du"
+    timed "$OUTDIR/$kind-again.log" "$GPUBOX" pull $flag "docker://127.0.0.1:$REG_PORT/lab/one:1"
+    for _ in 1 2 3; do timed "$OUTDIR/$kind-start.log" "$GPUBOX" run one:1 true; done
+    timed "$OUTDIR/$kind-find.log" "$GPUBOX" run one:1 find / -xdev -type f
+    rm -rf "$GPUBOX_IMAGES"
+}
+
 # median and range of column COL of FILE: "median (min-max)"
 stat_col() {
     sort -n -k"$2,$2" "$1" | awk -v c="$2" '{ v[NR] = $c }
@@ -108,6 +131,18 @@ printf '%-48s %s\n' "disk: gpubox store, MiB" "$(stat_col "$OUTDIR/gpubox.du" 1)
 awk '{ print $1 + $2 }' "$OUTDIR/peer.du" >"$OUTDIR/peer.sum"
 printf '%-48s %s\n' "disk: peer OCI layout + bundle, MiB" "$(stat_col "$OUTDIR/peer.sum" 1)"
 printf '%-48s %s\n' "disk: peer bundle alone, MiB" "$(stat_col "$OUTDIR/peer.du" 2)"
+for ((i = 0; i < N; i++)); do store_round layered && store_round flat --flat; done
+echo "store: two tags sharing a base and $(("${BENCH_IMAGE_MIB:-1024}" / 4)) MiB of data," \
+    "each with a layer of its own; $N rounds, median (min-max)"
+for kind in layered flat; do
+    printf '%-48s %s\n' "$kind: pull one:1, then two:1, wall s" \
+        "$(stat_col "$OUTDIR/$kind-pull1.log" 1), $(stat_col "$OUTDIR/$kind-pull2.log" 1)"
+    printf '%-48s %s\n' "$kind: store for both tags, MiB" "$(stat_col "$OUTDIR/$kind.du" 1)"
+    printf '%-48s %s\n' "$kind: re-pull of one:1, wall s" "$(stat_col "$OUTDIR/$kind-again.log" 1)"
+    printf '%-48s %s\n' "$kind: run one:1 true, wall s" "$(stat_col "$OUTDIR/$kind-start.log" 1)"
+    printf '%-48s %s\n' "$kind: run one:1 find / -type f, wall s" \
+        "$(stat_col "$OUTDIR/$kind-find.log" 1)"
+done
 median() { stat_col "$@" | cut -d' ' -f1; }
 echo "ratio gpubox / peer, medians: wall $(ratio "$(median "$OUTDIR/gpubox.log" 1)" \
     "$(median "$OUTDIR/peer.log" 1)"), CPU $(ratio "$(median "$OUTDIR/gpubox.log" 2)" \

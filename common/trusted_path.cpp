@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <vector>
@@ -45,8 +46,11 @@ std::deque<std::string> components(const std::string& text) {
 // The walk's state: the directories opened so far from "/" (each checked) and their names.
 class Walk {
 public:
-    Walk(const std::string& path, const std::string& what, const std::string& hint)
-        : path_(path), what_(what), hint_(hint), euid_(::geteuid()), egid_(::getegid()) {
+    // `owner`: whose directory it is (the caller's, for a state directory); its user-private
+    // group counts as its own.
+    Walk(const std::string& path, const std::string& what, const std::string& hint, uid_t owner,
+         gid_t group)
+        : path_(path), what_(what), hint_(hint), euid_(owner), egid_(group) {
         chain_.push_back(sys::open_at(AT_FDCWD, "/", O_PATH | O_DIRECTORY));
         check_dir(chain_.back().get(), "/", Role::on_the_way);
         todo_ = components(path);
@@ -187,8 +191,27 @@ UniqueFd open_state_dir(const std::string& path, Missing missing, const std::str
     std::string abs = std::filesystem::absolute(path).string();
     while (abs.size() > 1 && abs.back() == '/') abs.pop_back();
     try {
-        Walk walk(abs, what, hint);
+        Walk walk(abs, what, hint, ::geteuid(), ::getegid());
         return walk.run(missing);
+    } catch (const SysError&) {
+        std::throw_with_nested(PlanError(cat(what, " ", quote(abs)), hint));
+    }
+}
+
+UniqueFd open_shared_dir(const std::string& path, const std::string& what,
+                         const std::string& hint) {
+    std::string abs = std::filesystem::absolute(path).string();
+    while (abs.size() > 1 && abs.back() == '/') abs.pop_back();
+    struct stat st {};
+    if (::stat(abs.c_str(), &st) != 0) {
+        if (errno == ENOENT) return UniqueFd();
+        throw PlanError(
+            cat(what, " ", quote(abs), ": stat(", quote(abs), "): ", std::strerror(errno)), hint);
+    }
+    // Whose it is decides what else may be trusted on the way; the walk checks it again, by fd.
+    try {
+        Walk walk(abs, what, hint, st.st_uid, static_cast<gid_t>(st.st_uid));
+        return walk.run(Missing::absent_ok);
     } catch (const SysError&) {
         std::throw_with_nested(PlanError(cat(what, " ", quote(abs)), hint));
     }

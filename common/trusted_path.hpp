@@ -50,6 +50,14 @@ std::string regular_file_problem(mode_t mode);
 UniqueFd open_state_dir(const std::string& path, Missing missing, const std::string& what,
                         const std::string& hint);
 
+// A directory another user keeps for the caller to read (a site's read-only image store),
+// walked as a state directory is but for its owner, whoever that is: every directory on the
+// way root's or the owner's and writable by nobody else unless sticky, the directory itself
+// the owner's and writable by nobody else (its group only where it is the owner's
+// user-private one). So only root and that owner can change what the path names. Nothing is
+// made; an invalid fd where it does not exist. Refusals as open_state_dir's.
+UniqueFd open_shared_dir(const std::string& path, const std::string& what, const std::string& hint);
+
 // A file the caller names for gpubox to write (--meta), opened for writing without blocking
 // and without following a final symlink: a new one made O_CREAT|O_EXCL with `mode`; an
 // existing one opened O_PATH|O_NOFOLLOW first and only if it is a regular file reopened

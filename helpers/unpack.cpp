@@ -6,6 +6,8 @@
 #include <nettle/sha2.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -112,6 +114,17 @@ void write_data(struct archive* a, int fd, const std::string& path, std::uint64_
     sys::ftruncate(fd, static_cast<off_t>(size), path);  // a sparse file's trailing hole
 }
 
+void copy_data(int from, int to, const std::string& what) {
+    std::vector<char> buf(1 << 20);
+    for (;;) {
+        const ssize_t n = ::read(from, buf.data(), buf.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) sys::fail(cat("read(", quote(what), ")"), errno);
+        if (n == 0) return;
+        sys::write_all(to, std::string_view(buf.data(), static_cast<std::size_t>(n)), what);
+    }
+}
+
 constexpr std::uint64_t kEntryBytes = 512;  // a tar header: what an entry costs at least
 
 }  // namespace
@@ -131,8 +144,15 @@ std::string sha256_fd(int fd, const std::string& what) {
     return hex_digest(ctx);
 }
 
-Unpacker::Unpacker(const std::string& rootfs, const UnpackLimits& limits)
-    : root_(sys::open_at(AT_FDCWD, rootfs, O_PATH | O_DIRECTORY)), budget_{limits} {}
+Unpacker::Unpacker(const std::string& rootfs, const UnpackLimits& limits, bool overlay)
+    : root_(sys::open_at(AT_FDCWD, rootfs, O_PATH | O_DIRECTORY)),
+      overlay_(overlay),
+      budget_{limits} {}
+
+void Unpacker::carry_from(const Unpacker& prev) {
+    counts_ = prev.counts_;
+    budget_ = prev.budget_;
+}
 
 // Free space for `need` more bytes past the reserve, measured again where what was left after
 // the last measurement would not do (our own writes, and others', change it).
@@ -206,11 +226,16 @@ void Unpacker::apply(struct archive* a, struct archive_entry* e) {
         case K::unsafe: ++counts_.unsafe; return;
         case K::root: modes_[""] = archive_entry_mode(e) & 01777; return;
         case K::whiteout: {
-            UniqueFd parent = parent_of(plan.path, false);
-            if (parent.valid()) remove_at(parent.get(), base_of(plan.path));
+            UniqueFd parent = parent_of(plan.path, overlay_);
+            if (!parent.valid()) return;
+            remove_at(parent.get(), base_of(plan.path));
+            if (overlay_ && ::mknodat(parent.get(), base_of(plan.path).c_str(), S_IFCHR | 0,
+                                      makedev(0, 0)) != 0)
+                sys::fail(cat("mknodat(", quote(plan.path), ", S_IFCHR 0:0 (a whiteout))"), errno);
             return;
         }
         case K::opaque: {
+            if (overlay_) return mark_opaque(plan.path);
             const int fd =
                 rootfs::try_open_in_root(root_.get(), plan.path.empty() ? "." : plan.path,
                                          O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
@@ -222,6 +247,26 @@ void Unpacker::apply(struct archive* a, struct archive_entry* e) {
         }
         case K::create: create(a, e, plan.path); return;
     }
+}
+
+// overlayfs's opaque directory (userxattr mode): the lower layers' content of `dir` is hidden;
+// the directory is made in this layer where it is not yet.
+void Unpacker::mark_opaque(const std::string& dir) {
+    UniqueFd d;
+    if (dir.empty()) {
+        d = sys::dup_cloexec(root_.get());
+    } else {
+        UniqueFd parent = parent_of(dir + "/x", true);
+        if (!parent.valid()) {
+            ++counts_.unsafe;
+            return;
+        }
+        d = std::move(parent);
+    }
+    const std::string proc = cat("/proc/self/fd/", d.get());
+    if (::setxattr(proc.c_str(), "user.overlay.opaque", "y", 1, 0) != 0)
+        sys::fail(cat("setxattr(", quote(dir.empty() ? "/" : dir), ", user.overlay.opaque)"),
+                  errno);
 }
 
 // The directory holding `path`, resolved in the root; missing ones are made (mode 0755, as tar
@@ -241,7 +286,7 @@ UniqueFd Unpacker::parent_of(const std::string& path, bool create) {
         if (errno == EEXIST) return UniqueFd();
         sys::fail(cat("mkdirat(", quote(dir), ")"), errno);
     }
-    modes_.emplace(dir, 0755);
+    modes_.emplace(dir, lower_mode(dir));
     return rootfs::open_in_root(root_.get(), dir, O_PATH | O_DIRECTORY);
 }
 
@@ -298,6 +343,7 @@ void Unpacker::create(struct archive* a, struct archive_entry* e, const std::str
         remove_at(parent.get(), base);
     added_.insert(path);
     if (hardlink) {
+        if (overlay_ && copy_from_lower(parent.get(), base, hardlink)) return;
         if (!make_hardlink(root_.get(), parent.get(), base, hardlink)) ++counts_.unsafe;
         return;
     }
@@ -322,6 +368,49 @@ void Unpacker::create(struct archive* a, struct archive_entry* e, const std::str
                                       {archive_entry_mtime(e), archive_entry_mtime_nsec(e)}};
     ::futimens(f.get(), times);  // best effort: a wrong mtime breaks nothing
     sys::fchmod(f.get(), mode, path);
+}
+
+// A directory this layer makes without an entry of its own: in overlay mode it hides the lower
+// layers' directory's attributes, so it takes their mode (else 0755, as tar makes it).
+unsigned Unpacker::lower_mode(const std::string& dir) const {
+    for (const UniqueFd& lower : lowers_) {
+        const int fd = rootfs::try_open_in_root(lower.get(), dir, O_PATH | O_NOFOLLOW);
+        if (fd < 0) continue;
+        const UniqueFd d(fd);
+        const struct stat st = sys::fstat(d.get(), dir);
+        return S_ISDIR(st.st_mode) ? (st.st_mode & 01777) : 0755;
+    }
+    return 0755;
+}
+
+// A hard link to a file of a lower layer (a tree of its own here): the file's copy, found in
+// the nearest lower layer that has it, as overlayfs would show it (a whiteout there ends the
+// search). False where this layer has the target itself (then it is linked) or none has it.
+bool Unpacker::copy_from_lower(int parent, const std::string& base, const std::string& member) {
+    std::string target;
+    if (!normalize_member(member, target) || target.empty()) return false;
+    if (lowers_.empty()) return false;
+    if (const int own = rootfs::try_open_in_root(root_.get(), target, O_PATH | O_NOFOLLOW);
+        own >= 0) {
+        ::close(own);
+        return false;
+    }
+    for (const UniqueFd& lower : lowers_) {
+        const int fd = rootfs::try_open_in_root(lower.get(), target, O_RDONLY | O_NOFOLLOW);
+        if (fd < 0) continue;
+        UniqueFd src(fd);
+        const struct stat st = sys::fstat(src.get(), target);
+        if (!S_ISREG(st.st_mode)) return false;  // a whiteout, or no file to link
+        charge(static_cast<std::uint64_t>(st.st_size));
+        UniqueFd dst = sys::open_at(parent, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
+        copy_data(src.get(), dst.get(), target);
+        counts_.bytes_written += static_cast<std::uint64_t>(st.st_size);
+        const struct timespec times[2] = {st.st_mtim, st.st_mtim};
+        ::futimens(dst.get(), times);
+        sys::fchmod(dst.get(), st.st_mode & 01777, target);
+        return true;
+    }
+    return false;
 }
 
 void Unpacker::finish() {

@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "common/unique_fd.hpp"
 #include "image/limits.hpp"
@@ -26,21 +27,36 @@ struct UnpackCounts {
 
 class Unpacker {
 public:
-    Unpacker(const std::string& rootfs, const UnpackLimits& limits);
+    // `overlay`: the tree holds one layer, to be stacked under overlayfs with others (the
+    // store's layers, image/store.hpp): a whiteout is made as overlayfs's (a 0/0 character
+    // device, which the kernel lets anyone make), an opaque marker as its user.overlay.opaque
+    // xattr (read by overlayfs's userxattr mode), instead of removing lower entries. A hard link
+    // can then only name a file of its own layer (one to a lower layer is skipped, counted).
+    Unpacker(const std::string& rootfs, const UnpackLimits& limits, bool overlay = false);
     // One layer blob (tar, tar+gzip or tar+zstd). `digest` "sha256:<hex>" is checked against
     // what was read, the whole blob, before the next layer; "" computes it only. Returns it.
     std::string layer(int blob_fd, const std::string& what, const std::string& digest,
                       const std::function<void(std::uint64_t)>& progress);
     void finish();  // the directories' own modes, deepest first
     const UnpackCounts& counts() const { return counts_; }
+    // Counts and budget go on from `prev` (one Unpacker per layer tree, one budget per pull).
+    void carry_from(const Unpacker& prev);
+    // Overlay mode: the layers below this one (O_PATH fds of their trees, the nearest first),
+    // where a hard link to a lower layer's file finds what to copy.
+    void set_lowers(std::vector<UniqueFd> lowers) { lowers_ = std::move(lowers); }
 
 private:
     void apply(::archive* a, ::archive_entry* e);
     void charge(std::uint64_t bytes);  // throws where a limit or the free space says no
     void ensure_space(std::uint64_t need);
     void create(::archive* a, ::archive_entry* e, const std::string& path);
+    void mark_opaque(const std::string& dir);
+    bool copy_from_lower(int parent, const std::string& base, const std::string& member);
+    unsigned lower_mode(const std::string& dir) const;
     UniqueFd parent_of(const std::string& path, bool create);
     UniqueFd root_;
+    bool overlay_ = false;
+    std::vector<UniqueFd> lowers_;
     std::set<std::string> added_;            // paths this layer created (opaque markers)
     std::map<std::string, unsigned> modes_;  // directory -> its final mode
     UnpackCounts counts_;

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <ctime>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "common/error.hpp"
 #include "common/log.hpp"
@@ -43,18 +44,6 @@ public:
 private:
     fs::path path_;
 };
-
-void remove_stale_temps(const fs::path& store) {
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(store / "tmp", ec)) {
-        const std::string n = e.path().filename().string();
-        const auto dash = n.find('-'), dash2 = n.find('-', dash + 1);
-        if (dash == std::string::npos || dash2 == std::string::npos) continue;
-        const long pid = std::strtol(n.substr(dash + 1, dash2 - dash - 1).c_str(), nullptr, 10);
-        if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
-            remove_tree(e.path());
-    }
-}
 
 std::string base64(const std::string& in) {
     static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -185,21 +174,33 @@ std::string authfile_for(const PullRequest& r, const Source& s, const fs::path& 
 // manifest, no blob), so that a re-pull of a stored image downloads nothing again: for an
 // index, its entry for the platform (the copy's rule). "" when it cannot be told: then skopeo
 // copy runs as before, and says what is wrong, if anything is.
+// `manifest`: the image manifest itself, where it could be had (the progress's layers).
 std::string registry_digest(const PullRequest& r, const Source& s, const fs::path& tmp,
-                            const std::map<std::string, std::string>& env) {
-    const auto args = plan_inspect_args(r, s.text, authfile_for(r, s, tmp));
-    const ToolResult raw = run_tool({find_skopeo()}, args, skopeo_env(env, tmp), false);
-    if (!raw.ok()) {
-        log::debug(cat("skopeo inspect ", raw.failure(), ": ", raw.err));
-        return "";
-    }
+                            const std::map<std::string, std::string>& env, std::string& manifest) {
+    const auto inspect = [&](const std::string& ref) {
+        const auto args = plan_inspect_args(r, ref, authfile_for(r, s, tmp));
+        ToolResult raw = run_tool({find_skopeo()}, args, skopeo_env(env, tmp), false);
+        if (!raw.ok()) log::debug(cat("skopeo inspect ", raw.failure(), ": ", raw.err));
+        return raw;
+    };
+    const ToolResult raw = inspect(s.text);
+    if (!raw.ok()) return "";
     if (is_index(raw.out)) {
         const auto s1 = r.platform.find('/'), s2 = r.platform.find('/', s1 + 1);
-        if (r.platform.empty()) return pick_platform(raw.out, "linux", host_architecture(), "");
-        return pick_platform(raw.out, r.platform.substr(0, s1),
-                             r.platform.substr(s1 + 1, s2 == std::string::npos ? s2 : s2 - s1 - 1),
-                             s2 == std::string::npos ? "" : r.platform.substr(s2 + 1));
+        const std::string picked =
+            r.platform.empty()
+                ? pick_platform(raw.out, "linux", host_architecture(), "")
+                : pick_platform(
+                      raw.out, r.platform.substr(0, s1),
+                      r.platform.substr(s1 + 1, s2 == std::string::npos ? s2 : s2 - s1 - 1),
+                      s2 == std::string::npos ? "" : r.platform.substr(s2 + 1));
+        if (!picked.empty())
+            if (const ToolResult m = inspect(cat("docker://", s.host, "/", s.repo, "@", picked));
+                m.ok())
+                manifest = m.out;
+        return picked;
     }
+    manifest = raw.out;
     // The digest of these very bytes; gpubox itself has no sha256, skopeo has.
     write_new(tmp / "manifest.json", raw.out);
     const ToolResult d =
@@ -222,23 +223,62 @@ std::string stored_for(const fs::path& store, const std::string& remote) {
 
 // `pinned`: the registry's digest asked for before, copied by digest, so that what is stored
 // is what was asked about even if the tag moves meanwhile.
+// skopeo runs --quiet: the progress is gpubox's own, from the layout it fills (`manifest`: the
+// image's, where the registry gave it; none is shown without).
 void fetch(const PullRequest& r, const Source& s, const fs::path& tmp,
-           const std::map<std::string, std::string>& env, bool progress,
-           const std::string& pinned) {
+           const std::map<std::string, std::string>& env, Progress progress,
+           const std::string& pinned, const std::string& manifest) {
     const std::string skopeo = find_skopeo();
     const std::string authfile = authfile_for(r, s, tmp);
     const std::string source = pinned.empty() ? skopeo_source(s, fs::current_path().string())
                                               : cat("docker://", s.host, "/", s.repo, "@", pinned);
-    const auto args = plan_skopeo_args(r, source, (tmp / "layout").string(), authfile, progress);
-    const ToolResult res = run_tool({skopeo}, args, skopeo_env(env, tmp), progress);
+    const auto args = plan_skopeo_args(r, source, (tmp / "layout").string(), authfile, false);
+    std::optional<DownloadProgress> shown;
+    try {
+        if (!manifest.empty() && progress != Progress::none)
+            shown.emplace(parse_manifest(manifest), tmp / "layout", progress, 2);
+    } catch (const std::exception& e) {
+        log::debug(cat("no download progress: ", e.what()));
+    }
+    const ToolResult res = run_tool({skopeo}, args, skopeo_env(env, tmp), false, false, [&] {
+        if (shown) shown->tick();
+    });
+    if (res.ok() && shown) shown->finish();
     if (!res.ok()) {
         log::debug(cat("skopeo ", res.failure(), ": ", res.err));
         fail(r, explain_pull_failure(s, res.err.empty() ? res.failure() : res.err));
     }
 }
 
-void unpack(const PullRequest& r, const Source& s, const fs::path& tmp, const fs::path& dir,
-            bool progress, PullResult& out) {
+// Layers are stored once, each a tree of its own that runs stack with overlayfs in their user
+// namespace: where the kernel lets an ordinary user mount one there (5.11), unless --flat. A
+// tar: is one tree. How many layers a run can stack: 6.5 takes them one by one (overlayfs's
+// own limit is 500; images have at most 127, docker's); before, one lowerdir string of
+// "/proc/self/fd/N" paths, which fsconfig caps at 255 bytes. An image of more is one tree.
+bool stack_layers(const PullRequest& r, const Source& s) {
+    return !r.flat && s.kind != Source::Kind::tar && sys::kernel_at_least(5, 11);
+}
+std::size_t max_stacked() { return sys::kernel_at_least(6, 5) ? 128 : 12; }
+
+// A layered image's info.json, and each new layer's (the helper's sizes): the image's size is
+// all its layers', the new and those stored already.
+Json layered_info(const fs::path& store, const fs::path& stage, const Json& j, std::uint64_t n) {
+    const Json sizes = j.value("layer_sizes", Json::object());
+    std::uint64_t total = 0;
+    for (const std::string& hex : j.value("layer_digests", std::vector<std::string>{})) {
+        if (sizes.contains(hex)) {
+            const std::uint64_t size = sizes[hex].get<std::uint64_t>();
+            write_new(stage / hex / "info.json", Json{{"size_bytes", size}}.dump() + "\n");
+            total += size;
+        } else {
+            total += layer_size(store, hex);
+        }
+    }
+    return {{"size_bytes", total}, {"layers", n}, {"layer_digests", j["layer_digests"]}};
+}
+
+void unpack(const fs::path& store, const PullRequest& r, const Source& s, const fs::path& tmp,
+            const fs::path& dir, bool progress, PullResult& out) {  // progress: on a terminal
     sys::mkdir_at(AT_FDCWD, dir.string(), 0755);
     sys::mkdir_at(AT_FDCWD, (dir / "rootfs").string(), 0755);
     std::vector<std::string> args = {"gpubox-unpack", "--max-size", std::to_string(r.max_size)};
@@ -248,6 +288,12 @@ void unpack(const PullRequest& r, const Source& s, const fs::path& tmp, const fs
                     {"--tar", s.path[0] == '/' ? s.path : (fs::current_path() / s.path).string()});
     } else {
         args.insert(args.end(), {"--layout", (tmp / "layout").string()});
+    }
+    if (stack_layers(r, s)) {
+        sys::mkdir_at(AT_FDCWD, (tmp / "layers").string(), 0700);
+        args.insert(args.end(), {"--layers", (tmp / "layers").string(), "--stored",
+                                 (store / "layers/sha256").string(), "--max-stacked",
+                                 std::to_string(max_stacked())});
     }
     args.push_back((dir / "rootfs").string());
     const Program helper = find_unpack_helper();
@@ -266,7 +312,12 @@ void unpack(const PullRequest& r, const Source& s, const fs::path& tmp, const fs
         {"unsafe", &out.unsafe}};
     for (const auto& [key, field] : fields) *field = j.value(key, std::uint64_t{0});
     write_new(dir / "config.json", config);
-    const Json info = {{"size_bytes", out.size}, {"layers", out.layers}};
+    Json info = {{"size_bytes", out.size}, {"layers", out.layers}};
+    if (j.value("layered", false)) {
+        info = layered_info(store, tmp / "layers", j, out.layers);
+        out.layer_digests = j["layer_digests"].get<std::vector<std::string>>();
+        out.layers = out.layer_digests.size();
+    }
     write_new(dir / "info.json", info.dump(2) + "\n");
 }
 
@@ -284,7 +335,7 @@ std::string layout_digest(const fs::path& tmp) {
 namespace {
 
 PullResult pull_into(const fs::path& store, const PullRequest& r,
-                     const std::map<std::string, std::string>& env, bool progress) {
+                     const std::map<std::string, std::string>& env, Progress progress) {
     const Source s = parse_source(r.source);
     check_request(r, s);
     PullResult out;
@@ -292,27 +343,34 @@ PullResult pull_into(const fs::path& store, const PullRequest& r,
     validate_name(out.name);
     if (s.kind == Source::Kind::tar && ::access(s.path.c_str(), R_OK) != 0)
         fail(r, cat("cannot read ", quote(s.path), ": ", std::strerror(errno)));
-    remove_stale_temps(store);
+    remove_stale_temps(store, false);
     TempTree tmp(make_temp_dir(store, cat("pull-", ::getpid())));
     const auto stored = [&](const std::string& d) {
         struct stat st {};
         return !d.empty() && ::lstat((store / "blobs/sha256" / d.substr(7)).c_str(), &st) == 0;
     };
+    std::string manifest;
     const std::string remote =
-        s.kind == Source::Kind::docker ? registry_digest(r, s, tmp.path(), env) : "";
+        s.kind == Source::Kind::docker ? registry_digest(r, s, tmp.path(), env, manifest) : "";
     std::string known = stored_for(store, remote);
     if (known.empty() && s.kind != Source::Kind::tar) {
-        fetch(r, s, tmp.path(), env, progress, remote);
+        fetch(r, s, tmp.path(), env, progress, remote, manifest);
         known = layout_digest(tmp.path());
     }
     const fs::path dir = tmp.path() / "image";
     if (stored(known)) {
         out.digest = known, out.reused = true;
     } else {
-        unpack(r, s, tmp.path(), dir, progress, out);
+        unpack(store, r, s, tmp.path(), dir, progress == Progress::terminal, out);
     }
     StoreLock lock(store);
     if (!out.reused) {
+        // The layers it found stored must still be (an rmi may have removed their last image).
+        commit_layers(store, tmp.path() / "layers");
+        if (!has_layers(store, out.layer_digests))
+            fail(r,
+                 "a layer it reused was removed while this pull ran (by gpubox rmi); pull "
+                 "again");
         out.reused = !commit_image(store, dir, out.digest);
     } else if (!stored(out.digest)) {
         fail(r, "the stored image was removed while this pull ran (by gpubox rmi); pull again");
@@ -332,7 +390,7 @@ public:
     }
     ~MadeDirs() {
         if (done || kept_ == store_) return;
-        for (const char* sub : {"tmp", "names", "blobs/sha256", "blobs"})
+        for (const char* sub : {"tmp", "names", "blobs/sha256", "blobs", "layers/sha256", "layers"})
             ::rmdir((store_ / sub).c_str());
         for (fs::path p = store_; p != kept_ && p.has_relative_path(); p = p.parent_path())
             if (::rmdir(p.c_str()) != 0) break;
@@ -348,7 +406,7 @@ private:
 }  // namespace
 
 PullResult pull(const fs::path& store, const PullRequest& r,
-                const std::map<std::string, std::string>& env, bool progress) {
+                const std::map<std::string, std::string>& env, Progress progress) {
     MadeDirs made(store);
     try {
         const std::optional<StoreDir> dir = open_store(store, true);  // made where missing

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "image/progress.hpp"
+
 namespace gpubox::image {
 
 // --max-size's default: NGC's PyTorch images unpack to about 20 GiB, the largest CUDA images
@@ -19,6 +21,7 @@ struct PullRequest {
     bool insecure = false;     // plain HTTP, or HTTPS without verification
     std::string cert_dir, creds, authfile, platform;
     std::uint64_t max_size = kDefaultMaxSize;  // --max-size: what gpubox-unpack may write
+    bool flat = false;  // --flat: one tree, no layers shared (image/store.hpp)
 };
 
 struct PullResult {
@@ -26,13 +29,16 @@ struct PullResult {
     bool reused = false;  // the digest was stored already: nothing was unpacked
     std::uint64_t layers = 0, bytes_read = 0, size = 0;
     std::uint64_t devices = 0, setid = 0, caps = 0, unsafe = 0;
+    std::vector<std::string> layer_digests;  // a layered image's (hex), bottom first
 };
 
 // `env` is the caller's environment, of which only the variables skopeo needs to find the
 // user's credentials, certificates and proxies are passed on. Throws PlanError
 // "pull SOURCE: <reason>" (exit 125) on any failure, UsageError on a bad request.
+// `progress`: a registry pull's per-layer download progress (image/progress.hpp) and, on a
+// terminal, the unpacking's.
 PullResult pull(const std::filesystem::path& store, const PullRequest& r,
-                const std::map<std::string, std::string>& env, bool progress);
+                const std::map<std::string, std::string>& env, Progress progress);
 
 // The skopeo command line for a request (without the binary): pure, unit-tested.
 std::vector<std::string> plan_skopeo_args(const PullRequest& r, const std::string& source,

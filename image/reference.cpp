@@ -70,6 +70,16 @@ Source parse_docker(Source s, const std::string& rest) {
     return s;
 }
 
+// HOST[:PORT]/...: a first part with a '.' or a ':', or localhost (podman's rule for a host).
+bool looks_like_registry(const std::string& text) {
+    const auto slash = text.find('/');
+    if (slash == std::string::npos || slash == 0) return false;
+    const std::string host = text.substr(0, slash);
+    if (host == "." || host == "..") return false;
+    return host == "localhost" || host.find('.') != std::string::npos ||
+           host.find(':') != std::string::npos;
+}
+
 std::string strip_extensions(std::string base) {
     for (const char* ext : {".gz", ".tgz", ".zst", ".xz", ".bz2", ".tar", ".oci", ".docker"}) {
         const std::string e = ext;
@@ -105,7 +115,12 @@ Source parse_source(const std::string& text) {
     else if (transport == "oci-archive") s.kind = Source::Kind::oci_archive;
     else if (transport == "oci") s.kind = Source::Kind::oci_dir;
     else if (transport == "tar") s.kind = Source::Kind::tar;
-    else
+    else if (looks_like_registry(text)) {
+        // HOST[:PORT]/REPO[:TAG]: a registry's image, as podman takes it without a transport.
+        s.kind = Source::Kind::docker;
+        s.text = "docker://" + text;
+        return parse_docker(s, text);
+    } else
         throw UsageError(cat("pull ", text,
                              ": unknown transport (use docker://, docker-archive:, oci-archive:, "
                              "oci: or tar:)"));
@@ -136,19 +151,23 @@ std::string default_name(const Source& s) {
 }
 
 bool valid_name(const std::string& name) {
-    if (name.empty() || name.size() > 128 || name[0] == '.' || name[0] == '-') return false;
+    if (name.empty() || name.size() > 128 || name.back() == '/') return false;
     if (name.find("..") != std::string::npos) return false;
-    for (char c : name)
+    for (std::size_t i = 0; i < name.size(); ++i) {
+        const char c = name[i];
+        // Each '/'-separated part starts as a name does: "lab/py", never "lab//py" or "lab/.x".
+        if ((i == 0 || name[i - 1] == '/') && (c == '.' || c == '-' || c == '/')) return false;
         if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == ':' ||
-              c == '@' || c == '+' || c == '-'))
+              c == '@' || c == '+' || c == '-' || c == '/'))
             return false;
+    }
     return true;
 }
 
 void validate_name(const std::string& name) {
     if (!valid_name(name))
         throw UsageError(cat("invalid image name ", quote(name),
-                             " (1-128 of A-Z a-z 0-9 . _ : @ + -, "
+                             " (1-128 of A-Z a-z 0-9 . _ : @ + - /, each /-separated part "
                              "not starting with . or -, no ..)"));
 }
 

@@ -4,11 +4,13 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "common/error.hpp"
 #include "common/sys.hpp"
@@ -58,15 +60,70 @@ void write_atomic(const fs::path& dir, const std::string& name, const std::strin
 }
 
 void make_dirs(const fs::path& store) {
-    for (const char* sub : {"blobs/sha256", "names", "tmp"}) {
+    for (const char* sub : {"blobs/sha256", "layers/sha256", "names", "tmp"}) {
         std::error_code ec;
         fs::create_directories(store / sub, ec);
         if (ec) throw SysError(ec.value(), cat("mkdir(", quote((store / sub).string()), ")"));
     }
 }
 
-std::optional<Stored> load(const fs::path& store, const std::string& name) {
-    const fs::path record = store / "names" / name;
+// A layered image's layers (hex digests, bottom first), from its info.json.
+std::vector<std::string> layer_digests(const Json& info) {
+    std::vector<std::string> out;
+    const auto it = info.find("layer_digests");
+    if (it == info.end() || !it->is_array()) return out;
+    for (const Json& d : *it) {
+        const std::string hex = d.is_string() ? d.get<std::string>() : "";
+        if (!valid_digest("sha256:" + hex)) throw std::runtime_error("info.json: bad layer digest");
+        out.push_back(hex);
+    }
+    return out;
+}
+
+// Every layer some stored image has.
+std::set<std::string> used_layers(const fs::path& store) {
+    std::set<std::string> used;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(store / "blobs/sha256", ec)) {
+        try {
+            for (const std::string& hex : layer_digests(read_json(e.path() / "info.json")))
+                used.insert(hex);
+        } catch (const std::exception&) {
+            // unreadable: an image half removed; its layers go when nothing else has them
+        }
+    }
+    return used;
+}
+
+// Renamed away first, so that a crash mid-removal leaves a temp dir, not half a tree.
+void remove_stored(const fs::path& store, const fs::path& tree) {
+    const fs::path doomed = make_temp_dir(store, "rm");
+    if (::rename(tree.c_str(), (doomed / "x").c_str()) != 0)
+        sys::fail(cat("rename(", quote(tree.string()), ")"), errno);
+    remove_tree(doomed);
+}
+
+// Removes the layers no image has (hold the lock); how many.
+std::uint64_t remove_unused_layers(const fs::path& store) {
+    const std::set<std::string> used = used_layers(store);
+    std::vector<std::string> unused;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(store / "layers/sha256", ec)) {
+        const std::string hex = e.path().filename().string();
+        if (valid_digest("sha256:" + hex) && !used.count(hex)) unused.push_back(hex);
+    }
+    for (const std::string& hex : unused) remove_stored(store, store / "layers/sha256" / hex);
+    return unused.size();
+}
+
+// A name's record file: '/' is not a file name's, '%' is no name's.
+std::string record_file(std::string name) {
+    std::replace(name.begin(), name.end(), '/', '%');
+    return name;
+}
+
+std::optional<Stored> load(const StoreView& store, const std::string& name) {
+    const fs::path record = store.read / "names" / record_file(name);
     struct stat st {};
     if (::lstat(record.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
     const Json r = read_json(record);
@@ -78,10 +135,14 @@ std::optional<Stored> load(const fs::path& store, const std::string& name) {
     s.source = r.value("source", "");
     s.remote = r.value("remote", "");
     s.pulled_unix = r.value("pulled_unix", std::int64_t{0});
-    const fs::path dir = image_dir(store, s.digest);
-    s.rootfs = dir / "rootfs";
+    const fs::path dir = image_dir(store.read, s.digest);
+    s.rootfs = image_dir(store.real, s.digest) / "rootfs";
     s.config = parse_config(read_stored(dir / "config.json"));
-    s.size_bytes = read_json(dir / "info.json").value("size_bytes", std::uint64_t{0});
+    const Json info = read_json(dir / "info.json");
+    s.size_bytes = info.value("size_bytes", std::uint64_t{0});
+    for (const std::string& hex : layer_digests(info))
+        s.layers.push_back(store.real / "layers/sha256" / hex / "tree");
+    s.site = store.site;
     return s;
 }
 
@@ -104,17 +165,37 @@ fs::path store_root(const std::map<std::string, std::string>& env) {
     return fs::path(home) / ".local/share/gpubox/images";
 }
 
+std::vector<fs::path> site_roots(const std::map<std::string, std::string>& env) {
+    std::vector<fs::path> out;
+    const auto it = env.find("GPUBOX_IMAGES_RO");
+    if (it == env.end()) return out;
+    const std::string& v = it->second;
+    for (std::size_t at = 0; at <= v.size();) {
+        const std::size_t colon = std::min(v.find(':', at), v.size());
+        if (colon > at && v[at] == '/') out.emplace_back(v.substr(at, colon - at));
+        at = colon + 1;
+    }
+    return out;
+}
+
 std::optional<Stored> find(const fs::path& store, std::string_view name) {
+    return find(StoreView{store, store, false}, name);
+}
+
+std::optional<Stored> find(const StoreView& store, std::string_view name) {
     const std::string n(name);
     if (!valid_name(n)) return std::nullopt;
     return load(store, n);
 }
 
-std::vector<Stored> list(const fs::path& store) {
+std::vector<Stored> list(const fs::path& store) { return list(StoreView{store, store, false}); }
+
+std::vector<Stored> list(const StoreView& store) {
     std::vector<Stored> out;
     std::error_code ec;
-    for (const auto& e : fs::directory_iterator(store / "names", ec)) {
-        const std::string n = e.path().filename().string();
+    for (const auto& e : fs::directory_iterator(store.read / "names", ec)) {
+        std::string n = e.path().filename().string();
+        std::replace(n.begin(), n.end(), '%', '/');
         if (!valid_name(n)) continue;  // our own temp files start with '.'
         // A record whose tree is unreadable (a crash mid-rmi, a hand edit) is left out, so that
         // `images` still lists the rest; `run` and `rmi` of that name say what is wrong.
@@ -158,7 +239,7 @@ void write_name(const fs::path& store, const std::string& name, const std::strin
     validate_name(name);
     Json r = {{"digest", digest}, {"source", source}, {"pulled_unix", pulled_unix}};
     if (!remote.empty() && remote != digest) r["remote"] = remote;
-    write_atomic(store / "names", name, r.dump(2) + "\n");
+    write_atomic(store / "names", record_file(name), r.dump(2) + "\n");
 }
 
 bool remove_name(const fs::path& store, const std::string& name) {
@@ -170,7 +251,7 @@ bool remove_name(const fs::path& store, const std::string& name) {
         // A broken record: it goes; a tree it may have named stays for the next pull to reuse.
     }
     struct stat st {};
-    const fs::path record = store / "names" / name;
+    const fs::path record = store / "names" / record_file(name);
     if (!gone && (!valid_name(name) || ::lstat(record.c_str(), &st) != 0)) return false;
     bool last = gone.has_value();
     if (gone)
@@ -187,13 +268,87 @@ bool remove_name(const fs::path& store, const std::string& name) {
     if (::unlink(record.c_str()) != 0)
         sys::fail(cat("unlink(", quote(record.string()), ")"), errno);
     if (!last) return true;  // still named: its tree stays
-    // Renamed away first, so a crash mid-removal leaves a temp dir, not half an image.
-    const fs::path doomed = make_temp_dir(store, "rm");
-    const fs::path moved = doomed / "image";
-    if (::rename(image_dir(store, gone->digest).c_str(), moved.c_str()) != 0)
-        sys::fail(cat("rename(", quote(image_dir(store, gone->digest).string()), ")"), errno);
-    remove_tree(doomed);
+    remove_stored(store, image_dir(store, gone->digest));
+    remove_unused_layers(store);
     return true;
+}
+
+void commit_layers(const fs::path& store, const fs::path& stage) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(stage, ec)) {
+        const fs::path target = store / "layers/sha256" / e.path().filename();
+        struct stat st {};
+        if (::lstat(target.c_str(), &st) == 0) continue;  // stored meanwhile: the stage goes
+        if (::rename(e.path().c_str(), target.c_str()) != 0)
+            sys::fail(cat("rename(", quote(e.path().string()), " -> ", quote(target.string()), ")"),
+                      errno);
+    }
+}
+
+bool has_layers(const fs::path& store, const std::vector<std::string>& hexes) {
+    struct stat st {};
+    for (const std::string& hex : hexes)
+        if (::lstat((store / "layers/sha256" / hex / "tree").c_str(), &st) != 0) return false;
+    return true;
+}
+
+std::uint64_t layer_size(const fs::path& store, const std::string& hex) {
+    try {
+        return read_json(store / "layers/sha256" / hex / "info.json")
+            .value("size_bytes", std::uint64_t{0});
+    } catch (const std::exception&) {
+        return 0;
+    }
+}
+
+std::uint64_t remove_stale_temps(const fs::path& store, bool removals) {
+    std::uint64_t n = 0;
+    std::error_code ec;
+    std::vector<fs::path> stale;
+    for (const auto& e : fs::directory_iterator(store / "tmp", ec)) {
+        const std::string name = e.path().filename().string();
+        const auto dash = name.find('-'), dash2 = name.find('-', dash + 1);
+        if (removals && name.rfind("rm-", 0) == 0) {
+            stale.push_back(e.path());  // a removal's: done under the lock, which we hold
+            continue;
+        }
+        if (dash == std::string::npos || dash2 == std::string::npos) continue;
+        const long pid = std::strtol(name.substr(dash + 1, dash2 - dash - 1).c_str(), nullptr, 10);
+        if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+            stale.push_back(e.path());
+    }
+    for (const fs::path& p : stale) remove_tree(p), ++n;
+    return n;
+}
+
+Pruned prune(const fs::path& store) {
+    StoreLock lock(store);
+    Pruned out;
+    std::set<std::string> named;  // from every record, even one whose image is unreadable
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(store / "names", ec)) {
+        try {
+            const std::string d = read_json(e.path()).value("digest", "");
+            if (valid_digest(d)) named.insert(d.substr(7));
+        } catch (const std::exception&) {}
+    }
+    std::vector<std::string> unnamed;
+    for (const auto& e : fs::directory_iterator(store / "blobs/sha256", ec))
+        if (!named.count(e.path().filename().string()))
+            unnamed.push_back(e.path().filename().string());
+    for (const std::string& hex : unnamed) {
+        const fs::path dir = store / "blobs/sha256" / hex;
+        UniqueFd held = sys::open_at(AT_FDCWD, dir.string(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+        if (!sys::flock_try(held.get(), false, dir.string())) {
+            ++out.in_use;  // a run holds it (its name was removed while it ran)
+            continue;
+        }
+        remove_stored(store, dir);
+        ++out.images;
+    }
+    out.layers = remove_unused_layers(store);
+    out.temps = remove_stale_temps(store, true);
+    return out;
 }
 
 UniqueFd hold_image(const Stored& img) {

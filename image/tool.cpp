@@ -38,17 +38,19 @@ void relay_progress(std::string& err, std::size_t& scanned, bool& shown) {
 }
 
 // Reads both pipes to EOF without letting either fill up.
-void drain(int out_fd, int err_fd, std::string& out, std::string& err, bool relay) {
+void drain(int out_fd, int err_fd, std::string& out, std::string& err, bool relay,
+           const std::function<void()>& tick) {
     std::size_t scanned = 0;
     bool shown = false;
     pollfd p[2] = {{out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}};
     std::string* sink[2] = {&out, &err};
     int open = (out_fd >= 0) + (err_fd >= 0);
     while (open > 0) {
-        if (::poll(p, 2, -1) < 0) {
+        if (::poll(p, 2, tick ? 200 : -1) < 0) {
             if (errno == EINTR) continue;
             sys::fail("poll(helper pipes)", errno);
         }
+        if (tick) tick();
         for (int i = 0; i < 2; ++i) {
             if (p[i].fd < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
             char buf[8192];
@@ -76,8 +78,8 @@ std::string ToolResult::failure() const {
 }
 
 ToolResult run_tool(const Program& program, const std::vector<std::string>& args,
-                    const std::vector<std::string>& env, bool stdout_to_stderr,
-                    bool relay_progress) {
+                    const std::vector<std::string>& env, bool stdout_to_stderr, bool relay_progress,
+                    const std::function<void()>& tick) {
     UniqueFd null = sys::open_at(AT_FDCWD, "/dev/null", O_RDWR);
     UniqueFd out_r, out_w, err_r, err_w;
     if (!stdout_to_stderr) sys::pipe(out_r, out_w);
@@ -86,7 +88,7 @@ ToolResult run_tool(const Program& program, const std::vector<std::string>& args
         program, args, env, {null.get(), stdout_to_stderr ? 2 : out_w.get(), err_w.get()});
     out_w.reset(), err_w.reset(), null.reset();
     ToolResult r;
-    drain(out_r.valid() ? out_r.get() : -1, err_r.get(), r.out, r.err, relay_progress);
+    drain(out_r.valid() ? out_r.get() : -1, err_r.get(), r.out, r.err, relay_progress, tick);
     while (::waitpid(pid, &r.status, 0) < 0)
         if (errno != EINTR) sys::fail(cat("waitpid(", pid, ")"), errno);
     return r;

@@ -2,6 +2,7 @@
 // Running the programs a pull needs (skopeo, gpubox-unpack): exactly the environment given,
 // stdin /dev/null, no inherited fd but 0-2, signals unblocked. Their stdout and stderr are
 // captured (each up to 1 MiB), or their stdout goes to gpubox's stderr (progress on a terminal).
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,9 +23,10 @@ using Program = companion::Program;
 
 // `argv[0]` is the name it runs as. `relay_progress`: its stderr lines "progress: TEXT" are
 // shown on gpubox's stderr as they come, each over the last, not kept in `err`.
+// `tick`: called every 200 ms or so while it runs (a pull's download progress).
 ToolResult run_tool(const Program& program, const std::vector<std::string>& argv,
                     const std::vector<std::string>& env, bool stdout_to_stderr,
-                    bool relay_progress = false);
+                    bool relay_progress = false, const std::function<void()>& tick = {});
 
 // gpubox-unpack, found and checked as every companion is (companion::find).
 Program find_unpack_helper();

@@ -4,6 +4,7 @@
 #include <linux/mount.h>
 #include <sched.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -21,12 +22,14 @@ constexpr const char* kWhat = "read-only view";
 
 // The child: the directory `dir` names, cloned with its submounts in a mount namespace of its
 // own (whose user namespace lets it clone), made read-only, and sent back. It never returns.
-[[noreturn]] void make_view(int dir, int sock) noexcept {
+[[noreturn]] void make_view(int dir, int sock, const std::vector<std::string>* layers) noexcept {
     int err = 0;
     try {
         sys::fchdir(dir, "ROOTFS");  // the namespace's copy of it becomes our cwd
         sys::unshare(CLONE_NEWUSER | CLONE_NEWNS);
-        const UniqueFd view = sys::open_tree_attr(AT_FDCWD, "ROOTFS", true, MOUNT_ATTR_RDONLY);
+        const UniqueFd view =
+            layers ? stack_layers(*layers)
+                   : sys::open_tree_attr(AT_FDCWD, "ROOTFS", true, MOUNT_ATTR_RDONLY);
         sys::send_frame(sock, "v", view.get(), kWhat);
         sys::exit_now(0);
     } catch (const SysError& e) {
@@ -42,6 +45,29 @@ constexpr const char* kWhat = "read-only view";
 
 }  // namespace
 
+UniqueFd stack_layers(const std::vector<std::string>& layers) {
+    constexpr unsigned kAttrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    std::vector<UniqueFd> fds;
+    for (const std::string& l : layers)
+        fds.push_back(sys::open_at(AT_FDCWD, l, O_PATH | O_DIRECTORY | O_NOFOLLOW));
+    if (fds.size() == 1) return sys::open_tree_attr(fds[0].get(), layers[0], true, kAttrs);
+    // 6.5 takes each layer on its own; one lowerdir string is capped at 255 bytes by fsconfig
+    // (the pull stores an image of more layers than fit there as one tree on such a kernel).
+    const bool one_by_one = sys::kernel_at_least(6, 5);
+    UniqueFd fs = sys::fsopen("overlay");
+    sys::fsconfig_string(fs.get(), "overlay", "source", "gpubox-image");
+    std::string lower;
+    for (auto it = fds.rbegin(); it != fds.rend(); ++it) {  // the top layer first
+        const std::string dir = cat("/proc/self/fd/", it->get());
+        if (one_by_one) sys::fsconfig_string(fs.get(), "overlay", "lowerdir+", dir);
+        else lower += (lower.empty() ? "" : ":") + dir;
+    }
+    if (!one_by_one) sys::fsconfig_string(fs.get(), "overlay", "lowerdir", lower);
+    sys::fsconfig_flag(fs.get(), "overlay", "userxattr");
+    sys::fsconfig_create(fs.get(), "overlay");
+    return sys::fsmount(fs.get(), "overlay", kAttrs);
+}
+
 UniqueFd open_directory(const std::string& path, const std::string& what) {
     try {
         return sys::open_at(AT_FDCWD, path, O_PATH | O_DIRECTORY);
@@ -56,11 +82,18 @@ UniqueFd open_read_only_view(const std::string& path, const std::string& what) {
     return read_only_view_of(dir.get(), path, what);
 }
 
-UniqueFd read_only_view_of(int dir, const std::string& path, const std::string& what) {
+UniqueFd open_read_only_view(const std::string& path, const std::string& what,
+                             const std::vector<std::string>& layers) {
+    const UniqueFd dir = open_directory(path, what);
+    return read_only_view_of(dir.get(), path, what, layers);
+}
+
+UniqueFd read_only_view_of(int dir, const std::string& path, const std::string& what,
+                           const std::vector<std::string>& layers) {
     UniqueFd mine, theirs;
     sys::socketpair(mine, theirs);
     const pid_t pid = sys::fork(cat("a read-only view of ", what));
-    if (pid == 0) make_view(dir, theirs.get());
+    if (pid == 0) make_view(dir, theirs.get(), layers.empty() ? nullptr : &layers);
     theirs.reset();
     std::string reply;
     UniqueFd view;
@@ -72,12 +105,15 @@ UniqueFd read_only_view_of(int dir, const std::string& path, const std::string& 
     }
     sys::wait_status(pid);
     const struct stat a = sys::fstat(dir, path);
+    if (view.valid() && !layers.empty()) return view;  // a union of its own: nothing to compare
     if (view.valid()) {
         const struct stat b = sys::fstat(view.get(), path);
         if (a.st_dev == b.st_dev && a.st_ino == b.st_ino) return view;
         sys::fail(cat("open_tree(", quote(path), "): ", what, " was replaced meanwhile"), ESTALE);
     }
     const int err = reply.size() > 1 && reply[0] == 'e' ? std::atoi(reply.c_str() + 1) : EIO;
+    if (!layers.empty())
+        sys::fail(cat("mount(overlay of ", what, "'s ", layers.size(), " layers)"), err);
     log::info(cat(what, " ", quote(path), " is read in place (no read-only mount of it: ",
                   std::strerror(err), "): reading it may update its files' access times"));
     return sys::dup_cloexec(dir);

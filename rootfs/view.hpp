@@ -5,6 +5,7 @@
 // that covers what O_NOATIME cannot: files the caller does not own, directories listed and
 // symlinks followed on the way.
 #include <string>
+#include <vector>
 
 #include "common/unique_fd.hpp"
 
@@ -19,7 +20,19 @@ UniqueFd open_directory(const std::string& path, const std::string& what);
 // can be had, PATH's own fd, with an info line saying that reads may then update access times.
 UniqueFd open_read_only_view(const std::string& path, const std::string& what);
 // The same of `dir`, PATH already opened by open_directory (borrowed): the clone is checked to
-// be of that directory, and where none can be made, a copy of `dir` stands in.
-UniqueFd read_only_view_of(int dir, const std::string& path, const std::string& what);
+// be of that directory, and where none can be made, a copy of `dir` stands in. With `layers`
+// (a layered image's trees, bottom first, image/store.hpp), their union stacked over `dir`
+// (stack_layers) in that child's namespaces instead: no user namespace, no view, and the error
+// says why.
+UniqueFd read_only_view_of(int dir, const std::string& path, const std::string& what,
+                           const std::vector<std::string>& layers = {});
+UniqueFd open_read_only_view(const std::string& path, const std::string& what,
+                             const std::vector<std::string>& layers);
+// A pulled image's layer trees (bottom first, image/store.hpp), stacked read-only by overlayfs
+// in userxattr mode (their whiteouts and opaque directories are overlayfs's own): a detached
+// mount, nosuid, nodev. One layer alone is a read-only clone of its tree. Needs a user
+// namespace's mount rights and a kernel that lets it mount overlayfs (5.11). The sandbox's init
+// calls it too (launcher/sandbox/child_main.cpp).
+UniqueFd stack_layers(const std::vector<std::string>& layers);
 
 }  // namespace gpubox::rootfs

@@ -59,7 +59,13 @@ const std::vector<CommandInfo>& commands() {
         {"images", "[--json]", "List the pulled images: name, digest, size, when pulled.",
          images_flags()},
         {"rmi", "NAME...",
-         "Remove pulled images (an image's files go with the last name for them).", no_flags()},
+         "Remove pulled images (an image's files go with the last name for them, its layers "
+         "with the last image that has them).",
+         no_flags()},
+        {"prune", "",
+         "Remove what no image name uses: image trees left without a name, layers no image "
+         "has, and leftovers of pulls that were killed. Never what a running sandbox holds.",
+         no_flags()},
         {"check",
          "[--gpu SPEC] [--driver-root DIR] [--require EXPR]... [--json] IMAGE|ROOTFS [CMD]",
          "Say whether the image can run on this node, before it is queued or started: one line per "
@@ -216,9 +222,9 @@ void parse_image_command(Options& o, const std::vector<std::string>& args) {
         if (operands.size() != 1)
             throw UsageError("pull: expected one SOURCE (usage: gpubox pull [OPTIONS] SOURCE)");
         o.pull.source = operands[0];
-    } else if (o.command == Command::images) {
+    } else if (o.command == Command::images || o.command == Command::prune) {
         if (!operands.empty())
-            throw UsageError(cat("images: unexpected argument ", quote(operands[0])));
+            throw UsageError(cat(cmd, ": unexpected argument ", quote(operands[0])));
     } else {
         if (operands.empty()) throw UsageError("rmi: expected NAME... (gpubox images lists them)");
         o.image_names = operands;
@@ -277,6 +283,7 @@ Options parse_command_line(const std::vector<std::string>& args) {
     else if (cmd == "pull") o.command = Command::pull, parse_image_command(o, args);
     else if (cmd == "images") o.command = Command::images, parse_image_command(o, args);
     else if (cmd == "rmi") o.command = Command::rmi, parse_image_command(o, args);
+    else if (cmd == "prune") o.command = Command::prune, parse_image_command(o, args);
     else if (cmd == "check") o.command = Command::check, parse_check(o, args);
     else if (cmd == "cdi") parse_cdi(o, args);
     else throw UsageError(cat("unknown command ", quote(cmd), " (try gpubox --help)"));

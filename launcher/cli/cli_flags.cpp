@@ -355,6 +355,13 @@ const Flags& pull_flags() {
          "may also expand at most 100 times its compressed size, and a pull leaves 1 % of the "
          "store's filesystem (at most 1 GiB) free",
          [](Options& o, const std::string& v) { o.pull.max_size = parse_size(v, "--max-size"); }},
+        {"--quiet", nullptr,
+         "print the image's name alone: no progress, no summary (errors still print)",
+         [](Options& o, const std::string&) { o.quiet = true; }},
+        {"--flat", nullptr,
+         "store the image as one tree, sharing no layer (for a kernel or filesystem where "
+         "overlayfs cannot stack layers in a user namespace)",
+         [](Options& o, const std::string&) { o.pull.flat = true; }},
     };
     return flags;
 }

@@ -30,6 +30,7 @@ enum class Command {
     pull,
     images,
     rmi,
+    prune,
     check,
     cdi_generate,
     cdi_list
@@ -43,6 +44,7 @@ struct Options {
 
     // run
     std::string rootfs;
+    std::vector<std::string> image_layers;  // run IMAGE: a layered image's trees, bottom first
     std::vector<std::string> argv;
     bool share_net = false;
     bool root = false;
@@ -96,10 +98,10 @@ struct Options {
     double kill_after = 5;         // --kill-after SEC: grace after SIGTERM/INT/HUP, then kill
     bool die_with_parent = false;  // --die-with-parent
 
-    // pull, images, rmi (image/)
+    // pull, images, rmi, prune (image/)
     struct Pull {
         std::string source, name, cert_dir, creds, authfile, platform;
-        bool insecure = false;
+        bool insecure = false, flat = false;
         std::uint64_t max_size = image::kDefaultMaxSize;  // --max-size
     } pull;
     std::vector<std::string> image_names;  // rmi

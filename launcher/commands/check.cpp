@@ -23,25 +23,18 @@ namespace {
 // A pulled image of that name, unless the operand is a path or a directory (as run decides).
 std::optional<image::Stored> pulled_image(const std::string& operand) {
     struct stat st {};
-    if (operand.find('/') != std::string::npos ||
+    if (operand.empty() || operand[0] == '/' || operand[0] == '.' ||
         (::stat(operand.c_str(), &st) == 0 && S_ISDIR(st.st_mode)))
         return std::nullopt;
-    std::map<std::string, std::string> env;  // only what store_root reads
-    for (const char* k : {"GPUBOX_IMAGES", "XDG_DATA_HOME", "HOME"})
+    std::map<std::string, std::string> env;  // only what store_root and site_roots read
+    for (const char* k : {"GPUBOX_IMAGES", "GPUBOX_IMAGES_RO", "XDG_DATA_HOME", "HOME"})
         if (const char* v = std::getenv(k)) env[k] = v;
-    std::filesystem::path root;
-    try {
-        root = image::store_root(env);
-    } catch (const UsageError&) {
-        return std::nullopt;  // no store to look in
-    }
-    const std::optional<image::StoreDir> store = image::open_store(root, false);
-    return store ? image::find(store->path, operand) : std::nullopt;
+    return image::open_stores(env).find(operand);
 }
 
 // IMAGE|ROOTFS as `gpubox run` would run it: a pulled image brings its Env (under --env), its
 // WorkingDir and its Entrypoint + Cmd as the command to check; a directory, --env and CMD alone.
-void set_target(const Options& o, preflight::Request& r) {
+void set_target(const Options& o, preflight::Request& r, std::vector<std::string>& layers) {
     Options run = o;
     if (const std::optional<image::Stored> img = pulled_image(o.check_target)) {
         const image::Config& c = img->config;
@@ -50,6 +43,7 @@ void set_target(const Options& o, preflight::Request& r) {
         run = apply_image_config(run, *img);
         if (no_cmd) run.argv.clear();
         r.target = {run.rootfs, env_map(run.env)};
+        layers = run.image_layers;
     } else {
         r.target = preflight::resolve_target(o.check_target, env_map(o.env));
     }
@@ -61,7 +55,8 @@ void set_target(const Options& o, preflight::Request& r) {
 
 int check_command(const Options& o) {
     preflight::Request r;
-    set_target(o, r);
+    std::vector<std::string> layers;  // a layered image's, stacked for the view
+    set_target(o, r, layers);
     r.driver_root = o.driver_root;
     r.gpus = gpu::resolve_gpu_spec(o.gpu);
     if (r.gpus.kind == gpu::GpuSpec::Kind::lease)
@@ -69,7 +64,7 @@ int check_command(const Options& o) {
             "check: --gpu auto leases GPUs at run time; name them (indices, UUIDs, all)");
     for (const std::string& e : o.requirements) r.requirements.push_back({"--require", e});
     r.objects = true;
-    const UniqueFd root = rootfs::open_read_only_view(r.target.rootfs, "ROOTFS");
+    const UniqueFd root = rootfs::open_read_only_view(r.target.rootfs, "ROOTFS", layers);
     r.root = root.get();
     const preflight::Report report = preflight::check_image(r);
     std::cout << (o.json ? preflight::render_json(report) : preflight::render_text(report))

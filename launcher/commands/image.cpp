@@ -44,25 +44,33 @@ std::string when(std::int64_t t) {
     return buf;
 }
 
+// A layered image's layer trees (bottom first), which runs stack over its empty rootfs.
+std::vector<std::string> layer_paths(const image::Stored& s) {
+    std::vector<std::string> out;
+    for (const std::filesystem::path& l : s.layers) out.push_back(l.string());
+    return out;
+}
+
 }  // namespace
 
 int pull_command(const Options& o) {
-    const image::PullRequest r{o.pull.source, o.pull.name,     o.pull.insecure, o.pull.cert_dir,
-                               o.pull.creds,  o.pull.authfile, o.pull.platform, o.pull.max_size};
-    const bool progress = ::isatty(2) && !o.quiet;
+    const image::PullRequest r{o.pull.source,   o.pull.name,     o.pull.insecure,
+                               o.pull.cert_dir, o.pull.creds,    o.pull.authfile,
+                               o.pull.platform, o.pull.max_size, o.pull.flat};
+    const image::Progress progress = o.quiet       ? image::Progress::none
+                                     : ::isatty(2) ? image::Progress::terminal
+                                                   : image::Progress::lines;
     const image::PullResult res =
         image::pull(image::store_root(caller_env()), r, caller_env(), progress);
     log::info(cat("stored ", res.digest));
-    std::cerr << "gpubox: " << image::render_summary(res) << "\n";
+    if (!o.quiet) std::cerr << "gpubox: " << image::render_summary(res) << "\n";
     std::cout << res.name << "\n";
     return 0;
 }
 
 int images_command(const Options& o) {
-    const std::optional<image::StoreDir> store =
-        image::open_store(image::store_root(caller_env()), false);
-    const std::vector<image::Stored> all =
-        store ? image::list(store->path) : std::vector<image::Stored>{};
+    const image::Stores stores = image::open_stores(caller_env());
+    const std::vector<image::Stored> all = stores.list();
     if (o.json) {
         nlohmann::json out = nlohmann::json::array();
         for (const image::Stored& s : all)
@@ -71,7 +79,9 @@ int images_command(const Options& o) {
                            {"source", s.source},
                            {"size_bytes", s.size_bytes},
                            {"pulled_unix", s.pulled_unix},
-                           {"rootfs", s.rootfs.string()}});
+                           {"rootfs", s.rootfs.string()},
+                           {"layers", layer_paths(s)},
+                           {"store", s.site ? "site" : "user"}});
         std::cout << out.dump(2) << "\n";
         return 0;
     }
@@ -84,7 +94,7 @@ int images_command(const Options& o) {
         const std::string size = human_size(s.size_bytes);
         std::cout << s.name << std::string(w - s.name.size() + 2, ' ') << short_digest(s.digest)
                   << "  " << size << std::string(size.size() < 11 ? 11 - size.size() : 1, ' ')
-                  << when(s.pulled_unix) << "\n";
+                  << when(s.pulled_unix) << (s.site ? "  site" : "") << "\n";
     }
     return 0;
 }
@@ -92,6 +102,7 @@ int images_command(const Options& o) {
 int rmi_command(const Options& o) {
     const std::optional<image::StoreDir> store =
         image::open_store(image::store_root(caller_env()), false);
+    const image::Stores sites = image::open_stores(caller_env());
     int rc = 0;
     for (const std::string& name : o.image_names) {
         try {
@@ -104,16 +115,33 @@ int rmi_command(const Options& o) {
             rc = 125;
             continue;
         }
-        log::error(cat("rmi: no image ", quote(name), " (gpubox images lists them)"));
+        if (const image::SiteStore* site = sites.site_of(name))
+            log::error(cat("rmi: ", name, " is in the site store ",
+                           quote(site->where.real.string()),
+                           " (read-only: GPUBOX_IMAGES_RO; its admin removes it)"));
+        else log::error(cat("rmi: no image ", quote(name), " (gpubox images lists them)"));
         rc = 125;
     }
     return rc;
+}
+
+int prune_command(const Options&) {
+    const std::optional<image::StoreDir> store =
+        image::open_store(image::store_root(caller_env()), false);
+    const image::Pruned p = store ? image::prune(store->path) : image::Pruned{};
+    std::cout << "pruned " << p.images << (p.images == 1 ? " image, " : " images, ") << p.layers
+              << (p.layers == 1 ? " layer, " : " layers, ") << p.temps
+              << (p.temps == 1 ? " leftover" : " leftovers") << "\n";
+    if (p.in_use)
+        log::info(cat("prune: kept ", p.in_use, " unnamed image(s) a running sandbox holds"));
+    return 0;
 }
 
 Options apply_image_config(const Options& in, const image::Stored& img) {
     image::RunConfig c = image::translate_config(img, {in.env, in.workdir_given, in.argv});
     Options o = in;
     o.rootfs = std::move(c.rootfs);
+    o.image_layers = layer_paths(img);
     o.env = std::move(c.env);
     if (c.workdir) o.workdir = std::move(*c.workdir);
     o.argv = std::move(c.argv);
@@ -134,21 +162,24 @@ Options resolve_run_image(const Options& o, UniqueFd* hold) {
                 "run: missing CMD (usage: gpubox run [OPTIONS] ROOTFS [--] CMD [ARGS...])");
         return o;
     };
-    // A path, or an existing directory: ROOTFS as before, and no store lookup.
+    // An image archive where a directory or an image was expected: say how to store it.
     struct stat st {};
-    if (o.rootfs.find('/') != std::string::npos || !image::valid_name(o.rootfs) ||
+    const auto archive = [&] {
+        if (::stat(o.rootfs.c_str(), &st) == 0 && S_ISREG(st.st_mode))
+            throw PlanError(
+                cat("run: ", quote(o.rootfs), " is a file, not a directory or an image"),
+                cat("to run an image archive, store it first: gpubox pull tar:", o.rootfs,
+                    " (a root filesystem's tar; docker-archive: and oci-archive: for docker "
+                    "save's and OCI archives)"));
+    };
+    // A path ("/x", "./x"), or an existing directory: ROOTFS as before, and no store lookup.
+    if (o.rootfs[0] == '/' || o.rootfs[0] == '.' || !image::valid_name(o.rootfs) ||
         (::stat(o.rootfs.c_str(), &st) == 0 && S_ISDIR(st.st_mode)))
-        return missing_cmd();
-    std::filesystem::path root;
-    try {
-        root = image::store_root(caller_env());
-    } catch (const UsageError&) {
-        return missing_cmd();  // no store to look in: ROOTFS as before
-    }
-    const std::optional<image::StoreDir> store = image::open_store(root, false);
-    const std::optional<image::Stored> img =
-        store ? image::find(store->path, o.rootfs) : std::nullopt;
+        return archive(), missing_cmd();
+    const image::Stores stores = image::open_stores(caller_env());
+    const std::optional<image::Stored> img = stores.find(o.rootfs);
     if (!img) {
+        archive();
         if (::lstat(o.rootfs.c_str(), &st) == 0)
             return missing_cmd();  // run's own "not a usable directory"
         throw UsageError(cat("run: ", quote(o.rootfs),

@@ -1,5 +1,5 @@
 #pragma once
-// `gpubox pull`, `gpubox images`, `gpubox rmi`, and `gpubox run IMAGE`: the launcher's side of
+// `gpubox pull`, `gpubox images`, `gpubox rmi`, `gpubox prune`, and `gpubox run IMAGE`: the launcher's side of
 // image/ (the store, the pull).
 #include "image/store.hpp"
 #include "launcher/cli/options.hpp"
@@ -9,8 +9,9 @@ namespace gpubox::launcher {
 int pull_command(const Options& o);
 int images_command(const Options& o);
 int rmi_command(const Options& o);
+int prune_command(const Options& o);
 
-// `run`'s ROOTFS operand: a directory (or any path with a '/') is used as it is, with no store
+// `run`'s ROOTFS operand: a directory (or a path: "/x", "./x") is used as it is, with no store
 // lookup; else a pulled image's name, whose config then applies (apply_image_config), and
 // `hold` gets the run's hold on it (image::hold_image), for the run request to keep till it ends.
 Options resolve_run_image(const Options& o, UniqueFd* hold = nullptr);

@@ -231,6 +231,7 @@ RunPlan plan_run(const RunRequest& r, const RunInputs& run) {
     p.ns_flags = isolate::plan_namespaces(o.share_net).flags;
     s.ids = isolate::plan_id_maps(::getuid(), ::getgid(), o.root);
     s.image_hold = r.image_hold.get();
+    s.image_layers = o.image_layers;
     rootfs::PlanInputs in;
     // One tmpfs holds every writable in-memory place: unless told otherwise, it may not outgrow
     // the memory limit, or without one, a quarter of the memory the host has available.
@@ -680,7 +681,7 @@ int run_sandbox(const RunRequest& given, RunReport* report) {
         UniqueFd view;
         if (preflight_first || !o.devices.empty() ||
             (o.print_plan && in.gpus.kind != gpu::GpuSpec::Kind::none))
-            view = rootfs::read_only_view_of(root.get(), o.rootfs, "ROOTFS");
+            view = rootfs::read_only_view_of(root.get(), o.rootfs, "ROOTFS", o.image_layers);
         in.view = view.get();
         // --preflight enforce (and --print-plan's warnings) before anything starts; warn runs
         // while the sandbox sets up, on the view init sends.

@@ -24,6 +24,7 @@
 #include "launcher/sandbox/init_loop.hpp"
 #include "isolate/spawn.hpp"
 #include "rootfs/apply.hpp"
+#include "rootfs/view.hpp"
 
 namespace gpubox::launcher {
 namespace {
@@ -59,6 +60,12 @@ void open_kept_layers(const ChildSpec& spec, RunFds& fds, rootfs::RootLayer& lay
         reopen_same(dir + "/upper", "--overlay's DIR/upper", std::move(fds.kept_upper), O_NOFOLLOW);
     layer.kept_work =
         reopen_same(dir + "/work", "--overlay's DIR/work", std::move(fds.kept_work), O_NOFOLLOW);
+}
+
+// A layered image's layers over its empty rootfs directory: from here on ROOTFS is their union.
+UniqueFd stack_image(const ChildSpec& spec, int image) {
+    sys::move_mount(rootfs::stack_layers(spec.image_layers).get(), "layers", image, "ROOTFS");
+    return sys::open_at(AT_FDCWD, spec.plan.root.rootfs, O_PATH | O_DIRECTORY);
 }
 
 // ROOTFS read-only, with its submounts: reads through a read-only mount change no timestamp
@@ -264,6 +271,7 @@ void task_init(void* arg) {
         isolate::apply_ipc_limits(spec.ipc);  // our IPC namespace's, through the host's /proc
         sys::set_umask(0);
         UniqueFd image = reopen_same(spec.plan.root.rootfs, "ROOTFS", std::move(fds.rootfs), 0);
+        if (!spec.image_layers.empty()) image = stack_image(spec, image.get());
         if (spec.send_view) send_root_view(spec, own, image.get());
         // The layer first, so that the monitor can make the GPU's entries in it while we go on.
         rootfs::RootLayer layer = rootfs::open_root_layer(spec.plan, spec.late_plan);

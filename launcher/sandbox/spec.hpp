@@ -35,9 +35,10 @@ struct ChildSpec {
     // The GPU's ops are planned by the monitor while init sets up: init sends its layer's late
     // directory and receives the whole plan (channel::DevicePlan) before it mounts the root.
     bool late_plan = false;
-    cpu_set_t cpus{};        // with late_plan: the user's CPUs, restored once the plan arrives
-    pty::PtySpec pty;        // with the caller at a terminal: the workload makes a pty of its own
-    int image_hold = -1;     // the monitor's hold on a pulled image: init closes its copy
+    cpu_set_t cpus{};     // with late_plan: the user's CPUs, restored once the plan arrives
+    pty::PtySpec pty;     // with the caller at a terminal: the workload makes a pty of its own
+    int image_hold = -1;  // the monitor's hold on a pulled image: init closes its copy
+    std::vector<std::string> image_layers;  // a layered image's trees, stacked over ROOTFS
     bool send_view = false;  // init sends ROOTFS's read-only view (channel::RootView) first
     // Step mode (launcher/monitor/step.hpp): a step's init sets up the root, then runs no
     // workload but keeps the workloads' user namespace (its holder) and reaps; each task joins

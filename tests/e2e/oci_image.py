@@ -9,6 +9,8 @@ written here too, with every digest computed from the bytes, as the image-spec s
 
   oci_image.py test OUT --base ROOTFS --escape DIR --arch ARCH --other-arch ARCH
   oci_image.py big OUT --base ROOTFS --mib N --layers K
+  oci_image.py pair OUT --base ROOTFS --mib N    two images, "one" and "two", sharing the base
+                                                 and an N MiB data layer, each with its /marker
 """
 import argparse
 import gzip
@@ -256,6 +258,23 @@ def big_image(args):
     lay.close()
 
 
+def pair_images(args):
+    """Two images sharing their first two layers (the base, MIB MiB of data): what two tags of
+    one base are in a registry. Each has a layer of its own with /marker naming it."""
+    lay = Layout(args.out)
+    t = Tar()
+    t.tree(args.base)
+    base = t.bytes()
+    t = Tar()
+    t.dir("data")
+    t.big_file("data/blob", args.mib << 20)
+    data = t.bytes()
+    for name in ("one", "two"):
+        lay.tag(lay.image([base, data, marker_layer("marker", name.encode() + b"\n")], args.arch,
+                          {"Cmd": ["/bin/cat", "/marker"]}), name)
+    lay.close()
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="what", required=True)
@@ -271,8 +290,13 @@ def main():
     p.add_argument("--arch", required=True)
     p.add_argument("--mib", type=int, default=1024)
     p.add_argument("--layers", type=int, default=5)
+    p = sub.add_parser("pair")
+    p.add_argument("out")
+    p.add_argument("--base", required=True)
+    p.add_argument("--arch", required=True)
+    p.add_argument("--mib", type=int, default=8)
     args = ap.parse_args()
-    test_images(args) if args.what == "test" else big_image(args)
+    {"test": test_images, "big": big_image, "pair": pair_images}[args.what](args)
     return 0
 
 

@@ -61,6 +61,19 @@ TEST_CASE("archives and layouts: the path, and oci:DIR:TAG's tag") {
     CHECK(skopeo_source(parse_source("docker://h/x:1"), "/x") == "docker://h/x:1");
 }
 
+TEST_CASE("a SOURCE without a transport that names a host is docker://, as podman reads it") {
+    const Source s = parse_source("127.0.0.1:5000/lab/py:1");
+    CHECK(s.kind == Source::Kind::docker);
+    CHECK(s.text == "docker://127.0.0.1:5000/lab/py:1");
+    CHECK(s.host == "127.0.0.1:5000");
+    CHECK(s.repo == "lab/py");
+    CHECK(s.tag == "1");
+    CHECK(parse_source("reg.example/x").host == "reg.example");
+    CHECK(parse_source("localhost/x").kind == Source::Kind::docker);
+    for (const char* bad : {"ubuntu", "lab/py", "./py.tar", "../x/y"})
+        CHECK_THROWS_WITH(parse_source(bad), Contains("unknown transport"));
+}
+
 TEST_CASE("default names") {
     CHECK(default_name(parse_source("docker://h:5000/lab/cuda:12")) == "cuda:12");
     CHECK(default_name(parse_source("docker://h:5000/lab/cuda")) == "cuda:latest");
@@ -73,11 +86,12 @@ TEST_CASE("default names") {
     CHECK(default_name(parse_source("oci:/x/layout:v1")) == "layout:v1");
 }
 
-TEST_CASE("names: no '/', no '..', printable, not hidden") {
-    for (const char* ok : {"cuda:12", "a", "x@sha256:0123456789ab", "my_img-1.0+b"})
+TEST_CASE("names: '/' between parts, no '..', printable, not hidden") {
+    for (const char* ok :
+         {"cuda:12", "a", "x@sha256:0123456789ab", "my_img-1.0+b", "lab/py", "a/b/c:1"})
         CHECK(valid_name(ok));
-    for (const char* bad :
-         {"", "a/b", "..", "a..b", ".hidden", "-flag", "a b", "tab\t", "\xc3\xa9"})
+    for (const char* bad : {"", "/a", "a/", "a//b", "a/.b", "a/-b", "..", "a..b", ".hidden",
+                            "-flag", "a b", "tab\t", "\xc3\xa9"})
         CHECK_FALSE(valid_name(bad));
     CHECK(!valid_name(std::string(129, 'a')));
     CHECK_THROWS_WITH(validate_name("../x"), StartsWith("invalid image name \"../x\""));

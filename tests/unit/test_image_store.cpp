@@ -13,6 +13,7 @@
 #include "common/sys.hpp"
 #include "image/entry_plan.hpp"
 #include "image/limits.hpp"
+#include "image/progress.hpp"
 #include "image/store.hpp"
 #include "image/store_dir.hpp"
 #include "image/tree.hpp"
@@ -89,6 +90,39 @@ TEST_CASE("store: commit, names, find, list, reuse and rmi") {
     CHECK(fs::is_empty(s / "tmp"));
 }
 
+TEST_CASE("store: a name with '/' is a record of its own; site stores from GPUBOX_IMAGES_RO") {
+    test::TempDir t("store4");
+    const fs::path s = t.dir;
+    {
+        StoreLock lock(s);
+        commit_image(s, staged(s, "A=1"), kDigestA);
+        write_name(s, "lab/py", kDigestA, "a", 1);
+    }
+    CHECK(fs::is_regular_file(s / "names/lab%py"));
+    REQUIRE(find(s, "lab/py"));
+    REQUIRE(list(s).size() == 1);
+    CHECK(list(s)[0].name == "lab/py");
+    // Read at one path, named at another (a site store's read-only view and its real path).
+    const auto v = find(StoreView{s, "/site", true}, "lab/py");
+    REQUIRE(v);
+    CHECK(v->site);
+    CHECK(v->rootfs == fs::path("/site/blobs/sha256") / std::string(64, 'a') / "rootfs");
+    CHECK(remove_name(s, "lab/py"));
+    CHECK(site_roots({{"GPUBOX_IMAGES_RO", "/a:rel::/b/c"}}) ==
+          std::vector<fs::path>{"/a", "/b/c"});
+    CHECK(site_roots({}).empty());
+}
+
+TEST_CASE("pull progress: a layer's line on a terminal and off one") {
+    const std::string d = "sha256:0123456789abcdef";
+    CHECK(render_layer(1, 3, d, 4 << 20, 8 << 20, 0.5, false, true) ==
+          "gpubox: pull: layer 1/3 sha256:0123456789ab  4 MiB / 8 MiB  8.0 MiB/s");
+    CHECK(render_layer(3, 3, d, 512, 1024, 1.0, true, true) ==
+          "gpubox: pull: layer 3/3 sha256:0123456789ab  1 KiB / 1 KiB  0.5 KiB/s");
+    CHECK(render_layer(2, 3, d, 8 << 20, 8 << 20, 2.0, true, false) ==
+          "gpubox: pull: layer 2/3 sha256:0123456789ab: 8 MiB in 2.0 s, 4.0 MiB/s");
+}
+
 TEST_CASE("store: rmi leaves an image a run holds, and the run finds one rmi removed") {
     test::TempDir t("store3");
     const fs::path s = t.dir;
@@ -121,7 +155,7 @@ TEST_CASE("store: a name pointed elsewhere moves atomically; bad records are err
         write_name(s, "n", kDigestB, "b", 2);
     }
     CHECK(find(s, "n")->digest == kDigestB);
-    CHECK_THROWS_AS(write_name(s, "a/b", kDigestA, "", 0), UsageError);
+    CHECK_THROWS_AS(write_name(s, "a//b", kDigestA, "", 0), UsageError);
     put(s / "names/broken", R"({"digest": "sha256:../../x"})");
     CHECK_THROWS_AS(find(s, "broken"), std::runtime_error);
     REQUIRE(list(s).size() == 1);  // the broken record is left out, the rest listed
