@@ -136,7 +136,8 @@ private:
         };
         if (deadline_) t = until(*deadline_);
         if (grace_end_) t = t < 0 ? until(*grace_end_) : std::min(t, until(*grace_end_));
-        if (s_.limits.cpu_seconds && s_.cgroup.caps.usable) t = t < 0 ? kCpuPollMs : std::min(t, kCpuPollMs);
+        if (s_.limits.cpu_seconds && s_.cgroup.caps.usable)
+            t = t < 0 ? kCpuPollMs : std::min(t, kCpuPollMs);
         if (sampler_ && s_.sample_ms) {
             const std::uint64_t now = sys::monotonic_ns();
             const int due = due_ > now ? static_cast<int>((due_ - now + 999999) / 1000000) : 0;

@@ -61,7 +61,7 @@ struct RunFds {
     UniqueFd rootfs;         // O_PATH of ROOTFS: init checks its own against it; the monitor
                              // makes the GPU's entries below it
     UniqueFd monitor_pidfd;  // the monitor, for init's die-with-parent
-    UniqueFd kept_upper, kept_work;  // --overlay DIR: what init checks its own layers against
+    UniqueFd kept_upper, kept_work;   // --overlay DIR: what init checks its own layers against
     UniqueFd join_init, join_holder;  // Role::joined: the pidfds of the sandbox's init and holder
 };
 
