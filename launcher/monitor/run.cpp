@@ -565,11 +565,12 @@ namespace {
 
 // The keeper's work (launcher/monitor/step.hpp): the step's sandbox, started as a private one is, with
 // no cgroup of a task's and no workload; ready once its init sends StepReady.
-step::Made make_step_sandbox(const Options& o, RunPlan& plan, int rootfs,
-                             const gpu::GpuSpec& gpus) {
+step::Made make_step_sandbox(const Options& o, RunPlan& plan, const gpu::GpuSpec& gpus) {
     plan.spec.role = ChildSpec::Role::step_init;
     RunFds fds;
-    fds.rootfs = sys::dup_cloexec(rootfs);
+    // The keeper holds none of the task's fds (step.cpp's detach_fds): the step's sandbox is a
+    // run of its own, whose init checks its own open of ROOTFS against this one.
+    fds.rootfs = rootfs::open_directory(o.rootfs, "ROOTFS");
     sys::socketpair(fds.monitor.control, fds.sandbox.control);
     fds.monitor_pidfd = sys::pidfd_open(::getpid());
     if (plan.devices_later) plan.spec.cpus = sys::affinity();
@@ -705,7 +706,7 @@ int run_sandbox(const RunRequest& given, RunReport* report) {
             plan.sample_ms = 0;
             plan.spec.meters = false;
             plan.step = step::join(*step_key,
-                                   [&] { return make_step_sandbox(o, plan, root.get(), in.gpus); });
+                                   [&] { return make_step_sandbox(o, plan, in.gpus); });
             plan.spec.role = ChildSpec::Role::joined;
             plan.spec.join_ns =
                 CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS;
