@@ -62,6 +62,11 @@ RunFacts preflight_run(Mode mode, const Request& r) {
         const HostFacts host = discover_host_facts(r.driver_root, spec, cpu);
         report = plan_findings(
             image, host, gpus ? collect_requirements(r.target.env) : std::vector<Requirement>{});
+        if (gpus && !host.gpus.empty()) {
+            facts.decision = report.compat;
+            facts.decided_driver = host.driver;
+            for (const GpuFacts& g : host.gpus) facts.decided_brands.push_back(g.brand);
+        }
     } catch (...) {
         log::debug("preflight: skipped: " + describe(std::current_exception()));
         return {};
@@ -79,10 +84,12 @@ RunFacts preflight_run(Mode mode, const Request& r) {
 
 std::vector<std::pair<std::string, std::string>> forward_compat(
     const std::optional<CompatFacts>& compat, const std::optional<std::string>& driver,
-    const std::vector<std::string>& models, std::string& why) {
+    const std::vector<std::string>& models, std::string& why, const RunFacts& taken) {
     std::vector<std::string> brands;
     for (const std::string& m : models) brands.push_back(brand_of(m));
-    const CompatDecision d = decide_compat(compat, driver, brands);
+    const bool same =
+        taken.decision && taken.decided_driver == driver && taken.decided_brands == brands;
+    const CompatDecision d = same ? *taken.decision : decide_compat(compat, driver, brands);
     why = d.present ? cat(d.use ? "using " : "not using ", compat->dir, ": ", d.reason) : "";
     return d.use ? compat_overrides(*compat) : std::vector<std::pair<std::string, std::string>>{};
 }

@@ -43,15 +43,23 @@ Report check_image(const Request& r);
 struct RunFacts {
     bool compat_read = false;           // the image's compat directory was looked at
     std::optional<CompatFacts> compat;  // and this is what it holds (none: no compat libcuda)
+    // The forward-compatibility decision the preflight took and what it took it on: the host
+    // driver's version and the named GPUs' brands. None where the GPUs are named only later (a
+    // lease, Slurm's): the planner then decides, on the same compat facts.
+    std::optional<CompatDecision> decision;
+    std::optional<std::string> decided_driver;
+    std::vector<std::string> decided_brands;
 };
 RunFacts preflight_run(Mode mode, const Request& r);
 
 // The run's GPU planner: the image's forward-compatibility libraries that win in the sandbox's
 // ld.so.cache ((stem, container path) pairs, see compat_overrides), or none. `why` gets the
 // decision either way ("" when the image has no compat libcuda). `compat`: the image's compat
-// directory, as the preflight read it (RunFacts), else discover_compat's.
+// directory, as the preflight read it (RunFacts), else discover_compat's. `taken`: the
+// preflight's, whose decision is the one used where it was taken on this driver and these GPUs,
+// so that the preflight's warning and the run's mounts never disagree.
 std::vector<std::pair<std::string, std::string>> forward_compat(
     const std::optional<CompatFacts>& compat, const std::optional<std::string>& driver,
-    const std::vector<std::string>& models, std::string& why);
+    const std::vector<std::string>& models, std::string& why, const RunFacts& taken = {});
 
 }  // namespace gpubox::preflight

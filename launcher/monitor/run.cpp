@@ -193,10 +193,12 @@ std::vector<rootfs::MountOp> plan_gpus(const Options& o, RunPlan& plan, int root
     std::vector<std::string> models;
     for (const gpu::Gpu& g : selected) models.push_back(g.model);
     std::string compat;
-    // The compat directory as the preflight read it, where it did: one read of ROOTFS for both.
+    // The compat directory as the preflight read it, where it did: one read of ROOTFS for both;
+    // and its decision, where it was taken on these GPUs (not a lease's, named only now).
     const std::optional<preflight::CompatFacts> facts =
         plan.preflight.compat_read ? plan.preflight.compat : preflight::discover_compat(root);
-    image.compat_first = preflight::forward_compat(facts, inv.nvidia_version, models, compat);
+    image.compat_first =
+        preflight::forward_compat(facts, inv.nvidia_version, models, compat, plan.preflight);
     if (!compat.empty()) log::info("gpu: forward compatibility: " + compat);
     gpu::GpuPlan gp = gpu::plan_gpu_mounts(inv, selected, o.gpu_caps, image);
     summary = std::move(gp.summary);

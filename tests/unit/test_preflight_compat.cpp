@@ -4,6 +4,7 @@
 
 #include "preflight/compat.hpp"
 #include "preflight/findings.hpp"
+#include "preflight/preflight.hpp"
 
 using namespace gpubox::preflight;
 
@@ -159,4 +160,25 @@ TEST_CASE("findings: fat binaries against compute capability, x86-64 level again
     CHECK(r.findings[0].detail.find("avx512f") != std::string::npos);
     h.cpu_flags += " avx512f avx512bw avx512cd avx512dq avx512vl";
     CHECK(verdicts(plan_findings(img, h, {}), "isa") == std::vector<Verdict>{Verdict::fits});
+}
+
+TEST_CASE("forward compatibility: the run's planner takes the preflight's decision, once") {
+    const CompatFacts c = compat("570.86.10", true);
+    const std::vector<std::string> h100 = {"NVIDIA H100 80GB HBM3"};
+    std::string why;
+    // Decided here: newer, supported, a datacenter GPU.
+    CHECK(forward_compat(c, std::string("550.54.14"), h100, why).size() == 2);
+    // The preflight's decision on the same driver and GPUs is the one used, whatever it was,
+    // so that its warning and the run's mounts cannot disagree.
+    RunFacts taken;
+    taken.decision = CompatDecision{true, false, "", "taken by the preflight"};
+    taken.decided_driver = "550.54.14";
+    taken.decided_brands = {brand_of(h100[0])};
+    CHECK(forward_compat(c, std::string("550.54.14"), h100, why, taken).empty());
+    CHECK(why == "not using " + c.dir + ": taken by the preflight");
+    // Taken on other GPUs (a lease names them only later) or another driver: decided anew.
+    RunFacts other = taken;
+    other.decided_brands = {brand_of("NVIDIA GeForce RTX 4090")};
+    CHECK(forward_compat(c, std::string("550.54.14"), h100, why, other).size() == 2);
+    CHECK(forward_compat(c, std::string("550.90.07"), h100, why, taken).size() == 2);
 }
