@@ -5,8 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "image/store.hpp"
-
 namespace gpubox::image {
 
 struct Descriptor {
@@ -17,6 +15,14 @@ struct Descriptor {
 struct Manifest {
     Descriptor config;
     std::vector<Descriptor> layers;
+};
+
+// The parts of an image's config that gpubox honours, plus what `images` shows.
+struct Config {
+    std::vector<std::string> env;  // "KEY=VALUE", in the image's order
+    std::string working_dir;
+    std::vector<std::string> entrypoint, cmd;
+    std::string user, os, architecture;
 };
 
 // index.json of a layout with exactly the one manifest skopeo wrote.

@@ -29,17 +29,11 @@
 #include <string_view>
 #include <vector>
 
+#include "image/oci.hpp"  // Config
+
 #include "common/unique_fd.hpp"
 
 namespace gpubox::image {
-
-// The parts of an image's config that gpubox honours, plus what `images` shows.
-struct Config {
-    std::vector<std::string> env;  // "KEY=VALUE", in the image's order
-    std::string working_dir;
-    std::vector<std::string> entrypoint, cmd;
-    std::string user, os, architecture;
-};
 
 struct Stored {
     std::string name, digest, source;  // digest: "sha256:<64 hex>" of the manifest
