@@ -561,12 +561,8 @@ void check_before_start(const Options& o, int rootfs) {
             "them with --overlay DIR");
 }
 
-}  // namespace
-
-namespace {
-
-// The keeper's work (launcher/monitor/step.hpp): the step's sandbox, started as a private one is, with
-// no cgroup of a task's and no workload; ready once its init sends StepReady.
+// The keeper's work (launcher/monitor/step.hpp): the step's sandbox, started as a private one
+// is, with no cgroup of a task's and no workload; ready once its init sends StepReady.
 step::Made make_step_sandbox(const Options& o, RunPlan& plan, const gpu::GpuSpec& gpus) {
     plan.spec.role = ChildSpec::Role::step_init;
     RunFds fds;
