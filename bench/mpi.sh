@@ -32,6 +32,12 @@ chmod 0755 "$T"
 NODE=benchmpi$RANDOM
 stop_all() {
     local p pids=()
+    # The allocation and its steps first: a slurmstepd outlives a killed slurmd (seen: one left
+    # running for an hour after a run).
+    if [ -s "$T/slurmctld.pid" ]; then
+        scancel --full $(squeue -h -o %i 2>/dev/null) 2>/dev/null || true
+        for _ in $(seq 100); do [ -z "$(squeue -h 2>/dev/null)" ] && break; sleep 0.1; done
+    fi
     for p in slurmd slurmctld munged; do [ -s "$T/$p.pid" ] && pids+=("$(cat "$T/$p.pid")"); done
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
     for p in "${pids[@]}"; do

@@ -15,14 +15,8 @@ std::vector<std::string> build_environment(
         {"LANG", "C.UTF-8"},
     };
     if (caller_term && *caller_term) env.emplace_back("TERM", caller_term);
-    for (const auto& [k, v] : assignments) {
-        auto it = std::find_if(env.begin(), env.end(), [&](auto& e) { return e.first == k; });
-        if (it != env.end()) it->second = v;
-        else env.emplace_back(k, v);
-    }
-    std::vector<std::string> out;
-    for (const auto& [k, v] : env) out.push_back(k + "=" + v);
-    return out;
+    env.insert(env.end(), assignments.begin(), assignments.end());  // a later one wins, in place
+    return render_environment(env);
 }
 
 std::vector<std::string> render_environment(
