@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
             case Command::run: {
                 RunRequest r;  // with a pulled image's hold: rmi leaves it alone while this runs
                 r.options = resolve_run_image(o, &r.image_hold);
+                r.options.named_image = o.rootfs;
                 return run_sandbox(r);
             }
             case Command::pull: return pull_command(o);
@@ -73,6 +74,8 @@ int main(int argc, char** argv) {
             case Command::check: return check_command(o);
             case Command::cdi_generate: return cdi_generate_command(o);
             case Command::cdi_list: return cdi_list_command(o);
+            case Command::ps: return ps_command(o);
+            case Command::exec: return exec_sandbox(o);
         }
     } catch (const UsageError&) {
         // The command line did not parse: still leave a verdict where --meta asked for one.

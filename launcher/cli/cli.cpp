@@ -66,6 +66,16 @@ const std::vector<CommandInfo>& commands() {
          "Remove what no image name uses: image trees left without a name, layers no image "
          "has, and leftovers of pulls that were killed. Never what a running sandbox holds.",
          no_flags()},
+        {"ps", "[--json]",
+         "List the caller's running named sandboxes (run --name): name, init's pid, image or "
+         "ROOTFS, GPUs, limits, uptime. Another user's are never listed.",
+         ps_flags()},
+        {"exec", "[OPTIONS] NAME [--] CMD [ARGS...]",
+         "Run CMD in the caller's running sandbox NAME: in its namespaces and root, as its "
+         "workload (the same user namespace, seccomp filter and rlimits, no capability, in its "
+         "cgroup and counted in its limits), with the workload's environment and --env; killed "
+         "when the sandbox ends. Exits with CMD's status. Only the sandbox's owner can.",
+         exec_flags()},
         {"check",
          "[--gpu SPEC] [--driver-root DIR] [--require EXPR]... [--json] IMAGE|ROOTFS [CMD]",
          "Say whether the image can run on this node, before it is queued or started: one line per "
@@ -243,6 +253,23 @@ void parse_check(Options& o, const std::vector<std::string>& args) {
         throw UsageError(cat("check: unexpected argument ", quote(o.argv[1]), " (one CMD)"));
 }
 
+// ps [--json]; exec [OPTIONS] NAME [--] CMD [ARGS...]
+void parse_named(Options& o, const std::vector<std::string>& args) {
+    const bool ps = o.command == Command::ps;
+    std::size_t i = parse_flags(o, args[0], ps ? ps_flags() : exec_flags(), args, 1);
+    if (o.command == Command::help) return;
+    if (ps) {
+        if (i < args.size()) throw UsageError(cat("ps: unexpected argument ", quote(args[i])));
+        return;
+    }
+    const char* usage = " (usage: gpubox exec [OPTIONS] NAME [--] CMD [ARGS...])";
+    if (i >= args.size()) throw UsageError(cat("exec: missing NAME", usage));
+    o.name = args[i++];
+    if (i < args.size() && args[i] == "--") ++i;
+    if (i >= args.size()) throw UsageError(cat("exec: missing CMD", usage));
+    o.argv.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+}
+
 void parse_cdi(Options& o, const std::vector<std::string>& args) {
     const std::string sub = args.size() > 1 ? args[1] : "";
     if (sub == "--help" || sub == "-h") {
@@ -286,6 +313,8 @@ Options parse_command_line(const std::vector<std::string>& args) {
     else if (cmd == "prune") o.command = Command::prune, parse_image_command(o, args);
     else if (cmd == "check") o.command = Command::check, parse_check(o, args);
     else if (cmd == "cdi") parse_cdi(o, args);
+    else if (cmd == "ps") o.command = Command::ps, parse_named(o, args);
+    else if (cmd == "exec") o.command = Command::exec, parse_named(o, args);
     else throw UsageError(cat("unknown command ", quote(cmd), " (try gpubox --help)"));
     if (o.help_topic == "rootfs") o.help_topic = "rootfs create";
     if (o.help_topic == "cdi") o.help_topic = "cdi generate";

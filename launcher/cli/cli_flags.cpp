@@ -230,6 +230,10 @@ const Flags& run_flags() {
          "refuse to run (exit 125) without a cgroup v2 with the memory controller: exact limits "
          "or none",
          [](Options& o, const std::string&) { o.require_cgroup = true; }},
+        {"--name", "NAME",
+         "name the sandbox, so that 'gpubox ps' lists it and 'gpubox exec NAME CMD' runs CMD in "
+         "it (unique among the caller's running sandboxes)",
+         [](Options& o, const std::string& v) { o.name = v; }},
         {"--print-plan", nullptr,
          "print namespaces, id maps, mounts, limits and the seccomp policy; run nothing",
          [](Options& o, const std::string&) { o.print_plan = true; }},
@@ -372,6 +376,35 @@ const Flags& images_flags() {
          "machine-readable output: name, digest, source, size, pulled time, rootfs",
          [](Options& o, const std::string&) { o.json = true; }},
     };
+    return flags;
+}
+
+// Named sandboxes: ps, and exec, whose flags are run's own where they mean the same.
+const Flags& ps_flags() {
+    static const Flags flags = {
+        {"--json", nullptr,
+         "machine-readable output: name, pid, image, gpus, limits, cgroup, started, uptime_s",
+         [](Options& o, const std::string&) { o.json = true; }},
+    };
+    return flags;
+}
+
+const Flags& exec_flags() {
+    static const Flags flags = [] {
+        Flags f;
+        for (const Flag& r : run_flags())
+            for (const char* name : {"--env", "--env-file", "--workdir", "--quiet", "-v", "-vv"})
+                if (std::string(r.name) == name) f.push_back(r);
+        // docker's and podman's habit: a pty comes anyway where stdin and stdout are terminals.
+        for (const char* name : {"-i", "-t", "-it", "-ti", "--interactive", "--tty"})
+            f.push_back({name, nullptr,
+                         std::string(name) == "-it"
+                             ? "accepted for docker's habit: CMD gets a pty of its own where "
+                               "stdin and stdout are terminals, as run's workload does"
+                             : nullptr,
+                         [](Options&, const std::string&) {}});
+        return f;
+    }();
     return flags;
 }
 

@@ -27,6 +27,8 @@ const Flags& check_flags();
 const Flags& create_flags();
 const Flags& pull_flags();
 const Flags& images_flags();
+const Flags& ps_flags();
+const Flags& exec_flags();
 const Flags& isolate_flags();
 const Flags& no_flags();
 

@@ -33,7 +33,9 @@ enum class Command {
     prune,
     check,
     cdi_generate,
-    cdi_list
+    cdi_list,
+    ps,
+    exec
 };
 
 struct Options {
@@ -109,6 +111,10 @@ struct Options {
     preflight::Mode preflight = preflight::Mode::warn;  // run --preflight
     std::vector<std::string> requirements;              // check --require EXPR (validated)
     std::string check_target;                           // check IMAGE|ROOTFS; argv: its CMD
+
+    // Named sandboxes (launcher/monitor/named.hpp): run --name NAME, exec NAME
+    std::string name;
+    std::string named_image;  // ps's IMAGE: what run was given (an image's name, or ROOTFS)
 
     // rootfs create
     std::string create_dir;

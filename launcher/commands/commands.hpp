@@ -8,5 +8,6 @@ int create_rootfs_command(const Options& o);
 int list_command(const Options& o);
 int doctor_command(const Options& o);
 int check_command(const Options& o);
+int ps_command(const Options& o);  // ps.cpp: the caller's named sandboxes
 
 }  // namespace gpubox::launcher

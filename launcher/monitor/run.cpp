@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <algorithm>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <iostream>
 
@@ -426,8 +427,10 @@ isolate::Spawned join_sandbox(const RunPlan& plan, RunFds& fds, isolate::Cgroup&
     std::cout.flush();
     std::cerr.flush();
     ChildArgs args{&plan.spec, &fds};
-    isolate::Spawned go_between =
-        isolate::spawn_sandbox(0, cgroup.caps.usable ? cgroup.dir.get() : -1, join_entry, &args);
+    const int into = plan.into_cgroup.valid() ? plan.into_cgroup.get()
+                     : cgroup.caps.usable     ? cgroup.dir.get()
+                                              : -1;
+    isolate::Spawned go_between = isolate::spawn_sandbox(0, into, join_entry, &args);
     fds.sandbox = {};
     fds.monitor_pidfd.reset(), fds.rootfs.reset(), fds.join_init.reset(), fds.join_holder.reset();
     std::optional<channel::Joined> joined =
@@ -460,6 +463,44 @@ UniqueFd monitor_view(const Options& o, RunPlan& plan, RunFds& fds, UniqueFd mad
     return view;
 }
 
+// ps's LIMITS column: "memory=64M,wall=10s,cpu=2s,pids=64", as the options give them.
+std::string named_limits(const isolate::Limits& l) {
+    std::vector<std::string> out;
+    auto secs = [](double s) {
+        char b[32];
+        std::snprintf(b, sizeof b, "%gs", s);
+        return std::string(b);
+    };
+    if (l.memory_bytes) out.push_back("memory=" + unit_size(*l.memory_bytes));
+    if (l.wall_seconds) out.push_back("wall=" + secs(*l.wall_seconds));
+    if (l.cpu_seconds) out.push_back("cpu=" + secs(*l.cpu_seconds));
+    if (l.pids && *l.pids) out.push_back(cat("pids=", *l.pids));
+    return join(out, ",");
+}
+
+// run --name: the entry ps shows and exec reads (launcher/monitor/named.hpp), once init runs.
+void publish_named(const Options& o, RunPlan& plan, pid_t init) {
+    named::Entry e;
+    e.name = o.name;
+    e.pid = init;
+    e.start = named::start_time(init);
+    e.monitor = ::getpid();
+    e.started = std::time(nullptr);
+    e.rootfs = o.named_image.empty() ? o.rootfs : o.named_image;
+    e.gpus = plan.gpu_summary.empty() ? "none" : std::to_string(plan.gpu_summary.size());
+    e.limits = named_limits(o.limits);
+    e.seccomp = !o.seccomp ? "off" : o.seccomp_bpf.empty() ? "default" : o.seccomp_bpf;
+    e.refuse_memfd = !plan.spec.limits_bpf.bytes.empty();
+    e.nested = plan.spec.ids.nested;
+    e.own_net = plan.spec.new_net;
+    if (plan.cgroup.caps.usable) e.cgroup = plan.cgroup.path;
+    for (const isolate::RlimitOp& r : plan.spec.rlimits)
+        e.rlimits.emplace_back(r.resource, r.value);
+    e.workdir = plan.spec.workdir;
+    e.env = plan.spec.env;
+    plan.named.publish(e);
+}
+
 // Everything from the channels to the verdict; exceptions before the sandbox exists propagate.
 RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, int parent_pidfd,
                                const RunInputs& run, UniqueFd rootfs, UniqueFd view) {
@@ -472,7 +513,7 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, int parent_pidfd
     const bool joins = plan.spec.role == ChildSpec::Role::joined;
     if (joins) {
         fds.join_init = sys::dup_cloexec(plan.step.init.get());
-        fds.join_holder = sys::dup_cloexec(plan.step.holder.get());
+        if (plan.step.holder.valid()) fds.join_holder = sys::dup_cloexec(plan.step.holder.get());
     }
     isolate::Spawned child =
         joins ? join_sandbox(plan, fds, cgroup) : start_sandbox(plan, fds, cgroup);
@@ -485,6 +526,7 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, int parent_pidfd
         throw;
     }
     view.reset();
+    if (plan.named.held()) publish_named(o, plan, child.pid);
     term.attach(std::move(fds.monitor.pty));
     Ends& m = fds.monitor;
     RunOutcome out =
@@ -619,6 +661,15 @@ int run_sandbox(const RunRequest& given, RunReport* report) {
         UniqueFd root = rootfs::open_directory(o.rootfs, "ROOTFS");
         in.rootfs = root.get();
         check_before_start(o, root.get());
+        named::Claim name;  // taken first: a name in use is refused before anything starts
+        if (!o.name.empty() && !o.print_plan) {
+            if (step_key)
+                throw PlanError(
+                    "run: --name: a step's tasks share one sandbox, which no one of "
+                    "them names",
+                    "drop --name, or --no-step for a sandbox of this task's own");
+            name = named::claim(o.name);
+        }
         try {
             in.gpus = gpu::resolve_gpu_spec(o.gpu);
         } catch (...) {
@@ -635,6 +686,8 @@ int run_sandbox(const RunRequest& given, RunReport* report) {
         // while the sandbox sets up, on the view init sends.
         if (preflight_first) in.preflight = run_preflight(o, view.get(), in.gpus);
         plan = plan_run(r, in);
+        plan.named = std::move(name);
+        plan.spec.joinable = plan.named.held();
         if (!o.overlay.empty() && !o.print_plan) {  // before a cgroup exists: nothing to undo
             plan.kept = open_kept_overlay(o.overlay, o.rootfs);
             plan.spec.plan.root.overlay_dir = plan.kept.dir;  // as the kernel resolved it
@@ -680,6 +733,50 @@ int run_sandbox(const RunRequest& given, RunReport* report) {
         } catch (...) {}
         throw;
     }
+}
+
+int exec_sandbox(const Options& o) {
+    named::Target target = named::find(o.name);
+    const named::Entry& e = target.entry;
+    RunPlan plan;
+    ChildSpec& s = plan.spec;
+    // Joined as a step's task joins (join_main): init's namespaces, then the workload's user
+    // namespace (ChildSpec::into_named), the sandbox's cgroup, filter and rlimits.
+    s.role = ChildSpec::Role::joined;
+    s.into_named = true;
+    s.join_ns = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
+                CLONE_NEWCGROUP | (e.own_net ? CLONE_NEWNET : 0);
+    s.ids.nested = e.nested;
+    s.argv = o.argv;
+    std::vector<std::pair<std::string, std::string>> env;
+    for (const std::string& kv : e.env)
+        if (const auto eq = kv.find('='); eq != std::string::npos)
+            env.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+    for (const auto& [k, v] : o.env) {  // --env wins
+        std::erase_if(env, [&](const auto& p) { return p.first == k; });
+        env.emplace_back(k, v);
+    }
+    s.env = render_environment(env);
+    s.exec_candidates = plan_exec_candidates(o.argv[0], s.env);
+    s.workdir = o.workdir_given ? o.workdir : e.workdir;
+    for (auto [resource, value] : e.rlimits)
+        s.rlimits.push_back({resource, static_cast<rlim_t>(value), cat("rlimit ", resource)});
+    s.seccomp = e.seccomp != "off";
+    if (e.seccomp == "default") s.bpf = isolate::default_filter();
+    else if (s.seccomp) s.bpf = isolate::load_bpf_file(e.seccomp);
+    if (e.refuse_memfd) s.limits_bpf = isolate::refuse_memfd_filter();
+    if (!e.cgroup.empty()) {
+        plan.into_cgroup = sys::open_at(AT_FDCWD, e.cgroup, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+        if (sys::fstat(plan.into_cgroup.get(), e.cgroup).st_uid != ::geteuid())
+            throw PlanError(
+                cat("exec: the sandbox's cgroup ", quote(e.cgroup), " is not the caller's own"));
+    }
+    plan.step.init = std::move(target.init);
+    RunInputs in;
+    const RunOutcome out = spawn_and_supervise(o, plan, -1, in, UniqueFd(), UniqueFd());
+    const Verdict v = judge(out, o.limits);
+    if (out.setup_failed) report_setup_failure(out);
+    return v.gpubox_exit;
 }
 
 }  // namespace gpubox::launcher

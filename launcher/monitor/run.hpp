@@ -11,6 +11,7 @@
 #include "launcher/monitor/verdict.hpp"
 #include "launcher/monitor/kept_overlay.hpp"
 #include "preflight/preflight.hpp"
+#include "launcher/monitor/named.hpp"
 #include "launcher/monitor/step.hpp"
 #include "rootfs/plan.hpp"
 
@@ -37,7 +38,9 @@ struct RunPlan {
     // What the preflight read of ROOTFS that the GPU plan decides on again (forward
     // compatibility), so that both judge the same tree.
     preflight::RunFacts preflight;
-    step::Member step;  // step mode: this task's membership, and the sandbox it joins
+    step::Member step;     // step mode: this task's membership, and the sandbox it joins
+    named::Claim named;    // run --name: the name, held while the run lasts
+    UniqueFd into_cgroup;  // exec NAME: the named sandbox's cgroup, which its task joins
     int sample_ms = 0;  // without a cgroup: how often the monitor measures the sandbox (0: never)
     std::uint64_t sampled_memory_limit = 0;  // the memory limit those samples enforce, if any
 };
@@ -73,6 +76,10 @@ struct RunReport {
 };
 int run_sandbox(const RunRequest& r, RunReport* report = nullptr);
 int run_sandbox(const Options& o, RunReport* report = nullptr);  // holds nothing
+
+// exec NAME CMD: CMD in the caller's running sandbox NAME (launcher/monitor/named.hpp), as its
+// workload is; returns CMD's exit status as run does the workload's.
+int exec_sandbox(const Options& o);
 
 // An XX verdict (JSON) at `path` for a command line that did not parse; "" does nothing.
 void write_usage_failure_meta(const std::string& path, const std::string& message);

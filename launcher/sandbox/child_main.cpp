@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <sstream>
 
 #include "common/error.hpp"
 #include "common/sys.hpp"
@@ -219,6 +220,21 @@ void send_meters(const Ends& own, const UniqueFd& tmpfs) {
     }
 }
 
+// A named sandbox's workload: pid 2 of its pid namespace (init's first and only fork), while
+// it runs. Its pidfd, checked to be init's child after it was opened, so that the pid names
+// it and nothing started since.
+UniqueFd named_workload() {
+    UniqueFd fd = sys::pidfd_open(2);
+    const std::string stat = sys::read_file("/proc/2/stat", 4096);
+    const auto close = stat.rfind(')');
+    std::istringstream after(stat.substr(close == std::string::npos ? 0 : close + 1));
+    std::string state;
+    long ppid = 0;
+    if (close == std::string::npos || !(after >> state >> ppid) || ppid != 1 || state == "Z")
+        throw SetupError("exec: the sandbox's workload (pid 2) is gone");
+    return fd;
+}
+
 struct TaskArgs {
     const ChildSpec* spec;
     RunFds* fds;
@@ -234,6 +250,7 @@ void task_init(void* arg) {
         die_with_parent(fds.monitor_pidfd);
         sys::prctl(PR_SET_DUMPABLE, 0, "PR_SET_DUMPABLE, 0");
         sys::prctl(PR_SET_CHILD_SUBREAPER, 1, "PR_SET_CHILD_SUBREAPER, 1");
+        if (spec.into_named) fds.join_holder = named_workload();
         const pid_t pid = sys::fork("the workload");
         if (pid == 0) workload_main(spec, own, fds.join_holder.get());
         fds.join_holder.reset();
@@ -291,6 +308,9 @@ void task_init(void* arg) {
         rootfs::enter_root(root.mnt.get());
         if (spec.role == ChildSpec::Role::step_init) step_init(spec, own);
         if (spec.meters) send_meters(own, root.tmpfs);  // before the workload can touch /proc
+        // Named: its owner's exec enters us by pidfd, which takes ptrace read access. The
+        // workload still cannot reach us: no capability of our user namespace (as step_init).
+        if (spec.joinable) sys::prctl(PR_SET_DUMPABLE, 1, "PR_SET_DUMPABLE, 1");
         const pid_t pid = sys::fork("the workload");
         if (pid == 0) workload_main(spec, own);
         init_loop(own, pid);

@@ -45,6 +45,12 @@ struct ChildSpec {
     // it (join_main): enters init's namespaces (join_ns), and its workload the holder's.
     enum class Role { own, step_init, joined } role = Role::own;
     int join_ns = 0;
+    // Named sandboxes (launcher/monitor/named.hpp): a named run's init turns dumpable once set
+    // up, so that its owner's `gpubox exec` may enter it by pidfd (as a step's init does); an
+    // exec's task (Role::joined) gives its workload the user namespace of the sandbox's
+    // workload, pid 2 there, instead of a step's holder's.
+    bool joinable = false;
+    bool into_named = false;
     std::vector<int> keep_fds;  // open across exec, ascending: PMI_FD, --preserve-fds
 };
 
