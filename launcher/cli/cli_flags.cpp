@@ -233,7 +233,10 @@ const Flags& run_flags() {
         {"--name", "NAME",
          "name the sandbox, so that 'gpubox ps' lists it and 'gpubox exec NAME CMD' runs CMD in "
          "it (unique among the caller's running sandboxes)",
-         [](Options& o, const std::string& v) { o.name = v; }},
+         [](Options& o, const std::string& v) {
+             if (v.empty()) throw UsageError("run: --name \"\": the name is empty");
+             o.name = v;
+         }},
         {"--print-plan", nullptr,
          "print namespaces, id maps, mounts, limits and the seccomp policy; run nothing",
          [](Options& o, const std::string&) { o.print_plan = true; }},

@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# Named sandboxes: run --name, ps, exec NAME CMD (docs/exec.md). Two real users, as root only
+# orchestrates: uid 65534 owns the sandboxes, uid 65533 attacks them. Checks: exec runs in the
+# sandbox (its pid namespace and root, NoNewPrivs, seccomp, no capability), CMD's exit status,
+# stdin, --env and --workdir; the exec'd process counted in the sandbox's --memory-limit and
+# killed when the sandbox ends; ps and ps --json; a stale entry after kill -9 of the monitor;
+# names unique per user and checked; another user's ps, exec and nsenter refused; a registry
+# another user made, or a symlink planted in ours, refused.
+export E2E_AS_ROOT=1
+. "$(dirname "$0")/lib.sh"
+must_work() { [ "${GPUBOX_TESTS_MUST_WORK:-0}" = 1 ]; }
+skip() { if must_work; then echo "Bail out! $1"; exit 1; fi; echo "1..0 # SKIP $1"; exit 77; }
+[ "$(id -u)" = 0 ] || skip "needs root to act as two users (uid 65534 and 65533)"
+command -v setpriv >/dev/null || skip "setpriv is missing (util-linux)"
+
+T=$(mktemp -d /tmp/gpubox-exec.XXXXXX)
+chmod 0755 "$T"
+cd "$T" || exit 1
+install -m 0755 "$GPUBOX" "$T/gpubox"
+mkdir -m 0700 "$T/u" "$T/a" "$T/run-u" "$T/run-a" && chown 65534:65534 "$T/u" "$T/run-u" &&
+    chown 65533:65533 "$T/a" "$T/run-a" || { echo "Bail out! cannot make the users' directories"; exit 1; }
+U=(setpriv --reuid=65534 --regid=65534 --clear-groups env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin
+   HOME="$T/u" XDG_RUNTIME_DIR="$T/run-u")
+A=(setpriv --reuid=65533 --regid=65533 --clear-groups env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin
+   HOME="$T/a" XDG_RUNTIME_DIR="$T/run-a")
+R=$T/u/rootfs
+"${U[@]}" "$T/gpubox" rootfs create "$R" >/dev/null && install -o 65534 -m 0755 "$PROBE" "$R/usr/bin/probe" ||
+    { echo "Bail out! rootfs create failed"; exit 1; }
+"${U[@]}" "$T/gpubox" run "$R" true 2>/dev/null || skip "unprivileged user namespaces are not available"
+
+runs=()
+stop_all() {
+    for p in "${runs[@]}"; do kill -9 "$p" 2>/dev/null; done
+    wait 2>/dev/null
+    rm -rf "$T" "$WORK"
+}
+trap stop_all EXIT
+
+as_u() { "${U[@]}" "$T/gpubox" "$@" >"$WORK/.out" 2>"$WORK/.err"; rc=$?; out=$(cat "$WORK/.out"); err=$(cat "$WORK/.err"); }
+as_a() { "${A[@]}" "$T/gpubox" "$@" >"$WORK/.out" 2>"$WORK/.err"; rc=$?; out=$(cat "$WORK/.out"); err=$(cat "$WORK/.err"); }
+listed() { "${U[@]}" "$T/gpubox" ps 2>/dev/null | grep -q "^$1 "; }
+# start NAME ARGS...: run --name NAME ARGS in the background as uid 65534, until ps lists it.
+start() {
+    local name=$1
+    shift
+    "${U[@]}" "$T/gpubox" run --name "$name" "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
+    last=$!
+    runs+=("$last")
+    wait_until 30 listed "$name" || not_ok "run --name $name: listed by ps" "$(cat "$WORK/$name.err")"
+}
+chmod 0777 "$WORK"
+
+start job --memory-limit 64M "$R" sh -c 'echo marker >/tmp/m; exec sleep 3001'
+job_monitor=$last
+
+# In the sandbox: its pid namespace (the workload is pid 2), its root, as confined as it.
+as_u exec job sh -c 'tr "\0" " " </proc/2/cmdline; echo; cat /tmp/m; hostname; id -u'
+expect_eq "exec: the workload's pid namespace (pid 2), root, hostname and uid" "$rc:$out" \
+    "0:sleep 3001 "$'\n'"marker"$'\n'"gpubox"$'\n'"65534"
+as_u exec job sh -c 'grep -E "^(NoNewPrivs|Seccomp|CapEff|CapPrm|CapBnd):" /proc/self/status'
+expect_eq "exec: NoNewPrivs, seccomp filter, no capability" "$rc:$out" \
+    "0:CapPrm:"$'\t'"0000000000000000"$'\n'"CapEff:"$'\t'"0000000000000000"$'\n'"CapBnd:"$'\t'"0000000000000000"$'\n'"NoNewPrivs:"$'\t'"1"$'\n'"Seccomp:"$'\t'"2"
+as_u exec job sh -c 'readlink /proc/self/ns/user; readlink /proc/2/ns/user; readlink /proc/self/ns/mnt; readlink /proc/2/ns/mnt'
+lines=($out)
+check "exec: the workload's user and mount namespaces" test "$rc:${lines[0]}:${lines[2]}" = "0:${lines[1]}:${lines[3]}"
+
+as_u exec job sh -c 'exit 7'
+expect_eq "exec: CMD's exit status" "$rc" 7
+as_u exec job sh -c 'kill -TERM $$'
+expect_eq "exec: CMD killed by a signal: 128+n" "$rc" 143
+as_u exec job no-such-command
+expect_eq "exec: CMD not found: 127, one line" "$rc:$err" \
+    "127:gpubox: execve(\"no-such-command\"): No such file or directory (searched the sandbox's PATH)"
+out=$(echo from-stdin | "${U[@]}" "$T/gpubox" exec job cat)
+expect_eq "exec: stdin" "$out" "from-stdin"
+as_u exec --env GREETING=hi --workdir /tmp job sh -c 'echo "$GREETING"; pwd'
+expect_eq "exec --env --workdir" "$rc:$out" "0:hi"$'\n'"/tmp"
+as_u exec -it job true
+expect_eq "exec -it: accepted (a pty comes where stdin and stdout are terminals)" "$rc" 0
+
+# ps: the caller's running sandboxes.
+as_u ps
+expect_match "ps: NAME PID IMAGE GPUS LIMITS UPTIME" "$out" "^NAME +PID +IMAGE +GPUS +LIMITS +UPTIME$"
+expect_match "ps: the sandbox, its init's pid, ROOTFS, GPUs, limits" "$out" \
+    "^job +[0-9]+ +$R +none +memory=64M +[0-9]+s$"
+as_u ps --json
+expect_match "ps --json: name, image, limits" "$(printf '%s' "$out" | tr -d '\n ')" \
+    '"image":"'"$R"'",.*"limits":"memory=64M",.*"name":"job",'
+pid=$(printf '%s\n' "$out" | sed -n 's/.*"pid": \([0-9]*\).*/\1/p')
+check "ps --json: the pid is the sandbox's init, a child of the monitor" \
+    test "$(awk '{print $4}' "/proc/$pid/stat" 2>/dev/null)" = "$job_monitor"
+
+# Names: unique per user while the sandbox runs; checked.
+as_u run --name job "$R" true
+expect_eq "run --name job again: refused, one line and a hint, 125" "$rc:$err" \
+    "125:gpubox: run: --name \"job\": a sandbox of that name is running (pid $pid)"$'\n'"gpubox: hint: 'gpubox ps' lists them; choose another name, or 'gpubox exec job CMD' runs CMD in it"
+for bad in a/b .. ../job .hidden -x ""; do
+    as_u run --name "$bad" "$R" true
+    expect_match "run --name \"$bad\": refused, 125" "$rc:$err" "^125:gpubox: run: --name \"[^\"]*\": the name "
+done
+as_u exec ../job true
+expect_match "exec ../job: refused, 125" "$rc:$err" '^125:gpubox: exec: no sandbox can be named "../job"'
+
+# Another user: sees nothing, enters nothing.
+as_a ps
+expect_eq "another user's ps does not list it" "$rc:$out" "0:NAME PID      IMAGE GPUS LIMITS UPTIME"
+as_a exec job true
+expect_match "another user's exec: refused, 125" "$rc:$err" '^125:gpubox: exec: no running sandbox named "job"$'
+reg=$T/run-u/gpubox/sandboxes
+GPUBOX_SANDBOX_DIR=$reg "${A[@]}" GPUBOX_SANDBOX_DIR="$reg" "$T/gpubox" exec job true >"$WORK/.out" 2>"$WORK/.err"
+rc=$?
+expect_match "another user's exec through the owner's registry: refused, 125" "$rc:$(cat "$WORK/.err")" \
+    "^125:gpubox: sandbox registry \"$reg\""
+"${A[@]}" nsenter -t "$pid" -U -m -p true 2>/dev/null
+check "another user's nsenter into the sandbox's init: refused by the kernel" test $? -ne 0
+
+# A registry another user made, and a symlink planted in ours.
+mkdir -m 0777 "$T/theirs" && chown 65533:65533 "$T/theirs"
+GPUBOX_SANDBOX_DIR=$T/theirs
+"${U[@]}" GPUBOX_SANDBOX_DIR="$T/theirs" "$T/gpubox" run --name x "$R" true >/dev/null 2>"$WORK/.err"
+expect_match "a registry another user made: refused, 125" "$?:$(cat "$WORK/.err")" \
+    "^125:gpubox: sandbox registry \"$T/theirs\".*(belongs to uid 65533|writable by others)"
+"${U[@]}" ln -s "$T/u/target" "$reg/planted.lock"
+as_u run --name planted "$R" true
+expect_match "a symlink in the registry: not followed, 125" "$rc:$err" '^125:gpubox: .*planted.lock.*Too many levels of symbolic links'
+check "  nothing made at the symlink's target" test ! -e "$T/u/target"
+rm -f "$reg/planted.lock"
+
+# Counted in the sandbox's --memory-limit: an exec'd process over it gets the sandbox killed.
+as_u exec job probe hog anon 200 0 10
+exec_rc=$rc
+wait "$job_monitor"
+job_rc=$?
+expect_match "exec'd process over the sandbox's memory limit: the sandbox is killed (ML)" \
+    "$job_rc:$(cat "$WORK/job.err")" "^137:gpubox: killed: memory limit 64M exceeded"
+expect_eq "  the exec'd process with it (SIGKILL)" "$exec_rc" 137
+check "  ps no longer lists it" bash -c "! $(printf '%q ' "${U[@]}") $T/gpubox ps | grep -q '^job '"
+
+# Killed with the sandbox: the exec'd process does not outlive it.
+start ends "$R" sleep 3002
+ends_monitor=$last
+"${U[@]}" "$T/gpubox" exec ends sleep 3003 >/dev/null 2>&1 &
+exec_pid=$!
+runs+=("$exec_pid")
+wait_until 20 pgrep -f '^sleep 3003$' >/dev/null
+kill -TERM "$ends_monitor"
+wait "$exec_pid"
+expect_eq "exec'd process killed when the sandbox ends" "$?" 137
+check "  no sleep left behind" wait_until 10 bash -c '! pgrep -f "^sleep 300[23]$" >/dev/null'
+
+# A stale entry: the monitor killed -9 (its sandbox goes with it), the name free again.
+start stale "$R" sleep 3004
+kill -9 "$last"
+wait "$last" 2>/dev/null
+check "kill -9 of the monitor: the sandbox goes" wait_until 10 bash -c '! pgrep -f "^sleep 3004$" >/dev/null'
+as_u ps
+expect_no_match "  ps does not list the stale entry" "$out" "^stale "
+check "  and removed it" test ! -e "$reg/stale.lock" -a ! -e "$reg/stale.sandbox"
+as_u exec stale true
+expect_match "  exec into it: refused, 125" "$rc:$err" '^125:gpubox: exec: no running sandbox named "stale"$'
+as_u run --name stale "$R" true
+expect_eq "  the name is free again" "$rc" 0
+check "  and its entry gone after the run" test -z "$(ls -A "$reg")"
+
+echo "1..$n"
+[ "$failed" = 0 ]
