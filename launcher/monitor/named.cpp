@@ -43,16 +43,16 @@ std::string entry_file(const std::string& name) { return name + ".sandbox"; }
 
 // The lock file `name`, opened (never through a symlink: ELOOP), and a regular file of ours.
 UniqueFd open_lock(int dir, const std::string& name, bool create) {
-    const int fd = sys::try_open_at(dir, lock_file(name),
-                                    O_RDWR | O_NOFOLLOW | O_NONBLOCK | (create ? O_CREAT : 0), 0600);
+    const int fd = sys::try_open_at(
+        dir, lock_file(name), O_RDWR | O_NOFOLLOW | O_NONBLOCK | (create ? O_CREAT : 0), 0600);
     if (fd == -ENOENT && !create) return {};
     if (fd < 0) sys::fail(cat("open(", quote(lock_file(name)), ")"), -fd);
     UniqueFd lock(fd);
     const struct stat st = sys::fstat(lock.get(), lock_file(name));
     if (!S_ISREG(st.st_mode) || st.st_uid != ::geteuid())
-        throw PlanError(cat(kWhat, ": ", quote(lock_file(name)),
-                            " is not a regular file of the caller's own"),
-                        kHint);
+        throw PlanError(
+            cat(kWhat, ": ", quote(lock_file(name)), " is not a regular file of the caller's own"),
+            kHint);
     return lock;
 }
 
@@ -220,7 +220,7 @@ Claim claim(const std::string& name) {
                                 " CMD' runs CMD in it");
         }
         if (!still_linked(c.dir_.get(), name, lock.get())) continue;  // a stale one's, removed
-        sys::try_unlink_at(c.dir_.get(), entry_file(name));          // a dead run's, if any
+        sys::try_unlink_at(c.dir_.get(), entry_file(name));           // a dead run's, if any
         c.lock_ = std::move(lock);
         return c;
     }

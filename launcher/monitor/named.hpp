@@ -44,8 +44,8 @@ struct Entry {
     std::string workdir = "/";                           // the workload's, exec's default
     std::vector<std::string> env;  // the workload's environment ("K=V"), exec's base
 };
-std::string render(const Entry& e);                // key=value lines
-Entry parse(const std::string& text);              // what render wrote; unknown keys ignored
+std::string render(const Entry& e);    // key=value lines
+Entry parse(const std::string& text);  // what render wrote; unknown keys ignored
 std::string render_json(const std::vector<Entry>& entries, std::int64_t now);  // ps --json
 
 // run --name: the name, held while the run lasts. claim() refuses (PlanError) a name in use.

@@ -487,7 +487,12 @@ void publish_named(const Options& o, RunPlan& plan, pid_t init) {
     e.monitor = ::getpid();
     e.started = std::time(nullptr);
     e.rootfs = o.named_image.empty() ? o.rootfs : o.named_image;
-    e.gpus = plan.gpu_summary.empty() ? "none" : std::to_string(plan.gpu_summary.size());
+    std::vector<std::string> gpus;  // "index 0 -> 0000:3b:00.0 -> ...": "0"
+    for (const std::string& line : plan.gpu_summary) {
+        const std::string first = line.substr(0, line.find(" -> "));
+        gpus.push_back(starts_with(first, "index ") ? first.substr(6) : first);
+    }
+    e.gpus = gpus.empty() ? "none" : join(gpus, ",");
     e.limits = named_limits(o.limits);
     e.seccomp = !o.seccomp ? "off" : o.seccomp_bpf.empty() ? "default" : o.seccomp_bpf;
     e.refuse_memfd = !plan.spec.limits_bpf.bytes.empty();

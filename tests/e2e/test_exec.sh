@@ -62,7 +62,7 @@ expect_eq "exec: NoNewPrivs, seccomp filter, no capability" "$rc:$out" \
     "0:CapPrm:"$'\t'"0000000000000000"$'\n'"CapEff:"$'\t'"0000000000000000"$'\n'"CapBnd:"$'\t'"0000000000000000"$'\n'"NoNewPrivs:"$'\t'"1"$'\n'"Seccomp:"$'\t'"2"
 as_u exec job sh -c 'readlink /proc/self/ns/user; readlink /proc/2/ns/user; readlink /proc/self/ns/mnt; readlink /proc/2/ns/mnt'
 lines=($out)
-check "exec: the workload's user and mount namespaces" test "$rc:${lines[0]}:${lines[2]}" = "0:${lines[1]}:${lines[3]}"
+check "exec: the workload's user and mount namespaces" test "$rc:${lines[0]:-}:${lines[2]:-}" = "0:${lines[1]:-x}:${lines[3]:-x}"
 
 as_u exec job sh -c 'exit 7'
 expect_eq "exec: CMD's exit status" "$rc" 7
@@ -77,6 +77,21 @@ as_u exec --env GREETING=hi --workdir /tmp job sh -c 'echo "$GREETING"; pwd'
 expect_eq "exec --env --workdir" "$rc:$out" "0:hi"$'\n'"/tmp"
 as_u exec -it job true
 expect_eq "exec -it: accepted (a pty comes where stdin and stdout are terminals)" "$rc" 0
+
+# Signals to gpubox exec reach CMD; a terminal gives CMD a pty of its own.
+"${U[@]}" "$T/gpubox" exec job sh -c 'trap "echo got-TERM; exit 5" TERM; echo ready; sleep 3005 & wait' \
+    >"$WORK/sig.out" 2>&1 &
+sig_pid=$!
+runs+=("$sig_pid")
+wait_until 20 grep -q ready "$WORK/sig.out"
+kill -TERM "$sig_pid"
+wait "$sig_pid"
+expect_eq "exec: SIGTERM forwarded to CMD, its status returned" "$?:$(cat "$WORK/sig.out")" "5:ready"$'\n'"got-TERM"
+if command -v script >/dev/null; then
+    out=$("${U[@]}" TERM=xterm script -qec "$T/gpubox exec job sh -c 'tty; test -t 0 && echo stdin-tty'" /dev/null </dev/null 2>&1 | tr -d '\r')
+    expect_match "exec on a terminal: CMD's own pty in the sandbox's devpts" "$out" '^/dev/pts/[0-9]+$'
+    expect_match "  on its stdin" "$out" '^stdin-tty$'
+fi
 
 # ps: the caller's running sandboxes.
 as_u ps
@@ -125,6 +140,19 @@ as_u run --name planted "$R" true
 expect_match "a symlink in the registry: not followed, 125" "$rc:$err" '^125:gpubox: .*planted.lock.*Too many levels of symbolic links'
 check "  nothing made at the symlink's target" test ! -e "$T/u/target"
 rm -f "$reg/planted.lock"
+
+# GPUs: ps names the sandbox's (a simulated host's), and exec's CMD sees its nodes.
+if [ -n "${FAKE_GPU_HOST:-}" ] && "$FAKE_GPU_HOST" "$T/host" --gpus 2 >/dev/null 2>&1; then
+    start gpu --gpu 1 --driver-root "$T/host" "$R" sleep 3006
+    as_u ps
+    expect_match "ps: the sandbox's GPUs" "$out" "^gpu +[0-9]+ +$R +1 +- +[0-9]+s$"
+    as_u run --gpu 1 --driver-root "$T/host" "$R" sh -c 'ls /dev | grep -E "^nvidia[0-9]+$"'
+    want=$out
+    as_u exec gpu sh -c 'ls /dev | grep -E "^nvidia[0-9]+$"'
+    expect_eq "exec: the sandbox's GPU node (as run --gpu 1 has it), and only it" "$rc:$out" "0:$want"
+    kill -TERM "$last"
+    wait "$last" 2>/dev/null
+fi
 
 # Counted in the sandbox's --memory-limit: an exec'd process over it gets the sandbox killed.
 as_u exec job probe hog anon 200 0 10
