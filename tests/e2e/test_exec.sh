@@ -64,6 +64,19 @@ as_u exec job sh -c 'readlink /proc/self/ns/user; readlink /proc/2/ns/user; read
 lines=($out)
 check "exec: the workload's user and mount namespaces" test "$rc:${lines[0]:-}:${lines[2]:-}" = "0:${lines[1]:-x}:${lines[3]:-x}"
 
+# A named sandbox's init is dumpable (so that its owner's exec may enter it); the workload, and
+# what exec runs, still cannot reach it: no capability in init's user namespace.
+# (Its fd numbers are listed, as a step's init's are: /proc/1/fd is the caller's directory.)
+reach_init='for f in exe cwd root fd/0 fd/3; do readlink /proc/1/$f; done; cat /proc/1/environ /proc/1/mem; ls /proc/1/root/; true'
+as_u exec job sh -c "$reach_init"
+expect_eq "exec: init's exe, cwd, root, fds, environ and memory stay closed to CMD" "$rc:$out" "0:"
+start rootjob --root "$R" sh -c "$reach_init; exec sleep 3007"
+as_u exec rootjob sh -c "id -u; $reach_init"
+expect_eq "  with --root too (uid 0 inside, in init's user namespace), and to the workload" \
+    "$rc:$out:$(cat "$WORK/rootjob.out")" "0:0:"
+kill -TERM "$last"
+wait "$last" 2>/dev/null
+
 as_u exec job sh -c 'exit 7'
 expect_eq "exec: CMD's exit status" "$rc" 7
 as_u exec job sh -c 'kill -TERM $$'
@@ -128,6 +141,15 @@ expect_match "another user's exec through the owner's registry: refused, 125" "$
     "^125:gpubox: sandbox registry \"$reg\""
 "${A[@]}" nsenter -t "$pid" -U -m -p true 2>/dev/null
 check "another user's nsenter into the sandbox's init: refused by the kernel" test $? -ne 0
+
+# No pid is trusted on its own: an entry whose init's start time is not that pid's (as after
+# the pid was reused) is refused, and nothing runs.
+"${U[@]}" cp "$reg/job.sandbox" "$T/u/job.saved"
+"${U[@]}" sed -i 's/^start=.*/start=1/' "$reg/job.sandbox"
+as_u exec job sh -c 'echo ran'
+expect_eq "exec: a pid whose start time is not the recorded init's: refused, 125" "$rc:$out:$err" \
+    '125::gpubox: exec: the sandbox "job" has ended'
+"${U[@]}" cp "$T/u/job.saved" "$reg/job.sandbox"
 
 # A registry another user made, and a symlink planted in ours.
 mkdir -m 0777 "$T/theirs" && chown 65533:65533 "$T/theirs"
