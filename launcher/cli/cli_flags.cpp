@@ -398,6 +398,14 @@ const Flags& exec_flags() {
         for (const Flag& r : run_flags())
             for (const char* name : {"--env", "--env-file", "--workdir", "--quiet", "-v", "-vv"})
                 if (std::string(r.name) == name) f.push_back(r);
+        for (Flag& x : f) {  // the same flags, said of CMD
+            if (std::string(x.name) == "--workdir")
+                x.help = "working directory inside (default: the workload's)";
+            if (std::string(x.name) == "--env")
+                x.help =
+                    "set a variable in CMD's environment, the workload's otherwise; --env "
+                    "NAME passes the caller's value, if it has one";
+        }
         // docker's and podman's habit: a pty comes anyway where stdin and stdout are terminals.
         for (const char* name : {"-i", "-t", "-it", "-ti", "--interactive", "--tty"})
             f.push_back({name, nullptr,

@@ -193,10 +193,15 @@ ends_monitor=$last
 exec_pid=$!
 runs+=("$exec_pid")
 wait_until 20 pgrep -f '^sleep 3003$' >/dev/null
+# One that leaves exec's session (setsid) outlives the exec, in the sandbox: not the sandbox.
+as_u exec ends sh -c 'setsid sh -c ": >/tmp/left; exec sleep 3008" >/dev/null 2>&1 </dev/null &
+    while [ ! -e /tmp/left ]; do sleep 0.05; done'
+as_u exec ends ps
+expect_match "exec: a setsid'd process outlives its exec, in the sandbox" "$out" '^ +[0-9]+ +[a-z]+ +sleep 3008$'
 kill -TERM "$ends_monitor"
 wait "$exec_pid"
 expect_eq "exec'd process killed when the sandbox ends" "$?" 137
-check "  no sleep left behind" wait_until 10 bash -c '! pgrep -f "^sleep 300[23]$" >/dev/null'
+check "  nothing left behind, the setsid'd one included" wait_until 10 bash -c '! pgrep -f "^sleep 300[238]$" >/dev/null'
 
 # A stale entry: the monitor killed -9 (its sandbox goes with it), the name free again.
 start stale "$R" sleep 3004
