@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "common/error.hpp"
+#include "common/log.hpp"
 #include "common/sys.hpp"
 #include "common/sys_host.hpp"
 #include "common/text.hpp"
@@ -238,7 +239,11 @@ std::vector<Entry> list() {
         if (dot == std::string::npos || dot + 5 != f.size()) continue;
         const std::string name = f.substr(0, dot);
         if (!name_problem(name).empty()) continue;
-        if (std::optional<Entry> e = live_entry(dir.get(), name)) out.push_back(std::move(*e));
+        try {
+            if (std::optional<Entry> e = live_entry(dir.get(), name)) out.push_back(std::move(*e));
+        } catch (const std::exception&) {  // not one of ours (a symlink, a FIFO): said, skipped
+            log::warn(describe(std::current_exception()));
+        }
     }
     return out;
 }

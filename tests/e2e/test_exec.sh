@@ -161,6 +161,10 @@ expect_match "a registry another user made: refused, 125" "$?:$(cat "$WORK/.err"
 as_u run --name planted "$R" true
 expect_match "a symlink in the registry: not followed, 125" "$rc:$err" '^125:gpubox: .*planted.lock.*Too many levels of symbolic links'
 check "  nothing made at the symlink's target" test ! -e "$T/u/target"
+as_u ps
+expect_match "  ps: says so, lists the rest" "$rc:$err:$out" '^0:gpubox: warning: .*planted.lock.*Too many levels of symbolic links.*:NAME'
+expect_match "  ps: lists the rest" "$out" '^job '
+
 rm -f "$reg/planted.lock"
 
 # GPUs: ps names the sandbox's (a simulated host's), and exec's CMD sees its nodes.
