@@ -778,7 +778,22 @@ int exec_sandbox(const Options& o) {
     }
     plan.step.init = std::move(target.init);
     RunInputs in;
-    const RunOutcome out = spawn_and_supervise(o, plan, -1, in, UniqueFd(), UniqueFd());
+    RunOutcome out;
+    try {
+        out = spawn_and_supervise(o, plan, -1, in, UniqueFd(), UniqueFd());
+    } catch (const SysError& x) {
+        // cgroup v2 lets a process into a cgroup only where it may write the procs file of the
+        // nearest cgroup it and the target have in common: a run in a systemd scope, say, and
+        // an exec from another login session have only root's user slice in common.
+        if (!plan.into_cgroup.valid() || !starts_with(x.op, "clone3(") ||
+            (x.err() != EACCES && x.err() != EPERM))
+            throw;
+        throw PlanError(cat("exec: cannot enter the sandbox's cgroup ", quote(e.cgroup), " (",
+                            x.what(), "), and will not run outside its limits"),
+                        "run gpubox exec from where the run was started (the same login "
+                        "session or systemd user service), or give the run --cgroup DIR, a "
+                        "cgroup delegated to you that both can reach");
+    }
     const Verdict v = judge(out, o.limits);
     if (out.setup_failed) report_setup_failure(out);
     return v.gpubox_exit;

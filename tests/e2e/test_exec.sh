@@ -32,6 +32,7 @@ runs=()
 stop_all() {
     for p in "${runs[@]}"; do kill -9 "$p" 2>/dev/null; done
     wait 2>/dev/null
+    if [ -n "${D:-}" ] && [ -d "$D" ]; then wait_until 10 rmdir "$D"/*/ "$D" 2>/dev/null; fi
     rm -rf "$T" "$WORK"
 }
 trap stop_all EXIT
@@ -178,6 +179,38 @@ if [ -n "${FAKE_GPU_HOST:-}" ] && "$FAKE_GPU_HOST" "$T/host" --gpus 2 >/dev/null
     expect_eq "exec: the sandbox's GPU node (as run --gpu 1 has it), and only it" "$rc:$out" "0:$want"
     kill -TERM "$last"
     wait "$last" 2>/dev/null
+fi
+
+# With a cgroup: a cgroup v2 directory delegated to uid 65534 (made here as root), the run's
+# gpubox started in it. exec from inside that tree joins the sandbox's cgroup; from outside it
+# (where cgroup v2 lets no process of the user in) exec refuses rather than run uncounted.
+cg2=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts)
+D=${cg2:+$cg2/gpubox-e2e-exec-$$}
+if [ -n "$D" ] && mkdir "$D" 2>/dev/null && mkdir "$D/run" && chown -R 65534:65534 "$D"; then
+    # (bash -c, not a function: $! is then gpubox's own pid.)
+    in_d=(bash -c 'echo $$ >"$1/run/cgroup.procs" && shift && exec "$@"' _ "$D")
+    "${in_d[@]}" "${U[@]}" "$T/gpubox" run --cgroup "$D" --pids-limit 50 --name cg "$R" sleep 3009 \
+        >"$WORK/cg.out" 2>"$WORK/cg.err" &
+    last=$!
+    runs+=("$last")
+    wait_until 30 listed cg || not_ok "run --name cg --cgroup: listed by ps" "$(cat "$WORK/cg.err")"
+    as_u ps --json
+    cg=$(printf '%s\n' "$out" | sed -n 's/.*"cgroup": "\(.*\)",/\1/p')
+    expect_match "ps --json: the sandbox's cgroup" "$cg" "^$D/gpubox-[0-9]+$"
+    "${in_d[@]}" "${U[@]}" "$T/gpubox" exec cg sh -c 'grep "^0::" /proc/self/cgroup; sleep 3010' >"$WORK/.out" 2>&1 &
+    exec_pid=$!
+    runs+=("$exec_pid")
+    wait_until 20 pgrep -f '^sleep 3010$' >/dev/null
+    check "exec from the run's cgroup tree: CMD in the sandbox's cgroup" grep -q "^$(pgrep -f '^sleep 3010$')$" "$cg/cgroup.procs"
+    kill -TERM "$exec_pid"
+    wait "$exec_pid"
+    expect_eq "  seen from inside: its cgroup namespace's root" "$(cat "$WORK/.out")" "0::/"
+    as_u exec cg true
+    expect_eq "exec from elsewhere: refused rather than run outside the cgroup, 125" "$rc:$(printf '%s\n' "$err" | head -1)" \
+        "125:gpubox: exec: cannot enter the sandbox's cgroup \"$cg\" (clone3(0): Permission denied), and will not run outside its limits"
+    kill -TERM "$last"
+    wait "$last" 2>/dev/null
+    rmdir "$D"/*/ "$D" 2>/dev/null
 fi
 
 # Counted in the sandbox's --memory-limit: an exec'd process over it gets the sandbox killed.
