@@ -78,6 +78,9 @@ expect_eq "  with --root too (uid 0 inside, in init's user namespace), and to th
 kill -TERM "$last"
 wait "$last" 2>/dev/null
 
+as_u exec job sh -c 'tr "\0" "\n" </proc/2/environ | grep -c "^PATH="; readlink /proc/2/exe'
+expect_eq "exec: at the workload as at its own process (its environ, its exe)" "$rc:$out" "0:1"$'\n'"/usr/bin/busybox"
+
 as_u exec job sh -c 'exit 7'
 expect_eq "exec: CMD's exit status" "$rc" 7
 as_u exec job sh -c 'kill -TERM $$'
