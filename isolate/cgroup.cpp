@@ -101,7 +101,8 @@ Cgroup make_below(const std::string& parent, const std::string& name, const Limi
     remove_stale_cgroups(parent_fd.get());
     if (const int rc = sys::try_mkdir_at(parent_fd.get(), name, 0755); rc < 0 && rc != -EEXIST) {
         if (refused && (rc == -EACCES || rc == -EPERM || rc == -EROFS)) {
-            *refused = SysError(Syscall::mkdirat, -rc, cat("mkdirat(", quote(name), ")"), name).what();
+            *refused =
+                SysError(Syscall::mkdirat, -rc, cat("mkdirat(", quote(name), ")"), name).what();
             return {};
         }
         sys::mkdir_at(parent_fd.get(), name, 0755);  // throws its error
@@ -138,8 +139,7 @@ Tried own_route(const Limits& limits) {
     std::string refused;
     Tried t{make_below(*parent, cat("gpubox-", ::getpid()), limits, true, &refused), ""};
     if (!refused.empty())
-        t.failed =
-            cat("own cgroup ", quote(*parent), " (not delegated to this user): ", refused);
+        t.failed = cat("own cgroup ", quote(*parent), " (not delegated to this user): ", refused);
     t.cg.how = cat("own cgroup ", *parent);
     return t;
 }
