@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,7 +11,6 @@
 #include <cstring>
 #include <fstream>
 #include <optional>
-#include <random>
 #include <sstream>
 #include <vector>
 
@@ -154,10 +154,19 @@ Cgroup given_route(const Limits& limits, const std::string& parent) {
     return cg;
 }
 
+// The scope's name's random part, from getrandom(2): std::random_device's set-up probes the CPU
+// (cpuid, which a VM traps) on every run that looks for a scope.
+std::uint32_t unit_random() {
+    std::uint32_t r = 0;
+    if (::getrandom(&r, sizeof r, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof r))
+        r = static_cast<std::uint32_t>(sys::monotonic_ns());
+    return r;
+}
+
 // `quick`: a missing bus socket is said, not thrown (--cgroup auto; --cgroup systemd fails).
 Tried systemd_route(const Limits& limits, bool quick) {
     const std::string mnt = cgroup2_mount();
-    const std::string unit = scope_unit_name(::getpid(), std::random_device{}());
+    const std::string unit = scope_unit_name(::getpid(), unit_random());
     if (quick)
         if (const std::string missing = systemd_bus_missing(); !missing.empty())
             return {{}, cat("systemd scope ", quote(unit), ": ", missing)};
