@@ -43,13 +43,7 @@ bool write_text(const std::string& path, const std::string& value) {
 constexpr const char* kNoCgroup2 = "no cgroup v2 hierarchy is mounted";
 constexpr const char* kNoOwnEntry = "/proc/self/cgroup has no cgroup v2 entry";
 
-// The cgroup2 mount point, and our own cgroup's directory in it.
-std::string cgroup2_mount() {
-    auto mnt = parse_cgroup2_mount(read_text("/proc/self/mountinfo"));
-    if (!mnt) throw SetupError(kNoCgroup2);
-    return *mnt;
-}
-
+// Our own cgroup's directory below the cgroup2 mount point `mnt`.
 std::optional<std::string> own_cgroup_dir(const std::string& mnt) {
     auto path = parse_proc_cgroup(read_text("/proc/self/cgroup"));
     if (!path) return std::nullopt;
@@ -131,8 +125,8 @@ struct Tried {
     std::string failed;
 };
 
-Tried own_route(const Limits& limits) {
-    const auto mnt = parse_cgroup2_mount(read_text("/proc/self/mountinfo"));
+// `mnt`: the cgroup2 mount point, read once for every route.
+Tried own_route(const Limits& limits, const std::optional<std::string>& mnt) {
     if (!mnt) return {{}, kNoCgroup2};
     const std::optional<std::string> parent = own_cgroup_dir(*mnt);
     if (!parent) return {{}, kNoOwnEntry};
@@ -164,14 +158,14 @@ std::uint32_t unit_random() {
 }
 
 // `quick`: a missing bus socket is said, not thrown (--cgroup auto; --cgroup systemd fails).
-Tried systemd_route(const Limits& limits, bool quick) {
-    const std::string mnt = cgroup2_mount();
+Tried systemd_route(const Limits& limits, bool quick, const std::optional<std::string>& mnt) {
+    if (!mnt) throw SetupError(kNoCgroup2);
     const std::string unit = scope_unit_name(::getpid(), unit_random());
     if (quick)
         if (const std::string missing = systemd_bus_missing(); !missing.empty())
             return {{}, cat("systemd scope ", quote(unit), ": ", missing)};
     try {
-        const SystemdScope scope = enter_systemd_scope(mnt, unit);
+        const SystemdScope scope = enter_systemd_scope(*mnt, unit);
         Cgroup cg = make_below(scope.dir, "sandbox", limits, false);
         cg.how = cat("systemd scope ", unit);
         return {std::move(cg), ""};
@@ -180,11 +174,12 @@ Tried systemd_route(const Limits& limits, bool quick) {
     }
 }
 
-Tried try_route(CgroupRoute route, const Limits& limits, const CgroupRequest& request) {
+Tried try_route(CgroupRoute route, const Limits& limits, const CgroupRequest& request,
+                const std::optional<std::string>& mnt) {
     switch (route) {
-        case CgroupRoute::own: return own_route(limits);
+        case CgroupRoute::own: return own_route(limits, mnt);
         case CgroupRoute::systemd_scope:
-            return systemd_route(limits, request.mode == CgroupMode::auto_);
+            return systemd_route(limits, request.mode == CgroupMode::auto_, mnt);
         case CgroupRoute::given: return {given_route(limits, request.path), ""};
     }
     throw SetupError("unknown cgroup route");
@@ -200,10 +195,11 @@ Cgroup setup_cgroup(const Limits& limits, const CgroupRequest& request) {
     }
     std::vector<std::pair<CgroupRoute, std::string>> tried;
     std::optional<CgroupRoute> best_route;
+    const std::optional<std::string> mnt = parse_cgroup2_mount(read_text("/proc/self/mountinfo"));
     for (CgroupRoute route : plan_cgroup_routes(request.mode)) {
         Tried t;
         try {
-            t = try_route(route, limits, request);
+            t = try_route(route, limits, request, mnt);
         } catch (...) {
             if (request.mode != CgroupMode::auto_) std::throw_with_nested(SetupError("cgroup"));
             t.failed = describe(std::current_exception());
