@@ -157,9 +157,13 @@ std::uint32_t unit_random() {
     return r;
 }
 
-// `quick`: a missing bus socket is said, not thrown (--cgroup auto; --cgroup systemd fails).
+// `quick`: no cgroup2 or no bus socket is said, not thrown (--cgroup auto; --cgroup systemd
+// fails).
 Tried systemd_route(const Limits& limits, bool quick, const std::optional<std::string>& mnt) {
-    if (!mnt) throw SetupError(kNoCgroup2);
+    if (!mnt) {
+        if (quick) return {{}, kNoCgroup2};
+        throw SetupError(kNoCgroup2);
+    }
     const std::string unit = scope_unit_name(::getpid(), unit_random());
     if (quick)
         if (const std::string missing = systemd_bus_missing(); !missing.empty())
@@ -204,8 +208,7 @@ Cgroup setup_cgroup(const Limits& limits, const CgroupRequest& request) {
             if (request.mode != CgroupMode::auto_) std::throw_with_nested(SetupError("cgroup"));
             t.failed = describe(std::current_exception());
         }
-        if (!t.failed.empty()) {
-            if (request.mode != CgroupMode::auto_) throw SetupError(cat("cgroup: ", t.failed));
+        if (!t.failed.empty()) {  // only --cgroup auto's routes fail quietly
             tried.emplace_back(route, t.failed);
             continue;
         }
