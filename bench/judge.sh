@@ -43,10 +43,12 @@ judge_loop() {  # judge_loop ISOLATE-BINARY META-DIR [BOX]
     awk -v n="$N" -v ns=$((e - s)) 'BEGIN { printf "%.0f", n / (ns / 1e9) }'
 }
 run_loop() {  # gpubox run, the same limits in its terms, an isolate meta file [LOOP [MEMORY-OPTION]]
-    local s e k=${1:-0} mem=${2:---as-limit}
+    local s e k=${1:-0} mem=${2:---as-limit} limits
+    limits=(--time-limit 1 --wall-time-limit 5 "$mem" 256M --pids-limit 1)
+    [ "$mem" = none ] && limits=()  # (e): the same run without limits
     s=$(date +%s%N)
     for i in $(seq "$N"); do
-        "$W/gpubox" run --time-limit 1 --wall-time-limit 5 "$mem" 256M --pids-limit 1 --read-only \
+        "$W/gpubox" run "${limits[@]}" --read-only \
             --meta "$W/work/run-$k-$i" --meta-format isolate "$W/rootfs" /tiny
     done
     e=$(date +%s%N)
@@ -76,6 +78,7 @@ echo "machine: $(nproc) cores, $(uname -r); $N runs of a static no-op with -t 1 
 a=$(par 'as_nobody "judge_loop \"\$W/isolate\" \"\$W/work\" $k"')
 b=$(par 'as_nobody "run_loop $k"')
 d=$(par 'as_nobody "run_loop $k --memory-limit"')
+e=$(par 'as_nobody "run_loop $k none"')
 c=""
 if [ -n "${ISOLATE:-}" ]; then
     : "${ISOLATE_CONFIG:?set ISOLATE_CONFIG to the config path ISOLATE was built with}"
@@ -88,5 +91,6 @@ printf '%-52s %8s %8s\n' "" "runs/s" "ratio"
 printf '%-52s %8s %8s\n' "(a) gpubox isolate mode, uid 65534" "$a" "${c:+$(awk -v x="$a" -v y="$c" 'BEGIN { printf "%.2f", x / y }')}"
 printf '%-52s %8s %8s\n' "(b) gpubox run --meta-format isolate, uid 65534" "$b" "${c:+$(awk -v x="$b" -v y="$c" 'BEGIN { printf "%.2f", x / y }')}"
 printf '%-52s %8s %8s\n' "(d) as (b), --memory-limit 256M (no cgroup)" "$d" "${c:+$(awk -v x="$d" -v y="$c" 'BEGIN { printf "%.2f", x / y }')}"
+printf '%-52s %8s %8s\n' "(e) as (b), no limits" "$e" "${c:+$(awk -v x="$e" -v y="$c" 'BEGIN { printf "%.2f", x / y }')}"
 [ -n "$c" ] && printf '%-52s %8s %8s\n' "(c) isolate $("$ISOLATE" --version | head -1 | awk '{print $NF}'), root, no --cg" "$c" "1.00"
 echo "ratio: runs/s over isolate's"

@@ -3,13 +3,14 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <random>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -30,25 +31,22 @@ std::string read_text(const std::string& path) {
     return s.str();
 }
 
+// Whether the kernel took `value`: a controller not delegated to us is a refusal to note, not
+// an error, and noted without an exception (a run's cgroup search throws nothing it expects).
 bool write_text(const std::string& path, const std::string& value) {
-    try {
-        sys::write_file(path, value);
-        return true;
-    } catch (const SysError&) {
-        return false;
-    }
+    const int fd = sys::try_open_at(AT_FDCWD, path, O_WRONLY);
+    if (fd < 0) return false;
+    const UniqueFd f(fd);
+    return sys::try_write(fd, value.data(), value.size()) == static_cast<ssize_t>(value.size());
 }
 
-// The cgroup2 mount point, and our own cgroup's directory in it.
-std::string cgroup2_mount() {
-    auto mnt = parse_cgroup2_mount(read_text("/proc/self/mountinfo"));
-    if (!mnt) throw SetupError("no cgroup v2 hierarchy is mounted");
-    return *mnt;
-}
+constexpr const char* kNoCgroup2 = "no cgroup v2 hierarchy is mounted";
+constexpr const char* kNoOwnEntry = "/proc/self/cgroup has no cgroup v2 entry";
 
-std::string own_cgroup_dir(const std::string& mnt) {
+// Our own cgroup's directory below the cgroup2 mount point `mnt`.
+std::optional<std::string> own_cgroup_dir(const std::string& mnt) {
     auto path = parse_proc_cgroup(read_text("/proc/self/cgroup"));
-    if (!path) throw SetupError("/proc/self/cgroup has no cgroup v2 entry");
+    if (!path) return std::nullopt;
     return *path == "/" ? mnt : mnt + *path;
 }
 
@@ -82,9 +80,10 @@ void remove_stale_cgroups(int parent) {
 }
 
 // The sandbox's cgroup `name` below `parent`, with the limits written. Throws if it cannot be
-// made; a missing controller is only a reason.
+// made; a missing controller is only a reason. With `refused`, a parent that is not ours to
+// write (mkdirat: EACCES, EPERM, EROFS) is not thrown but said there, the cgroup left empty.
 Cgroup make_below(const std::string& parent, const std::string& name, const Limits& limits,
-                  bool enable_in_parent) {
+                  bool enable_in_parent, std::string* refused = nullptr) {
     const bool want_mem = limits.memory_bytes.has_value(), want_pids = limits.pids.has_value();
     if (enable_in_parent) {
         if (want_mem) enable_controller(parent, "memory");
@@ -94,7 +93,14 @@ Cgroup make_below(const std::string& parent, const std::string& name, const Limi
     cg.path = cat(parent, "/", name);
     UniqueFd parent_fd = sys::open_at(AT_FDCWD, parent, O_PATH | O_DIRECTORY);
     remove_stale_cgroups(parent_fd.get());
-    sys::mkdir_at(parent_fd.get(), name, 0755);
+    if (const int rc = sys::try_mkdir_at(parent_fd.get(), name, 0755); rc < 0 && rc != -EEXIST) {
+        if (refused && (rc == -EACCES || rc == -EPERM || rc == -EROFS)) {
+            *refused =
+                SysError(Syscall::mkdirat, -rc, cat("mkdirat(", quote(name), ")"), name).what();
+            return {};
+        }
+        sys::mkdir_at(parent_fd.get(), name, 0755);  // throws its error
+    }
     cg.dir = sys::open_at(parent_fd.get(), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);  // made here
     cg.caps.usable = cg.dir.valid();
     if (want_mem && write_text(cg.path + "/memory.max", std::to_string(*limits.memory_bytes))) {
@@ -110,17 +116,26 @@ Cgroup make_below(const std::string& parent, const std::string& name, const Limi
     return cg;
 }
 
-Cgroup own_route(const Limits& limits) {
-    const std::string parent = own_cgroup_dir(cgroup2_mount());
-    try {
-        Cgroup cg = make_below(parent, cat("gpubox-", ::getpid()), limits, true);
-        cg.how = cat("own cgroup ", parent);
-        return cg;
-    } catch (const SysError& e) {
-        if (e.err() != EACCES && e.err() != EPERM && e.err() != EROFS) throw;
-        std::throw_with_nested(
-            SetupError(cat("own cgroup ", quote(parent), " (not delegated to this user)")));
-    }
+// A route tried: the cgroup it gave, or why it gave none. The expected refusals (no cgroup2, a
+// cgroup not delegated to us, no user manager) are found by a cheap test and said in `failed`,
+// without an exception: unwinding the first one costs a static binary milliseconds (sorting
+// its unwind tables), more than a limited run's whole set-up. The unexpected still throw.
+struct Tried {
+    Cgroup cg;
+    std::string failed;
+};
+
+// `mnt`: the cgroup2 mount point, read once for every route.
+Tried own_route(const Limits& limits, const std::optional<std::string>& mnt) {
+    if (!mnt) return {{}, kNoCgroup2};
+    const std::optional<std::string> parent = own_cgroup_dir(*mnt);
+    if (!parent) return {{}, kNoOwnEntry};
+    std::string refused;
+    Tried t{make_below(*parent, cat("gpubox-", ::getpid()), limits, true, &refused), ""};
+    if (!refused.empty())
+        t.failed = cat("own cgroup ", quote(*parent), " (not delegated to this user): ", refused);
+    t.cg.how = cat("own cgroup ", *parent);
+    return t;
 }
 
 Cgroup given_route(const Limits& limits, const std::string& parent) {
@@ -133,24 +148,43 @@ Cgroup given_route(const Limits& limits, const std::string& parent) {
     return cg;
 }
 
-Cgroup systemd_route(const Limits& limits) {
-    const std::string mnt = cgroup2_mount();
-    const std::string unit = scope_unit_name(::getpid(), std::random_device{}());
+// The scope's name's random part, from getrandom(2): std::random_device's set-up probes the CPU
+// (cpuid, which a VM traps) on every run that looks for a scope.
+std::uint32_t unit_random() {
+    std::uint32_t r = 0;
+    if (::getrandom(&r, sizeof r, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof r))
+        r = static_cast<std::uint32_t>(sys::monotonic_ns());
+    return r;
+}
+
+// `quick`: no cgroup2 or no bus socket is said, not thrown (--cgroup auto; --cgroup systemd
+// fails).
+Tried systemd_route(const Limits& limits, bool quick, const std::optional<std::string>& mnt) {
+    if (!mnt) {
+        if (quick) return {{}, kNoCgroup2};
+        throw SetupError(kNoCgroup2);
+    }
+    const std::string unit = scope_unit_name(::getpid(), unit_random());
+    if (quick)
+        if (const std::string missing = systemd_bus_missing(); !missing.empty())
+            return {{}, cat("systemd scope ", quote(unit), ": ", missing)};
     try {
-        const SystemdScope scope = enter_systemd_scope(mnt, unit);
+        const SystemdScope scope = enter_systemd_scope(*mnt, unit);
         Cgroup cg = make_below(scope.dir, "sandbox", limits, false);
         cg.how = cat("systemd scope ", unit);
-        return cg;
+        return {std::move(cg), ""};
     } catch (...) {
         std::throw_with_nested(SetupError(cat("systemd scope ", quote(unit))));
     }
 }
 
-Cgroup try_route(CgroupRoute route, const Limits& limits, const CgroupRequest& request) {
+Tried try_route(CgroupRoute route, const Limits& limits, const CgroupRequest& request,
+                const std::optional<std::string>& mnt) {
     switch (route) {
-        case CgroupRoute::own: return own_route(limits);
-        case CgroupRoute::systemd_scope: return systemd_route(limits);
-        case CgroupRoute::given: return given_route(limits, request.path);
+        case CgroupRoute::own: return own_route(limits, mnt);
+        case CgroupRoute::systemd_scope:
+            return systemd_route(limits, request.mode == CgroupMode::auto_, mnt);
+        case CgroupRoute::given: return {given_route(limits, request.path), ""};
     }
     throw SetupError("unknown cgroup route");
 }
@@ -165,15 +199,20 @@ Cgroup setup_cgroup(const Limits& limits, const CgroupRequest& request) {
     }
     std::vector<std::pair<CgroupRoute, std::string>> tried;
     std::optional<CgroupRoute> best_route;
+    const std::optional<std::string> mnt = parse_cgroup2_mount(read_text("/proc/self/mountinfo"));
     for (CgroupRoute route : plan_cgroup_routes(request.mode)) {
-        Cgroup cg;
+        Tried t;
         try {
-            cg = try_route(route, limits, request);
+            t = try_route(route, limits, request, mnt);
         } catch (...) {
             if (request.mode != CgroupMode::auto_) std::throw_with_nested(SetupError("cgroup"));
-            tried.emplace_back(route, describe(std::current_exception()));
+            t.failed = describe(std::current_exception());
+        }
+        if (!t.failed.empty()) {  // only --cgroup auto's routes fail quietly
+            tried.emplace_back(route, t.failed);
             continue;
         }
+        Cgroup& cg = t.cg;
         tried.emplace_back(route, cg.reason.empty() ? "" : cat(cg.how, ": ", cg.reason));
         if (cgroup_score(cg.caps, limits) > cgroup_score(best.caps, limits))
             std::swap(best, cg), best_route = route;

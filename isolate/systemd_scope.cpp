@@ -50,14 +50,19 @@ std::string bus_address(bool system) {
                runtime && *runtime ? std::string(runtime) : cat("/run/user/", ::getuid()), "/bus");
 }
 
-void check_bus_socket(const std::string& address, bool system) {
-    if (!starts_with(address, "unix:path=") || address.find(',') != std::string::npos) return;
+// Why `address` cannot be connected to: its unix socket is absent; else "" (there, not a unix
+// path we can check, or an error the connect itself will name).
+std::string missing_bus_socket(const std::string& address, bool system) {
+    if (!starts_with(address, "unix:path=") || address.find(',') != std::string::npos) return "";
     const std::string socket = address.substr(10);
     struct stat st {};
-    if (!sys::lstat_at(AT_FDCWD, socket, st))
-        throw SetupError(
-            cat("no bus socket ", quote(socket),
-                system ? "" : cat(" (no systemd user manager for uid ", ::getuid(), ")")));
+    if (sys::try_lstat_at(AT_FDCWD, socket, st) != -ENOENT) return "";
+    return cat("no bus socket ", quote(socket),
+               system ? "" : cat(" (no systemd user manager for uid ", ::getuid(), ")"));
+}
+
+const char* connect_step(bool system) {
+    return system ? "connect to the system bus" : "connect to the user bus";
 }
 
 // Runs the helper with `args`, an empty environment, stdin /dev/null, stdout and stderr one
@@ -114,8 +119,10 @@ SystemdScope enter_systemd_scope(const std::string& cgroup_mount, const std::str
     scope.unit = unit;
     const std::string kind = system ? "system" : "user";
     const std::string address = bus_address(system);
-    step(system ? "connect to the system bus" : "connect to the user bus",
-         [&] { check_bus_socket(address, system); });
+    step(connect_step(system), [&] {
+        const std::string missing = missing_bus_socket(address, system);
+        if (!missing.empty()) throw SetupError(missing);
+    });
     const companion::Program helper =
         step("find gpubox's sd-bus helper", [&] { return companion::find("gpubox-scope"); });
     const auto [out, status] =
@@ -152,6 +159,12 @@ SystemdScope enter_systemd_scope(const std::string& cgroup_mount, const std::str
         for (const std::string& w : words) scope.controllers.push_back(w.substr(1));
     });
     return scope;
+}
+
+std::string systemd_bus_missing() {
+    const bool system = ::geteuid() == 0;
+    const std::string missing = missing_bus_socket(bus_address(system), system);
+    return missing.empty() ? "" : cat(connect_step(system), ": ", missing);
 }
 
 }  // namespace gpubox::isolate

@@ -23,4 +23,9 @@ struct SystemdScope {
 // `connect to the user bus: sd_bus_start("unix:path=/run/user/1000/bus"): Connection refused`.
 SystemdScope enter_systemd_scope(const std::string& cgroup_mount, const std::string& unit);
 
+// Why the caller's systemd cannot be asked, without a connect, a helper or an exception: its bus
+// socket is absent ("connect to the user bus: no bus socket ..."); "" where it may be. The
+// common case of a host without a user manager costs one lstat, not a failed route's unwinding.
+std::string systemd_bus_missing();
+
 }  // namespace gpubox::isolate
