@@ -27,6 +27,7 @@ const Flags& check_flags();
 const Flags& create_flags();
 const Flags& pull_flags();
 const Flags& images_flags();
+const Flags& export_flags();
 const Flags& isolate_flags();
 const Flags& no_flags();
 

@@ -33,7 +33,8 @@ enum class Command {
     prune,
     check,
     cdi_generate,
-    cdi_list
+    cdi_list,
+    export_image
 };
 
 struct Options {
@@ -52,6 +53,9 @@ struct Options {
     rootfs::RootMode root_mode = rootfs::RootMode::overlay;
     // --overlay DIR: the root's writes kept in DIR (launcher/monitor/kept_overlay.hpp)
     std::string overlay;
+    bool force_overlay = false;  // --force-overlay: DIR made over another image or ROOTFS
+    std::string origin;  // what DIR records it was made over: "image sha256:<hex>" (run IMAGE),
+                         // "squashfs KEY" (run FILE.sqsh); "" for ROOTFS's real path
     std::vector<rootfs::UserMount> mounts;
     std::string workdir = "/";
     bool workdir_given = false;  // an image's WorkingDir is the default only
@@ -101,10 +105,14 @@ struct Options {
     // pull, images, rmi, prune (image/)
     struct Pull {
         std::string source, name, cert_dir, creds, authfile, platform;
-        bool insecure = false, flat = false;
+        bool insecure = false, flat = false, squashfs = false;
         std::uint64_t max_size = image::kDefaultMaxSize;  // --max-size
     } pull;
     std::vector<std::string> image_names;  // rmi
+    // export IMAGE [--overlay DIR] NAME|FILE.sqsh (launcher/commands/image.cpp)
+    struct Export {
+        std::string image, overlay, target;
+    } exp;
     // Preflight (run, check): what the image needs against what the node has
     preflight::Mode preflight = preflight::Mode::warn;  // run --preflight
     std::vector<std::string> requirements;              // check --require EXPR (validated)

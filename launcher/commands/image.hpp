@@ -10,6 +10,7 @@ int pull_command(const Options& o);
 int images_command(const Options& o);
 int rmi_command(const Options& o);
 int prune_command(const Options& o);
+int export_command(const Options& o);
 
 // `run`'s ROOTFS operand: a directory (or a path: "/x", "./x") is used as it is, with no store
 // lookup; else a pulled image's name, whose config then applies (apply_image_config), and

@@ -636,7 +636,7 @@ int run_sandbox(const RunRequest& given, RunReport* report) {
         if (preflight_first) in.preflight = run_preflight(o, view.get(), in.gpus);
         plan = plan_run(r, in);
         if (!o.overlay.empty() && !o.print_plan) {  // before a cgroup exists: nothing to undo
-            plan.kept = open_kept_overlay(o.overlay, o.rootfs);
+            plan.kept = open_kept_overlay(o.overlay, o.rootfs, o.origin, o.force_overlay);
             plan.spec.plan.root.overlay_dir = plan.kept.dir;  // as the kernel resolved it
         }
         plan.spec.send_view =
