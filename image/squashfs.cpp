@@ -28,23 +28,27 @@ std::string last_line(const ToolResult& r) {
     return t.empty() ? r.failure() : cat(t, " (", r.failure(), ")");
 }
 
-// Runs a tool with `dir` as its working directory: a read-only mount (a view, which no read
-// changes, not even an access time) or a detached one that no path names. gpubox is one thread
-// where it does; its own cwd comes back after.
-ToolResult run_in(int dir, const std::string& dir_name, const std::string& tool,
-                  const std::vector<std::string>& argv) {
-    if (dir == AT_FDCWD) return run_tool({tool, {}}, argv, {}, false);
+// f() with `dir` as gpubox's working directory, which the tools it starts inherit: a read-only
+// mount (a view, which no read changes, not even an access time) or a detached one that no
+// path names. gpubox is one thread where it does; its own cwd comes back after.
+template <class F>
+auto in_dir(int dir, const std::string& dir_name, F&& f) {
+    if (dir == AT_FDCWD) return f();
     const UniqueFd here = sys::open_at(AT_FDCWD, ".", O_PATH | O_DIRECTORY);
     if (::fchdir(dir) != 0) sys::fail(cat("fchdir(", quote(dir_name), ")"), errno);
-    ToolResult r;
     try {
-        r = run_tool({tool, {}}, argv, {}, false);
+        auto r = f();
+        if (::fchdir(here.get()) != 0) sys::fail("fchdir(the working directory)", errno);
+        return r;
     } catch (...) {
         [[maybe_unused]] int ignored = ::fchdir(here.get());
         throw;
     }
-    if (::fchdir(here.get()) != 0) sys::fail("fchdir(the working directory)", errno);
-    return r;
+}
+
+ToolResult run_in(int dir, const std::string& dir_name, const std::string& tool,
+                  const std::vector<std::string>& argv) {
+    return in_dir(dir, dir_name, [&] { return run_tool({tool, {}}, argv, {}, false); });
 }
 
 }  // namespace
@@ -131,6 +135,15 @@ fs::path unpacked_tree(const fs::path& store, int dir_fd, const std::string& fil
     std::error_code ec;
     if (fs::exists(tmp, ec)) remove_tree(tmp);
     return tree;
+}
+
+pid_t spawn_squashfuse(int dir, const std::string& file, int fuse) {
+    const std::string tool = find_system_tool("squashfuse", "squashfuse");
+    const UniqueFd null = sys::open_at(AT_FDCWD, "/dev/null", O_RDWR);
+    return in_dir(dir, file, [&] {
+        return companion::spawn({tool, {}}, {"squashfuse", "-f", file, "/dev/fd/0"}, {},
+                                {fuse, null.get(), 2});
+    });
 }
 
 std::string fuse_problem() {

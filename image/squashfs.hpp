@@ -3,6 +3,8 @@
 // and checked with Debian's squashfs-tools (mksquashfs, unsquashfs), and run from a tree that
 // unsquashfs unpacked once into the caller's store where FUSE is not open to the caller
 // (docs/images.md says which path a run takes when).
+#include <sys/types.h>
+
 #include <filesystem>
 #include <string>
 
@@ -38,6 +40,11 @@ std::filesystem::path unpacked_tree(const std::filesystem::path& store, int dir_
 
 // The key of a FILE.sqsh for unpacked_tree: "f<dev>-<ino>-<size>-<ctime ns>".
 std::string file_key(const std::string& file);
+
+// squashfuse (Debian's package) serving FILE (in directory `dir`, a read-only view of it) on
+// `fuse`, a /dev/fuse mounted already ("/dev/fd/0": its stdin), in the foreground, with no
+// environment; its stdout /dev/null, its stderr gpubox's. Returns its pid.
+pid_t spawn_squashfuse(int dir, const std::string& file, int fuse);
 
 // Whether the caller can open /dev/fuse read-write; "" where it can, else the one line that
 // says why not and the fix.

@@ -54,8 +54,9 @@ struct Options {
     // --overlay DIR: the root's writes kept in DIR (launcher/monitor/kept_overlay.hpp)
     std::string overlay;
     bool force_overlay = false;  // --force-overlay: DIR made over another image or ROOTFS
-    std::string origin;  // what DIR records it was made over: "image sha256:<hex>" (run IMAGE),
-                         // "squashfs KEY" (run FILE.sqsh); "" for ROOTFS's real path
+    std::string origin;    // what DIR records it was made over: "image sha256:<hex>" (run IMAGE),
+                           // "squashfs KEY" (run FILE.sqsh); "" for ROOTFS's real path
+    std::string squashfs;  // a squashfs image's file, which squashfuse serves over ROOTFS
     std::vector<rootfs::UserMount> mounts;
     std::string workdir = "/";
     bool workdir_given = false;  // an image's WorkingDir is the default only

@@ -73,18 +73,39 @@ SquashFile squash_file(const std::filesystem::path& read, const std::string& sho
             read.filename().string(), shown, key};
 }
 
-// The tree a squashfs image runs from where FUSE is not open to the caller: unpacked once into
-// the caller's own store, said in one line with the fix.
-std::string squash_tree(const SquashFile& f) {
-    if (const std::string why = image::fuse_problem(); !why.empty())
-        log::warn(cat(f.shown,
-                      ": runs from a tree unpacked once into your store, not mounted: ", why,
-                      " (fix: as root, chmod 0666 /dev/fuse, or a udev rule KERNEL==\"fuse\", "
-                      "MODE=\"0666\")"));
-    else log::info(cat(f.shown, ": runs from a tree unpacked once into your store"));
+// Why a squashfs image cannot be mounted for this run ("" where it can): FUSE not open to the
+// caller, or no squashfuse.
+std::string why_not_mounted() {
+    if (std::string why = image::fuse_problem(); !why.empty())
+        return cat(why, " (fix: as root, chmod 0666 /dev/fuse, or a udev rule KERNEL==\"fuse\", ",
+                   "MODE=\"0666\")");
+    try {
+        image::find_system_tool("squashfuse", "squashfuse");
+        return "";
+    } catch (const PlanError& e) {
+        return cat(e.what(), " (fix: ", e.hint, ")");
+    }
+}
+
+// The tree a squashfs image runs from where it cannot be mounted: unpacked once into the
+// caller's own store, said in one line with the reason and the fix.
+std::string squash_tree(const SquashFile& f, const std::string& why) {
+    log::warn(cat(f.shown, ": runs from a tree unpacked once into your store, not mounted: ", why));
     const std::optional<image::StoreDir> store =
         image::open_store(image::store_root(caller_env()), true);
     return image::unpacked_tree(store.value().path, f.dir.get(), f.base, f.key).string();
+}
+
+// A FILE.sqsh's mount point: an empty directory of the caller's store (STORE/squashfs/mnt),
+// made once, over which each run mounts the file in its own mount namespace.
+std::filesystem::path mount_point() {
+    const std::optional<image::StoreDir> store =
+        image::open_store(image::store_root(caller_env()), true);
+    const std::filesystem::path root = store.value().path;
+    for (const std::filesystem::path& d : {root / "squashfs", root / "squashfs/mnt"})
+        if (const int e = sys::try_mkdir_at(AT_FDCWD, d.string(), 0755); e < 0 && e != -EEXIST)
+            sys::fail(cat("mkdir(", quote(d.string()), ")"), -e);
+    return root / "squashfs/mnt";
 }
 
 }  // namespace
@@ -341,8 +362,16 @@ Options resolve_run_image(const Options& o, UniqueFd* hold) {
             throw UsageError(cat("run: --writable would write into ", quote(o.rootfs),
                                  " (gpubox never changes a squashfs file; drop --writable)"));
         Options out = o;
-        out.rootfs = squash_tree(squash_file(o.rootfs, o.rootfs, image::file_key(o.rootfs)));
-        out.origin = cat("squashfs file ", quote(std::filesystem::canonical(o.rootfs).string()));
+        const std::string file = std::filesystem::canonical(o.rootfs).string();
+        out.origin = cat("squashfs file ", quote(file));
+        if (const std::string why = why_not_mounted(); !why.empty()) {
+            out.rootfs =
+                squash_tree(squash_file(o.rootfs, o.rootfs, image::file_key(o.rootfs)), why);
+        } else {
+            image::check_squashfs(AT_FDCWD, file);
+            out.squashfs = file;
+            out.rootfs = mount_point().string();
+        }
         return out;
     }
     // A path ("/x", "./x"), or an existing directory: ROOTFS as before, and no store lookup.
@@ -366,8 +395,13 @@ Options resolve_run_image(const Options& o, UniqueFd* hold) {
                 img->rootfs.string(), ")"));
     Options out = apply_image_config(o, *img);
     if (hold) *hold = image::hold_image(*img);
-    if (!img->squashfs.empty())
-        out.rootfs = squash_tree(squash_file(img->squashfs_read, img->name, img->digest.substr(7)));
+    if (img->squashfs.empty()) {
+    } else if (const std::string why = why_not_mounted(); !why.empty()) {
+        out.rootfs =
+            squash_tree(squash_file(img->squashfs_read, img->name, img->digest.substr(7)), why);
+    } else {
+        out.squashfs = img->squashfs.string();  // mounted over the image's empty rootfs
+    }
     out.origin = cat("image ", img->digest);
     return out;
 }
