@@ -78,9 +78,10 @@ void check_squashfs(int dir, const std::string& file) {
 }
 
 void make_squashfs(int src, const std::string& src_name, const std::string& out) {
-    const ToolResult r = run_in(src, src_name, find_system_tool("mksquashfs", "squashfs-tools"),
-                                {"mksquashfs", ".", out, "-noappend", "-all-root", "-no-xattrs",
-                                 "-quiet", "-no-progress", "-comp", "zstd"});
+    const ToolResult r =
+        run_in(src, src_name, find_system_tool("mksquashfs", "squashfs-tools"),
+               {"mksquashfs", ".", out, "-noappend", "-all-root", "-no-xattrs", "-quiet",
+                "-no-progress", "-comp", "zstd", "-Xcompression-level", "3"});
     if (!r.ok()) {
         ::unlink(out.c_str());
         throw PlanError(cat("mksquashfs of ", src_name, ": ", last_line(r)));
@@ -138,10 +139,10 @@ fs::path unpacked_tree(const fs::path& store, int dir_fd, const std::string& fil
 }
 
 pid_t spawn_squashfuse(int dir, const std::string& file, int fuse) {
-    const std::string tool = find_system_tool("squashfuse", "squashfuse");
+    const std::string tool = find_system_tool("squashfuse_ll", "squashfuse");
     const UniqueFd null = sys::open_at(AT_FDCWD, "/dev/null", O_RDWR);
     return in_dir(dir, file, [&] {
-        return companion::spawn({tool, {}}, {"squashfuse", "-f", file, "/dev/fd/0"}, {},
+        return companion::spawn({tool, {}}, {"squashfuse_ll", "-f", file, "/dev/fd/0"}, {},
                                 {fuse, null.get(), 2});
     });
 }

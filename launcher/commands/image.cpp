@@ -80,7 +80,7 @@ std::string why_not_mounted() {
         return cat(why, " (fix: as root, chmod 0666 /dev/fuse, or a udev rule KERNEL==\"fuse\", ",
                    "MODE=\"0666\")");
     try {
-        image::find_system_tool("squashfuse", "squashfuse");
+        image::find_system_tool("squashfuse_ll", "squashfuse");
         return "";
     } catch (const PlanError& e) {
         return cat(e.what(), " (fix: ", e.hint, ")");

@@ -37,10 +37,9 @@ constexpr const char* kWhat = "the FUSE mount";
         sys::fsconfig_string(fs.get(), "fuse", "group_id", "0");
         sys::fsconfig_flag(fs.get(), "fuse", "default_permissions");
         sys::fsconfig_create(fs.get(), "fuse");
-        const UniqueFd mnt = sys::fsmount(
-            fs.get(), "fuse", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
-        const UniqueFd target =
-            sys::open_at(AT_FDCWD, rootfs, O_PATH | O_DIRECTORY | O_NOFOLLOW);
+        const UniqueFd mnt = sys::fsmount(fs.get(), "fuse",
+                                          MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+        const UniqueFd target = sys::open_at(AT_FDCWD, rootfs, O_PATH | O_DIRECTORY | O_NOFOLLOW);
         sys::move_mount(mnt.get(), "squashfuse", target.get(), rootfs);
         sys::send_frame(sock, "v", dev.get(), kWhat);
         sys::exit_now(0);
@@ -86,8 +85,8 @@ void mount_fuse_root(pid_t init, const std::string& rootfs, const std::string& f
     try {
         const UniqueFd dev = mount_device(init, rootfs);
         const std::filesystem::path f(file);
-        const UniqueFd dir = rootfs::open_read_only_view(f.parent_path().string(),
-                                                         "the squashfs file's directory");
+        const UniqueFd dir =
+            rootfs::open_read_only_view(f.parent_path().string(), "the squashfs file's directory");
         daemon.pid = image::spawn_squashfuse(dir.get(), f.filename().string(), dev.get());
     } catch (...) {
         std::throw_with_nested(SetupError(cat("squashfuse of ", quote(file))));
