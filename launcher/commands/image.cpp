@@ -22,6 +22,7 @@
 #include "image/store.hpp"
 #include "image/store_dir.hpp"
 #include "launcher/monitor/kept_overlay.hpp"
+#include "launcher/monitor/step.hpp"
 #include "rootfs/paths.hpp"
 #include "rootfs/view.hpp"
 
@@ -74,8 +75,15 @@ SquashFile squash_file(const std::filesystem::path& read, const std::string& sho
 }
 
 // Why a squashfs image cannot be mounted for this run ("" where it can): FUSE not open to the
-// caller, or no squashfuse.
-std::string why_not_mounted() {
+// caller, no squashfuse, or a run that reads ROOTFS before its sandbox (and so the mount)
+// exists, or whose sandbox a step's keeper starts.
+std::string why_not_mounted(const Options& o) {
+    const step::Info step = step::inspect([](const char* n) { return std::getenv(n); });
+    if (o.step == 1 || (o.step < 0 && step.wants_step()))
+        return "a step's shared sandbox does not mount one yet";
+    if (o.print_plan || o.preflight == preflight::Mode::enforce || !o.devices.empty())
+        return "--print-plan, --preflight enforce and --device read ROOTFS before the sandbox, "
+               "and so the mount, exists";
     if (std::string why = image::fuse_problem(); !why.empty())
         return cat(why, " (fix: as root, chmod 0666 /dev/fuse, or a udev rule KERNEL==\"fuse\", ",
                    "MODE=\"0666\")");
@@ -222,10 +230,7 @@ ExportSource export_source(const std::string& what) {
     src.origin = cat("image ", img->digest);
     src.config = sys::read_file((img->rootfs.parent_path() / "config.json").string());
     if (!img->squashfs.empty()) {
-        const std::optional<image::StoreDir> store =
-            image::open_store(image::store_root(caller_env()), true);
-        const SquashFile f = squash_file(img->squashfs_read, img->name, img->digest.substr(7));
-        src.tree = image::unpacked_tree(store.value().path, f.dir.get(), f.base, f.key).string();
+        src.tree = unpacked_squashfs(*img);
     } else {
         src.tree = img->rootfs.string();
         src.layers = layer_paths(*img);
@@ -307,6 +312,13 @@ void export_image(int view, const std::string& what, const std::string& name,
 
 }  // namespace
 
+std::string unpacked_squashfs(const image::Stored& img) {
+    const std::optional<image::StoreDir> store =
+        image::open_store(image::store_root(caller_env()), true);
+    const SquashFile f = squash_file(img.squashfs_read, img.name, img.digest.substr(7));
+    return image::unpacked_tree(store.value().path, f.dir.get(), f.base, f.key).string();
+}
+
 int export_command(const Options& o) {
     ExportSource src = export_source(o.exp.image);
     UniqueFd overlay_lock;
@@ -364,7 +376,7 @@ Options resolve_run_image(const Options& o, UniqueFd* hold) {
         Options out = o;
         const std::string file = std::filesystem::canonical(o.rootfs).string();
         out.origin = cat("squashfs file ", quote(file));
-        if (const std::string why = why_not_mounted(); !why.empty()) {
+        if (const std::string why = why_not_mounted(o); !why.empty()) {
             out.rootfs =
                 squash_tree(squash_file(o.rootfs, o.rootfs, image::file_key(o.rootfs)), why);
         } else {
@@ -396,7 +408,7 @@ Options resolve_run_image(const Options& o, UniqueFd* hold) {
     Options out = apply_image_config(o, *img);
     if (hold) *hold = image::hold_image(*img);
     if (img->squashfs.empty()) {
-    } else if (const std::string why = why_not_mounted(); !why.empty()) {
+    } else if (const std::string why = why_not_mounted(o); !why.empty()) {
         out.rootfs =
             squash_tree(squash_file(img->squashfs_read, img->name, img->digest.substr(7)), why);
     } else {

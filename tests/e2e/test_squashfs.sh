@@ -102,6 +102,12 @@ expect_eq "run IMAGE (squashfs), FUSE open: it runs, no line" "$rc:$out:$err" "0
 box run "$WORK/a.sqsh" sh -c 'cat /etc/marker; ls /opt/d'
 expect_eq "run FILE.sqsh, FUSE open: it runs" "$rc:$out:$err" $'0:the image\'s own\nold:'
 expect_eq "  nothing was unpacked (only the mount point)" "$(ls "$GPUBOX_IMAGES/squashfs")" "mnt"
+box run --print-plan sq true
+expect_match "  --print-plan (reads ROOTFS before the sandbox exists): the tree, and the line says why" \
+    "$rc:$err" '^0:gpubox: warning: sq: runs from a tree .*--print-plan, --preflight enforce and --device read ROOTFS'
+box check sq
+expect_eq "  check IMAGE reads the image's tree: exit 0" "$rc" 0
+rm -rf "${GPUBOX_IMAGES:?}/squashfs"
 box run "$WORK/a.sqsh" sh -c 'echo x >/etc/marker && cat /etc/marker'
 expect_eq "  the root takes writes (the sandbox's layer over the mount)" "$rc:$out" "0:x"
 "$GPUBOX" run "$WORK/a.sqsh" sleep 600 >/dev/null 2>&1 &
