@@ -1,8 +1,9 @@
 #pragma once
 // Single-file images: an image kept as one squashfs file (`pull --squashfs`, `export`), built
-// and checked with Debian's squashfs-tools (mksquashfs, unsquashfs), and run from a tree that
-// unsquashfs unpacked once into the caller's store where FUSE is not open to the caller
-// (docs/images.md says which path a run takes when).
+// and checked with Debian's squashfs-tools (mksquashfs, unsquashfs); runs mount it with
+// squashfuse (launcher/monitor/fuse_root.hpp) or, where FUSE is not open to the caller, run
+// from a tree unsquashfs unpacked once into the caller's store (docs/images.md says which path
+// a run takes when).
 #include <sys/types.h>
 
 #include <filesystem>
@@ -31,17 +32,17 @@ void check_squashfs(int dir, const std::string& file);
 std::string file_digest(const std::string& file);
 
 // The tree FILE (in directory `dir_fd`: a read-only view of its directory, so that no read
-// changes it, not even an access time) unpacks to, in the caller's STORE/squashfs/<key>/tree (`key`: the stored
-// image's digest hex, or what tells a FILE.sqsh apart: device, inode, size, change time):
-// unpacked once by unsquashfs into STORE/tmp and renamed into place, so that a killed unpack
-// leaves no half tree; FILE is only read. Returns the tree.
+// changes it, not even an access time) unpacks to, in the caller's STORE/squashfs/<key>/tree
+// (`key`: the stored image's digest hex, or what tells a FILE.sqsh apart: device, inode, size,
+// change time): unpacked once by unsquashfs into STORE/tmp and renamed into place, so that a
+// killed unpack leaves no half tree; FILE is only read. Returns the tree.
 std::filesystem::path unpacked_tree(const std::filesystem::path& store, int dir_fd,
                                     const std::string& file, const std::string& key);
 
 // The key of a FILE.sqsh for unpacked_tree: "f<dev>-<ino>-<size>-<ctime ns>".
 std::string file_key(const std::string& file);
 
-// squashfuse (Debian's package) serving FILE (in directory `dir`, a read-only view of it) on
+// squashfuse_ll (Debian's squashfuse, its low-level daemon) serving FILE (in directory `dir`, a read-only view of it) on
 // `fuse`, a /dev/fuse mounted already ("/dev/fd/0": its stdin), in the foreground, with no
 // environment; its stdout /dev/null, its stderr gpubox's. Returns its pid.
 pid_t spawn_squashfuse(int dir, const std::string& file, int fuse);

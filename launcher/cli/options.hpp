@@ -55,7 +55,7 @@ struct Options {
     std::string overlay;
     bool force_overlay = false;  // --force-overlay: DIR made over another image or ROOTFS
     std::string origin;    // what DIR records it was made over: "image sha256:<hex>" (run IMAGE),
-                           // "squashfs KEY" (run FILE.sqsh); "" for ROOTFS's real path
+                           // `squashfs file "PATH"` (run FILE.sqsh); "": `ROOTFS "PATH"`
     std::string squashfs;  // a squashfs image's file, which squashfuse serves over ROOTFS
     std::vector<rootfs::UserMount> mounts;
     std::string workdir = "/";

@@ -5,7 +5,7 @@
 // opens /dev/fuse there (FUSE takes only a device opened in the mount's own user namespace),
 // mounts it over ROOTFS (read-only, nosuid, nodev) and hands the device back; squashfuse then
 // serves it from the monitor's own namespaces with a cleared environment, the device its stdin
-// ("/dev/fd/0"). The workload cannot see it (another pid namespace), signal or trace it; the
+// ("/dev/fd/0"; squashfuse_ll, the package's low-level daemon). The workload cannot see it (another pid namespace), signal or trace it; the
 // mount goes with the sandbox's mount namespace, which ends squashfuse's session, and the
 // monitor kills and reaps it when the run ends anyway (FuseDaemon's destructor). Needs
 // /dev/fuse open to the caller (image/squashfs.hpp's fuse_problem; else runs unpack).
