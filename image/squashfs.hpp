@@ -16,7 +16,9 @@ namespace gpubox::image {
 // Debian's tool NAME in /usr/bin, /usr/sbin, /bin or /sbin; PlanError naming the package.
 std::string find_system_tool(const std::string& name, const std::string& package);
 
-// Whether PATH is a regular file that starts with squashfs's magic ("hsqs").
+// Whether PATH is a regular file that starts with squashfs's magic ("hsqs"), read without
+// changing its access time; another user's file, which cannot be read so, by its name (.sqsh,
+// .squashfs).
 bool is_squashfs_file(const std::string& path);
 
 // mksquashfs of the directory `src` (an fd: a tree, or an image's stacked view) into `out`,

@@ -380,7 +380,8 @@ Options resolve_run_image(const Options& o, UniqueFd* hold) {
             out.rootfs =
                 squash_tree(squash_file(o.rootfs, o.rootfs, image::file_key(o.rootfs)), why);
         } else {
-            image::check_squashfs(AT_FDCWD, file);
+            const SquashFile f = squash_file(file, o.rootfs, "");
+            image::check_squashfs(f.dir.get(), f.base);
             out.squashfs = file;
             out.rootfs = mount_point().string();
         }
