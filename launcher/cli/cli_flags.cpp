@@ -390,7 +390,8 @@ const Flags& export_flags() {
 const Flags& images_flags() {
     static const Flags flags = {
         {"--json", nullptr,
-         "machine-readable output: name, digest, source, size, pulled time, rootfs",
+         "machine-readable output: name, digest, source, size, pulled time, rootfs, squashfs "
+         "file",
          [](Options& o, const std::string&) { o.json = true; }},
     };
     return flags;

@@ -146,6 +146,7 @@ int images_command(const Options& o) {
                            {"pulled_unix", s.pulled_unix},
                            {"rootfs", s.rootfs.string()},
                            {"layers", layer_paths(s)},
+                           {"squashfs", s.squashfs.string()},
                            {"store", s.site ? "site" : "user"}});
         std::cout << out.dump(2) << "\n";
         return 0;
