@@ -9,10 +9,14 @@
 set -euo pipefail
 # Build: compilers, CMake and the libraries gpubox links (catch2: the default build configures
 # tests/, where quickstart finds the simulated GPU host); file: cpack -G DEB (dpkg-shlibdeps).
-# Run: busybox-static (gpubox rootfs create), skopeo (gpubox pull), util-linux (setpriv).
+# Run: busybox-static (gpubox rootfs create), skopeo (gpubox pull), util-linux (setpriv),
+# squashfs-tools (single-file images: pull --squashfs and export build them with mksquashfs,
+# runs check them with unsquashfs, and unpack them where FUSE is closed), squashfuse (runs
+# mount them through FUSE in the sandbox's user namespace; it brings libfuse3, and gpubox
+# hands it the mounted /dev/fuse, so no fusermount3 and no fuse3 package is needed).
 build=(build-essential cmake pkg-config libcap-ng-dev libseccomp-dev libsystemd-dev
        libarchive-dev nettle-dev nlohmann-json3-dev catch2 file busybox-static skopeo util-linux
-       libyaml-cpp-dev)  # CDI specs are YAML by default (nvidia-ctk writes /etc/cdi/nvidia.yaml)
+       squashfs-tools squashfuse libyaml-cpp-dev)  # CDI specs are YAML by default (nvidia-ctk writes /etc/cdi/nvidia.yaml)
 tests=(clang libclang-rt-14-dev   # run-all.sh: unit tests under ASan/UBSan, libFuzzer smoke
        clang-format git           # tools/check-format.sh: clang-format 14 over `git ls-files`
        bsdutils procps time       # e2e: script(1) as a terminal, pgrep, /usr/bin/time

@@ -8,17 +8,27 @@
 # (`run IMAGE true`) from stacked layers against one tree. The registry is Debian's docker-registry on
 # 127.0.0.1 with TLS and basic auth (tests/e2e/registry_lib.sh), started here as root; both
 # sides pull as uid 65534 with the same CA and credentials. BENCH_IMAGE_MIB sets the size.
+# Last, single-file images (squashfs_round): a file-heavy tree as a tree and as squashfs, mounted
+# by squashfuse (/dev/fuse opened for the bench, restored after) or unpacked by unsquashfs.
+# BENCH_PARTS=squashfs runs that part alone (no registry).
 . "$(dirname "$0")/common.sh"
 . "$TOP/tests/e2e/registry_lib.sh"
 
 # The registry side, as root, before bench_setup drops to uid 65534 (it keeps the environment).
+PARTS=${BENCH_PARTS:-all}
 if [ -z "${GPUBOX_BENCH_UNPRIVILEGED:-}" ]; then
+    # squashfs_round: FUSE open to uid 65534 for the bench's run, its mode restored after.
+    FUSE_MODE=$(stat -c %a /dev/fuse)
+    trap 'chmod "$FUSE_MODE" /dev/fuse' EXIT
+    chmod 0666 /dev/fuse
+fi
+if [ -z "${GPUBOX_BENCH_UNPRIVILEGED:-}" ] && [ "$PARTS" = all ]; then
     missing=$(reg_missing_tools)
     command -v umoci >/dev/null || missing+="umoci "
     [ -z "$missing" ] || { echo "bench: missing $missing(bash .ci/install-deps.sh)" >&2; exit 1; }
     [ "$(uname -m)" = x86_64 ] && REG_ARCH=amd64 || REG_ARCH=arm64
     REG_TOP=$(mktemp -d /tmp/gpubox-bench-reg.XXXXXX)
-    trap 'reg_stop_all; rm -rf "$REG_TOP"' EXIT
+    trap 'reg_stop_all; rm -rf "$REG_TOP"; chmod "$FUSE_MODE" /dev/fuse' EXIT
     trap 'exit 143' TERM INT HUP
     reg_init "$REG_TOP"
     reg_start main tls
@@ -42,10 +52,6 @@ fi
 bench_setup "$@"
 
 N=${N:-5}
-SRC=docker://127.0.0.1:$REG_PORT/lab/big:1
-reg_user_config "$HOME" "$REG_PORT"
-# skopeo's trust policy for the peer: the bench's own, as gpubox brings its own.
-POLICY=$REG_TOP/policy.json
 
 # timed LOG COMMAND...: runs COMMAND under GNU time; appends "wall_s cpu_s maxrss_kib" to LOG.
 timed() {
@@ -95,6 +101,40 @@ store_round() {
     rm -rf "$GPUBOX_IMAGES"
 }
 
+# Single-file images: a file-heavy tree (busybox, the host's python3 standard library and its
+# Perl library: some 2,500 files of ~50 MiB) stored as a tree (tar:) and --squashfs, then start-up (run IMAGE
+# true) and a file-heavy workload (every file read: find | xargs cat) from the tree, from the
+# squashfs file mounted by squashfuse, and the one-time unpack (unsquashfs) a run does where
+# FUSE is closed (it then runs from the tree: the tree's rows).
+squashfs_prepare() {
+    local t=$OUTDIR/heavy
+    rm -rf "$t" && mkdir -p "$t/bin" "$t/etc" "$t/tmp" "$t/data"
+    cp /bin/busybox "$t/bin/busybox"
+    for app in sh true find xargs cat; do ln -s busybox "$t/bin/$app"; done
+    cp -r /usr/lib/python3.11 "$t/data/python" && cp -r /usr/share/perl "$t/data/perl"
+    find "$t" -name __pycache__ -prune -exec rm -rf {} +
+    tar -C "$t" -cf "$OUTDIR/heavy.tar" . && rm -rf "$t"
+}
+squashfs_round() {
+    # One store each: a digest stored already keeps its form.
+    local tree=$OUTDIR/store-tree sqsh=$OUTDIR/store-sqsh sq
+    rm -rf "$tree" "$sqsh" "$OUTDIR/unpacked"
+    GPUBOX_IMAGES=$tree timed "$OUTDIR/sq-pull-tree.log" "$GPUBOX" pull --name img "tar:$OUTDIR/heavy.tar"
+    GPUBOX_IMAGES=$sqsh timed "$OUTDIR/sq-pull-sqsh.log" "$GPUBOX" pull --squashfs --name img \
+        "tar:$OUTDIR/heavy.tar"
+    sq=$(ls "$sqsh"/blobs/sha256/*/rootfs.sqsh)
+    disk_mib "$sq" >>"$OUTDIR/sq-sqsh.du"
+    timed "$OUTDIR/sq-unpack.log" unsquashfs -q -n -d "$OUTDIR/unpacked" "$sq"
+    disk_mib "$OUTDIR/unpacked" >>"$OUTDIR/sq-tree.du"
+    rm -rf "$OUTDIR/unpacked"
+    for kind in tree sqsh; do
+        export GPUBOX_IMAGES=$OUTDIR/store-$kind
+        for _ in 1 2 3; do timed "$OUTDIR/sq-$kind-start.log" "$GPUBOX" run img true; done
+        timed "$OUTDIR/sq-$kind-cat.log" "$GPUBOX" run img sh -c 'find / -xdev -type f | xargs cat >/dev/null'
+    done
+    rm -rf "$tree" "$sqsh"
+}
+
 # median and range of column COL of FILE: "median (min-max)"
 stat_col() {
     sort -n -k"$2,$2" "$1" | awk -v c="$2" '{ v[NR] = $c }
@@ -102,6 +142,31 @@ stat_col() {
               printf "%g (%g-%g)", m, v[1], v[NR] }'
 }
 
+squashfs_report() {
+    echo "single-file images: busybox + python3.11's and Perl's libraries" \
+        "($(tar -tf "$OUTDIR/heavy.tar" | wc -l) entries); $N rounds, median (min-max)"
+    printf '%-48s %s\n' "pull tar: as a tree, as --squashfs, wall s" \
+        "$(stat_col "$OUTDIR/sq-pull-tree.log" 1), $(stat_col "$OUTDIR/sq-pull-sqsh.log" 1)"
+    printf '%-48s %s\n' "squashfs file, tree (du), MiB" \
+        "$(stat_col "$OUTDIR/sq-sqsh.du" 1), $(stat_col "$OUTDIR/sq-tree.du" 1)"
+    printf '%-48s %s\n' "one-time unpack (unsquashfs, FUSE closed), wall s" \
+        "$(stat_col "$OUTDIR/sq-unpack.log" 1)"
+    for img in tree sqsh; do
+        printf '%-48s %s\n' "$img: run IMAGE true, wall s" "$(stat_col "$OUTDIR/sq-$img-start.log" 1)"
+        printf '%-48s %s\n' "$img: find / -type f | xargs cat, wall s" \
+            "$(stat_col "$OUTDIR/sq-$img-cat.log" 1)"
+    done
+}
+if [ "$PARTS" = squashfs ]; then
+    squashfs_prepare
+    for ((i = 0; i < N; i++)); do squashfs_round; done
+    squashfs_report
+    exit 0
+fi
+SRC=docker://127.0.0.1:$REG_PORT/lab/big:1
+reg_user_config "$HOME" "$REG_PORT"
+# skopeo's trust policy for the peer: the bench's own, as gpubox brings its own.
+POLICY=$REG_TOP/policy.json
 echo "machine: $(nproc) cores, $(uname -r); gpubox $("$GPUBOX" --version | cut -d' ' -f2)," \
     "skopeo $(skopeo --version | cut -d' ' -f3), umoci $(umoci --version | cut -d' ' -f3)," \
     "docker-registry $(docker-registry --version | cut -d' ' -f3)"
@@ -147,3 +212,6 @@ median() { stat_col "$@" | cut -d' ' -f1; }
 echo "ratio gpubox / peer, medians: wall $(ratio "$(median "$OUTDIR/gpubox.log" 1)" \
     "$(median "$OUTDIR/peer.log" 1)"), CPU $(ratio "$(median "$OUTDIR/gpubox.log" 2)" \
     "$(median "$OUTDIR/peer.log" 2)")"
+squashfs_prepare
+for ((i = 0; i < N; i++)); do squashfs_round; done
+squashfs_report

@@ -17,6 +17,7 @@
 #include "common/text.hpp"
 #include "image/oci.hpp"
 #include "image/reference.hpp"
+#include "image/squashfs.hpp"
 #include "image/store.hpp"
 #include "image/store_dir.hpp"
 #include "image/tool.hpp"
@@ -256,7 +257,7 @@ void fetch(const PullRequest& r, const Source& s, const fs::path& tmp,
 // own limit is 500; images have at most 127, docker's); before, one lowerdir string of
 // "/proc/self/fd/N" paths, which fsconfig caps at 255 bytes. An image of more is one tree.
 bool stack_layers(const PullRequest& r, const Source& s) {
-    return !r.flat && s.kind != Source::Kind::tar && sys::kernel_at_least(5, 11);
+    return !r.flat && !r.squashfs && s.kind != Source::Kind::tar && sys::kernel_at_least(5, 11);
 }
 std::size_t max_stacked() { return sys::kernel_at_least(6, 5) ? 128 : 12; }
 
@@ -275,6 +276,24 @@ Json layered_info(const fs::path& store, const fs::path& stage, const Json& j, s
         }
     }
     return {{"size_bytes", total}, {"layers", n}, {"layer_digests", j["layer_digests"]}};
+}
+
+// --squashfs: the unpacked tree becomes DIR/rootfs.sqsh (mksquashfs), rootfs stays, empty.
+Json to_squashfs(const fs::path& dir, const PullRequest& r) {
+    const fs::path tree = dir / "rootfs";
+    try {
+        const UniqueFd fd = sys::open_at(AT_FDCWD, tree.string(), O_PATH | O_DIRECTORY);
+        make_squashfs(fd.get(), "the pulled image", (dir / "rootfs.sqsh").string());
+    } catch (const PlanError& e) {
+        fail(r, e.what());
+    }
+    remove_tree(tree);
+    sys::mkdir_at(AT_FDCWD, tree.string(), 0755);
+    struct stat st {};
+    if (::stat((dir / "rootfs.sqsh").c_str(), &st) != 0)
+        sys::fail(cat("stat(", quote((dir / "rootfs.sqsh").string()), ")"), errno);
+    return {
+        {"size_bytes", static_cast<std::uint64_t>(st.st_size)}, {"layers", 1}, {"squashfs", true}};
 }
 
 void unpack(const fs::path& store, const PullRequest& r, const Source& s, const fs::path& tmp,
@@ -318,6 +337,7 @@ void unpack(const fs::path& store, const PullRequest& r, const Source& s, const 
         out.layer_digests = j["layer_digests"].get<std::vector<std::string>>();
         out.layers = out.layer_digests.size();
     }
+    if (r.squashfs) info = to_squashfs(dir, r);
     write_new(dir / "info.json", info.dump(2) + "\n");
 }
 

@@ -21,7 +21,8 @@ struct PullRequest {
     bool insecure = false;     // plain HTTP, or HTTPS without verification
     std::string cert_dir, creds, authfile, platform;
     std::uint64_t max_size = kDefaultMaxSize;  // --max-size: what gpubox-unpack may write
-    bool flat = false;  // --flat: one tree, no layers shared (image/store.hpp)
+    bool flat = false;      // --flat: one tree, no layers shared (image/store.hpp)
+    bool squashfs = false;  // --squashfs: one squashfs file (image/squashfs.hpp)
 };
 
 struct PullResult {

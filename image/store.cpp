@@ -142,6 +142,10 @@ std::optional<Stored> load(const StoreView& store, const std::string& name) {
     s.size_bytes = info.value("size_bytes", std::uint64_t{0});
     for (const std::string& hex : layer_digests(info))
         s.layers.push_back(store.real / "layers/sha256" / hex / "tree");
+    if (info.value("squashfs", false)) {
+        s.squashfs = image_dir(store.real, s.digest) / "rootfs.sqsh";
+        s.squashfs_read = dir / "rootfs.sqsh";
+    }
     s.site = store.site;
     return s;
 }

@@ -6,7 +6,10 @@
 //                                          for a layered image an empty directory, where the
 //                                          run mounts its layers stacked (overlayfs)
 //   STORE/blobs/sha256/<hex>/config.json   the image config (OCI/Docker "config" object)
-//   STORE/blobs/sha256/<hex>/info.json     size, layers; "layer_digests": a layered image's
+//   STORE/blobs/sha256/<hex>/rootfs.sqsh   a single-file image's (pull --squashfs, export): the
+//                                          whole tree as one squashfs file, its rootfs empty
+//   STORE/blobs/sha256/<hex>/info.json     size, layers; "squashfs": true for rootfs.sqsh;
+//                                          "layer_digests": a layered image's
 //                                          layers, bottom first (none: rootfs is the whole tree,
 //                                          as every image before layers were shared, and a tar:)
 //   STORE/layers/sha256/<hex>/tree         one layer blob's tree, as overlayfs stacks it (its
@@ -17,6 +20,8 @@
 //   STORE/names/<name>                     a record: {"digest": "sha256:<hex>", "remote": the
 //                                          registry's digest where skopeo converted it}; a '/'
 //                                          of the name ("lab/py") is a '%' in the file's name
+//   STORE/squashfs/<key>/tree              a squashfs image unpacked once by unsquashfs for runs
+//                                          where FUSE is not open to the caller (squashfs.hpp)
 //   STORE/tmp/                             pulls in progress (renamed into place when complete)
 //   STORE/lock                             flock() serializes writers
 // A running sandbox holds flock(LOCK_SH) on its image's blobs/sha256/<hex> (hold_image).
@@ -40,6 +45,8 @@ struct Stored {
     std::string remote;  // the registry's manifest digest, where skopeo converted it (or "")
     std::filesystem::path rootfs;
     std::vector<std::filesystem::path> layers;  // a layered image's trees, bottom first
+    std::filesystem::path squashfs;             // a single-file image's rootfs.sqsh (its real path)
+    std::filesystem::path squashfs_read;        // the same as read (StoreView::read)
     Config config;
     std::uint64_t size_bytes = 0;
     std::int64_t pulled_unix = 0;

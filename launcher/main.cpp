@@ -68,6 +68,7 @@ int main(int argc, char** argv) {
             case Command::images: return images_command(o);
             case Command::rmi: return rmi_command(o);
             case Command::prune: return prune_command(o);
+            case Command::export_image: return export_command(o);
             case Command::rootfs_create: return create_rootfs_command(o);
             case Command::list: return list_command(o);
             case Command::doctor: return doctor_command(o);

@@ -62,6 +62,11 @@ const std::vector<CommandInfo>& commands() {
          "Remove pulled images (an image's files go with the last name for them, its layers "
          "with the last image that has them).",
          no_flags()},
+        {"export", "[--overlay DIR] IMAGE|FILE.sqsh NAME|FILE.sqsh",
+         "Make a new image of IMAGE (with the writes a run kept in DIR): NAME stores it as one "
+         "squashfs file in your store, FILE.sqsh (a new file) writes it there. Needs "
+         "squashfs-tools.",
+         export_flags()},
         {"prune", "",
          "Remove what no image name uses: image trees left without a name, layers no image "
          "has, and leftovers of pulls that were killed. Never what a running sandbox holds.",
@@ -241,6 +246,17 @@ void parse_image_command(Options& o, const std::vector<std::string>& args) {
     }
 }
 
+// export [--overlay DIR] IMAGE NAME|FILE.sqsh
+void parse_export(Options& o, const std::vector<std::string>& args) {
+    const std::size_t i = parse_flags(o, "export", export_flags(), args, 1);
+    if (o.command == Command::help) return;
+    if (args.size() != i + 2)
+        throw UsageError(
+            "export: expected IMAGE and NAME|FILE.sqsh (usage: gpubox export [--overlay DIR] "
+            "IMAGE NAME|FILE.sqsh)");
+    o.exp.image = args[i], o.exp.target = args[i + 1];
+}
+
 void parse_check(Options& o, const std::vector<std::string>& args) {
     std::size_t i = parse_flags(o, "check", check_flags(), args, 1);
     if (o.command == Command::help) return;
@@ -312,6 +328,7 @@ Options parse_command_line(const std::vector<std::string>& args) {
     else if (cmd == "rmi") o.command = Command::rmi, parse_image_command(o, args);
     else if (cmd == "prune") o.command = Command::prune, parse_image_command(o, args);
     else if (cmd == "check") o.command = Command::check, parse_check(o, args);
+    else if (cmd == "export") o.command = Command::export_image, parse_export(o, args);
     else if (cmd == "cdi") parse_cdi(o, args);
     else if (cmd == "ps") o.command = Command::ps, parse_named(o, args);
     else if (cmd == "exec") o.command = Command::exec, parse_named(o, args);

@@ -109,6 +109,10 @@ const Flags& run_flags() {
              if (v.empty()) throw UsageError("run: --overlay needs a directory");
              o.overlay = v;
          }},
+        {"--force-overlay", nullptr,
+         "reuse --overlay's DIR over another image or ROOTFS than the one it was made over "
+         "(its files then shadow the new image's: what it deleted stays deleted)",
+         [](Options& o, const std::string&) { o.force_overlay = true; }},
         {"--no-seccomp", nullptr, "do not install a seccomp filter",
          [](Options& o, const std::string&) { o.seccomp = false; }},
         {"--seccomp-bpf", "FILE", "install this raw BPF program instead of the default filter",
@@ -369,6 +373,23 @@ const Flags& pull_flags() {
          "store the image as one tree, sharing no layer (for a kernel or filesystem where "
          "overlayfs cannot stack layers in a user namespace)",
          [](Options& o, const std::string&) { o.pull.flat = true; }},
+        {"--squashfs", nullptr,
+         "store the image as one squashfs file (mksquashfs), which runs mount without "
+         "unpacking (squashfuse) where /dev/fuse is open to you (docs/images.md)",
+         [](Options& o, const std::string&) { o.pull.squashfs = true; }},
+    };
+    return flags;
+}
+
+const Flags& export_flags() {
+    static const Flags flags = {
+        {"--overlay", "DIR",
+         "the image with the writes a run kept in DIR (run --overlay DIR): whiteouts and opaque "
+         "directories applied",
+         [](Options& o, const std::string& v) {
+             if (v.empty()) throw UsageError("export: --overlay needs a directory");
+             o.exp.overlay = v;
+         }},
     };
     return flags;
 }
@@ -376,7 +397,8 @@ const Flags& pull_flags() {
 const Flags& images_flags() {
     static const Flags flags = {
         {"--json", nullptr,
-         "machine-readable output: name, digest, source, size, pulled time, rootfs",
+         "machine-readable output: name, digest, source, size, pulled time, rootfs, squashfs "
+         "file",
          [](Options& o, const std::string&) { o.json = true; }},
     };
     return flags;

@@ -29,6 +29,7 @@ const Flags& pull_flags();
 const Flags& images_flags();
 const Flags& ps_flags();
 const Flags& exec_flags();
+const Flags& export_flags();
 const Flags& isolate_flags();
 const Flags& no_flags();
 

@@ -35,7 +35,8 @@ enum class Command {
     cdi_generate,
     cdi_list,
     ps,
-    exec
+    exec,
+    export_image
 };
 
 struct Options {
@@ -54,6 +55,10 @@ struct Options {
     rootfs::RootMode root_mode = rootfs::RootMode::overlay;
     // --overlay DIR: the root's writes kept in DIR (launcher/monitor/kept_overlay.hpp)
     std::string overlay;
+    bool force_overlay = false;  // --force-overlay: DIR made over another image or ROOTFS
+    std::string origin;    // what DIR records it was made over: "image sha256:<hex>" (run IMAGE),
+                           // `squashfs file "PATH"` (run FILE.sqsh); "": `ROOTFS "PATH"`
+    std::string squashfs;  // a squashfs image's file, which squashfuse serves over ROOTFS
     std::vector<rootfs::UserMount> mounts;
     std::string workdir = "/";
     bool workdir_given = false;  // an image's WorkingDir is the default only
@@ -103,10 +108,14 @@ struct Options {
     // pull, images, rmi, prune (image/)
     struct Pull {
         std::string source, name, cert_dir, creds, authfile, platform;
-        bool insecure = false, flat = false;
+        bool insecure = false, flat = false, squashfs = false;
         std::uint64_t max_size = image::kDefaultMaxSize;  // --max-size
     } pull;
     std::vector<std::string> image_names;  // rmi
+    // export IMAGE [--overlay DIR] NAME|FILE.sqsh (launcher/commands/image.cpp)
+    struct Export {
+        std::string image, overlay, target;
+    } exp;
     // Preflight (run, check): what the image needs against what the node has
     preflight::Mode preflight = preflight::Mode::warn;  // run --preflight
     std::vector<std::string> requirements;              // check --require EXPR (validated)

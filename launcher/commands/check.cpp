@@ -44,6 +44,7 @@ void set_target(const Options& o, preflight::Request& r, std::vector<std::string
         if (no_cmd) run.argv.clear();
         r.target = {run.rootfs, env_map(run.env)};
         layers = run.image_layers;
+        if (!img->squashfs.empty()) r.target.rootfs = unpacked_squashfs(*img);
     } else {
         r.target = preflight::resolve_target(o.check_target, env_map(o.env));
     }

@@ -10,6 +10,10 @@ int pull_command(const Options& o);
 int images_command(const Options& o);
 int rmi_command(const Options& o);
 int prune_command(const Options& o);
+int export_command(const Options& o);
+// A squashfs image's tree, unpacked once into the caller's store (image/squashfs.hpp), for
+// what reads it outside a run (check, export).
+std::string unpacked_squashfs(const image::Stored& img);
 
 // `run`'s ROOTFS operand: a directory (or a path: "/x", "./x") is used as it is, with no store
 // lookup; else a pulled image's name, whose config then applies (apply_image_config), and

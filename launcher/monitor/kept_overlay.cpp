@@ -52,7 +52,36 @@ void check_outside(const std::string& dir, const std::string& path, const std::s
                         "choose a DIR outside ROOTFS");
 }
 
+// DIR/origin: "origin\n", written anew (replacing what it said) by a rename in DIR.
+void write_origin(int dir, const std::string& path, const std::string& origin) {
+    const std::string tmp = cat("origin.", ::getpid());
+    ::unlinkat(dir, tmp.c_str(), 0);
+    const UniqueFd fd =
+        sys::open_at(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    sys::write_all(fd.get(), origin + "\n", path + "/" + tmp);
+    sys::rename_at(dir, tmp, "origin");
+}
+
 }  // namespace
+
+std::string read_origin(int dir) {
+    const int fd = sys::try_open_at(dir, "origin", O_RDONLY | O_NOFOLLOW);
+    if (fd == -ENOENT) return "";
+    if (fd < 0) sys::fail("open(\"DIR/origin\")", -fd);
+    const UniqueFd own(fd);
+    std::string s = sys::read_all(fd, "DIR/origin", 4096);
+    while (!s.empty() && s.back() == '\n') s.pop_back();
+    return s;
+}
+
+void check_origin(const std::string& dir, const std::string& recorded, const std::string& origin,
+                  const char* force_hint) {
+    if (recorded.empty() || recorded == origin) return;
+    throw PlanError(cat("--overlay ", quote(dir), " was made over ", recorded, ", not ", origin),
+                    cat("its files would shadow this one's (and what it deleted stays deleted): "
+                        "give this run another DIR",
+                        force_hint));
+}
 
 // Filesystems whose dentries revalidate (network and FUSE ones): overlayfs refuses them as an
 // upper layer ("not supported as upperdir"), as it refuses another overlay.
@@ -69,7 +98,8 @@ std::string upper_fs_problem(long f_type) {
     }
 }
 
-KeptOverlay open_kept_overlay(const std::string& dir, const std::string& rootfs) {
+KeptOverlay open_kept_overlay(const std::string& dir, const std::string& rootfs,
+                              const std::string& origin, bool force) {
     KeptOverlay k;
     std::error_code ec;
     const std::filesystem::path abs = std::filesystem::absolute(dir).lexically_normal();
@@ -94,6 +124,13 @@ KeptOverlay open_kept_overlay(const std::string& dir, const std::string& rootfs)
         throw PlanError(cat("--overlay ", quote(k.dir), ": in use by another gpubox run"),
                         "overlayfs cannot share an upper layer between two sandboxes: wait for "
                         "that run to end, or give this one another DIR");
+    const std::string made_over =
+        origin.empty()
+            ? cat("ROOTFS ", quote(sys::read_fd_link(sys::open_at(AT_FDCWD, rootfs, O_PATH).get())))
+            : origin;
+    const std::string recorded = read_origin(at.get());
+    if (!force) check_origin(k.dir, recorded, made_over, ", or --force-overlay to reuse it");
+    if (recorded != made_over) write_origin(at.get(), k.dir, made_over);
     k.upper = open_layer_dir(at.get(), k.dir, "upper", 0755);
     k.work = open_layer_dir(at.get(), k.dir, "work", 0700);
     return k;

@@ -24,8 +24,17 @@ struct KeptOverlay {
 
 // Opens (making it 0700 where missing) and locks DIR for a run of `rootfs`. PlanError, one
 // line with a hint: another user's DIR or one on the way, another run holding it, a filesystem
-// overlayfs refuses as an upper layer, a DIR inside ROOTFS (which the sandbox would write).
-KeptOverlay open_kept_overlay(const std::string& dir, const std::string& rootfs);
+// overlayfs refuses as an upper layer, a DIR inside ROOTFS (which the sandbox would write), a
+// DIR made over another image or ROOTFS than `origin` (DIR/origin records it; "": ROOTFS's
+// real path) unless `force` (--force-overlay, which records the new one).
+KeptOverlay open_kept_overlay(const std::string& dir, const std::string& rootfs,
+                              const std::string& origin = "", bool force = false);
+
+// What DIR/origin says DIR was made over ("" where it says nothing), and the check above
+// (export's too): PlanError where it was made over another than `origin`.
+std::string read_origin(int dir);
+void check_origin(const std::string& dir, const std::string& recorded, const std::string& origin,
+                  const char* force_hint);
 
 // After the run: overlayfs makes DIR/work/work mode 0000 (anew at each mount) and may leave its
 // whiteout template in it, which would make `rm -rf DIR` fail; opened up for the owner (0700).

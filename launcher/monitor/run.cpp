@@ -44,6 +44,7 @@
 #include "launcher/monitor/meta_isolate.hpp"
 #include "launcher/monitor/preflight.hpp"
 #include "launcher/monitor/environment.hpp"
+#include "launcher/monitor/fuse_root.hpp"
 #include "launcher/sandbox/exit_codes.hpp"
 #include "launcher/monitor/pty.hpp"
 #include "launcher/monitor/stdio.hpp"
@@ -236,6 +237,8 @@ RunPlan plan_run(const RunRequest& r, const RunInputs& run) {
     s.ids = isolate::plan_id_maps(::getuid(), ::getgid(), o.root);
     s.image_hold = r.image_hold.get();
     s.image_layers = o.image_layers;
+    p.squashfs = o.squashfs;
+    s.fuse_root = !o.squashfs.empty();
     rootfs::PlanInputs in;
     // One tmpfs holds every writable in-memory place: unless told otherwise, it may not outgrow
     // the memory limit, or without one, a quarter of the memory the host has available.
@@ -396,7 +399,8 @@ void join_entry(void* arg) {
 }
 
 // clone(), then what only the monitor can do before init goes on: the id maps, then Go.
-isolate::Spawned start_sandbox(const RunPlan& plan, RunFds& fds, isolate::Cgroup& cgroup) {
+isolate::Spawned start_sandbox(const RunPlan& plan, RunFds& fds, isolate::Cgroup& cgroup,
+                               FuseDaemon* fuse = nullptr) {
     std::cout.flush();
     std::cerr.flush();
     // The network namespace is the costly one to create: init unshares it itself, so the monitor
@@ -414,6 +418,14 @@ isolate::Spawned start_sandbox(const RunPlan& plan, RunFds& fds, isolate::Cgroup
     } catch (...) {
         sys::kill_and_reap(child.pid);
         std::throw_with_nested(SetupError("user namespace id maps"));
+    }
+    if (fuse && !plan.squashfs.empty()) {
+        try {
+            mount_fuse_root(child.pid, plan.spec.plan.root.rootfs, plan.squashfs, *fuse);
+        } catch (...) {
+            sys::kill_and_reap(child.pid);
+            throw;
+        }
     }
     if (plan.devices_later) keep_off_my_cpu(child.pid, plan.spec.cpus);
     send_unless_gone(fds.monitor.control.get(), channel::Go{});
@@ -520,8 +532,9 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, int parent_pidfd
         fds.join_init = sys::dup_cloexec(plan.step.init.get());
         if (plan.step.holder.valid()) fds.join_holder = sys::dup_cloexec(plan.step.holder.get());
     }
+    FuseDaemon fuse;  // a squashfs image's squashfuse: killed when the run ends
     isolate::Spawned child =
-        joins ? join_sandbox(plan, fds, cgroup) : start_sandbox(plan, fds, cgroup);
+        joins ? join_sandbox(plan, fds, cgroup) : start_sandbox(plan, fds, cgroup, &fuse);
     try {
         if (!joins) view = monitor_view(o, plan, fds, std::move(view), run.gpus);
         // (A joining task's GPUs are the step's sandbox's, which the keeper planned.)
@@ -694,7 +707,7 @@ int run_sandbox(const RunRequest& given, RunReport* report) {
         plan.named = std::move(name);
         plan.spec.joinable = plan.named.held();
         if (!o.overlay.empty() && !o.print_plan) {  // before a cgroup exists: nothing to undo
-            plan.kept = open_kept_overlay(o.overlay, o.rootfs);
+            plan.kept = open_kept_overlay(o.overlay, o.rootfs, o.origin, o.force_overlay);
             plan.spec.plan.root.overlay_dir = plan.kept.dir;  // as the kernel resolved it
         }
         plan.spec.send_view =

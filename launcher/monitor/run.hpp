@@ -28,9 +28,10 @@ struct RunPlan {
     // Set when the GPU's ops are planned after clone(), while the sandbox sets up, and placed
     // against spec.plan. The sandbox's init receives the whole plan (channel::DevicePlan).
     bool devices_later = false;
-    gpu::GpuSpec gpus;  // --gpu, with slurm and env resolved
-    gpu::Lease lease;   // --gpu auto: held by the monitor until it exits
-    KeptOverlay kept;   // --overlay DIR: locked by the monitor until it exits
+    gpu::GpuSpec gpus;     // --gpu, with slurm and env resolved
+    gpu::Lease lease;      // --gpu auto: held by the monitor until it exits
+    KeptOverlay kept;      // --overlay DIR: locked by the monitor until it exits
+    std::string squashfs;  // a squashfs image's file, mounted over ROOTFS before Go (fuse_root)
     // The limits: the sandbox's cgroup (made where a limit needs one; may be unusable, and is
     // removed by the caller) and how each limit is enforced, as --print-plan shows it.
     isolate::Cgroup cgroup;

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -50,6 +51,19 @@ UniqueFd reopen_same(const std::string& path, const char* what, UniqueFd monitor
     const struct stat b = sys::fstat(monitors.get(), path);
     if (a.st_dev != b.st_dev || a.st_ino != b.st_ino)
         sys::fail(cat("open(", quote(path), "): ", what, " was replaced during start-up"), ESTALE);
+    return fd;
+}
+
+// A squashfs image's root, which the monitor mounted over ROOTFS in our mount namespace before
+// Go (launcher/monitor/fuse_root.hpp): a FUSE mount's root there, or the run fails.
+UniqueFd open_fuse_root(const ChildSpec& spec, RunFds& fds) {
+    fds.rootfs.reset();
+    const std::string& path = spec.plan.root.rootfs;
+    UniqueFd fd = sys::open_at(AT_FDCWD, path, O_PATH | O_DIRECTORY | O_NOFOLLOW);
+    struct statfs fs {};
+    if (::fstatfs(fd.get(), &fs) != 0) sys::fail(cat("fstatfs(", quote(path), ")"), errno);
+    if (static_cast<unsigned long>(fs.f_type) != 0x65735546)  // FUSE_SUPER_MAGIC
+        sys::fail(cat("open(", quote(path), "): not the squashfs image's FUSE mount"), ESTALE);
     return fd;
 }
 
@@ -287,7 +301,9 @@ void task_init(void* arg) {
         sys::prctl(PR_SET_DUMPABLE, 0, "PR_SET_DUMPABLE, 0");  // /proc/1/exe stays closed
         isolate::apply_ipc_limits(spec.ipc);  // our IPC namespace's, through the host's /proc
         sys::set_umask(0);
-        UniqueFd image = reopen_same(spec.plan.root.rootfs, "ROOTFS", std::move(fds.rootfs), 0);
+        UniqueFd image =
+            spec.fuse_root ? open_fuse_root(spec, fds)
+                           : reopen_same(spec.plan.root.rootfs, "ROOTFS", std::move(fds.rootfs), 0);
         if (!spec.image_layers.empty()) image = stack_image(spec, image.get());
         if (spec.send_view) send_root_view(spec, own, image.get());
         // The layer first, so that the monitor can make the GPU's entries in it while we go on.

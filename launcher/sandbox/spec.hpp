@@ -39,6 +39,7 @@ struct ChildSpec {
     pty::PtySpec pty;     // with the caller at a terminal: the workload makes a pty of its own
     int image_hold = -1;  // the monitor's hold on a pulled image: init closes its copy
     std::vector<std::string> image_layers;  // a layered image's trees, stacked over ROOTFS
+    bool fuse_root = false;  // a squashfs image, which the monitor mounted over ROOTFS
     bool send_view = false;  // init sends ROOTFS's read-only view (channel::RootView) first
     // Step mode (launcher/monitor/step.hpp): a step's init sets up the root, then runs no
     // workload but keeps the workloads' user namespace (its holder) and reaps; each task joins

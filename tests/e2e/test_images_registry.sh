@@ -209,6 +209,17 @@ expect_eq "run by the digest name" "$rc:$out" "0:entry:first:second:/data/work:h
 box pull --name lab-app "docker://$R/lab/app:1"
 expect_eq "--name names it" "$rc:$out" "0:lab-app"
 
+# --- --squashfs: the layered image as one squashfs file (its whiteouts and opaque directories
+# applied), run as the tree runs (unpacked once where /dev/fuse is closed, as here by default)
+GPUBOX_IMAGES=$WORK/store-sq box pull --squashfs "docker://$R/lab/app:1"
+expect_eq "pull --squashfs from the registry: exit 0" "$rc:$out" "0:app:1"
+sq=$(ls "$WORK"/store-sq/blobs/sha256/*/rootfs.sqsh 2>/dev/null)
+check "  one squashfs file that unsquashfs reads" sh -c 'unsquashfs -s "$1" >/dev/null' _ "$sq"
+expect_eq "  no whiteout device in it" "$(unsquashfs -lls "$sq" | grep -c '^c')" 0
+GPUBOX_IMAGES=$WORK/store-sq box run app:1
+expect_eq "  it runs as the layered image does" "$rc:$out" "0:entry:first:second:/data/work:hello from the image"
+rm -rf "$WORK/store-sq"
+
 # --- a tag moved to another image since it was pulled: pulled again
 box pull --name moving "docker://$R/lab/moving:1"
 expect_eq "moving:1 (app's image): reused" "$rc:$(grep -c reused <<<"$err")" "0:1"

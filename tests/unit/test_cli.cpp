@@ -170,3 +170,19 @@ TEST_CASE("doctor's AppArmor finding") {
     CHECK_THAT(f.fix, Catch::Matchers::Contains("apparmor_parser -r /etc/apparmor.d/gpubox"));
     CHECK_THAT(f.fix, Catch::Matchers::Contains("kernel.apparmor_restrict_unprivileged_userns=0"));
 }
+
+TEST_CASE("export; pull --squashfs; run --force-overlay") {
+    Options o = parse({"export", "--overlay", "ov", "py", "lab/py2"});
+    CHECK(o.command == Command::export_image);
+    CHECK(o.exp.overlay == "ov");
+    CHECK(o.exp.image == "py");
+    CHECK(o.exp.target == "lab/py2");
+    CHECK(parse({"export", "py", "./py.sqsh"}).exp.target == "./py.sqsh");
+    CHECK_THROWS_AS(parse({"export", "py"}), UsageError);
+    CHECK_THROWS_AS(parse({"export", "py", "a", "b"}), UsageError);
+    CHECK_THROWS_AS(parse({"export", "--overlay=", "py", "a"}), UsageError);
+    CHECK(parse({"pull", "--squashfs", "tar:x.tar"}).pull.squashfs);
+    o = parse({"run", "--overlay", "ov", "--force-overlay", "py", "true"});
+    CHECK(o.force_overlay);
+    CHECK(o.overlay == "ov");
+}

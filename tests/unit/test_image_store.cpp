@@ -268,3 +268,26 @@ TEST_CASE("unpack limits: --max-size, the ratio past its floor, the free space k
           "the store's filesystem has 2.0 GiB free, and this needs 1.0 GiB more while a pull "
           "leaves 1.0 GiB (1 %, at most 1 GiB) free");
 }
+
+TEST_CASE("store: a single-file image's record names its rootfs.sqsh; a tree's names none") {
+    test::TempDir t("store-sqsh");
+    const fs::path s = t.dir / "images";
+    {
+        StoreLock lock(s);
+        const fs::path d = staged(s, "A=1");
+        put(d / "rootfs.sqsh", "hsqs");
+        put(d / "info.json", R"({"size_bytes": 4, "layers": 1, "squashfs": true})");
+        commit_image(s, d, kDigestA);
+        write_name(s, "sq", kDigestA, "tar:/x.tar", 1700000000);
+        commit_image(s, staged(s, "B=1"), kDigestB);
+        write_name(s, "tree", kDigestB, "tar:/y.tar", 1700000000);
+    }
+    const auto sq = find(s, "sq");
+    REQUIRE(sq);
+    CHECK(sq->squashfs == s / "blobs/sha256" / std::string(64, 'a') / "rootfs.sqsh");
+    CHECK(sq->squashfs_read == sq->squashfs);  // the user's own store is read where it is
+    CHECK(sq->layers.empty());
+    const auto tree = find(s, "tree");
+    REQUIRE(tree);
+    CHECK(tree->squashfs.empty());
+}
