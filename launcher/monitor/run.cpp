@@ -135,11 +135,13 @@ void report_setup_failure(const RunOutcome& out) {
 // A device cgroup (a Slurm job's ConstrainDevices, a container's) that refuses a selected GPU's
 // node: refused now, not as a sandbox in which CUDA later finds no device. The kernel checks
 // the device cgroup in inode_permission(), so access() answers it without opening the GPU.
-void check_node_access(const std::string& label, const std::vector<gpu::Node>& nodes) {
+void check_node_access(const std::string& label, const std::vector<gpu::Node>& nodes,
+                       bool peers = false) {
     for (const gpu::Node& n : nodes) {
         if (!n.exists) continue;
         const int how = n.read_only ? R_OK : R_OK | W_OK;
         const int rc = sys::try_faccessat(n.host, how);
+        if (rc == -EPERM && peers) continue;  // a peer task's GPU (gpu::GpuSpec::peers)
         if (rc == -EPERM)
             throw PlanError(
                 cat(label, ": the device cgroup ",
@@ -158,8 +160,9 @@ void check_node_access(const std::string& label, const std::vector<gpu::Node>& n
     }
 }
 
-void check_device_access(const std::vector<gpu::Gpu>& selected) {
-    for (const gpu::Gpu& g : selected) check_node_access(gpu::gpu_label(g), gpu::nodes_of(g));
+void check_device_access(const std::vector<gpu::Gpu>& selected, bool peers) {
+    for (const gpu::Gpu& g : selected)
+        check_node_access(gpu::gpu_label(g), gpu::nodes_of(g), peers);
 }
 
 // Discovery and the GPU planner: the device ops, and a summary line per selected GPU. With
@@ -189,7 +192,7 @@ std::vector<rootfs::MountOp> plan_gpus(const Options& o, RunPlan& plan, int root
         }
         throw;
     }
-    check_device_access(selected);
+    check_device_access(selected, gpus.peers);
     gpu::ImageInfo image = gpu::inspect_image(root);
     std::vector<std::string> models;
     for (const gpu::Gpu& g : selected) models.push_back(g.model);
@@ -602,6 +605,7 @@ int run_sandbox(const RunRequest& given, RunReport* report) {
     RunRequest stepped;  // step mode's options (the wire-up), with the same image hold
     if (step_key) {
         stepped.options = step_options(given.options);
+        bind_task_gpus(stepped.options);
         if (given.image_hold.valid()) stepped.image_hold = sys::dup_cloexec(given.image_hold.get());
     }
     const RunRequest& r = step_key ? stepped : given;

@@ -12,6 +12,9 @@
 #include "common/log.hpp"
 #include "common/sys.hpp"
 #include "common/text.hpp"
+#include "gpu/gpu_spec.hpp"
+#include "gpu/inventory.hpp"
+#include "gpu/slurm.hpp"
 #include "launcher/monitor/step.hpp"
 #include "rootfs/paths.hpp"
 #include "rootfs/plan.hpp"
@@ -44,6 +47,18 @@ Options step_options(const Options& given) {
         o.workdir = cwd;
     }
     return o;
+}
+
+void bind_task_gpus(Options& o) {
+    if (o.gpu.kind != gpu::GpuSpec::Kind::slurm || !gpu::per_task_binding()) return;
+    const gpu::GpuSpec own = gpu::resolve_gpu_spec(o.gpu);
+    const gpu::GpuInventory inv =
+        gpu::discover_gpus(o.driver_root, o.gpu_caps, gpu::scope_for(own), gpu::indices_only(own));
+    std::vector<std::string> uuids;
+    for (const gpu::Gpu& g : gpu::select_gpus(inv, own)) uuids.push_back(g.uuid);
+    o.env.insert(o.env.begin(), {"CUDA_VISIBLE_DEVICES", join(uuids, ",")});
+    o.gpu = gpu::node_gpus(gpu::read_gres_conf());
+    o.gpu.peers = true;
 }
 
 std::optional<std::string> decide_step(const Options& o) {
