@@ -656,7 +656,8 @@ int run_sandbox(const RunRequest& given, RunReport* report) {
             // namespace: a task's limits without a cgroup are its rlimits only (docs/slurm.md).
             plan.sample_ms = 0;
             plan.spec.meters = false;
-            plan.step = step::join(*step_key, [&] { return make_step_sandbox(o, plan, in.gpus); });
+            plan.step = step::join(*step_key, step_asks(o),
+                                   [&] { return make_step_sandbox(o, plan, in.gpus); });
             plan.spec.role = ChildSpec::Role::joined;
             plan.spec.join_ns =
                 CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS;

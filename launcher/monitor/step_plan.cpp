@@ -49,6 +49,33 @@ Options step_options(const Options& given) {
     return o;
 }
 
+std::string step_asks(const Options& o) {
+    using M = rootfs::RootMode;
+    using T = rootfs::UserMount::Type;
+    std::string mounts;
+    for (const rootfs::UserMount& m : o.mounts)
+        mounts += m.type == T::tmpfs ? cat(" --tmpfs ", m.target)
+                                     : cat(m.type == T::bind ? " --bind " : " --ro-bind ", m.source,
+                                           ":", m.target);
+    const std::string abs = std::filesystem::absolute(o.rootfs).lexically_normal();
+    std::string asks = cat("ROOTFS\t", quote(abs), "\n");
+    asks += cat("the root\t",
+                o.root_mode == M::writable    ? "--writable"
+                : o.root_mode == M::read_only ? "--read-only"
+                                              : "overlay (writes discarded)",
+                "\n");
+    if (!o.overlay.empty()) asks += cat("--overlay\t", quote(o.overlay), "\n");
+    asks += cat("mounts\t", mounts.empty() ? "none" : mounts.substr(1), "\n");
+    asks += cat("GPUs\t", gpu::to_string(o.gpu), "\n");
+    asks += cat("--device\t", o.devices.empty() ? "none" : join(o.devices, " "), "\n");
+    asks += cat("--rdma\t", o.rdma ? "yes" : "no", "\n");
+    asks += cat("--shm-size\t", o.shm_size, "\n");
+    asks += cat("seccomp\t", !o.seccomp              ? "off"
+                             : o.seccomp_bpf.empty() ? "the default filter"
+                                                     : quote(o.seccomp_bpf));
+    return asks;
+}
+
 void bind_task_gpus(Options& o) {
     if (o.gpu.kind != gpu::GpuSpec::Kind::slurm || !gpu::per_task_binding()) return;
     const gpu::GpuSpec own = gpu::resolve_gpu_spec(o.gpu);

@@ -19,6 +19,11 @@ Options step_options(const Options& given);
 // 0..n: CUDA_VISIBLE_DEVICES names them by UUID (--env wins). Else `o` is unchanged.
 void bind_task_gpus(Options& o);
 
+// What a task asks of its step's sandbox, for step::join to compare with the sandbox's maker's:
+// ROOTFS, the root's mode, --overlay, the binds and tmpfs mounts, the GPUs, --device, --rdma,
+// --shm-size and the seccomp filter, one "WHAT\tVALUE" line each.
+std::string step_asks(const Options& o);
+
 // Whether this run joins its step's sandbox: --step, --no-step, else the environment; the key
 // that names the step's sandbox on this node, or nullopt.
 std::optional<std::string> decide_step(const Options& o);

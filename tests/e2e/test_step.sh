@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Step mode's rendezvous without a scheduler: tasks of a made-up Slurm step (its variables set by
 # hand) run with --step. Tasks of one step share a sandbox and leave no name behind; another
-# step's do not share it; a stale socket (a keeper killed, a recycled job id) is replaced; a step
+# step's do not share it; kill -9 of the first task leaves nothing once the others are done; a task
+# whose options differ from the sandbox's is refused; a stale socket (a keeper killed, a recycled job id) is replaced; a step
 # directory another user planted is refused; --shm-size sizes the one /dev/shm; process_vm_readv
 # reaches siblings only; --step outside a step says why. Two real uids
 # (65534, 65533), so it starts as root.
@@ -69,6 +70,47 @@ for p in $(leftovers "^sleep ${S}1"); do kill -9 "$p"; done  # (so that a failur
 wait
 four 9 4 "$R" sh -c "$ns"
 expect_eq "... and the same step id works again" "$(grep -c 'rank=' <<<"$out")" 4
+
+# kill -9 of the first task's gpubox (whose keeper made the sandbox) while the others run: they
+# finish, and the last one out tears it all down: no process, no name in the step directory.
+task 65534 9 7 0 "$R" sh -c "echo started; exec sleep ${S}7" >"$T/f.0" 2>&1 &
+wait_until 60 eval 'grep -q started "$T/f.0"'
+for i in 1 2 3; do task 65534 9 7 "$i" "$R" sh -c 'sleep 2; echo done $SLURM_PROCID' >"$T/f.$i" 2>&1 & done
+first=$(pgrep -u 65534 -f -- "$G run $R sh -c echo started; exec sleep ${S}7" | while read -r p; do
+    [ "$(ps -o ppid= -p "$p" | tr -d ' ')" != 1 ] && echo "$p"; done | head -1)
+sleep 1
+[ -n "$first" ] && kill -9 "$first"
+wait
+expect_eq "kill -9 of the first task's gpubox: the 3 others finish, exit 0" \
+    "$(cat "$T"/f.[123] | sort | tr '\n' ' ')" "done 1 done 2 done 3 "
+wait_until 30 eval '[ -z "$(leftovers "sleep ${S}7")$(ls -A "$T/steps")" ]'
+expect_eq "... then nothing is left: no process, no name in the step directory" \
+    "$(leftovers "sleep ${S}7")$(ls -A "$T/steps")" ""
+expect_eq "... and no mount on the host of anything of the test's" "$(grep -c "$T" /proc/self/mountinfo)" 0
+
+# A task whose options differ from the sandbox's (made by the step's first task): refused in one
+# line that names the difference, exit 125, and the step's sandbox goes on.
+mkdir "$T/other" && cp -a "$R/." "$T/other/"
+mismatch() {  # DESC WANT ARGS...: the step's first task runs with "$R", a second with ARGS
+    local desc=$1 want=$2
+    shift 2
+    rm -f "$T/m.0"  # (the last round's "started" is not this one's)
+    task 65534 9 8 0 "$R" sh -c "echo started; sleep 3; echo done" >"$T/m.0" 2>&1 &
+    wait_until 60 eval 'grep -q started "$T/m.0"'
+    task 65534 9 8 1 "$@" true >"$T/m.1" 2>&1
+    local rc=$?
+    wait
+    expect_match "$desc: exit 125 and one line naming it" "$rc:$(head -1 "$T/m.1")" "$want"
+    expect_eq "... (one line, and a hint)" "$(wc -l <"$T/m.1"):$(grep -c '^gpubox: hint:' "$T/m.1")" "2:1"
+    expect_eq "... and the step's first task finishes" "$(tail -1 "$T/m.0")" done
+    [ "$rc" = 125 ] || echo "# m.0: $(tr '\n' '|' <"$T/m.0") m.1: $(tr '\n' '|' <"$T/m.1")"
+}
+mismatch "another ROOTFS" '^125:gpubox: step mode: this task asks for ROOTFS ".*/other", the step.s sandbox on this node has ROOTFS ".*/rootfs"$' "$T/other"
+mismatch "another bind" '^125:gpubox: step mode: this task asks for mounts .*--ro-bind /etc:/mnt.*, the step.s sandbox on this node has' --ro-bind /etc:/mnt "$R"
+mismatch "a read-only root" '^125:gpubox: step mode: this task asks for the root --read-only, the step.s sandbox on this node has the root overlay' --read-only "$R"
+mismatch "another GPU" '^125:gpubox: step mode: this task asks for GPUs 0, the step.s sandbox on this node has GPUs none$' --gpu 0 "$R"
+wait_until 30 eval '[ -z "$(ls -A "$T/steps")" ]'
+expect_eq "... nothing left in the step directory" "$(ls -A "$T/steps")" ""
 
 # Another user's directory where the steps meet: refused before anything runs.
 mkdir -m 0777 "$T/planted" && chown 65533:65533 "$T/planted"
