@@ -445,6 +445,16 @@ isolate::Spawned join_sandbox(const RunPlan& plan, RunFds& fds, isolate::Cgroup&
     return task;
 }
 
+// A process's pid in its own pid namespace, the innermost of /proc/PID/status's NSpid (0: gone).
+pid_t inner_pid(pid_t pid) {
+    const std::string status = sys::read_file(cat("/proc/", pid, "/status"), 1 << 16);
+    const auto at = status.find("\nNSpid:");
+    if (at == std::string::npos) return 0;
+    const std::string line = status.substr(at + 7, status.find('\n', at + 1) - at - 7);
+    const auto last = line.find_last_of(" \t");
+    return static_cast<pid_t>(std::atoi(line.substr(last + 1).c_str()));
+}
+
 // ROOTFS's read-only view for the monitor's reads: `made` where it was made before the sandbox
 // (--preflight enforce, --device), else the one init sends first (spec.send_view), else none.
 // With warn, the preflight runs here, while the sandbox sets up, and keeps what it read for the
@@ -495,7 +505,7 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, int parent_pidfd
                    m.stdin_relay.valid() ? m.stdin_relay.release() : term.take_input(),
                    m.stdout_relay.valid() ? m.stdout_relay.release() : term.take_output(),
                    m.stderr_relay.release(), term.master(), o.kill_after, parent_pidfd,
-                   plan.sample_ms, plan.sampled_memory_limit});
+                   plan.sample_ms, plan.sampled_memory_limit, joins ? inner_pid(child.pid) : 0});
     sys::set_signal_mask(old);
     return out;
 }
@@ -652,10 +662,8 @@ int run_sandbox(const RunRequest& given, RunReport* report) {
         }
         if (step_key) {
             // The step's sandbox: made by the keeper from this plan, if this task is the first.
-            // The monitor's count would see every task's processes in the shared pid
-            // namespace: a task's limits without a cgroup are its rlimits only (docs/slurm.md).
-            plan.sample_ms = 0;
-            plan.spec.meters = false;
+            // Without a cgroup, the monitor's count reads this task's tree of the shared pid
+            // namespace (Supervised::task_root). The keeper's own run measures nothing.
             plan.step = step::join(*step_key, step_asks(o),
                                    [&] { return make_step_sandbox(o, plan, in.gpus); });
             plan.spec.role = ChildSpec::Role::joined;

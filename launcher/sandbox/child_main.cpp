@@ -234,6 +234,8 @@ void task_init(void* arg) {
         die_with_parent(fds.monitor_pidfd);
         sys::prctl(PR_SET_DUMPABLE, 0, "PR_SET_DUMPABLE, 0");
         sys::prctl(PR_SET_CHILD_SUBREAPER, 1, "PR_SET_CHILD_SUBREAPER, 1");
+        // The step's /proc (its tmpfs is the step's, no task's): the monitor measures our tree.
+        if (spec.meters) send_meters(own, UniqueFd());
         const pid_t pid = sys::fork("the workload");
         if (pid == 0) workload_main(spec, own, fds.join_holder.get());
         fds.join_holder.reset();

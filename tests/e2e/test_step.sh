@@ -2,7 +2,8 @@
 # Step mode's rendezvous without a scheduler: tasks of a made-up Slurm step (its variables set by
 # hand) run with --step. Tasks of one step share a sandbox and leave no name behind; another
 # step's do not share it; kill -9 of the first task leaves nothing once the others are done; a task
-# whose options differ from the sandbox's is refused; a stale socket (a keeper killed, a recycled job id) is replaced; a step
+# whose options differ from the sandbox's is refused; each task keeps its own limits without a
+# cgroup (the monitor counts its tree); a stale socket (a keeper killed, a recycled job id) is replaced; a step
 # directory another user planted is refused; --shm-size sizes the one /dev/shm; process_vm_readv
 # reaches siblings only; --step outside a step says why. Two real uids
 # (65534, 65533), so it starts as root.
@@ -111,6 +112,30 @@ mismatch "a read-only root" '^125:gpubox: step mode: this task asks for the root
 mismatch "another GPU" '^125:gpubox: step mode: this task asks for GPUs 0, the step.s sandbox on this node has GPUs none$' --gpu 0 "$R"
 wait_until 30 eval '[ -z "$(ls -A "$T/steps")" ]'
 expect_eq "... nothing left in the step directory" "$(ls -A "$T/steps")" ""
+
+# Each task keeps its own limits without a cgroup: the monitor measures the task's own tree in
+# the shared pid namespace; one task over its limit is killed alone, its sibling finishes OK.
+limits_pair() {  # DESC WANT ARGS...: task 0 runs ARGS, task 1 a quiet 4 s; $left
+    local desc=$1 want=$2
+    shift 2
+    rm -rf "$T"/l.* "$T/meta"; mkdir "$T/meta" && chown 65534 "$T/meta"
+    task 65534 9 9 0 --meta "$T/meta/0" --wall-time-limit 30 "$@" >"$T/l.0" 2>&1 &
+    local first=$!
+    task 65534 9 9 1 --meta "$T/meta/1" --wall-time-limit 30 "$R" sh -c 'sleep 4; echo fine' >"$T/l.1" 2>&1 &
+    wait "$first"
+    left=$(pgrep -u 65534 -f "S${S}9")  # the killed task's processes, while the other one runs
+    wait
+    M=$T/meta/0
+    expect_eq "$desc: $want" "$(field status):$(field limit)" "$want"
+    [ "$(field status)" = "${want%%:*}" ] || echo "# $(tr '\n' '|' <"$T/l.0")"
+    M=$T/meta/1
+    expect_eq "... and the other task finishes OK" "$(field status):$(cat "$T/l.1")" "OK:fine"
+}
+limits_pair "--memory-limit 64M, 256 MiB in a step's task" "ML:memory" --memory-limit 64M "$R" probe hog anon 256 1000 10
+limits_pair "--time-limit 0.6, two busy children in a step's task" "TO:cpu_time" --time-limit 0.6 "$R" \
+    sh -c "(while :; do :; done) & (while :; do :; done) & wait; echo S${S}9"
+expect_eq "... and nothing of the killed task is left while the other runs" "$left" ""
+wait_until 30 eval '[ -z "$(ls -A "$T/steps")" ]'
 
 # Another user's directory where the steps meet: refused before anything runs.
 mkdir -m 0777 "$T/planted" && chown 65533:65533 "$T/planted"
