@@ -131,17 +131,23 @@ private:
     // Step mode without a cgroup: the task's processes, leaves first, through their /proc
     // directories in the step's /proc (pidfd_send_signal takes one as a pidfd): killed before
     // the task's init, whose death would hand its orphans to the step's init, out of its tree.
-    // Again while any is left: one may have forked before its SIGKILL came.
+    // Again while any is left: one may have forked before its SIGKILL came. Each process's
+    // parent is read again through the fd that names it: a pid that died and came back as
+    // another task's process since the scan has a parent outside the tree, and is left alone.
     void kill_task_tree() {
         for (int pass = 0; pass < 8; ++pass) {
             const std::vector<pid_t> tree = isolate::task_tree(proc_.get(), s_.task_root);
             if (tree.size() <= 1) return;
             for (std::size_t i = tree.size(); i-- > 1;) {
-                const int fd = ::openat(proc_.get(), std::to_string(tree[i]).c_str(),
-                                        O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-                if (fd < 0) continue;  // gone already
-                ::syscall(SYS_pidfd_send_signal, fd, SIGKILL, nullptr, 0);
-                ::close(fd);
+                const UniqueFd fd(::openat(proc_.get(), std::to_string(tree[i]).c_str(),
+                                           O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+                if (!fd.valid()) continue;  // gone already
+                isolate::ProcSample p;
+                if (!isolate::parse_proc_stat(sys::try_read_at(fd.get(), "stat"),
+                                              sys::ns_per_clock_tick(), p) ||
+                    std::find(tree.begin(), tree.end(), p.ppid) == tree.end())
+                    continue;
+                ::syscall(SYS_pidfd_send_signal, fd.get(), SIGKILL, nullptr, 0);
             }
         }
     }
