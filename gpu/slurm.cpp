@@ -228,7 +228,7 @@ bool per_task_binding() { return env("SLURMD_TRES_BIND").value_or("").rfind("gpu
 GpuSpec resolve_gpu_spec(const GpuSpec& spec) {
     if (spec.kind == GpuSpec::Kind::env) return from_visible_devices(env("NVIDIA_VISIBLE_DEVICES"));
     if (spec.kind != GpuSpec::Kind::slurm) return spec;
-    SlurmEnv e{env("SLURM_JOB_ID"), env("SLURM_STEP_GPUS"), env("SLURM_JOB_GPUS")};
+    const SlurmEnv e{env("SLURM_JOB_ID"), env("SLURM_STEP_GPUS"), env("SLURM_JOB_GPUS")};
     const GresGpus gres = e.job_id ? read_gres_conf() : GresGpus{};
     if (e.step_gpus && per_task_binding()) {
         // The kernel's device-cgroup check, as check_node_access makes it (gpu/slurm.hpp).
