@@ -23,6 +23,9 @@ struct GpuSpec {
     // (/dev/nvidia-caps/nvidia-cap<N>), which name one MIG device of that GPU; empty (or
     // shorter than minors): whole GPUs.
     std::vector<std::vector<int>> caps;
+    // Step mode under per-task binding: the node's GPUs, of which a device cgroup may refuse
+    // those not the task's own (the kernel's check then; the task's own were checked).
+    bool peers = false;
 };
 
 // Pure. Throws UsageError for a malformed item.

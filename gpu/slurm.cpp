@@ -1,6 +1,9 @@
 #include "gpu/slurm.hpp"
 
 #include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <cctype>
@@ -170,22 +173,73 @@ GpuSpec from_slurm(const SlurmEnv& env, const GresGpus& gres) {
     return spec;
 }
 
+std::string bound_to_task(const std::string& value, const GresGpus& gres,
+                          const std::function<bool(const std::string&)>& allowed) {
+    if (gres.nvml || gres.files.empty()) return value;
+    auto first_file = [&](std::size_t i) {
+        return gres.files[i].substr(0, gres.files[i].find(','));
+    };
+    std::vector<std::string> mine;
+    for (std::size_t i = 0; i < gres.files.size(); ++i)
+        if (allowed(first_file(i))) mine.push_back(std::to_string(i));
+    std::size_t asked = 0;
+    bool refused = false;
+    std::istringstream in(value + ",");
+    for (std::string item; std::getline(in, item, ',');) {
+        if (!all_digits(item)) return value;  // from_slurm says what is wrong with it
+        ++asked;
+        const auto i = static_cast<std::size_t>(std::stoul(item));
+        refused = refused || (i < gres.files.size() && !allowed(first_file(i)));
+    }
+    if (!refused || mine.size() != asked) return value;
+    return join(mine, ",");
+}
+
+GpuSpec node_gpus(const GresGpus& gres) {
+    if (gres.nvml || gres.files.empty())
+        throw PlanError(
+            "--gpu slurm: per-task GPU binding in step mode needs gres.conf's File= list of this "
+            "node's GPUs",
+            "name the GPUs in gres.conf (File=/dev/nvidia[0-3]), or ask for --gres=gpu:N without a "
+            "per-task binding");
+    GpuSpec spec;
+    spec.kind = GpuSpec::Kind::minors;
+    spec.source = "--gpu slurm: the node's GPUs (gres.conf), each task's own its CUDA devices";
+    for (const std::string& f : gres.files) add_gres_device(spec, f);
+    return spec;
+}
+
+GresGpus read_gres_conf() {
+    std::string conf = env("SLURM_CONF").value_or("/etc/slurm/slurm.conf");
+    conf = conf.substr(0, conf.rfind('/') + 1) + "gres.conf";
+    std::string node = env("SLURMD_NODENAME").value_or("");
+    if (node.empty()) node = sys::node_name();
+    try {
+        return parse_gres_conf(sys::read_file(conf, 1 << 20), node);
+    } catch (const SysError&) {
+        return {};  // unreadable: Slurm's usual File=/dev/nvidia[0-N], an index is a minor
+    } catch (const UsageError& err) {
+        throw PlanError(cat("--gpu slurm: ", conf, ": ", err.what()));
+    }
+}
+
+bool per_task_binding() { return env("SLURMD_TRES_BIND").value_or("").rfind("gpu:", 0) == 0; }
+
 GpuSpec resolve_gpu_spec(const GpuSpec& spec) {
     if (spec.kind == GpuSpec::Kind::env) return from_visible_devices(env("NVIDIA_VISIBLE_DEVICES"));
     if (spec.kind != GpuSpec::Kind::slurm) return spec;
     const SlurmEnv e{env("SLURM_JOB_ID"), env("SLURM_STEP_GPUS"), env("SLURM_JOB_GPUS")};
-    GresGpus gres;
-    if (e.job_id) {
-        std::string conf = env("SLURM_CONF").value_or("/etc/slurm/slurm.conf");
-        conf = conf.substr(0, conf.rfind('/') + 1) + "gres.conf";
-        std::string node = env("SLURMD_NODENAME").value_or("");
-        if (node.empty()) node = sys::node_name();
-        try {
-            gres = parse_gres_conf(sys::read_file(conf, 1 << 20), node);
-        } catch (const SysError&) {
-            // Unreadable: Slurm's usual File=/dev/nvidia[0-N], in which an index is a minor.
-        } catch (const UsageError& err) {
-            throw PlanError(cat("--gpu slurm: ", conf, ": ", err.what()));
+    const GresGpus gres = e.job_id ? read_gres_conf() : GresGpus{};
+    if (e.step_gpus && per_task_binding()) {
+        // The kernel's device-cgroup check, as check_node_access makes it (gpu/slurm.hpp).
+        const std::string bound = bound_to_task(*e.step_gpus, gres, [](const std::string& node) {
+            return sys::try_faccessat(node, R_OK | W_OK) != -EPERM;
+        });
+        if (bound != *e.step_gpus) {
+            GpuSpec s = from_slurm({e.job_id, bound, e.job_gpus}, gres);
+            s.source = cat("--gpu slurm: SLURM_STEP_GPUS=", *e.step_gpus,
+                           ", bound per task: the device cgroup's ", bound);
+            return s;
         }
     }
     return from_slurm(e, gres);

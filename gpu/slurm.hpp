@@ -10,6 +10,7 @@
 // _merge_system_gres_conf(): _sort_gpu_by_file, then _sort_gpu_by_links_order). So the index
 // is a device minor only where gres.conf lists /dev/nvidia0, 1, 2... in that order
 // (File=/dev/nvidia[0-3]), and nvidia-smi's index under AutoDetect=nvml.
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,9 +41,26 @@ struct SlurmEnv {
 // Throws PlanError, one line, outside an allocation or with no GPU allocated.
 GpuSpec from_slurm(const SlurmEnv& env, const GresGpus& gres);
 
+// Pure. Per-task GPU binding (--gpus-per-task, --gpu-bind: SLURMD_TRES_BIND=gpu:...) under
+// ConstrainDevices=yes: Slurm 22.05 writes every task's SLURM_STEP_GPUS as the step's first
+// GPU(s), and fences each task to its own in a device cgroup of its own (seen on a real slurmd:
+// tests/e2e/test_slurm_mpi.sh). Where the device cgroup refuses a GPU of `value` (`allowed` says,
+// per gres.conf file) and lets the task open as many others of gres.conf's list, those are the
+// task's: their indices, comma-separated. Else `value` as it is.
+std::string bound_to_task(const std::string& value, const GresGpus& gres,
+                          const std::function<bool(const std::string&)>& allowed);
+// All of gres.conf's GPUs on this node (slurmd's list), as a resolved spec: the nodes a step's
+// shared sandbox holds under per-task binding (each task's own are its CUDA_VISIBLE_DEVICES).
+// Throws PlanError where gres.conf names none.
+GpuSpec node_gpus(const GresGpus& gres);
+
 // Reads: SLURM_JOB_ID, SLURM_STEP_GPUS, SLURM_JOB_GPUS, SLURMD_NODENAME, SLURM_CONF (gres.conf
 // is beside slurm.conf, default /etc/slurm), then from_slurm. NVIDIA_VISIBLE_DEVICES for env.
 // `spec` of another kind comes back as it is.
 GpuSpec resolve_gpu_spec(const GpuSpec& spec);
+// This node's gres.conf, as resolve_gpu_spec reads it (an unreadable one: not read).
+GresGpus read_gres_conf();
+// Whether Slurm bound GPUs per task (SLURMD_TRES_BIND=gpu:...).
+bool per_task_binding();
 
 }  // namespace gpubox::gpu

@@ -195,7 +195,7 @@ struct Scan {
 // One process of the sandbox's /proc, by its directory's name; gone meanwhile is no error.
 // `memory`: read its status too. Each file by its path from the proc fd: two or three files, no
 // directory fd.
-void add_process(int proc, const std::string& name, bool memory, Scan& scan) {
+void add_process(int proc, const std::string& name, bool memory, Scan& scan, pid_t init) {
     ProcSample p;
     std::uint64_t pid = 0;
     if (!to_u64(name, pid)) return;
@@ -204,7 +204,9 @@ void add_process(int proc, const std::string& name, bool memory, Scan& scan) {
         return;  // gone meanwhile
     p.pid = static_cast<pid_t>(pid);
     scan.usage.tasks += p.threads;
-    if (pid == 1) {  // init is gpubox's: only the orphans it reaped count, and its stat has them
+    if (pid ==
+        static_cast<std::uint64_t>(
+            init)) {  // init is gpubox's: only the orphans it reaped count, and its stat has them
         scan.procs.push_back({p.pid, 0, p.start, 0, 0, p.children_ns, p.threads, false, 0, 0, 0});
         scan.live_cpu += p.children_ns;
         return;
@@ -224,10 +226,10 @@ void add_process(int proc, const std::string& name, bool memory, Scan& scan) {
 // Over the limit with memory that several processes may share (forked workers' copy-on-write
 // pages, a shared segment): what each one holds counted by its share instead, so that a page
 // several map counts once.
-std::uint64_t by_share(int proc, const std::vector<ProcSample>& procs) {
+std::uint64_t by_share(int proc, const std::vector<ProcSample>& procs, pid_t init) {
     std::uint64_t sum = 0;
     for (const ProcSample& p : procs) {
-        if (p.pid == 1) continue;
+        if (p.pid == init) continue;
         // Unreadable: it exited since its status was read (the monitor may read every process
         // of the sandbox, whatever it does to its credentials), and its memory went with it.
         const auto pss = parse_pss(read_proc(proc, cat(p.pid, "/smaps_rollup")));
@@ -238,12 +240,33 @@ std::uint64_t by_share(int proc, const std::vector<ProcSample>& procs) {
 
 }  // namespace
 
+std::vector<pid_t> task_tree(int proc, pid_t root) {
+    std::multimap<pid_t, pid_t> children;
+    for (const std::string& name :
+         sys::try_list_dir(proc, ".").value_or(std::vector<std::string>{})) {
+        std::uint64_t pid = 0;
+        ProcSample p;
+        if (to_u64(name, pid) &&
+            parse_proc_stat(read_proc(proc, name + "/stat"), sys::ns_per_clock_tick(), p))
+            children.emplace(p.ppid, static_cast<pid_t>(pid));
+    }
+    std::vector<pid_t> tree{root};
+    for (std::size_t i = 0; i < tree.size(); ++i) {
+        const auto [from, to] = children.equal_range(tree[i]);
+        for (auto it = from; it != to; ++it) tree.push_back(it->second);
+    }
+    return tree;
+}
+
 Usage Sampler::sample(std::uint64_t cpu_stop_ns, bool memory) {
     const std::uint64_t t = now_ns();
     Scan scan;
-    for (const std::string& name :
-         sys::try_list_dir(proc_, ".").value_or(std::vector<std::string>{})) {
-        add_process(proc_, name, limit_ != 0 || memory, scan);
+    std::vector<std::string> names;
+    if (root_)
+        for (pid_t pid : task_tree(proc_, root_)) names.push_back(std::to_string(pid));
+    else names = sys::try_list_dir(proc_, ".").value_or(std::vector<std::string>{});
+    for (const std::string& name : names) {
+        add_process(proc_, name, limit_ != 0 || memory, scan, root_ ? root_ : 1);
         if (cpu_stop_ns && scan.live_cpu + ledger_.charged_ns() > cpu_stop_ns) {
             scan.usage.cpu_ns = scan.live_cpu + ledger_.charged_ns();  // a lower bound, over
             scan.usage.partial = true;
@@ -252,14 +275,15 @@ Usage Sampler::sample(std::uint64_t cpu_stop_ns, bool memory) {
     }
     Usage& u = scan.usage;
     if (limit_ && u.memory_bytes > limit_ && scan.procs.size() > 2)
-        u.memory_bytes = std::min(u.memory_bytes, by_share(proc_, scan.procs));
+        u.memory_bytes = std::min(u.memory_bytes, by_share(proc_, scan.procs, root_ ? root_ : 1));
     if ((limit_ || memory) && tmpfs_ >= 0)
         if (const auto fs = sys::try_fstatfs(tmpfs_))
             u.memory_bytes += static_cast<std::uint64_t>(fs->f_blocks - fs->f_bfree) *
                               static_cast<std::uint64_t>(fs->f_bsize);
     // Pids are handed out in turn: those past the largest seen last time were made since (a
     // lower bound: the newest may have died unseen, and threads take pids too).
-    const std::uint64_t made = last_pid_ && scan.max_pid > last_pid_ ? scan.max_pid - last_pid_ : 0;
+    const std::uint64_t made =
+        !root_ && last_pid_ && scan.max_pid > last_pid_ ? scan.max_pid - last_pid_ : 0;
     u.cpu_ns = ledger_.update(scan.procs, made, last_ns_ ? t - last_ns_ : 0);
     last_pid_ = std::max(last_pid_, scan.max_pid);
     last_ns_ = t;

@@ -112,6 +112,9 @@ public:
     // `memory`: read memory even without a memory limit (the last pass: the program's peak).
     Usage sample(std::uint64_t cpu_stop_ns = 0, bool memory = false);
     void set_tmpfs(int fd) { tmpfs_ = fd; }
+    // Step mode: only `root`'s tree (task_tree) is the sandbox measured, `root` in init's place;
+    // the pids made between passes are nobody's to charge (other tasks make them too).
+    void set_root(pid_t root) { root_ = root; }
     // The kernel reaps children in the sandbox: their CPU is charged by the interval between
     // passes (CpuLedger), so passes must come at their period, not later.
     bool reaping() const { return ledger_.reaping_seen(); }
@@ -122,6 +125,12 @@ private:
     CpuLedger ledger_;
     std::uint64_t last_pid_ = 0;  // the largest pid seen, the pids made since are new ones
     std::uint64_t last_ns_ = 0;
+    pid_t root_ = 0;  // step mode: the task's init; 0: the whole pid namespace, init pid 1
 };
+
+// Step mode: the processes of a pid namespace's /proc (`proc`, an fd of it) that descend from
+// `root` (a joined task's init, as that namespace numbers it; a subreaper, so its workload's
+// orphans stay below it), `root` first: one task's processes among its step's.
+std::vector<pid_t> task_tree(int proc, pid_t root);
 
 }  // namespace gpubox::isolate

@@ -137,11 +137,13 @@ void report_setup_failure(const RunOutcome& out) {
 // A device cgroup (a Slurm job's ConstrainDevices, a container's) that refuses a selected GPU's
 // node: refused now, not as a sandbox in which CUDA later finds no device. The kernel checks
 // the device cgroup in inode_permission(), so access() answers it without opening the GPU.
-void check_node_access(const std::string& label, const std::vector<gpu::Node>& nodes) {
+void check_node_access(const std::string& label, const std::vector<gpu::Node>& nodes,
+                       bool peers = false) {
     for (const gpu::Node& n : nodes) {
         if (!n.exists) continue;
         const int how = n.read_only ? R_OK : R_OK | W_OK;
         const int rc = sys::try_faccessat(n.host, how);
+        if (rc == -EPERM && peers) continue;  // a peer task's GPU (gpu::GpuSpec::peers)
         if (rc == -EPERM)
             throw PlanError(
                 cat(label, ": the device cgroup ",
@@ -160,8 +162,9 @@ void check_node_access(const std::string& label, const std::vector<gpu::Node>& n
     }
 }
 
-void check_device_access(const std::vector<gpu::Gpu>& selected) {
-    for (const gpu::Gpu& g : selected) check_node_access(gpu::gpu_label(g), gpu::nodes_of(g));
+void check_device_access(const std::vector<gpu::Gpu>& selected, bool peers) {
+    for (const gpu::Gpu& g : selected)
+        check_node_access(gpu::gpu_label(g), gpu::nodes_of(g), peers);
 }
 
 // Discovery and the GPU planner: the device ops, and a summary line per selected GPU. With
@@ -191,7 +194,7 @@ std::vector<rootfs::MountOp> plan_gpus(const Options& o, RunPlan& plan, int root
         }
         throw;
     }
-    check_device_access(selected);
+    check_device_access(selected, gpus.peers);
     gpu::ImageInfo image = gpu::inspect_image(root);
     std::vector<std::string> models;
     for (const gpu::Gpu& g : selected) models.push_back(g.model);
@@ -457,6 +460,16 @@ isolate::Spawned join_sandbox(const RunPlan& plan, RunFds& fds, isolate::Cgroup&
     return task;
 }
 
+// A process's pid in its own pid namespace, the innermost of /proc/PID/status's NSpid (0: gone).
+pid_t inner_pid(pid_t pid) {
+    const std::string status = sys::read_file(cat("/proc/", pid, "/status"), 1 << 16);
+    const auto at = status.find("\nNSpid:");
+    if (at == std::string::npos) return 0;
+    const std::string line = status.substr(at + 7, status.find('\n', at + 1) - at - 7);
+    const auto last = line.find_last_of(" \t");
+    return static_cast<pid_t>(std::atoi(line.substr(last + 1).c_str()));
+}
+
 // ROOTFS's read-only view for the monitor's reads: `made` where it was made before the sandbox
 // (--preflight enforce, --device), else the one init sends first (spec.send_view), else none.
 // With warn, the preflight runs here, while the sandbox sets up, and keeps what it read for the
@@ -552,7 +565,7 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, int parent_pidfd
                    m.stdin_relay.valid() ? m.stdin_relay.release() : term.take_input(),
                    m.stdout_relay.valid() ? m.stdout_relay.release() : term.take_output(),
                    m.stderr_relay.release(), term.master(), o.kill_after, parent_pidfd,
-                   plan.sample_ms, plan.sampled_memory_limit});
+                   plan.sample_ms, plan.sampled_memory_limit, joins ? inner_pid(child.pid) : 0});
     sys::set_signal_mask(old);
     return out;
 }
@@ -662,6 +675,7 @@ int run_sandbox(const RunRequest& given, RunReport* report) {
     RunRequest stepped;  // step mode's options (the wire-up), with the same image hold
     if (step_key) {
         stepped.options = step_options(given.options);
+        bind_task_gpus(stepped.options);
         if (given.image_hold.valid()) stepped.image_hold = sys::dup_cloexec(given.image_hold.get());
     }
     const RunRequest& r = step_key ? stepped : given;
@@ -719,11 +733,10 @@ int run_sandbox(const RunRequest& given, RunReport* report) {
         }
         if (step_key) {
             // The step's sandbox: made by the keeper from this plan, if this task is the first.
-            // The monitor's count would see every task's processes in the shared pid
-            // namespace: a task's limits without a cgroup are its rlimits only (docs/slurm.md).
-            plan.sample_ms = 0;
-            plan.spec.meters = false;
-            plan.step = step::join(*step_key, [&] { return make_step_sandbox(o, plan, in.gpus); });
+            // Without a cgroup, the monitor's count reads this task's tree of the shared pid
+            // namespace (Supervised::task_root). The keeper's own run measures nothing.
+            plan.step = step::join(*step_key, step_asks(o),
+                                   [&] { return make_step_sandbox(o, plan, in.gpus); });
             plan.spec.role = ChildSpec::Role::joined;
             plan.spec.join_ns =
                 CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS;

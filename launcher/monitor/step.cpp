@@ -118,7 +118,7 @@ void send_or_drop(int sock, std::string_view bytes, int fd) {
 
 // The keeper: make the sandbox, then serve the tasks until the last one leaves.
 [[noreturn]] void keeper(UniqueFd listener, UniqueFd dir, const std::string& name,
-                         const std::function<Made()>& make) {
+                         const std::string& asks, const std::function<Made()>& make) {
     for (int s : {SIGHUP, SIGINT, SIGTERM, SIGQUIT, SIGUSR1, SIGUSR2}) sys::ignore_signal(s);
     Made made;
     try {
@@ -138,7 +138,7 @@ void send_or_drop(int sock, std::string_view bytes, int fd) {
         if (p[0].revents & POLLIN) {
             UniqueFd m(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
             if (!m.valid()) continue;
-            send_or_drop(m.get(), "R", made.init.pidfd.get());
+            send_or_drop(m.get(), "R" + asks, made.init.pidfd.get());
             send_or_drop(m.get(), "H", made.holder.get());
             members.push_back(std::move(m));
             served = true;
@@ -175,7 +175,7 @@ void send_or_drop(int sock, std::string_view bytes, int fd) {
 }
 
 // Double-forked, so that it is nobody's child here and in a session of its own.
-void start_keeper(UniqueFd listener, UniqueFd dir, const std::string& name,
+void start_keeper(UniqueFd listener, UniqueFd dir, const std::string& name, const std::string& asks,
                   const std::function<Made()>& make) {
     std::fflush(nullptr);
     const pid_t middle = ::fork();
@@ -187,7 +187,7 @@ void start_keeper(UniqueFd listener, UniqueFd dir, const std::string& name,
             std::vector<int> keep{listener.get(), dir.get()};
             if (keep[0] > keep[1]) std::swap(keep[0], keep[1]);
             detach_fds(keep);
-            keeper(std::move(listener), std::move(dir), name, make);
+            keeper(std::move(listener), std::move(dir), name, asks, make);
         }
         sys::exit_now(k < 0 ? 1 : 0);
     }
@@ -197,8 +197,9 @@ void start_keeper(UniqueFd listener, UniqueFd dir, const std::string& name,
         throw SetupError("fork(the step's keeper) failed");
 }
 
-// The keeper's answer: the sandbox to join, or why there is none. False: it went without one.
-bool receive_answer(Member& m) {
+// The keeper's answer: the sandbox to join (and what its maker asked of it, `asks`), or why
+// there is none. False: it went without one.
+bool receive_answer(Member& m, std::string& asks) {
     std::string bytes;
     UniqueFd fd;
     if (!sys::recv_frame(m.conn.get(), bytes, fd, kWhat)) return false;
@@ -208,7 +209,8 @@ bool receive_answer(Member& m) {
         throw PlanError(cat("step mode: ", text.substr(0, nl)),
                         nl == std::string::npos ? "" : text.substr(nl + 1));
     }
-    if (bytes != "R" || !fd.valid()) return false;
+    if (bytes.empty() || bytes[0] != 'R' || !fd.valid()) return false;
+    asks = bytes.substr(1);
     m.init = std::move(fd);
     if (!sys::recv_frame(m.conn.get(), bytes, fd, kWhat) || bytes != "H" || !fd.valid())
         return false;
@@ -307,7 +309,41 @@ std::vector<std::pair<std::string, std::string>> environment(char** envp) {
     return out;
 }
 
-Member join(const std::string& key, const std::function<Made()>& make) {
+std::string difference(const std::string& mine, const std::string& sandbox) {
+    auto lines = [](const std::string& text) {
+        std::vector<std::pair<std::string, std::string>> out;
+        std::size_t pos = 0;
+        while (pos < text.size()) {
+            std::size_t end = text.find('\n', pos);
+            if (end == std::string::npos) end = text.size();
+            const std::string line = text.substr(pos, end - pos);
+            const auto tab = line.find('\t');
+            out.emplace_back(line.substr(0, tab),
+                             tab == std::string::npos ? "" : line.substr(tab + 1));
+            pos = end + 1;
+        }
+        return out;
+    };
+    const auto a = lines(mine), b = lines(sandbox);
+    for (const auto& [what, value] : a) {
+        std::string theirs = "nothing";
+        for (const auto& [w, v] : b)
+            if (w == what) theirs = v;
+        if (theirs != value)
+            return cat("this task asks for ", what, " ", value,
+                       ", the step's sandbox on this node has ", what, " ", theirs);
+    }
+    for (const auto& [what, value] : b) {
+        bool asked = false;
+        for (const auto& [w, v] : a) asked = asked || w == what;
+        if (!asked)
+            return cat("this task asks for no ", what, ", the step's sandbox on this node has ",
+                       what, " ", value);
+    }
+    return "";
+}
+
+Member join(const std::string& key, const std::string& asks, const std::function<Made()>& make) {
     UniqueFd dir = trusted_path::open_state_dir(
         step_dir_path(), trusted_path::Missing::create, "step directory",
         "set GPUBOX_STEP_DIR to a directory of your own that only you can write, on this node");
@@ -322,7 +358,7 @@ Member join(const std::string& key, const std::function<Made()>& make) {
                 UniqueFd listener = listen_at(dir.get(), name + ".sock");
                 m.conn = try_connect(dir.get(), name + ".sock");  // queued until it is ready
                 if (!m.conn.valid()) throw SetupError("the step's socket refused its maker");
-                start_keeper(std::move(listener), sys::dup_cloexec(dir.get()), name, make);
+                start_keeper(std::move(listener), sys::dup_cloexec(dir.get()), name, asks, make);
             }
         }  // unlocked: the keeper answers once the sandbox is set up
         ucred peer{};
@@ -331,7 +367,14 @@ Member join(const std::string& key, const std::function<Made()>& make) {
             peer.uid != ::getuid())
             throw PlanError(
                 cat("step mode: the socket ", quote(name + ".sock"), " is not the caller's own"));
-        if (receive_answer(m)) return m;
+        std::string theirs;
+        if (!receive_answer(m, theirs)) continue;
+        if (const std::string d = difference(asks, theirs); !d.empty())
+            throw PlanError(cat("step mode: ", d),
+                            "the tasks of one step on a node share one sandbox, made once: start "
+                            "them with the same options (srun does), or give each its own with "
+                            "--no-step");
+        return m;
     }
     throw SetupError(cat("step mode: the sandbox of ", key, " kept going away while joining it"));
 }

@@ -58,7 +58,13 @@ struct Made {
 struct Member {
     UniqueFd conn, init, holder;
 };
+// Pure: what a task asks of the step's sandbox is one "WHAT\tVALUE" line each (step_plan.cpp's
+// step_asks); the first WHAT whose VALUE differs between this task's and the sandbox's, as
+// "this task asks for WHAT VALUE, the step's sandbox on this node has WHAT VALUE", or "".
+std::string difference(const std::string& mine, const std::string& sandbox);
 // Join the sandbox of step `key`, making it first where none runs (`make` runs in the keeper).
-Member join(const std::string& key, const std::function<Made()>& make);
+// `asks`: what this task asks of the sandbox; the keeper answers with what its maker asked,
+// and a task whose asks differ is refused (PlanError, one line): a sandbox is made once.
+Member join(const std::string& key, const std::string& asks, const std::function<Made()>& make);
 
 }  // namespace gpubox::launcher::step

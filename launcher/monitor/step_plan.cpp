@@ -12,6 +12,9 @@
 #include "common/log.hpp"
 #include "common/sys.hpp"
 #include "common/text.hpp"
+#include "gpu/gpu_spec.hpp"
+#include "gpu/inventory.hpp"
+#include "gpu/slurm.hpp"
 #include "launcher/monitor/step.hpp"
 #include "rootfs/paths.hpp"
 #include "rootfs/plan.hpp"
@@ -44,6 +47,45 @@ Options step_options(const Options& given) {
         o.workdir = cwd;
     }
     return o;
+}
+
+std::string step_asks(const Options& o) {
+    using M = rootfs::RootMode;
+    using T = rootfs::UserMount::Type;
+    std::string mounts;
+    for (const rootfs::UserMount& m : o.mounts)
+        mounts += m.type == T::tmpfs ? cat(" --tmpfs ", m.target)
+                                     : cat(m.type == T::bind ? " --bind " : " --ro-bind ", m.source,
+                                           ":", m.target);
+    const std::string abs = std::filesystem::absolute(o.rootfs).lexically_normal();
+    std::string asks = cat("ROOTFS\t", quote(abs), "\n");
+    asks += cat("the root\t",
+                o.root_mode == M::writable    ? "--writable"
+                : o.root_mode == M::read_only ? "--read-only"
+                                              : "overlay (writes discarded)",
+                "\n");
+    if (!o.overlay.empty()) asks += cat("--overlay\t", quote(o.overlay), "\n");
+    asks += cat("mounts\t", mounts.empty() ? "none" : mounts.substr(1), "\n");
+    asks += cat("GPUs\t", gpu::to_string(o.gpu), "\n");
+    asks += cat("--device\t", o.devices.empty() ? "none" : join(o.devices, " "), "\n");
+    asks += cat("--rdma\t", o.rdma ? "yes" : "no", "\n");
+    asks += cat("--shm-size\t", o.shm_size, "\n");
+    asks += cat("seccomp\t", !o.seccomp              ? "off"
+                             : o.seccomp_bpf.empty() ? "the default filter"
+                                                     : quote(o.seccomp_bpf));
+    return asks;
+}
+
+void bind_task_gpus(Options& o) {
+    if (o.gpu.kind != gpu::GpuSpec::Kind::slurm || !gpu::per_task_binding()) return;
+    const gpu::GpuSpec own = gpu::resolve_gpu_spec(o.gpu);
+    const gpu::GpuInventory inv =
+        gpu::discover_gpus(o.driver_root, o.gpu_caps, gpu::scope_for(own), gpu::indices_only(own));
+    std::vector<std::string> uuids;
+    for (const gpu::Gpu& g : gpu::select_gpus(inv, own)) uuids.push_back(g.uuid);
+    o.env.insert(o.env.begin(), {"CUDA_VISIBLE_DEVICES", join(uuids, ",")});
+    o.gpu = gpu::node_gpus(gpu::read_gres_conf());
+    o.gpu.peers = true;
 }
 
 std::optional<std::string> decide_step(const Options& o) {

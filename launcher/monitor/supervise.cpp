@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -122,8 +123,33 @@ private:
         out_.killed_for = reason;
         // What the kill ends is counted first: the kernel adds it to nobody's time.
         if (reason != KillReason::cpu_time && reason != KillReason::memory) measure(false);
-        if (!isolate::cgroup_kill(s_.cgroup))
-            sys::send_signal(s_.child.pid, SIGKILL);  // init: the whole pid ns
+        if (isolate::cgroup_kill(s_.cgroup)) return;
+        if (s_.task_root && proc_.valid()) kill_task_tree();
+        sys::send_signal(s_.child.pid, SIGKILL);  // init: the whole pid ns (a task's: its own)
+    }
+
+    // Step mode without a cgroup: the task's processes, leaves first, through their /proc
+    // directories in the step's /proc (pidfd_send_signal takes one as a pidfd): killed before
+    // the task's init, whose death would hand its orphans to the step's init, out of its tree.
+    // Again while any is left: one may have forked before its SIGKILL came. Each process's
+    // parent is read again through the fd that names it: a pid that died and came back as
+    // another task's process since the scan has a parent outside the tree, and is left alone.
+    void kill_task_tree() {
+        for (int pass = 0; pass < 8; ++pass) {
+            const std::vector<pid_t> tree = isolate::task_tree(proc_.get(), s_.task_root);
+            if (tree.size() <= 1) return;
+            for (std::size_t i = tree.size(); i-- > 1;) {
+                const UniqueFd fd(::openat(proc_.get(), std::to_string(tree[i]).c_str(),
+                                           O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+                if (!fd.valid()) continue;  // gone already
+                isolate::ProcSample p;
+                if (!isolate::parse_proc_stat(sys::try_read_at(fd.get(), "stat"),
+                                              sys::ns_per_clock_tick(), p) ||
+                    std::find(tree.begin(), tree.end(), p.ppid) == tree.end())
+                    continue;
+                ::syscall(SYS_pidfd_send_signal, fd.get(), SIGKILL, nullptr, 0);
+            }
+        }
     }
 
     int timeout_ms() const {
@@ -223,6 +249,7 @@ private:
         cpus_ = sys::usable_cpus();
         crowd_ = kCrowdPerCpu * cpus_;
         sampler_.emplace(proc_.get(), tmpfs_.get(), cpus_, s_.sampled_memory_limit);
+        if (s_.task_root) sampler_->set_root(s_.task_root);
         period_ns_ = static_cast<std::uint64_t>(s_.sample_ms) * 1000000ULL;
         due_ = sys::monotonic_ns() + period_ns_;
     }

@@ -25,6 +25,9 @@ struct Supervised {
     // (channel::Meter), every sample_ms (0: only when it kills the sandbox, for its CPU time).
     int sample_ms = 0;
     std::uint64_t sampled_memory_limit = 0;  // the memory limit the samples enforce, if any
+    // Step mode: the task's init as the step's pid namespace numbers it. The samples measure its
+    // tree only (isolate::task_tree), and a kill ends that tree, not the namespace.
+    pid_t task_root = 0;
 };
 
 // The monitor's loop: forward signals (then kill after the grace), measure the sandbox and

@@ -252,6 +252,7 @@ UniqueFd named_workload() {
 struct TaskArgs {
     const ChildSpec* spec;
     RunFds* fds;
+    int joined_r, joined_w;  // a byte once the monitor has the go-between's Joined (join_main)
 };
 
 // A joined task's init, in the sandbox's pid namespace, the monitor's child: the reaper of its
@@ -262,9 +263,19 @@ void task_init(void* arg) {
     Ends& own = fds.sandbox;
     try {
         die_with_parent(fds.monitor_pidfd);
+        // Nothing of ours on the control channel before the go-between's Joined, which the
+        // monitor takes first (join_sandbox): a Meter (or a Failure) ahead of it there had the
+        // monitor supervise the go-between instead of us.
+        const auto* a = static_cast<TaskArgs*>(arg);
+        ::close(a->joined_w);
+        char byte = 0;
+        if (sys::try_read(a->joined_r, &byte, 1) != 1) sys::exit_now(kExitSetupFailed);
+        ::close(a->joined_r);
         sys::prctl(PR_SET_DUMPABLE, 0, "PR_SET_DUMPABLE, 0");
         sys::prctl(PR_SET_CHILD_SUBREAPER, 1, "PR_SET_CHILD_SUBREAPER, 1");
         if (spec.into_named) fds.join_holder = named_workload();
+        // The step's /proc (its tmpfs is the step's, no task's): the monitor measures our tree.
+        if (spec.meters) send_meters(own, UniqueFd());
         const pid_t pid = sys::fork("the workload");
         if (pid == 0) workload_main(spec, own, fds.join_holder.get());
         fds.join_holder.reset();
@@ -282,9 +293,12 @@ void task_init(void* arg) {
         fds.monitor = {};
         sys::setns(fds.join_init.get(), spec.join_ns, "the sandbox's init");
         fds.join_init.reset();
-        TaskArgs args{&spec, &fds};
+        UniqueFd joined_r, joined_w;
+        sys::pipe(joined_r, joined_w);
+        TaskArgs args{&spec, &fds, joined_r.get(), joined_w.get()};
         isolate::Spawned task = isolate::spawn_sibling(task_init, &args);
         channel::send(own.control.get(), channel::Joined{task.pid, std::move(task.pidfd)});
+        sys::write_all(joined_w.get(), "1", "the task's init");
         sys::exit_now(0);
     } catch (...) {
         report_and_exit(own.control.get(), std::current_exception());

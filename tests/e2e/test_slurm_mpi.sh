@@ -89,6 +89,28 @@ for x in ${m//,/ }; do want+="${UUID_OF[$x]} "; done
 expect_eq "--gpu slurm in a 2-task step: both tasks see the step's 2 GPUs ($m)" \
     "$(grep -o 'GPU-[0-9a-f-]*' <<<"$out" | sort | tr '\n' ' ')" \
     "$(for u in $want; do echo "$u"; echo "$u"; done | sort | tr '\n' ' ')"
+# Per-task binding (--gpus-per-task=1): each task's CUDA devices are its own GPU, the one Slurm
+# bound to it (with ConstrainDevices=yes the one its device cgroup lets it open: Slurm 22.05
+# writes the step's first GPU into every task's SLURM_STEP_GPUS then), by UUID, and the shared
+# sandbox holds the nodes of the node's GPUs (a peer's for CUDA IPC, where the cgroup allows it).
+out=$(as_nobody env GPUBOX_STEP_DIR="$STATE" srun -n 2 --gpus-per-task=1 bash -c 'own=; for i in 0 1 2 3; do [ -w '"$H"'/dev/nvidia$i ] && own+=$i; done; [ ${#own} = 1 ] || own=$SLURM_STEP_GPUS; echo "task$SLURM_PROCID own=$own"; '"$G"' run --driver-root '"$H"' --gpu slurm '"$R"' sh -c "echo task$SLURM_PROCID cvd=\$CUDA_VISIBLE_DEVICES nodes=\$(ls /dev | grep -c ^nvidia[0-9])"' 2>&1)
+want="" got=""
+for t in 0 1; do
+    o=$(sed -n "s/^task$t own=//p" <<<"$out")
+    want+="task$t cvd=${UUID_OF[$o]:-?} "
+    got+="$(grep -o "^task$t cvd=[^ ]*" <<<"$out") "
+done
+expect_eq "--gpus-per-task=1 in a 2-task step: each task's CUDA_VISIBLE_DEVICES is its own GPU's UUID" "$got" "$want"
+expect_eq "... and both see the node's 4 GPU nodes in the shared /dev" "$(grep -o 'nodes=[0-9]*' <<<"$out" | tr '\n' ' ')" "nodes=4 nodes=4 "
+[ "$(grep -c cvd=GPU- <<<"$out")" = 2 ] || echo "# $(tr '\n' '|' <<<"$out" | cut -c1-1500)"
+out=$(as_nobody srun -n 2 --gpus-per-task=1 bash -c 'own=; for i in 0 1 2 3; do [ -w '"$H"'/dev/nvidia$i ] && own+=$i; done; [ ${#own} = 1 ] || own=$SLURM_STEP_GPUS; echo "task$SLURM_PROCID own=$own"; '"$G"' run --no-step --driver-root '"$H"' --gpu slurm '"$R"' nvidia-smi -L | sed "s/^/task$SLURM_PROCID /"' 2>&1)
+want="" got=""
+for t in 0 1; do
+    o=$(sed -n "s/^task$t own=//p" <<<"$out")
+    want+="task$t ${UUID_OF[$o]:-?} "
+    got+="$(grep "^task$t GPU" <<<"$out" | grep -o "^task$t\|GPU-[0-9a-f-]*" | tr '\n' ' ')"
+done
+expect_eq "... and with --no-step, each task's private sandbox has its own GPU" "$got" "$want"
 run_step -n 2 -N 1 -- "$R" sh -c 'echo "torch=$RANK/$WORLD_SIZE local=$LOCAL_RANK/$LOCAL_WORLD_SIZE master=$MASTER_ADDR:$MASTER_PORT"'
 expect_eq "RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE from Slurm's variables" \
     "$(grep -o 'torch=[^ ]* local=[^ ]*' <<<"$out" | sort | tr '\n' ' ')" "torch=0/2 local=0/2 torch=1/2 local=1/2 "
@@ -133,4 +155,5 @@ scancel "$id"
 wait_until 120 job_gone "$id"
 wait_until 30 eval '[ -z "$(leftovers "^sleep ${S}22")$(leftovers "$G run")" ]'
 expect_eq "scancel of a 4-task step: nothing left" "$(leftovers "^sleep ${S}22")$(leftovers "$G run")" ""
+expect_eq "... nor in the rendezvous directory" "$(ls -A "$STATE" 2>/dev/null)" ""
 finish

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Step mode's rendezvous without a scheduler: tasks of a made-up Slurm step (its variables set by
 # hand) run with --step. Tasks of one step share a sandbox and leave no name behind; another
-# step's do not share it; a stale socket (a keeper killed, a recycled job id) is replaced; a step
+# step's do not share it; kill -9 of the first task leaves nothing once the others are done; a task
+# whose options differ from the sandbox's is refused; each task keeps its own limits without a
+# cgroup (the monitor counts its tree); a stale socket (a keeper killed, a recycled job id) is replaced; a step
 # directory another user planted is refused; --shm-size sizes the one /dev/shm; process_vm_readv
 # reaches siblings only; --step outside a step says why. Two real uids
 # (65534, 65533), so it starts as root.
@@ -69,6 +71,75 @@ for p in $(leftovers "^sleep ${S}1"); do kill -9 "$p"; done  # (so that a failur
 wait
 four 9 4 "$R" sh -c "$ns"
 expect_eq "... and the same step id works again" "$(grep -c 'rank=' <<<"$out")" 4
+
+# kill -9 of the first task's gpubox (whose keeper made the sandbox) while the others run: they
+# finish, and the last one out tears it all down: no process, no name in the step directory.
+task 65534 9 7 0 "$R" sh -c "echo started; exec sleep ${S}7" >"$T/f.0" 2>&1 &
+wait_until 60 eval 'grep -q started "$T/f.0"'
+for i in 1 2 3; do task 65534 9 7 "$i" "$R" sh -c 'sleep 2; echo done $SLURM_PROCID' >"$T/f.$i" 2>&1 & done
+first=$(pgrep -u 65534 -f -- "$G run $R sh -c echo started; exec sleep ${S}7" | while read -r p; do
+    [ "$(ps -o ppid= -p "$p" | tr -d ' ')" != 1 ] && echo "$p"; done | head -1)
+sleep 1
+[ -n "$first" ] && kill -9 "$first"
+wait
+expect_eq "kill -9 of the first task's gpubox: the 3 others finish, exit 0" \
+    "$(cat "$T"/f.[123] | sort | tr '\n' ' ')" "done 1 done 2 done 3 "
+wait_until 30 eval '[ -z "$(leftovers "sleep ${S}7")$(ls -A "$T/steps")" ]'
+expect_eq "... then nothing is left: no process, no name in the step directory" \
+    "$(leftovers "sleep ${S}7")$(ls -A "$T/steps")" ""
+expect_eq "... and no mount on the host of anything of the test's" "$(grep -c "$T" /proc/self/mountinfo)" 0
+
+# A task whose options differ from the sandbox's (made by the step's first task): refused in one
+# line that names the difference, exit 125, and the step's sandbox goes on.
+mkdir "$T/other" && cp -a "$R/." "$T/other/"
+mismatch() {  # DESC WANT ARGS...: the step's first task runs with "$R", a second with ARGS
+    local desc=$1 want=$2
+    shift 2
+    rm -f "$T/m.0"  # (the last round's "started" is not this one's)
+    task 65534 9 8 0 "$R" sh -c "echo started; sleep 3; echo done" >"$T/m.0" 2>&1 &
+    wait_until 60 eval 'grep -q started "$T/m.0"'
+    task 65534 9 8 1 "$@" true >"$T/m.1" 2>&1
+    local rc=$?
+    wait
+    expect_match "$desc: exit 125 and one line naming it" "$rc:$(head -1 "$T/m.1")" "$want"
+    expect_eq "... (one line, and a hint)" "$(wc -l <"$T/m.1"):$(grep -c '^gpubox: hint:' "$T/m.1")" "2:1"
+    expect_eq "... and the step's first task finishes" "$(tail -1 "$T/m.0")" done
+    [ "$rc" = 125 ] || echo "# m.0: $(tr '\n' '|' <"$T/m.0") m.1: $(tr '\n' '|' <"$T/m.1")"
+}
+mismatch "another ROOTFS" '^125:gpubox: step mode: this task asks for ROOTFS ".*/other", the step.s sandbox on this node has ROOTFS ".*/rootfs"$' "$T/other"
+mismatch "another bind" '^125:gpubox: step mode: this task asks for mounts .*--ro-bind /etc:/mnt.*, the step.s sandbox on this node has' --ro-bind /etc:/mnt "$R"
+mismatch "a read-only root" '^125:gpubox: step mode: this task asks for the root --read-only, the step.s sandbox on this node has the root overlay' --read-only "$R"
+mismatch "another GPU" '^125:gpubox: step mode: this task asks for GPUs 0, the step.s sandbox on this node has GPUs none$' --gpu 0 "$R"
+wait_until 30 eval '[ -z "$(ls -A "$T/steps")" ]'
+expect_eq "... nothing left in the step directory" "$(ls -A "$T/steps")" ""
+
+# Each task keeps its own limits without a cgroup: the monitor measures the task's own tree in
+# the shared pid namespace; one task over its limit is killed alone, its sibling finishes OK.
+limits_pair() {  # DESC WANT ARGS...: task 0 runs ARGS, task 1 a quiet 8 s; $left
+    local desc=$1 want=$2
+    shift 2
+    rm -rf "$T"/l.* "$T/meta"; mkdir "$T/meta" && chown 65534 "$T/meta"
+    task 65534 9 9 0 --meta "$T/meta/0" --wall-time-limit 30 "$@" >"$T/l.0" 2>&1 &
+    local first=$!
+    task 65534 9 9 1 --meta "$T/meta/1" --wall-time-limit 30 "$R" sh -c 'sleep 8; echo fine' >"$T/l.1" 2>&1 &
+    local second=$!
+    wait "$first"
+    # The killed task's processes, while the other one runs (a SIGKILLed process may take a
+    # moment to be scheduled and die on a loaded machine).
+    wait_until 5 eval '[ -z "$(pgrep -u 65534 -f "S${S}9")" ]'
+    left=$(pgrep -u 65534 -f "S${S}9")$(kill -0 "$second" 2>/dev/null || echo " (the other task had ended)")
+    wait
+    M=$T/meta/0
+    expect_eq "$desc: $want" "$(field status):$(field limit)" "$want"
+    [ "$(field status)" = "${want%%:*}" ] || echo "# $(tr '\n' '|' <"$T/l.0")"
+    M=$T/meta/1
+    expect_eq "... and the other task finishes OK" "$(field status):$(cat "$T/l.1")" "OK:fine"
+}
+limits_pair "--memory-limit 64M, 256 MiB in a step's task" "ML:memory" --memory-limit 64M "$R" probe hog anon 256 1000 10
+limits_pair "--time-limit 0.6, two busy children in a step's task" "TO:cpu_time" --time-limit 0.6 "$R" \
+    sh -c "(while :; do :; done) & (while :; do :; done) & wait; echo S${S}9"
+expect_eq "... and nothing of the killed task is left while the other runs" "$left" ""
+wait_until 30 eval '[ -z "$(ls -A "$T/steps")" ]'
 
 # Another user's directory where the steps meet: refused before anything runs.
 mkdir -m 0777 "$T/planted" && chown 65533:65533 "$T/planted"

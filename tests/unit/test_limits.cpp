@@ -1,6 +1,8 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+
+#include <algorithm>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -397,4 +399,38 @@ TEST_CASE("the memory limit's filter refuses memfd_create with ENOSYS, and nothi
     int status = 0;
     ::waitpid(pid, &status, 0);
     CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+}
+
+TEST_CASE("task_tree: a process and its descendants, from a /proc, itself first") {
+    int ready[2];
+    REQUIRE(::pipe(ready) == 0);
+    const pid_t child = ::fork();
+    if (child == 0) {  // a child with a grandchild: both below this test's process
+        if (::fork() == 0) {
+            ::close(ready[0]);
+            ::close(ready[1]);
+            ::pause();
+            ::_exit(0);
+        }
+        ::close(ready[0]);
+        ::close(ready[1]);  // the grandchild exists now
+        ::pause();
+        ::_exit(0);
+    }
+    ::close(ready[1]);
+    char byte;
+    REQUIRE(::read(ready[0], &byte, 1) == 0);
+    ::close(ready[0]);
+    const int proc = ::open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    const std::vector<pid_t> tree = gpubox::isolate::task_tree(proc, ::getpid());
+    const std::vector<pid_t> below = gpubox::isolate::task_tree(proc, child);
+    ::close(proc);
+    ::kill(child, SIGKILL);  // (the grandchild is orphaned: kill it through the tree)
+    if (below.size() == 2) ::kill(below[1], SIGKILL);
+    ::waitpid(child, nullptr, 0);
+    CHECK(tree.front() == ::getpid());
+    CHECK(std::count(tree.begin(), tree.end(), child) == 1);
+    REQUIRE(below.size() == 2);
+    CHECK(below[0] == child);
+    CHECK(std::count(tree.begin(), tree.end(), below[1]) == 1);
 }

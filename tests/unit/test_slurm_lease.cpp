@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
@@ -91,6 +92,30 @@ TEST_CASE("gres.conf: this node's GPU files, in order; AutoDetect=nvml") {
     CHECK_FALSE(g.nvml);
     CHECK(parse_gres_conf("AutoDetect=nvml\n", "gpu01").nvml);
     CHECK(parse_gres_conf("NodeName=x AutoDetect=nvml\n", "gpu01").nvml == false);
+}
+
+TEST_CASE("per-task GPU binding: the task's GPUs are those its device cgroup allows") {
+    GresGpus g;
+    g.read = true;
+    g.files = {"/dev/nvidia2", "/dev/nvidia3", "/dev/nvidia0", "/dev/nvidia1"};
+    auto only = [](std::vector<std::string> ok) {
+        return
+            [ok](const std::string& f) { return std::find(ok.begin(), ok.end(), f) != ok.end(); };
+    };
+    // Slurm 22.05 under ConstrainDevices=yes: every task's SLURM_STEP_GPUS is the step's first.
+    CHECK(bound_to_task("0", g, only({"/dev/nvidia3"})) == "1");
+    CHECK(bound_to_task("2,3", g, only({"/dev/nvidia2", "/dev/nvidia3"})) == "0,1");
+    // Allowed as written (ConstrainDevices=no, or the first task): unchanged.
+    CHECK(bound_to_task("1", g, only({"/dev/nvidia2", "/dev/nvidia3"})) == "1");
+    CHECK(bound_to_task("3", g, [](const std::string&) { return true; }) == "3");
+    // Not as many allowed as asked for: unchanged, and the device check says why.
+    CHECK(bound_to_task("0", g, only({"/dev/nvidia3", "/dev/nvidia0"})) == "0");
+    CHECK(bound_to_task("0", g, only({})) == "0");
+    GresGpus nvml;
+    nvml.nvml = true;
+    CHECK(bound_to_task("0", nvml, only({})) == "0");
+    CHECK(node_gpus(g).minors == std::vector<int>{2, 3, 0, 1});
+    CHECK_THROWS_AS(node_gpus(nvml), PlanError);
 }
 
 TEST_CASE("Slurm's variables: indices into slurmd's GPU list") {
