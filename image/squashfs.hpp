@@ -41,6 +41,12 @@ std::string file_digest(const std::string& file);
 std::filesystem::path unpacked_tree(const std::filesystem::path& store, int dir_fd,
                                     const std::string& file, const std::string& key);
 
+// A run's hold on an unpacked tree (a shared flock on STORE/squashfs/<key>, which prune takes
+// exclusively before it removes one), for the run to keep till it ends; the tree, unpacked anew
+// where prune removed it meanwhile, in `tree`.
+UniqueFd hold_unpacked(const std::filesystem::path& store, int dir_fd, const std::string& file,
+                       const std::string& key, std::filesystem::path& tree);
+
 // The key of a FILE.sqsh for unpacked_tree: "f<dev>-<ino>-<size>-<ctime ns>".
 std::string file_key(const std::string& file);
 

@@ -116,6 +116,31 @@ std::uint64_t remove_unused_layers(const fs::path& store) {
     return unused.size();
 }
 
+// Removes the trees unpacked for squashfs runs (STORE/squashfs/<key>) that nothing uses (hold
+// the lock): a stored image's (key: its digest's hex) once the image is gone, as no run can hold
+// it then (a run holds its image, hold_image); with `files`, also a FILE.sqsh's (any other key)
+// that no run holds (image::hold_unpacked): a cache the next run of the file unpacks again.
+// "mnt" is the mount point FILE.sqsh runs share. How many went; `in_use` counts those held.
+std::uint64_t remove_unused_unpacked(const fs::path& store, bool files, std::uint64_t* in_use) {
+    std::vector<std::string> doomed;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(store / "squashfs", ec)) {
+        const std::string key = e.path().filename().string();
+        if (key == "mnt" || !e.is_directory(ec) || e.is_symlink(ec)) continue;
+        if (valid_digest("sha256:" + key)) {
+            if (!fs::exists(store / "blobs/sha256" / key, ec)) doomed.push_back(key);
+            continue;
+        }
+        if (!files) continue;
+        const UniqueFd dir =
+            sys::open_at(AT_FDCWD, e.path().string(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+        if (sys::flock_try(dir.get(), false, e.path().string())) doomed.push_back(key);
+        else if (in_use) ++*in_use;  // a run holds it; our lock goes with the fd
+    }
+    for (const std::string& key : doomed) remove_stored(store, store / "squashfs" / key);
+    return doomed.size();
+}
+
 // A name's record file: '/' is not a file name's, '%' is no name's.
 std::string record_file(std::string name) {
     std::replace(name.begin(), name.end(), '/', '%');
@@ -274,6 +299,7 @@ bool remove_name(const fs::path& store, const std::string& name) {
     if (!last) return true;  // still named: its tree stays
     remove_stored(store, image_dir(store, gone->digest));
     remove_unused_layers(store);
+    remove_unused_unpacked(store, false, nullptr);
     return true;
 }
 
@@ -351,6 +377,7 @@ Pruned prune(const fs::path& store) {
         ++out.images;
     }
     out.layers = remove_unused_layers(store);
+    out.unpacked = remove_unused_unpacked(store, true, &out.unpacked_in_use);
     out.temps = remove_stale_temps(store, true);
     return out;
 }

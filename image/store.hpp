@@ -117,9 +117,11 @@ struct ImageInUse : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 // `gpubox prune`: removes every image tree no name points at (unless a run holds it), every
-// layer no image has, and pulls' and removals' leftovers in STORE/tmp whose process is gone.
+// layer no image has, the trees unpacked for squashfs runs that no image or run uses, and
+// pulls' and removals' leftovers in STORE/tmp whose process is gone.
 struct Pruned {
     std::uint64_t images = 0, layers = 0, temps = 0, in_use = 0;
+    std::uint64_t unpacked = 0, unpacked_in_use = 0;  // STORE/squashfs/<key>
 };
 Pruned prune(const std::filesystem::path& store);
 // Removes STORE/tmp's leftovers of pulls whose process is gone ("pull-PID-..."), and with

@@ -96,12 +96,17 @@ std::string why_not_mounted(const Options& o) {
 }
 
 // The tree a squashfs image runs from where it cannot be mounted: unpacked once into the
-// caller's own store, said in one line with the reason and the fix.
-std::string squash_tree(const SquashFile& f, const std::string& why) {
+// caller's own store, said in one line with the reason and the fix. `hold`: a FILE.sqsh run's
+// hold on the tree, which prune would otherwise remove under it (a stored image's run holds the
+// image, and with it its tree).
+std::string squash_tree(const SquashFile& f, const std::string& why, UniqueFd* hold = nullptr) {
     log::warn(cat(f.shown, ": runs from a tree unpacked once into your store, not mounted: ", why));
     const std::optional<image::StoreDir> store =
         image::open_store(image::store_root(caller_env()), true);
-    return image::unpacked_tree(store.value().path, f.dir.get(), f.base, f.key).string();
+    if (!hold) return image::unpacked_tree(store.value().path, f.dir.get(), f.base, f.key).string();
+    std::filesystem::path tree;
+    *hold = image::hold_unpacked(store.value().path, f.dir.get(), f.base, f.key, tree);
+    return tree.string();
 }
 
 // A FILE.sqsh's mount point: an empty directory of the caller's store (STORE/squashfs/mnt),
@@ -196,10 +201,14 @@ int prune_command(const Options&) {
         image::open_store(image::store_root(caller_env()), false);
     const image::Pruned p = store ? image::prune(store->path) : image::Pruned{};
     std::cout << "pruned " << p.images << (p.images == 1 ? " image, " : " images, ") << p.layers
-              << (p.layers == 1 ? " layer, " : " layers, ") << p.temps
-              << (p.temps == 1 ? " leftover" : " leftovers") << "\n";
-    if (p.in_use)
-        log::info(cat("prune: kept ", p.in_use, " unnamed image(s) a running sandbox holds"));
+              << (p.layers == 1 ? " layer, " : " layers, ") << p.unpacked
+              << (p.unpacked == 1 ? " unpacked squashfs tree, " : " unpacked squashfs trees, ")
+              << p.temps << (p.temps == 1 ? " leftover" : " leftovers") << "\n";
+    // What a running sandbox holds stays, and the user is told (the next prune takes it).
+    if (p.in_use) std::cout << "kept " << p.in_use << " unnamed image(s) a running sandbox holds\n";
+    if (p.unpacked_in_use)
+        std::cout << "kept " << p.unpacked_in_use
+                  << " unpacked squashfs tree(s) a running sandbox holds\n";
     return 0;
 }
 
@@ -379,7 +388,7 @@ Options resolve_run_image(const Options& o, UniqueFd* hold) {
         out.origin = cat("squashfs file ", quote(file));
         if (const std::string why = why_not_mounted(o); !why.empty()) {
             out.rootfs =
-                squash_tree(squash_file(o.rootfs, o.rootfs, image::file_key(o.rootfs)), why);
+                squash_tree(squash_file(o.rootfs, o.rootfs, image::file_key(o.rootfs)), why, hold);
         } else {
             const SquashFile f = squash_file(file, o.rootfs, "");
             image::check_squashfs(f.dir.get(), f.base);

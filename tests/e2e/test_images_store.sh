@@ -130,7 +130,7 @@ expect_eq "rmi of an image a sandbox runs: 125" "$rc" 125
 mkdir "$S2/tmp/pull-2147483646-leftover"  # a pull whose process is gone
 GPUBOX_IMAGES=$S2 box prune
 expect_eq "prune while it runs: only the dead pull's leftover goes" "$rc:$out" \
-    "0:pruned 0 images, 0 layers, 1 leftover"
+    "0:pruned 0 images, 0 layers, 0 unpacked squashfs trees, 1 leftover"
 expect_eq "... every layer kept" "$(ls "$S2/layers/sha256" | wc -l)" 4
 touch "$WORK/sync/stop"
 wait "$bg"

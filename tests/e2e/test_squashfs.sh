@@ -97,6 +97,25 @@ expect_eq "  a second run reuses the tree (none unpacked again)" "$rc:$(ls "$GPU
 box run --writable "$WORK/a.sqsh" true
 expect_eq "run --writable FILE.sqsh: exit 125" "$rc" 125
 
+# The unpacked trees: a FILE.sqsh's is a cache that prune removes unless a run holds it; a stored
+# image's goes with the image (rmi, at the end), never while the image is there.
+file_trees() { ls "$GPUBOX_IMAGES/squashfs" | grep -c '^f'; }
+image_trees() { ls "$GPUBOX_IMAGES/squashfs" | grep -c '^[0-9a-f]\{64\}$'; }
+"$GPUBOX" run "$WORK/a.sqsh" sh -c 'echo up; exec sleep 600' >"$WORK/held.out" 2>/dev/null &
+held_pid=$!
+wait_until 60 grep -qx up "$WORK/held.out"
+box prune
+expect_eq "prune while a FILE.sqsh run holds its unpacked tree: kept" "$rc:$(file_trees)" "0:1"
+expect_match "  and says so" "$out" 'kept 1 unpacked squashfs tree'
+kill -TERM "$held_pid"
+wait "$held_pid"
+box prune
+expect_eq "prune once it ended: the file's tree removed, the stored image's kept" \
+    "$rc:$(file_trees):$(image_trees)" "0:0:1"
+expect_match "  and counted" "$out" ' 1 unpacked squashfs tree, '
+box run "$WORK/a.sqsh" cat /etc/marker
+expect_eq "  the next run of the file unpacks it again" "$rc:$out:$(file_trees)" "0:the image's own:1"
+
 # --- FUSE open: mounted by squashfuse, nothing unpacked ---
 fuse open
 rm -rf "${GPUBOX_IMAGES:?}/squashfs"
@@ -169,4 +188,11 @@ expect_eq "the .sqsh files: mtime and atime unchanged" "$(times "$SQ" "$WORK/a.s
 expect_eq "  and their content" "$(sums "$SQ" "$WORK/a.sqsh")" "$sums_before"
 expect_eq "no squashfuse left" "$(leftovers '^squashfuse')" ""
 expect_eq "no FUSE mount left" "$(fuse_mounts)" 0
+
+fuse closed
+box run sq true
+sq_hex=$(basename "$(dirname "$SQ")")
+check "a stored squashfs image's unpacked tree (FUSE closed)" test -d "$GPUBOX_IMAGES/squashfs/$sq_hex"
+box rmi sq
+expect_eq "rmi IMAGE: its unpacked tree goes with it" "$rc:$(test -e "$GPUBOX_IMAGES/squashfs/$sq_hex" && echo left)" "0:"
 finish
