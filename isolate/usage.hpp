@@ -112,6 +112,11 @@ public:
     // `memory`: read memory even without a memory limit (the last pass: the program's peak).
     Usage sample(std::uint64_t cpu_stop_ns = 0, bool memory = false);
     void set_tmpfs(int fd) { tmpfs_ = fd; }
+    // SIGKILL to every process of the sandbox but its init, each through its /proc directory
+    // (pidfd_send_signal: no pid can be reused meanwhile), best effort. Killing init kills them
+    // too, but only once init has run: among a crowd of runnable tasks that may take seconds,
+    // in which the crowd runs on.
+    void kill_all() const;
     // The kernel reaps children in the sandbox: their CPU is charged by the interval between
     // passes (CpuLedger), so passes must come at their period, not later.
     bool reaping() const { return ledger_.reaping_seen(); }
