@@ -425,6 +425,12 @@ void lower_rlimit(int resource, std::uint64_t value, const std::string& name) {
           [&] { return cat("setrlimit(", name, ", ", v, ")"); });
 }
 
+void set_sched_idle() {
+    const sched_param none{};
+    check(::sched_setscheduler(0, SCHED_IDLE, &none), Syscall::sched_setscheduler, "",
+          [] { return std::string("sched_setscheduler(0, SCHED_IDLE)"); });
+}
+
 std::uint64_t page_size() { return static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE)); }
 
 void close_range_cloexec(unsigned first) {

@@ -128,6 +128,9 @@ void prctl(int option, unsigned long arg, const std::string& what);
 // setrlimit(resource) to `value`, soft and hard, or to the hard limit where that is lower
 // (`name`: "RLIMIT_NPROC", for the message).
 void lower_rlimit(int resource, std::uint64_t value, const std::string& name);
+// sched_setscheduler(0, SCHED_IDLE): the calling thread runs only where nothing else of its
+// cpu cgroup (or autogroup) wants the CPU; its children inherit it.
+void set_sched_idle();
 std::uint64_t page_size();
 void close_range_cloexec(unsigned first);
 // close_range(CLOSE_RANGE_CLOEXEC) from `first` up, but the fds in `keep` (ascending) stay open

@@ -74,6 +74,7 @@ constexpr std::array kNames = {
     Row{S::prctl, "prctl"},
     Row{S::getrlimit, "getrlimit"},
     Row{S::setrlimit, "setrlimit"},
+    Row{S::sched_setscheduler, "sched_setscheduler"},
     Row{S::setsid, "setsid"},
     Row{S::seccomp, "seccomp"},
     Row{S::capng_apply, "capng_apply"},

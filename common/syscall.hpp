@@ -73,6 +73,7 @@ enum class Syscall {
     prctl,
     getrlimit,
     setrlimit,
+    sched_setscheduler,
     setsid,
     seccomp,
     capng_apply,

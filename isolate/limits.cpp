@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -130,7 +131,7 @@ std::optional<std::uint64_t> parse_mem_available(const std::string& meminfo) {
 
 LimitPlan plan_limits(const Limits& l, const CgroupCaps& cg, bool nproc_per_userns,
                       bool root_inside, bool caller_root, std::uint64_t tmpfs_size,
-                      std::uint64_t host_share) {
+                      std::uint64_t host_share, unsigned cpus) {
     LimitPlan p;
     p.rlimits.push_back({RLIMIT_CORE, 0, "RLIMIT_CORE"});  // no core dumps into the sandbox
     if (l.wall_seconds)
@@ -162,17 +163,25 @@ LimitPlan plan_limits(const Limits& l, const CgroupCaps& cg, bool nproc_per_user
                                   p.ipc.shm_bytes >> 20, " MiB (kernel.shmmax/shmall)"));
     p.mechanisms.emplace_back(LimitName::kill,
                               cg.usable ? "cgroup.kill" : "SIGKILL to the pid namespace's init");
+    const std::uint64_t tasks = l.pids.value_or(kDefaultPids);  // 0: unlimited
+    if (p.sample_usage &&
+        (tasks == 0 || tasks > std::uint64_t{kCrowdPerCpu} * std::max(cpus, 1U))) {
+        p.idle_policy = true;
+        p.rlimits.push_back({RLIMIT_NICE, 0, "RLIMIT_NICE"});
+    }
     // Only CPU and memory limits need the monitor to read the sandbox periodically; without
     // them it reads the sandbox once, when it kills it (the CPU of what the kill ends).
     for (auto& [name, how] : p.mechanisms)
         if (name == LimitName::cpu_time && how.empty())
-            how =
-                cat("sum over the sandbox's processes (its own /proc), read by the monitor every ",
-                    p.sample_ms,
-                    " ms near the limit (before it with every CPU busy, at most 50 ms apart), a "
-                    "pass cut short once over; a child the kernel reaps is charged an upper "
-                    "bound (its last sample + the time since, or that time if never seen); past 4 "
-                    "tasks a CPU, the workload's process group runs at nice 19");
+            how = cat(
+                "sum over the sandbox's processes (its own /proc), read by the monitor every ",
+                p.sample_ms,
+                " ms near the limit (before it with every CPU busy, at most 50 ms apart), a "
+                "pass cut short once over; a child the kernel reaps is charged an upper "
+                "bound (its last sample + the time since, or that time if never seen)",
+                p.idle_policy ? "; the workload runs under SCHED_IDLE (RLIMIT_NICE 0), below the "
+                                "monitor, which reads a crowd of tasks without pause"
+                              : "");
     return p;
 }
 

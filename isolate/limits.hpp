@@ -72,6 +72,8 @@ struct IpcLimits {
 
 // With no --pids-limit, a sandbox still cannot take the host's pids (--pids-limit unlimited lifts it).
 constexpr std::uint64_t kDefaultPids = 4096;
+// More runnable tasks than this many per CPU crowd the monitor out (LimitPlan::idle_policy).
+constexpr unsigned kCrowdPerCpu = 4;
 
 struct LimitPlan {
     std::vector<RlimitOp> rlimits;
@@ -82,6 +84,19 @@ struct LimitPlan {
     // gpubox's tmpfs counts): a memfd's pages are in no process's resident set once unmapped,
     // and one in flight in an SCM_RIGHTS message is in no process at all.
     bool refuse_memfd = false;
+    // The workload runs under SCHED_IDLE from its start, with RLIMIT_NICE 0 so that nothing in
+    // the sandbox leaves it: where the monitor measures the sandbox and its pids limit allows a
+    // crowd (more than kCrowdPerCpu tasks a CPU). Without a cgroup of its own, each runnable
+    // task of the sandbox shares the CPU with the monitor as a task of the same weight (in the
+    // root cpu cgroup a session is an autogroup and shares as one, but not in a child cgroup: a
+    // CI job's, a service's), so a fork bomb of a thousand tasks leaves the monitor a thousandth
+    // of a CPU, and its next pass seconds away. Under SCHED_IDLE each weighs 3 to the monitor's
+    // 1024 and yields to it when it wakes (nice 19, weight 15, was measured too weak: the
+    // monitor got 1-7 % of a CPU among 1000). It is decided before the workload runs: once a
+    // crowd exists the monitor is too starved to demote it. Only the sandbox's tasks among
+    // themselves, and against other tasks of the caller's own cpu cgroup, see the difference;
+    // the workload's CPU time is the same.
+    bool idle_policy = false;
     IpcLimits ipc;
 };
 
@@ -102,10 +117,10 @@ std::optional<std::uint64_t> parse_mem_available(const std::string& meminfo);
 // `tmpfs_size`: plan_tmpfs_size()'s, which also bounds SysV shared memory, unless a memory
 // limit does: then SysV gets `host_share` (plan_tmpfs_size() with no limit), so that a segment
 // larger than the limit is made, and killed as ML when touched, not refused at shmget() and
-// graded as the program's failure.
+// graded as the program's failure. `cpus`: the CPUs the sandbox may use (LimitPlan::idle_policy).
 LimitPlan plan_limits(const Limits& l, const CgroupCaps& cg, bool kernel_nproc_per_userns,
                       bool root_inside, bool caller_root, std::uint64_t tmpfs_size = 0,
-                      std::uint64_t host_share = 0);
+                      std::uint64_t host_share = 0, unsigned cpus = 1);
 
 // Child side: setrlimit() for each op; a hard limit can only go down.
 void apply_rlimits(const std::vector<RlimitOp>& ops);

@@ -1,11 +1,14 @@
 #include "isolate/usage.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <sys/stat.h>
 #include <time.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -256,6 +259,18 @@ std::vector<pid_t> task_tree(int proc, pid_t root) {
         for (auto it = from; it != to; ++it) tree.push_back(it->second);
     }
     return tree;
+}
+
+void Sampler::kill_all() const {
+    for (const std::string& name :
+         sys::try_list_dir(proc_, ".").value_or(std::vector<std::string>{})) {
+        if (name == "1" || name.empty() || !std::isdigit(static_cast<unsigned char>(name[0])))
+            continue;
+        const int fd = sys::try_open_at(proc_, name, O_RDONLY | O_DIRECTORY);
+        if (fd < 0) continue;  // gone meanwhile
+        const UniqueFd own(fd);
+        ::syscall(SYS_pidfd_send_signal, fd, SIGKILL, nullptr, 0);
+    }
 }
 
 Usage Sampler::sample(std::uint64_t cpu_stop_ns, bool memory) {

@@ -115,6 +115,11 @@ public:
     // Step mode: only `root`'s tree (task_tree) is the sandbox measured, `root` in init's place;
     // the pids made between passes are nobody's to charge (other tasks make them too).
     void set_root(pid_t root) { root_ = root; }
+    // SIGKILL to every process of the sandbox but its init, each through its /proc directory
+    // (pidfd_send_signal: no pid can be reused meanwhile), best effort. Killing init kills them
+    // too, but only once init has run: among a crowd of runnable tasks that may take seconds,
+    // in which the crowd runs on.
+    void kill_all() const;
     // The kernel reaps children in the sandbox: their CPU is charged by the interval between
     // passes (CpuLedger), so passes must come at their period, not later.
     bool reaping() const { return ledger_.reaping_seen(); }

@@ -218,6 +218,7 @@ std::vector<rootfs::MountOp> plan_gpus(const Options& o, RunPlan& plan, int root
 void apply_limit_plan(const Options& o, const isolate::CgroupCaps& caps,
                       const isolate::LimitPlan& limits, RunPlan& plan) {
     plan.spec.rlimits = limits.rlimits;
+    plan.spec.sched_idle = limits.idle_policy;
     plan.spec.ipc = limits.ipc;
     // A cgroup without the memory controller still leaves memory to the monitor's count.
     plan.spec.meters = (!caps.usable && o.limits.any()) || (!caps.memory && o.limits.memory_bytes);
@@ -321,9 +322,9 @@ RunPlan plan_run(const RunRequest& r, const RunInputs& run) {
                     "); 'gpubox doctor' says what to change"),
                 "a delegated cgroup v2: a systemd user manager (loginctl enable-linger, "
                 "dbus-user-session), or a cgroup directory delegated to this user (--cgroup PATH)");
-        p.limits =
-            isolate::plan_limits(o.limits, p.cgroup.caps, sys::kernel_at_least(5, 14), o.root,
-                                 ::getuid() == 0, s.plan.root.tmpfs_size, p.host_share);
+        p.limits = isolate::plan_limits(o.limits, p.cgroup.caps, sys::kernel_at_least(5, 14),
+                                        o.root, ::getuid() == 0, s.plan.root.tmpfs_size,
+                                        p.host_share, sys::usable_cpus());
     } catch (...) {
         isolate::remove_cgroup(p.cgroup);
         throw;

@@ -8,13 +8,13 @@
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <sstream>
 
 #include "common/error.hpp"
 #include "common/sys.hpp"
@@ -74,14 +74,15 @@ struct StdinPump {
 // The sandbox measured from outside (isolate/usage.hpp). The next pass comes before the sandbox
 // could reach a limit: its memory filling at kFillRate, its CPU with every CPU busy; never
 // sooner than the period (sample_ms), never later than kMaxPeriodNs, and at least twice as long
-// as the last pass took. An idle sandbox far from its limits costs a pass every 50 ms.
+// as the last pass ran (its CPU time: see Monitor::cpu_ns()). An idle sandbox far from its limits
+// costs a pass every 50 ms.
 constexpr std::uint64_t kMaxPeriodNs = 50'000'000;
 constexpr std::uint64_t kFillRate = 1ULL << 30;  // bytes/s: the rate the overrun bound is for
 
-// A sandbox with more tasks than this many per CPU, all perhaps runnable, would leave the
-// monitor one share of the CPU among them: its workload's process group goes to nice 19 (see
-// Monitor::demote()).
-constexpr unsigned kCrowdPerCpu = 4;
+// A pass over a crowd (more than isolate::kCrowdPerCpu tasks a CPU) that waited for the CPU
+// longer than this and a quarter of its own run: the crowd keeps the monitor waiting (see
+// measure()).
+constexpr std::uint64_t kStarvedNs = 1'000'000;
 
 class Monitor {
 public:
@@ -124,7 +125,9 @@ private:
         // What the kill ends is counted first: the kernel adds it to nobody's time.
         if (reason != KillReason::cpu_time && reason != KillReason::memory) measure(false);
         if (isolate::cgroup_kill(s_.cgroup)) return;
+        // A step task's own tree; else each process of the sandbox now, not once init has run.
         if (s_.task_root && proc_.valid()) kill_task_tree();
+        else if (sampler_) sampler_->kill_all();
         sys::send_signal(s_.child.pid, SIGKILL);  // init: the whole pid ns (a task's: its own)
     }
 
@@ -247,7 +250,7 @@ private:
         if (proc_.valid() || !fs || fs->f_type != PROC_SUPER_MAGIC) return;
         proc_ = std::move(m.fd);
         cpus_ = sys::usable_cpus();
-        crowd_ = kCrowdPerCpu * cpus_;
+        crowd_ = isolate::kCrowdPerCpu * cpus_;
         sampler_.emplace(proc_.get(), tmpfs_.get(), cpus_, s_.sampled_memory_limit);
         if (s_.task_root) sampler_->set_root(s_.task_root);
         period_ns_ = static_cast<std::uint64_t>(s_.sample_ms) * 1000000ULL;
@@ -259,19 +262,33 @@ private:
     void measure(bool enforce) {
         if (!sampler_) return;
         const bool cpu_limit = enforce && s_.limits.cpu_seconds && !s_.cgroup.caps.usable;
-        const std::uint64_t t0 = sys::monotonic_ns();
+        const std::uint64_t t0 = sys::monotonic_ns(), c0 = cpu_ns();
         const isolate::Usage u = sampler_->sample(
             cpu_limit ? static_cast<std::uint64_t>(*s_.limits.cpu_seconds * 1e9) : 0, !enforce);
-        const std::uint64_t t1 = sys::monotonic_ns();
-        due_ = t1 + next_delay(u, t1 - t0);
+        const std::uint64_t t1 = sys::monotonic_ns(), ran = cpu_ns() - c0;
+        // A task that sleeps among a crowd of runnable ones waits far longer for the CPU each
+        // time it wakes than its weight says (Linux 6.18, a child cpu cgroup, 1000 SCHED_IDLE
+        // spinners: a task that slept 10 ms between 0.6 ms of work got 1 % of a CPU, one that
+        // never slept 45 %). While a crowd keeps the passes waiting, the next comes at once.
+        const bool starved = u.tasks > crowd_ && t1 - t0 > ran + ran / 4 + kStarvedNs;
+        due_ = t1 + (starved && out_.killed_for == KillReason::none ? 0 : next_delay(u, ran));
         sampled_peak_ = std::max(sampled_peak_, u.memory_bytes);
         sampled_rss_kb_ = std::max(sampled_rss_kb_, static_cast<long>(u.rss_peak_bytes / 1024));
         sampled_cpu_ns_ = std::max(sampled_cpu_ns_, u.cpu_ns);
         if (!enforce) return;
-        if (u.tasks > crowd_) demote();
         if (cpu_limit && u.cpu_ns > *s_.limits.cpu_seconds * 1e9) kill_for(KillReason::cpu_time);
         if (s_.sampled_memory_limit && u.memory_bytes > s_.sampled_memory_limit)
             kill_for(KillReason::memory);
+    }
+
+    // The monitor's own CPU time so far. What a pass costs is this, not its wall time: a pass
+    // over a crowd waits for the CPU far longer than it runs, and putting the next one off by
+    // its wall time would give the crowd that long again.
+    static std::uint64_t cpu_ns() {
+        timespec t{};
+        ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);  // cannot fail for this clock
+        return static_cast<std::uint64_t>(t.tv_sec) * 1000000000ULL +
+               static_cast<std::uint64_t>(t.tv_nsec);
     }
 
     std::uint64_t next_delay(const isolate::Usage& u, std::uint64_t cost) const {
@@ -289,21 +306,6 @@ private:
             if (sampler_->reaping()) d = 0;
         }
         return std::min(kMaxPeriodNs, std::max({d, period_ns_, 2 * cost}));
-    }
-
-    // A crowd of runnable tasks (a fork bomb) shares the CPU with the monitor task by task: its
-    // passes would come later and later. Its process group (the workload's: it is a session
-    // leader, and its children stay in it unless they leave) goes to nice 19, which an
-    // unprivileged owner may always do: the monitor then gets about 1024 / (15 x tasks per CPU)
-    // of a CPU instead of 1 / tasks. A workload of few tasks keeps its priority.
-    void demote() {
-        if (!workload_) {
-            std::istringstream in(sys::try_read_at(
-                AT_FDCWD, cat("/proc/", s_.child.pid, "/task/", s_.child.pid, "/children")));
-            in >> workload_;
-            if (!workload_) return;
-        }
-        ::setpriority(PRIO_PGRP, static_cast<id_t>(workload_), 19);  // gone meanwhile: ESRCH
     }
 
     // Stream at most 64 KiB at a time: the monitor's memory does not grow with the output.
@@ -377,8 +379,7 @@ private:
     std::optional<isolate::Sampler> sampler_;
     std::uint64_t period_ns_ = 0, due_ = 0;
     unsigned cpus_ = 1;
-    unsigned crowd_ = 0;  // tasks: past this many, demote()
-    pid_t workload_ = 0;  // its pid on the host, once demote() needed it
+    unsigned crowd_ = 0;  // tasks: past this many, a pass kept waiting is followed at once
     RunOutcome out_;
 };
 

@@ -179,8 +179,9 @@ void send_meters(const Ends& own, const UniqueFd& tmpfs) {
             isolate::enter_nested_userns(spec.ids);  // see its own uid; no caps over mounts
         else if (spec.ids.nested) sys::setns(holder, CLONE_NEWUSER, "the step's holder");
         sys::chdir(spec.workdir);
-        isolate::apply_rlimits(spec.rlimits);  // own user ns: NPROC per sandbox
-        isolate::drop_all_privileges();        // caps (incl. bounding, ambient), NNP
+        if (spec.sched_idle) sys::set_sched_idle();  // below the monitor; RLIMIT_NICE keeps it
+        isolate::apply_rlimits(spec.rlimits);        // own user ns: NPROC per sandbox
+        isolate::drop_all_privileges();              // caps (incl. bounding, ambient), NNP
         // A joined task's init dies with its monitor, and the workload with it (after the
         // credential changes above, which clear the death signal).
         if (holder >= 0) sys::prctl(PR_SET_PDEATHSIG, SIGKILL, "PR_SET_PDEATHSIG, SIGKILL");

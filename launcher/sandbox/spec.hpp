@@ -29,6 +29,8 @@ struct ChildSpec {
     std::vector<std::string> exec_candidates;  // argv[0] with a slash, else PATH entries + argv[0]
     std::string workdir;
     std::vector<isolate::RlimitOp> rlimits;
+    bool sched_idle =
+        false;  // the workload runs under SCHED_IDLE (isolate::LimitPlan::idle_policy)
     isolate::IpcLimits ipc;
     bool meters = false;  // init sends its /proc and tmpfs (channel::Meter) for the monitor
     isolate::BpfProgram limits_bpf;  // with limits: calls they refuse (isolate::LimitPlan)

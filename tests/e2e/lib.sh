@@ -65,6 +65,22 @@ if [ "$(id -u)" = 0 ] && [ -z "${GPUBOX_E2E_UNPRIVILEGED:-}" ] && [ "${E2E_AS_RO
             [ "$ctl" = cpuacct ] && extra+=(E2E_CPUACCT="$base/gpubox-e2e-$$")
         done
     fi
+    # E2E_CPU_CGROUP=1: a child cgroup of the cpu controller (cgroup v1 `cpu`, below this
+    # script's own), which the unprivileged test may move its own processes into (a subshell that
+    # writes its pid to $E2E_CPUCG/cgroup.procs). In the root cpu cgroup each session is an
+    # autogroup of its own and shares the CPU as one; in a child cgroup (a CI job's, a systemd
+    # service's) autogroup does not apply and every task counts alike: both must be tested.
+    cpu_cgroup=
+    if [ "${E2E_CPU_CGROUP:-0}" = 1 ]; then
+        base=/sys/fs/cgroup/cpu$(sed -n 's/^[0-9]*:\([^:]*,\)*cpu\(,[^:]*\)*://p' /proc/self/cgroup)
+        for stale in "${base%/}"/gpubox-e2e-cpu-*; do
+            [ -d "$stale" ] && ! kill -0 "${stale##*-}" 2>/dev/null && rmdir "$stale" 2>/dev/null
+        done
+        if [ -w "$base/cgroup.procs" ] && mkdir "${base%/}/gpubox-e2e-cpu-$$" 2>/dev/null; then
+            cpu_cgroup=${base%/}/gpubox-e2e-cpu-$$
+            chown 65534 "$cpu_cgroup/cgroup.procs" && extra+=(E2E_CPUCG="$cpu_cgroup")
+        fi
+    fi
     for f in "$E2E_DIR"/*.sh "$E2E_DIR"/*.c "$E2E_DIR"/*.py; do [ -e "$f" ] && install -m 0644 "$f" "$top/"; done
     [ -d "$E2E_DIR/../../examples" ] && cp -r "$E2E_DIR/../../examples" "$top/examples"
     [ -d "$E2E_DIR/../fixtures/cdi" ] && cp -r "$E2E_DIR/../fixtures/cdi" "$top/cdi-fixtures"
@@ -95,6 +111,10 @@ if [ "$(id -u)" = 0 ] && [ -z "${GPUBOX_E2E_UNPRIVILEGED:-}" ] && [ "${E2E_AS_RO
         env GPUBOX_E2E_UNPRIVILEGED=1 GPUBOX="$top/gpubox" PROBE="$top/probe" E2E_DIR="$top" \
         TMPDIR="$top/work" "${extra[@]}" bash "$top/$(basename "$0")"
     rc=$?
+    if [ -n "$cpu_cgroup" ]; then  # what is left in it (nothing, when the test passed) goes up
+        while read -r p; do echo "$p" >"${cpu_cgroup%/*}/cgroup.procs"; done <"$cpu_cgroup/cgroup.procs"
+        rmdir "$cpu_cgroup"
+    fi
     for base in "${meters[@]}"; do
         echo $$ >"$base/cgroup.procs" && rmdir "$base/gpubox-e2e-$$"
     done

@@ -5,7 +5,7 @@
 # lib.sh: they count the kernel's memory a process makes it hold, too), never from gpubox's report
 # alone. Each bound below is a mechanism's, not a timing's: the whole footprint of a sandbox with
 # --memory-limit L stays within 2 x L + 64 MiB; a CPU limit of 1 s is killed by 1.2 s of CPU.
-E2E_METER=1
+E2E_METER=1 E2E_CPU_CGROUP=1
 . "$(dirname "$0")/lib.sh"
 R=$WORK/rootfs
 make_rootfs "$R"
@@ -13,6 +13,9 @@ require_userns "$R"
 M=$WORK/meta.json
 if ! have_meter && [ "${GPUBOX_TESTS_MUST_WORK:-0}" = 1 ]; then
     echo "Bail out! no cgroup v1 meters (CI runs this suite as root, where lib.sh makes them)"; exit 1
+fi
+if have_meter && [ -z "${E2E_CPUCG:-}" ] && [ "${GPUBOX_TESTS_MUST_WORK:-0}" = 1 ]; then
+    echo "Bail out! no child cpu cgroup (lib.sh makes one as root, beside the meters)"; exit 1
 fi
 within() { awk -v x="$1" -v lo="$2" -v hi="$3" 'BEGIN { exit !(x >= lo && x <= hi) }'; }
 mrun() { meter_start; box "$@"; meter_stop; }
@@ -59,12 +62,21 @@ expect_eq "  and a 2 s sleep under --time-limit 0.5 is OK: the wait is not CPU" 
 
 # --- the sampler cannot be starved --------------------------------------------------------------
 # killed by 1.2 s: the limit, plus what 2 CPUs run in the 0.1 s a pass may take to come round.
-for w in "sh -c 'while :; do :; done'" "probe spin 4 10" "sh -c 'while :; do /bin/true; done'" "probe forkspin e2e-attacks"; do
-    eval "mrun run --time-limit 1 --pids-limit 1000 --wall-time-limit 30 --meta \"\$M\" \"\$R\" $w"
-    expect_eq "--time-limit 1 against $w: TO on the CPU limit" "$(field status):$(field limit)" "TO:cpu_time"
-    cpu_bound "  killed by 1.2 s of CPU, measured from outside" 1.2
+# Twice: where the test runs (in the root cpu cgroup, the sandbox's session is an autogroup of its
+# own, which shares the CPU with the monitor's as one task), and in a child cpu cgroup, where
+# autogroup does not apply and the monitor is one task among the sandbox's thousand.
+for cg in "" ${E2E_CPUCG:+"$E2E_CPUCG"}; do
+    where=${cg:+" (in a child cpu cgroup)"}
+    for w in "sh -c 'while :; do :; done'" "probe spin 4 10" "sh -c 'while :; do /bin/true; done'" "probe forkspin e2e-attacks"; do
+        meter_start
+        # gpubox started by a subshell that moved itself into the cgroup first
+        eval "(${cg:+echo \$BASHPID >\"\$cg/cgroup.procs\" &&} box run --time-limit 1 --pids-limit 1000 --wall-time-limit 30 --meta \"\$M\" \"\$R\" $w)"
+        meter_stop
+        expect_eq "--time-limit 1 against $w$where: TO on the CPU limit" "$(field status):$(field limit)" "TO:cpu_time"
+        cpu_bound "  killed by 1.2 s of CPU, measured from outside" 1.2
+    done
+    check "  nothing of the fork bomb is left" test -z "$(leftovers 'probe forkspin e2e-attacks')"
 done
-check "  nothing of the fork bomb is left" test -z "$(leftovers 'probe forkspin e2e-attacks')"
 
 # --- kernel memory is bounded -----------------------------------------------------------------
 # Each form held in no process's resident set: SysV messages (1 byte each, ~64 bytes of slab),

@@ -94,6 +94,27 @@ TEST_CASE("limits with a delegated cgroup use its controllers") {
     CHECK_FALSE(p.sample_usage);
 }
 
+TEST_CASE("a workload that may crowd the monitor runs below it from its start") {
+    // autograder(): 64 processes, measured by the monitor. On 2 CPUs, more than 4 a CPU.
+    LimitPlan p = plan_limits(autograder(), {}, true, false, false, 0, 0, 2);
+    CHECK(p.idle_policy);
+    CHECK(has_rlimit(p, RLIMIT_NICE));  // and cannot leave SCHED_IDLE
+    CHECK(mech(p, "cpu_time").find("SCHED_IDLE") != std::string::npos);
+    Limits few = autograder();
+    few.pids = 8;  // a crowd of at most 4 a CPU: keeps its policy
+    CHECK_FALSE(plan_limits(few, {}, true, false, false, 0, 0, 2).idle_policy);
+    CHECK(plan_limits(few, {}, true, false, false, 0, 0, 1).idle_policy);
+    Limits unlimited = autograder();
+    unlimited.pids = 0;
+    CHECK(plan_limits(unlimited, {}, true, false, false, 0, 0, 64).idle_policy);
+    // The cgroup measures: the monitor reads nothing, nothing to be crowded out of.
+    CHECK_FALSE(
+        plan_limits(autograder(), {true, true, true}, true, false, false, 0, 0, 2).idle_policy);
+    Limits wall;
+    wall.wall_seconds = 1;  // a timer only
+    CHECK_FALSE(plan_limits(wall, {}, true, false, false, 0, 0, 2).idle_policy);
+}
+
 TEST_CASE("honest mechanisms on old kernels and for the host's root") {
     Limits l;
     l.pids = 10;
