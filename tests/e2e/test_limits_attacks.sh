@@ -64,7 +64,11 @@ expect_eq "  and a 2 s sleep under --time-limit 0.5 is OK: the wait is not CPU" 
 # killed by 1.2 s: the limit, plus what 2 CPUs run in the 0.1 s a pass may take to come round.
 # Twice: where the test runs (in the root cpu cgroup, the sandbox's session is an autogroup of its
 # own, which shares the CPU with the monitor's as one task), and in a child cpu cgroup, where
-# autogroup does not apply and the monitor is one task among the sandbox's thousand.
+# autogroup does not apply and the monitor is one task among the sandbox's thousand. There the
+# fork bomb is bounded at 3 s, not 1.2: the workload runs under SCHED_IDLE below the monitor, but
+# load in other cgroups (the suite's other tests, run two at a time) still holds the monitor's
+# share of the CPU down while the bomb runs on the other CPU (docs/limits.md: 1.1-2.6 s measured
+# under heavy load; the build before SCHED_IDLE: 8-12 s).
 for cg in "" ${E2E_CPUCG:+"$E2E_CPUCG"}; do
     where=${cg:+" (in a child cpu cgroup)"}
     for w in "sh -c 'while :; do :; done'" "probe spin 4 10" "sh -c 'while :; do /bin/true; done'" "probe forkspin e2e-attacks"; do
@@ -73,7 +77,9 @@ for cg in "" ${E2E_CPUCG:+"$E2E_CPUCG"}; do
         eval "(${cg:+echo \$BASHPID >\"\$cg/cgroup.procs\" &&} box run --time-limit 1 --pids-limit 1000 --wall-time-limit 30 --meta \"\$M\" \"\$R\" $w)"
         meter_stop
         expect_eq "--time-limit 1 against $w$where: TO on the CPU limit" "$(field status):$(field limit)" "TO:cpu_time"
-        cpu_bound "  killed by 1.2 s of CPU, measured from outside" 1.2
+        bound=1.2
+        [ -n "$cg" ] && [ "${w#probe forkspin}" != "$w" ] && bound=3
+        cpu_bound "  killed by $bound s of CPU, measured from outside" "$bound"
     done
     check "  nothing of the fork bomb is left" test -z "$(leftovers 'probe forkspin e2e-attacks')"
 done
