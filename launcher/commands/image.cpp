@@ -96,16 +96,27 @@ std::string why_not_mounted(const Options& o) {
 }
 
 // The tree a squashfs image runs from where it cannot be mounted: unpacked once into the
-// caller's own store, said in one line with the reason and the fix. `hold`: a FILE.sqsh run's
-// hold on the tree, which prune would otherwise remove under it (a stored image's run holds the
-// image, and with it its tree).
+// caller's own store, said in one line with the reason and the fix (by the first run from it;
+// later ones only with -v). `hold`: a FILE.sqsh run's hold on the tree, which prune would
+// otherwise remove under it (a stored image's run holds the image, and with it its tree).
 std::string squash_tree(const SquashFile& f, const std::string& why, UniqueFd* hold = nullptr) {
-    log::warn(cat(f.shown, ": runs from a tree unpacked once into your store, not mounted: ", why));
     const std::optional<image::StoreDir> store =
         image::open_store(image::store_root(caller_env()), true);
-    if (!hold) return image::unpacked_tree(store.value().path, f.dir.get(), f.base, f.key).string();
+    // Said by the first run from the tree (STORE/squashfs/<key>/said marks it); later runs are
+    // quiet about it, but for -v.
+    const std::filesystem::path said = store.value().path / "squashfs" / f.key / "said";
+    struct stat st {};
+    const bool told = ::lstat(said.c_str(), &st) == 0;
+    const std::string line =
+        cat(f.shown, ": runs from a tree unpacked once into your store, not mounted: ", why);
+    told ? log::info(line) : log::warn(line);
     std::filesystem::path tree;
-    *hold = image::hold_unpacked(store.value().path, f.dir.get(), f.base, f.key, tree);
+    if (!hold) tree = image::unpacked_tree(store.value().path, f.dir.get(), f.base, f.key);
+    else *hold = image::hold_unpacked(store.value().path, f.dir.get(), f.base, f.key, tree);
+    if (const int fd =
+            told ? -1 : ::open(said.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+        fd >= 0)
+        ::close(fd);
     return tree.string();
 }
 
