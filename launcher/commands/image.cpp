@@ -152,31 +152,43 @@ int pull_command(const Options& o) {
 int images_command(const Options& o) {
     const image::Stores stores = image::open_stores(caller_env());
     const std::vector<image::Stored> all = stores.list();
+    const std::vector<std::uint64_t> shared = image::shared_sizes(all);
     if (o.json) {
         nlohmann::json out = nlohmann::json::array();
-        for (const image::Stored& s : all)
+        for (std::size_t i = 0; i < all.size(); ++i) {
+            const image::Stored& s = all[i];
             out.push_back({{"name", s.name},
                            {"digest", s.digest},
                            {"source", s.source},
                            {"size_bytes", s.size_bytes},
+                           {"shared_size_bytes", shared[i]},
+                           {"unique_size_bytes", s.size_bytes - shared[i]},
                            {"pulled_unix", s.pulled_unix},
                            {"rootfs", s.rootfs.string()},
                            {"layers", layer_paths(s)},
                            {"squashfs", s.squashfs.string()},
                            {"store", s.site ? "site" : "user"}});
+        }
         std::cout << out.dump(2) << "\n";
         return 0;
     }
-    std::size_t w = 4;
-    for (const image::Stored& s : all) w = std::max(w, s.name.size());
-    std::cout << std::left;
-    std::cout << cat("NAME", std::string(w - 4 + 2, ' '),
-                     "DIGEST               SIZE       PULLED\n");
-    for (const image::Stored& s : all) {
-        const std::string size = human_size(s.size_bytes);
-        std::cout << s.name << std::string(w - s.name.size() + 2, ' ') << short_digest(s.digest)
-                  << "  " << size << std::string(size.size() < 11 ? 11 - size.size() : 1, ' ')
-                  << when(s.pulled_unix) << (s.site ? "  site" : "") << "\n";
+    // SHARED: the bytes of its layers another listed image uses too; UNIQUE: the rest.
+    std::vector<std::vector<std::string>> rows = {
+        {"NAME", "DIGEST", "SIZE", "SHARED", "UNIQUE", "PULLED"}};
+    for (std::size_t i = 0; i < all.size(); ++i) {
+        const image::Stored& s = all[i];
+        rows.push_back({s.name, short_digest(s.digest), human_size(s.size_bytes),
+                        human_size(shared[i]), human_size(s.size_bytes - shared[i]),
+                        when(s.pulled_unix) + (s.site ? "  site" : "")});
+    }
+    std::vector<std::size_t> w(rows[0].size(), 0);
+    for (const auto& r : rows)
+        for (std::size_t c = 0; c < r.size(); ++c) w[c] = std::max(w[c], r[c].size());
+    for (const auto& r : rows) {
+        std::string line;
+        for (std::size_t c = 0; c + 1 < r.size(); ++c)
+            line += r[c] + std::string(w[c] - r[c].size() + 2, ' ');
+        std::cout << line << r.back() << "\n";
     }
     return 0;
 }

@@ -193,7 +193,7 @@ cd "$WORK"
 
 # --- images and rmi ---
 box images
-expect_match "images: a header" "$out" '^NAME +DIGEST +SIZE +PULLED$'
+expect_match "images: a header" "$out" '^NAME +DIGEST +SIZE +SHARED +UNIQUE +PULLED$'
 expect_match "images: entry, with its digest and size" \
     "$out" '^entry +sha256:[0-9a-f]{12} +[0-9]+ (KiB|MiB) +[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}$'
 expect_eq "images: three names" \

@@ -299,3 +299,20 @@ TEST_CASE("store: a single-file image's record names its rootfs.sqsh; a tree's n
     REQUIRE(tree);
     CHECK(tree->squashfs.empty());
 }
+
+TEST_CASE("images: SHARED, the bytes of an image's layers another image uses too") {
+    auto img = [](std::vector<fs::path> layers, std::vector<std::uint64_t> sizes) {
+        Stored s;
+        s.layers = std::move(layers), s.layer_sizes = std::move(sizes);
+        for (std::uint64_t n : s.layer_sizes) s.size_bytes += n;
+        return s;
+    };
+    Stored flat;
+    flat.size_bytes = 100;
+    const std::vector<Stored> all = {img({"/s/a", "/s/b", "/s/c"}, {3, 40, 1}),
+                                     img({"/s/a", "/s/b", "/s/d"}, {3, 40, 2}),
+                                     img({"/site/a"}, {3}), flat};
+    CHECK(shared_sizes(all) == std::vector<std::uint64_t>{43, 43, 0, 0});
+    CHECK(shared_sizes({all[0]}) == std::vector<std::uint64_t>{0});
+    CHECK(shared_sizes({all[0], all[0]}) == std::vector<std::uint64_t>{44, 44});  // two names
+}
