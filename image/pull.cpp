@@ -142,6 +142,11 @@ std::vector<std::string> plan_inspect_args(const PullRequest& r, const std::stri
 }
 
 std::string render_summary(const PullResult& r) {
+    if (r.reused && r.kept_tree)
+        return cat("pull: ", r.name, ": ", r.digest.substr(0, 19),
+                   " is stored already, as a tree: reused it, not made a squashfs file (for one: "
+                   "gpubox export ",
+                   r.name, " FILE.sqsh; or gpubox rmi ", r.name, ", then pull --squashfs again)");
     if (r.reused)
         return cat("pull: ", r.name, ": ", r.digest.substr(0, 19), " is stored already: reused it");
     std::string s = cat("pulled ", r.name, " (", r.digest.substr(0, 19), "): ", r.layers,
@@ -401,6 +406,10 @@ PullResult pull_into(const fs::path& store, const PullRequest& r,
     }
     write_name(store, out.name, out.digest, r.source, static_cast<std::int64_t>(std::time(nullptr)),
                remote);
+    struct stat st {};
+    out.kept_tree =
+        out.reused && r.squashfs &&
+        ::lstat((store / "blobs/sha256" / out.digest.substr(7) / "rootfs.sqsh").c_str(), &st) != 0;
     return out;
 }
 

@@ -73,6 +73,13 @@ check "  the image is one squashfs file in the store" test -f "$SQ"
 check "  unsquashfs reads it" sh -c 'unsquashfs -s "$1" >/dev/null' _ "$SQ"
 expect_eq "  its rootfs is an empty directory (no tree)" "$(ls -A "$(dirname "$SQ")/rootfs" | wc -l)" 0
 expect_match "  unsquashfs lists the image's files" "$(unsquashfs -l "$SQ")" "squashfs-root/etc/marker"
+# A digest stored as a tree stays one: pull --squashfs says so and how to get a squashfs file.
+GPUBOX_IMAGES=$WORK/store-tree box pull --name tr "tar:$WORK/img.tar"
+GPUBOX_IMAGES=$WORK/store-tree box pull --squashfs --name tr "tar:$WORK/img.tar"
+expect_eq "pull --squashfs of a digest stored as a tree: says it stays one, and the way to a file" \
+    "$rc:$out:$(sed -E 's/sha256:[0-9a-f]{12}/DIGEST/' <<<"$err")" \
+    "0:tr:gpubox: pull: tr: DIGEST is stored already, as a tree: reused it, not made a squashfs file (for one: gpubox export tr FILE.sqsh; or gpubox rmi tr, then pull --squashfs again)"
+rm -rf "$WORK/store-tree"
 box export sq "$WORK/a.sqsh"
 expect_eq "export IMAGE FILE.sqsh: exit 0" "$rc:$out" "0:$WORK/a.sqsh"
 check "  unsquashfs reads the file" sh -c 'unsquashfs -s "$1" >/dev/null' _ "$WORK/a.sqsh"
