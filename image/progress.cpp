@@ -43,9 +43,10 @@ std::string render_layer(std::size_t index, std::size_t count, const std::string
     if (!terminal) {
         char secs[32];
         std::snprintf(secs, sizeof secs, "%.1f", seconds);
-        return cat(head, ": ", human_size(total),
-                   seconds > 0 && moved ? cat(" in ", secs, " s, ", rate(moved, seconds)) : "",
-                   note);
+        // First seen partly written: its time is not known, only the rate since.
+        const std::string took = from ? cat(", ", rate(moved, seconds))
+                                      : cat(" in ", secs, " s, ", rate(moved, seconds));
+        return cat(head, ": ", human_size(total), seconds > 0 && moved ? took : "", note);
     }
     std::string line = cat(head, "  ", human_size(bytes), " / ", human_size(total), "  ");
     line += seconds > 0 && moved ? rate(moved, seconds) : done ? "done" : "";

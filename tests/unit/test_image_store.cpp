@@ -126,6 +126,8 @@ TEST_CASE("pull progress: a layer's line on a terminal and off one") {
           "gpubox: pull: layer 2/3 sha256:0123456789ab  6 MiB / 8 MiB  ");
     CHECK(render_layer(2, 3, d, 8 << 20, 8 << 20, 0.5, false, true, 6 << 20) ==
           "gpubox: pull: layer 2/3 sha256:0123456789ab  8 MiB / 8 MiB  4.0 MiB/s");
+    CHECK(render_layer(2, 3, d, 8 << 20, 8 << 20, 0.5, true, false, 6 << 20) ==
+          "gpubox: pull: layer 2/3 sha256:0123456789ab: 8 MiB, 4.0 MiB/s");
     CHECK(render_layer(2, 3, d, 8 << 20, 8 << 20, 2.0, true, false, 0, true) ==
           "gpubox: pull: layer 2/3 sha256:0123456789ab: 8 MiB in 2.0 s, 4.0 MiB/s, already "
           "stored: not unpacked again");
