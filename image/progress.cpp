@@ -35,18 +35,22 @@ void write_text(int fd, const std::string& text) {
 
 std::string render_layer(std::size_t index, std::size_t count, const std::string& digest,
                          std::uint64_t bytes, std::uint64_t total, double seconds, bool done,
-                         bool terminal) {
+                         bool terminal, std::uint64_t from, bool stored) {
     const std::string head =
         cat("gpubox: pull: layer ", index, "/", count, " ", digest.substr(0, 19));
+    const std::uint64_t moved = bytes > from ? bytes - from : 0;
+    const std::string note = stored ? ", already stored: not unpacked again" : "";
     if (!terminal) {
         char secs[32];
         std::snprintf(secs, sizeof secs, "%.1f", seconds);
-        return cat(head, ": ", human_size(total),
-                   seconds > 0 ? cat(" in ", secs, " s, ", rate(total, seconds)) : "");
+        // First seen partly written: its time is not known, only the rate since.
+        const std::string took = from ? cat(", ", rate(moved, seconds))
+                                      : cat(" in ", secs, " s, ", rate(moved, seconds));
+        return cat(head, ": ", human_size(total), seconds > 0 && moved ? took : "", note);
     }
     std::string line = cat(head, "  ", human_size(bytes), " / ", human_size(total), "  ");
-    line += done && seconds <= 0 ? "done" : rate(bytes, seconds);
-    return line;
+    line += seconds > 0 && moved ? rate(moved, seconds) : done ? "done" : "";
+    return line + note;
 }
 
 DownloadProgress::DownloadProgress(const Manifest& m, fs::path layout, Progress mode, int fd)
@@ -85,8 +89,10 @@ void DownloadProgress::poll() {
             it = temps_.emplace(name, i).first;
         }
         Layer& l = layers_[it->second];
-        if (!l.done && ::fstatat(::dirfd(dir), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0)
+        if (!l.done && ::fstatat(::dirfd(dir), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
             l.bytes = std::min<std::uint64_t>(static_cast<std::uint64_t>(st.st_size), l.size);
+            if (l.start == now) l.from = l.bytes;  // first seen already this large
+        }
     }
     ::closedir(dir);
 }
@@ -105,11 +111,14 @@ void DownloadProgress::show() {
         const double secs = l.seen ? std::chrono::duration<double>(upto - l.start).count() : 0.0;
         if (mode_ == Progress::terminal) {
             text += "\r\033[K" +
-                    render_layer(index, count, l.digest, l.bytes, l.size, secs, l.done, true) +
+                    render_layer(index, count, l.digest, l.bytes, l.size, secs, l.done, true,
+                                 l.from, l.stored) +
                     "\n";
             ++drawn_;
         } else if (l.done && !l.reported) {
-            text += render_layer(index, count, l.digest, l.bytes, l.size, secs, true, false) + "\n";
+            text += render_layer(index, count, l.digest, l.bytes, l.size, secs, true, false, l.from,
+                                 l.stored) +
+                    "\n";
             l.reported = true;
         }
     }
@@ -123,6 +132,11 @@ void DownloadProgress::tick() {
     shown_ = now;
     poll();
     show();
+}
+
+void DownloadProgress::stored(const std::string& digest) {
+    for (Layer& l : layers_)
+        if (l.digest == digest) l.stored = true;
 }
 
 void DownloadProgress::finish() {

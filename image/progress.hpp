@@ -25,9 +25,12 @@ enum class Progress { none, lines, terminal };
 // One layer's state as shown. Pure, unit-tested:
 //   terminal: "gpubox: pull: layer 1/3 sha256:0123456789ab   4 MiB / 8 MiB  12.5 MiB/s"
 //   lines:    "gpubox: pull: layer 1/3 sha256:0123456789ab: 8 MiB in 0.6 s, 12.5 MiB/s"
+// The rate is of the bytes since the first look (`from` then, `seconds` ago): none before a
+// second look. `stored`: the layer's tree is in the store already (skopeo fetches its blob
+// again; it is not unpacked again), said in its line.
 std::string render_layer(std::size_t index, std::size_t count, const std::string& digest,
                          std::uint64_t bytes, std::uint64_t total, double seconds, bool done,
-                         bool terminal);
+                         bool terminal, std::uint64_t from = 0, bool stored = false);
 
 class DownloadProgress {
 public:
@@ -36,13 +39,14 @@ public:
     DownloadProgress(const Manifest& m, std::filesystem::path layout, Progress mode, int fd);
     void tick();    // looks at the layout again, shows what changed (at most 5 times a second)
     void finish();  // the last look: every layer fetched is shown as done
+    void stored(const std::string& digest);  // this layer's tree is in the store already
 
 private:
     using Clock = std::chrono::steady_clock;
     struct Layer {
         std::string digest;
-        std::uint64_t size = 0, bytes = 0;
-        bool visible = true, done = false, reported = false, seen = false;
+        std::uint64_t size = 0, bytes = 0, from = 0;  // from: the bytes at the first look
+        bool visible = true, done = false, reported = false, seen = false, stored = false;
         Clock::time_point start, end;
     };
     void poll();

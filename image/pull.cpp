@@ -142,6 +142,11 @@ std::vector<std::string> plan_inspect_args(const PullRequest& r, const std::stri
 }
 
 std::string render_summary(const PullResult& r) {
+    if (r.reused && r.kept_tree)
+        return cat("pull: ", r.name, ": ", r.digest.substr(0, 19),
+                   " is stored already, as a tree: reused it, not made a squashfs file (for one: "
+                   "gpubox export ",
+                   r.name, " FILE.sqsh; or gpubox rmi ", r.name, ", then pull --squashfs again)");
     if (r.reused)
         return cat("pull: ", r.name, ": ", r.digest.substr(0, 19), " is stored already: reused it");
     std::string s = cat("pulled ", r.name, " (", r.digest.substr(0, 19), "): ", r.layers,
@@ -228,7 +233,7 @@ std::string stored_for(const fs::path& store, const std::string& remote) {
 // image's, where the registry gave it; none is shown without).
 void fetch(const PullRequest& r, const Source& s, const fs::path& tmp,
            const std::map<std::string, std::string>& env, Progress progress,
-           const std::string& pinned, const std::string& manifest) {
+           const std::string& pinned, const std::string& manifest, const fs::path& store) {
     const std::string skopeo = find_skopeo();
     const std::string authfile = authfile_for(r, s, tmp);
     const std::string source = pinned.empty() ? skopeo_source(s, fs::current_path().string())
@@ -236,8 +241,12 @@ void fetch(const PullRequest& r, const Source& s, const fs::path& tmp,
     const auto args = plan_skopeo_args(r, source, (tmp / "layout").string(), authfile, false);
     std::optional<DownloadProgress> shown;
     try {
-        if (!manifest.empty() && progress != Progress::none)
-            shown.emplace(parse_manifest(manifest), tmp / "layout", progress, 2);
+        if (!manifest.empty() && progress != Progress::none) {
+            const Manifest m = parse_manifest(manifest);
+            shown.emplace(m, tmp / "layout", progress, 2);
+            for (const Descriptor& d : m.layers)
+                if (has_layers(store, {d.digest.substr(7)})) shown->stored(d.digest);
+        }
     } catch (const std::exception& e) {
         log::debug(cat("no download progress: ", e.what()));
     }
@@ -374,7 +383,7 @@ PullResult pull_into(const fs::path& store, const PullRequest& r,
         s.kind == Source::Kind::docker ? registry_digest(r, s, tmp.path(), env, manifest) : "";
     std::string known = stored_for(store, remote);
     if (known.empty() && s.kind != Source::Kind::tar) {
-        fetch(r, s, tmp.path(), env, progress, remote, manifest);
+        fetch(r, s, tmp.path(), env, progress, remote, manifest, store);
         known = layout_digest(tmp.path());
     }
     const fs::path dir = tmp.path() / "image";
@@ -397,6 +406,10 @@ PullResult pull_into(const fs::path& store, const PullRequest& r,
     }
     write_name(store, out.name, out.digest, r.source, static_cast<std::int64_t>(std::time(nullptr)),
                remote);
+    struct stat st {};
+    out.kept_tree =
+        out.reused && r.squashfs &&
+        ::lstat((store / "blobs/sha256" / out.digest.substr(7) / "rootfs.sqsh").c_str(), &st) != 0;
     return out;
 }
 

@@ -27,7 +27,8 @@ struct PullRequest {
 
 struct PullResult {
     std::string name, digest;
-    bool reused = false;  // the digest was stored already: nothing was unpacked
+    bool reused = false;     // the digest was stored already: nothing was unpacked
+    bool kept_tree = false;  // reused, asked for --squashfs, but stored as a tree: it stays one
     std::uint64_t layers = 0, bytes_read = 0, size = 0;
     std::uint64_t devices = 0, setid = 0, caps = 0, unsafe = 0;
     std::vector<std::string> layer_digests;  // a layered image's (hex), bottom first

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <set>
 
 #include "common/error.hpp"
@@ -165,8 +166,10 @@ std::optional<Stored> load(const StoreView& store, const std::string& name) {
     s.config = parse_config(read_stored(dir / "config.json"));
     const Json info = read_json(dir / "info.json");
     s.size_bytes = info.value("size_bytes", std::uint64_t{0});
-    for (const std::string& hex : layer_digests(info))
+    for (const std::string& hex : layer_digests(info)) {
         s.layers.push_back(store.real / "layers/sha256" / hex / "tree");
+        s.layer_sizes.push_back(layer_size(store.read, hex));
+    }
     if (info.value("squashfs", false)) {
         s.squashfs = image_dir(store.real, s.digest) / "rootfs.sqsh";
         s.squashfs_read = dir / "rootfs.sqsh";
@@ -329,6 +332,22 @@ std::uint64_t layer_size(const fs::path& store, const std::string& hex) {
     } catch (const std::exception&) {
         return 0;
     }
+}
+
+std::vector<std::uint64_t> shared_sizes(const std::vector<Stored>& images) {
+    std::map<fs::path, std::size_t> users;  // a layer's tree -> how many images use it
+    for (const Stored& s : images)
+        for (const fs::path& l : std::set<fs::path>(s.layers.begin(), s.layers.end())) ++users[l];
+    std::vector<std::uint64_t> out;
+    for (const Stored& s : images) {
+        std::uint64_t shared = 0;
+        std::set<fs::path> counted;
+        for (std::size_t i = 0; i < s.layers.size(); ++i)
+            if (users[s.layers[i]] > 1 && counted.insert(s.layers[i]).second)
+                shared += i < s.layer_sizes.size() ? s.layer_sizes[i] : 0;
+        out.push_back(std::min(shared, s.size_bytes));
+    }
+    return out;
 }
 
 std::uint64_t remove_stale_temps(const fs::path& store, bool removals) {

@@ -49,6 +49,7 @@ struct Stored {
     std::filesystem::path squashfs_read;        // the same as read (StoreView::read)
     Config config;
     std::uint64_t size_bytes = 0;
+    std::vector<std::uint64_t> layer_sizes;  // each of `layers`' (its info.json; 0 unknown)
     std::int64_t pulled_unix = 0;
     bool site = false;  // from a site store (GPUBOX_IMAGES_RO): read-only, never written
 };
@@ -106,6 +107,10 @@ void commit_layers(const std::filesystem::path& store, const std::filesystem::pa
 bool has_layers(const std::filesystem::path& store, const std::vector<std::string>& hexes);
 // The size of a stored layer (its info.json), 0 if unknown.
 std::uint64_t layer_size(const std::filesystem::path& store, const std::string& hex);
+// Pure: images' SHARED sizes (podman's): for each image, the bytes of its layers that another
+// listed image (another name, even of the same digest) also uses; its unique size is
+// size_bytes less that. A flat or squashfs image shares nothing.
+std::vector<std::uint64_t> shared_sizes(const std::vector<Stored>& images);
 // Points NAME at DIGEST (replacing what it named). Hold the lock.
 void write_name(const std::filesystem::path& store, const std::string& name,
                 const std::string& digest, const std::string& source, std::int64_t pulled_unix,

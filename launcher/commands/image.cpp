@@ -96,16 +96,27 @@ std::string why_not_mounted(const Options& o) {
 }
 
 // The tree a squashfs image runs from where it cannot be mounted: unpacked once into the
-// caller's own store, said in one line with the reason and the fix. `hold`: a FILE.sqsh run's
-// hold on the tree, which prune would otherwise remove under it (a stored image's run holds the
-// image, and with it its tree).
+// caller's own store, said in one line with the reason and the fix (by the first run from it;
+// later ones only with -v). `hold`: a FILE.sqsh run's hold on the tree, which prune would
+// otherwise remove under it (a stored image's run holds the image, and with it its tree).
 std::string squash_tree(const SquashFile& f, const std::string& why, UniqueFd* hold = nullptr) {
-    log::warn(cat(f.shown, ": runs from a tree unpacked once into your store, not mounted: ", why));
     const std::optional<image::StoreDir> store =
         image::open_store(image::store_root(caller_env()), true);
-    if (!hold) return image::unpacked_tree(store.value().path, f.dir.get(), f.base, f.key).string();
+    // Said by the first run from the tree (STORE/squashfs/<key>/said marks it); later runs are
+    // quiet about it, but for -v.
+    const std::filesystem::path said = store.value().path / "squashfs" / f.key / "said";
+    struct stat st {};
+    const bool told = ::lstat(said.c_str(), &st) == 0;
+    const std::string line =
+        cat(f.shown, ": runs from a tree unpacked once into your store, not mounted: ", why);
+    told ? log::info(line) : log::warn(line);
     std::filesystem::path tree;
-    *hold = image::hold_unpacked(store.value().path, f.dir.get(), f.base, f.key, tree);
+    if (!hold) tree = image::unpacked_tree(store.value().path, f.dir.get(), f.base, f.key);
+    else *hold = image::hold_unpacked(store.value().path, f.dir.get(), f.base, f.key, tree);
+    if (const int fd =
+            told ? -1 : ::open(said.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+        fd >= 0)
+        ::close(fd);
     return tree.string();
 }
 
@@ -141,31 +152,43 @@ int pull_command(const Options& o) {
 int images_command(const Options& o) {
     const image::Stores stores = image::open_stores(caller_env());
     const std::vector<image::Stored> all = stores.list();
+    const std::vector<std::uint64_t> shared = image::shared_sizes(all);
     if (o.json) {
         nlohmann::json out = nlohmann::json::array();
-        for (const image::Stored& s : all)
+        for (std::size_t i = 0; i < all.size(); ++i) {
+            const image::Stored& s = all[i];
             out.push_back({{"name", s.name},
                            {"digest", s.digest},
                            {"source", s.source},
                            {"size_bytes", s.size_bytes},
+                           {"shared_size_bytes", shared[i]},
+                           {"unique_size_bytes", s.size_bytes - shared[i]},
                            {"pulled_unix", s.pulled_unix},
                            {"rootfs", s.rootfs.string()},
                            {"layers", layer_paths(s)},
                            {"squashfs", s.squashfs.string()},
                            {"store", s.site ? "site" : "user"}});
+        }
         std::cout << out.dump(2) << "\n";
         return 0;
     }
-    std::size_t w = 4;
-    for (const image::Stored& s : all) w = std::max(w, s.name.size());
-    std::cout << std::left;
-    std::cout << cat("NAME", std::string(w - 4 + 2, ' '),
-                     "DIGEST               SIZE       PULLED\n");
-    for (const image::Stored& s : all) {
-        const std::string size = human_size(s.size_bytes);
-        std::cout << s.name << std::string(w - s.name.size() + 2, ' ') << short_digest(s.digest)
-                  << "  " << size << std::string(size.size() < 11 ? 11 - size.size() : 1, ' ')
-                  << when(s.pulled_unix) << (s.site ? "  site" : "") << "\n";
+    // SHARED: the bytes of its layers another listed image uses too; UNIQUE: the rest.
+    std::vector<std::vector<std::string>> rows = {
+        {"NAME", "DIGEST", "SIZE", "SHARED", "UNIQUE", "PULLED"}};
+    for (std::size_t i = 0; i < all.size(); ++i) {
+        const image::Stored& s = all[i];
+        rows.push_back({s.name, short_digest(s.digest), human_size(s.size_bytes),
+                        human_size(shared[i]), human_size(s.size_bytes - shared[i]),
+                        when(s.pulled_unix) + (s.site ? "  site" : "")});
+    }
+    std::vector<std::size_t> w(rows[0].size(), 0);
+    for (const auto& r : rows)
+        for (std::size_t c = 0; c < r.size(); ++c) w[c] = std::max(w[c], r[c].size());
+    for (const auto& r : rows) {
+        std::string line;
+        for (std::size_t c = 0; c + 1 < r.size(); ++c)
+            line += r[c] + std::string(w[c] - r[c].size() + 2, ' ');
+        std::cout << line << r.back() << "\n";
     }
     return 0;
 }

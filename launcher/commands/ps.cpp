@@ -18,8 +18,9 @@ std::string uptime(std::int64_t s) {
     return cat(s / 86400, "d", (s % 86400) / 3600, "h");
 }
 
+// Every column is as wide as its widest cell, header included, plus two spaces.
 std::string pad(const std::string& s, std::size_t w) {
-    return s.size() >= w ? s + " " : s + std::string(w - s.size(), ' ');
+    return s + std::string(w > s.size() ? w - s.size() : 1, ' ');
 }
 
 }  // namespace
@@ -31,7 +32,7 @@ int ps_command(const Options& o) {
         std::cout << named::render_json(all, now);
         return 0;
     }
-    std::size_t wn = 4, wi = 5, wg = 4, wl = 6;
+    std::size_t wn = 6, wi = 7, wg = 6, wl = 8;
     for (const named::Entry& e : all) {
         wn = std::max(wn, e.name.size() + 2), wi = std::max(wi, e.rootfs.size() + 2);
         wg = std::max(wg, e.gpus.size() + 2), wl = std::max(wl, e.limits.size() + 2);

@@ -117,6 +117,34 @@ std::string name_problem(const std::string& name) {
     return "";
 }
 
+std::string limits_summary(const isolate::Limits& l, const isolate::LimitPlan& plan) {
+    using isolate::LimitName;
+    auto how = [&](LimitName n) -> std::string {
+        for (const auto& [name, mech] : plan.mechanisms)
+            if (name == n)
+                return mech.find("NOT enforced") != std::string::npos ? "not enforced"
+                       : starts_with(mech, "cgroup")                  ? "cgroup"
+                       : starts_with(mech, "RLIMIT")                  ? "rlimit"
+                                                                      : "monitor";
+        return "monitor";
+    };
+    auto secs = [](double s) {
+        char b[32];
+        std::snprintf(b, sizeof b, "%gs", s);
+        return std::string(b);
+    };
+    std::vector<std::string> out;
+    auto add = [&](const char* what, const std::string& v, LimitName n) {
+        out.push_back(cat(what, " ", v, " (", how(n), ")"));
+    };
+    if (l.memory_bytes) add("mem", unit_size(*l.memory_bytes), LimitName::memory);
+    if (l.cpu_seconds) add("cpu", secs(*l.cpu_seconds), LimitName::cpu_time);
+    if (l.wall_seconds) add("wall", secs(*l.wall_seconds), LimitName::wall_time);
+    const std::uint64_t pids = l.pids.value_or(isolate::kDefaultPids);
+    if (pids) add("pids", std::to_string(pids), LimitName::pids);
+    return out.empty() ? "-" : join(out, ", ");
+}
+
 std::string render(const Entry& e) {
     std::string rl;
     for (auto [r, v] : e.rlimits) rl += cat(rl.empty() ? "" : ",", r, ":", v);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/unique_fd.hpp"
+#include "isolate/limits.hpp"
 
 namespace gpubox::launcher::named {
 
@@ -33,7 +34,7 @@ struct Entry {
     std::int64_t started = 0;  // when, in seconds since the epoch
     std::string rootfs;        // ROOTFS, or run IMAGE's name
     std::string gpus;          // "none", or the selected GPUs
-    std::string limits;        // "memory=64M,wall=10s", or ""
+    std::string limits;        // "mem 64M (cgroup), pids 4096 (rlimit)" (limits_summary)
     // What a process exec starts needs to be confined as the workload is.
     std::string seccomp = "default";  // default, off, or the --seccomp-bpf file
     bool refuse_memfd = false;        // the limits' filter (isolate::refuse_memfd_filter)
@@ -44,6 +45,9 @@ struct Entry {
     std::string workdir = "/";                           // the workload's, exec's default
     std::vector<std::string> env;  // the workload's environment ("K=V"), exec's base
 };
+// Pure: ps's LIMITS, the limits that apply and how each is enforced, the default pids limit
+// included: "mem 64M (cgroup), wall 10s (monitor), pids 4096 (rlimit)"; "-" where none does.
+std::string limits_summary(const isolate::Limits& l, const isolate::LimitPlan& plan);
 std::string render(const Entry& e);    // key=value lines
 Entry parse(const std::string& text);  // what render wrote; unknown keys ignored
 std::string render_json(const std::vector<Entry>& entries, std::int64_t now);  // ps --json

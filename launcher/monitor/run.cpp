@@ -489,21 +489,6 @@ UniqueFd monitor_view(const Options& o, RunPlan& plan, RunFds& fds, UniqueFd mad
     return view;
 }
 
-// ps's LIMITS column: "memory=64M,wall=10s,cpu=2s,pids=64", as the options give them.
-std::string named_limits(const isolate::Limits& l) {
-    std::vector<std::string> out;
-    auto secs = [](double s) {
-        char b[32];
-        std::snprintf(b, sizeof b, "%gs", s);
-        return std::string(b);
-    };
-    if (l.memory_bytes) out.push_back("memory=" + unit_size(*l.memory_bytes));
-    if (l.wall_seconds) out.push_back("wall=" + secs(*l.wall_seconds));
-    if (l.cpu_seconds) out.push_back("cpu=" + secs(*l.cpu_seconds));
-    if (l.pids && *l.pids) out.push_back(cat("pids=", *l.pids));
-    return join(out, ",");
-}
-
 // run --name: the entry ps shows and exec reads (launcher/monitor/named.hpp), once init runs.
 void publish_named(const Options& o, RunPlan& plan, pid_t init) {
     named::Entry e;
@@ -519,7 +504,7 @@ void publish_named(const Options& o, RunPlan& plan, pid_t init) {
         gpus.push_back(starts_with(first, "index ") ? first.substr(6) : first);
     }
     e.gpus = gpus.empty() ? "none" : join(gpus, ",");
-    e.limits = named_limits(o.limits);
+    e.limits = named::limits_summary(o.limits, plan.limits);
     e.seccomp = !o.seccomp ? "off" : o.seccomp_bpf.empty() ? "default" : o.seccomp_bpf;
     e.refuse_memfd = !plan.spec.limits_bpf.bytes.empty();
     e.nested = plan.spec.ids.nested;

@@ -114,10 +114,19 @@ fi
 as_u ps
 expect_match "ps: NAME PID IMAGE GPUS LIMITS UPTIME" "$out" "^NAME +PID +IMAGE +GPUS +LIMITS +UPTIME$"
 expect_match "ps: the sandbox, its init's pid, ROOTFS, GPUs, limits" "$out" \
-    "^job +[0-9]+ +$R +none +memory=64M +[0-9]+s$"
+    "^job +[0-9]+ +$R +none +mem 64M \((cgroup|monitor)\), pids 4096 \((rlimit|not enforced)\) +[0-9]+s$"
+# aligned: each header word starts where the row's field below it does.
+aligned() {
+    local head=$1 row=$2 i
+    for ((i = 0; i < ${#head}; i++)); do
+        [ "${head:i:1}" != " " ] && { [ "$i" = 0 ] || [ "${head:i-1:1}" = " " ]; } || continue
+        [ "${row:i:1}" != " " ] && { [ "$i" = 0 ] || [ "${row:i-1:1}" = " " ]; } || return 1
+    done
+}
+check "ps: the rows line up under the header" aligned "$(sed -n 1p <<<"$out")" "$(grep '^job ' <<<"$out")"
 as_u ps --json
-expect_match "ps --json: name, image, limits" "$(printf '%s' "$out" | tr -d '\n ')" \
-    '"image":"'"$R"'",.*"limits":"memory=64M",.*"name":"job",'
+expect_match "ps --json: name, image, limits" "$(printf '%s' "$out" | tr -d '\n')" \
+    '"image": *"'"$R"'",.*"limits": *"mem 64M \((cgroup|monitor)\), pids 4096 \([a-z ]+\)",.*"name": *"job",'
 pid=$(printf '%s\n' "$out" | sed -n 's/.*"pid": \([0-9]*\).*/\1/p')
 check "ps --json: the pid is the sandbox's init, a child of the monitor" \
     test "$(awk '{print $4}' "/proc/$pid/stat" 2>/dev/null)" = "$job_monitor"
@@ -135,7 +144,7 @@ expect_match "exec ../job: refused, 125" "$rc:$err" '^125:gpubox: exec: no sandb
 
 # Another user: sees nothing, enters nothing.
 as_a ps
-expect_eq "another user's ps does not list it" "$rc:$out" "0:NAME PID      IMAGE GPUS LIMITS UPTIME"
+expect_eq "another user's ps does not list it" "$rc:$out" "0:NAME  PID      IMAGE  GPUS  LIMITS  UPTIME"
 as_a exec job true
 expect_match "another user's exec: refused, 125" "$rc:$err" '^125:gpubox: exec: no running sandbox named "job"$'
 reg=$T/run-u/gpubox/sandboxes
@@ -175,7 +184,7 @@ rm -f "$reg/planted.lock"
 if [ -n "${FAKE_GPU_HOST:-}" ] && "$FAKE_GPU_HOST" "$T/host" --gpus 2 >/dev/null 2>&1; then
     start gpu --gpu 1 --driver-root "$T/host" "$R" sleep 3006
     as_u ps
-    expect_match "ps: the sandbox's GPUs" "$out" "^gpu +[0-9]+ +$R +1 +- +[0-9]+s$"
+    expect_match "ps: the sandbox's GPUs" "$out" "^gpu +[0-9]+ +$R +1 +pids 4096 \\([a-z ]+\\) +[0-9]+s$"
     as_u run --gpu 1 --driver-root "$T/host" "$R" sh -c 'ls /dev | grep -E "^nvidia[0-9]+$"'
     want=$out
     as_u exec gpu sh -c 'ls /dev | grep -E "^nvidia[0-9]+$"'
@@ -200,6 +209,9 @@ if [ -n "$D" ] && mkdir "$D" 2>/dev/null && mkdir "$D/run" && chown -R 65534:655
     as_u ps --json
     cg=$(printf '%s\n' "$out" | sed -n 's/.*"cgroup": "\(.*\)",/\1/p')
     expect_match "ps --json: the sandbox's cgroup" "$cg" "^$D/gpubox-[0-9]+$"
+    as_u ps
+    expect_match "ps: --pids-limit in a delegated cgroup" "$out" "^cg +.* +pids 50 \\((cgroup|rlimit)\\) +[0-9]+s$"
+    check "  the rows line up under the header" aligned "$(sed -n 1p <<<"$out")" "$(grep '^cg ' <<<"$out")"
     "${in_d[@]}" "${U[@]}" "$T/gpubox" exec cg sh -c 'grep "^0::" /proc/self/cgroup; sleep 3010' >"$WORK/.out" 2>&1 &
     exec_pid=$!
     runs+=("$exec_pid")

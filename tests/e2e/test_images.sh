@@ -193,9 +193,9 @@ cd "$WORK"
 
 # --- images and rmi ---
 box images
-expect_match "images: a header" "$out" '^NAME +DIGEST +SIZE +PULLED$'
-expect_match "images: entry, with its digest and size" \
-    "$out" '^entry +sha256:[0-9a-f]{12} +[0-9]+ (KiB|MiB) +[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}$'
+expect_match "images: a header" "$out" '^NAME +DIGEST +SIZE +SHARED +UNIQUE +PULLED$'
+expect_match "images: entry, with its digest, size, shared (none: a flat image) and unique" \
+    "$out" '^entry +sha256:[0-9a-f]{12} +([0-9]+) (KiB|MiB) +0 KiB +\1 \2 +[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}$'
 expect_eq "images: three names" \
     "$(printf '%s\n' "$out" | tail -n +2 | awk '{print $1}' | tr '\n' ' ')" "entry envimg plain "
 digest=$(printf '%s\n' "$out" | awk '$1 == "envimg" {print $2}')

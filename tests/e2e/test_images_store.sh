@@ -107,14 +107,30 @@ S2=$WORK/store2
 store_kib() { du -sk "$S2" | cut -f1; }
 GPUBOX_IMAGES=$S2 box pull --quiet "docker://$R/lab/one:1"
 one_kib=$(store_kib)
-GPUBOX_IMAGES=$S2 box pull --quiet "docker://$R/lab/two:1"
+GPUBOX_IMAGES=$S2 box pull "docker://$R/lab/two:1"
 both_kib=$(store_kib)
 printf '# store: %s KiB with one:1, %s KiB with two:1 too\n' "$one_kib" "$both_kib"
 expect_eq "two tags pulled" "$rc:$out" "0:two:1"
+expect_eq "  the 2 layers stored already say so in their lines" \
+    "$(grep -cE '^gpubox: pull: layer [1-3]/3 sha256:[0-9a-f]{12}: .*, already stored: not unpacked again$' <<<"$err")" 2
 check "the second tag adds less than 10 % (its own layer, not the shared 12 MiB again)" \
     test $((both_kib - one_kib)) -lt $((one_kib / 10))
 expect_eq "the store holds four layer trees for the two images (2 shared, 1 each of their own)" \
     "$(ls "$S2/layers/sha256" | wc -l)" 4
+GPUBOX_IMAGES=$S2 box images
+printf '# %s\n' "$out"
+expect_match "images: SHARED and UNIQUE columns" "$out" '^NAME +DIGEST +SIZE +SHARED +UNIQUE +PULLED$'
+shared_of() { awk -v n="$1" '$1 == n { print $5, $6 }' <<<"$out"; }
+check "  the two tags share the same bytes, more than none" \
+    test "$(shared_of one:1)" = "$(shared_of two:1)" -a "$(shared_of one:1 | cut -d' ' -f1)" -gt 0
+expect_eq "  the rows line up under the header (PULLED)" \
+    "$(sed -E '1s/PULLED$//; 2,$s/[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:]+$//' <<<"$out" | awk '{ print length($0) }' | sort -u | wc -l)" 1
+GPUBOX_IMAGES=$S2 box images --json
+expect_eq "images --json: shared_size_bytes + unique_size_bytes = size_bytes, shared > 0" \
+    "$(python3 -c 'import json,sys
+for i in json.load(sys.stdin):
+    print(i["name"], i["shared_size_bytes"] + i["unique_size_bytes"] == i["size_bytes"], i["shared_size_bytes"] > 0)' <<<"$out")" \
+    "one:1 True True"$'\n'"two:1 True True"
 GPUBOX_IMAGES=$S2 box run one:1
 expect_eq "run one:1: its layers stacked" "$rc:$out" "0:one"
 GPUBOX_IMAGES=$S2 box run two:1 sh -c 'cat /marker; ls /data; stat -c %s /data/blob'

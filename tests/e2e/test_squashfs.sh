@@ -73,6 +73,13 @@ check "  the image is one squashfs file in the store" test -f "$SQ"
 check "  unsquashfs reads it" sh -c 'unsquashfs -s "$1" >/dev/null' _ "$SQ"
 expect_eq "  its rootfs is an empty directory (no tree)" "$(ls -A "$(dirname "$SQ")/rootfs" | wc -l)" 0
 expect_match "  unsquashfs lists the image's files" "$(unsquashfs -l "$SQ")" "squashfs-root/etc/marker"
+# A digest stored as a tree stays one: pull --squashfs says so and how to get a squashfs file.
+GPUBOX_IMAGES=$WORK/store-tree box pull --name tr "tar:$WORK/img.tar"
+GPUBOX_IMAGES=$WORK/store-tree box pull --squashfs --name tr "tar:$WORK/img.tar"
+expect_eq "pull --squashfs of a digest stored as a tree: says it stays one, and the way to a file" \
+    "$rc:$out:$(sed -E 's/sha256:[0-9a-f]{12}/DIGEST/' <<<"$err")" \
+    "0:tr:gpubox: pull: tr: DIGEST is stored already, as a tree: reused it, not made a squashfs file (for one: gpubox export tr FILE.sqsh; or gpubox rmi tr, then pull --squashfs again)"
+rm -rf "$WORK/store-tree"
 box export sq "$WORK/a.sqsh"
 expect_eq "export IMAGE FILE.sqsh: exit 0" "$rc:$out" "0:$WORK/a.sqsh"
 check "  unsquashfs reads the file" sh -c 'unsquashfs -s "$1" >/dev/null' _ "$WORK/a.sqsh"
@@ -93,7 +100,9 @@ expect_eq "run FILE.sqsh, FUSE closed: it runs" "$rc:$out" "0:the image's own"
 expect_match "  the same line" "$err" 'a.sqsh: runs from a tree unpacked once'
 trees=$(ls "$GPUBOX_IMAGES/squashfs" | wc -l)
 box run "$WORK/a.sqsh" true
-expect_eq "  a second run reuses the tree (none unpacked again)" "$rc:$(ls "$GPUBOX_IMAGES/squashfs" | wc -l)" "0:$trees"
+expect_eq "  a second run reuses the tree (none unpacked again), quietly" "$rc:$(ls "$GPUBOX_IMAGES/squashfs" | wc -l):$err" "0:$trees:"
+box run -v "$WORK/a.sqsh" true
+expect_match "  with -v it says so again" "$err" 'a.sqsh: runs from a tree unpacked once'
 box run --writable "$WORK/a.sqsh" true
 expect_eq "run --writable FILE.sqsh: exit 125" "$rc" 125
 

@@ -121,6 +121,16 @@ TEST_CASE("pull progress: a layer's line on a terminal and off one") {
           "gpubox: pull: layer 3/3 sha256:0123456789ab  1 KiB / 1 KiB  0.5 KiB/s");
     CHECK(render_layer(2, 3, d, 8 << 20, 8 << 20, 2.0, true, false) ==
           "gpubox: pull: layer 2/3 sha256:0123456789ab: 8 MiB in 2.0 s, 4.0 MiB/s");
+    // First seen 6 MiB along: the rate is of the bytes since; none before a second look.
+    CHECK(render_layer(2, 3, d, 6 << 20, 8 << 20, 0.0, false, true, 6 << 20) ==
+          "gpubox: pull: layer 2/3 sha256:0123456789ab  6 MiB / 8 MiB  ");
+    CHECK(render_layer(2, 3, d, 8 << 20, 8 << 20, 0.5, false, true, 6 << 20) ==
+          "gpubox: pull: layer 2/3 sha256:0123456789ab  8 MiB / 8 MiB  4.0 MiB/s");
+    CHECK(render_layer(2, 3, d, 8 << 20, 8 << 20, 0.5, true, false, 6 << 20) ==
+          "gpubox: pull: layer 2/3 sha256:0123456789ab: 8 MiB, 4.0 MiB/s");
+    CHECK(render_layer(2, 3, d, 8 << 20, 8 << 20, 2.0, true, false, 0, true) ==
+          "gpubox: pull: layer 2/3 sha256:0123456789ab: 8 MiB in 2.0 s, 4.0 MiB/s, already "
+          "stored: not unpacked again");
 }
 
 TEST_CASE("store: rmi leaves an image a run holds, and the run finds one rmi removed") {
@@ -290,4 +300,21 @@ TEST_CASE("store: a single-file image's record names its rootfs.sqsh; a tree's n
     const auto tree = find(s, "tree");
     REQUIRE(tree);
     CHECK(tree->squashfs.empty());
+}
+
+TEST_CASE("images: SHARED, the bytes of an image's layers another image uses too") {
+    auto img = [](std::vector<fs::path> layers, std::vector<std::uint64_t> sizes) {
+        Stored s;
+        s.layers = std::move(layers), s.layer_sizes = std::move(sizes);
+        for (std::uint64_t n : s.layer_sizes) s.size_bytes += n;
+        return s;
+    };
+    Stored flat;
+    flat.size_bytes = 100;
+    const std::vector<Stored> all = {img({"/s/a", "/s/b", "/s/c"}, {3, 40, 1}),
+                                     img({"/s/a", "/s/b", "/s/d"}, {3, 40, 2}),
+                                     img({"/site/a"}, {3}), flat};
+    CHECK(shared_sizes(all) == std::vector<std::uint64_t>{43, 43, 0, 0});
+    CHECK(shared_sizes({all[0]}) == std::vector<std::uint64_t>{0});
+    CHECK(shared_sizes({all[0], all[0]}) == std::vector<std::uint64_t>{44, 44});  // two names
 }

@@ -84,3 +84,24 @@ TEST_CASE("named: run --name, ps, exec on the command line") {
     CHECK_THROWS_AS(parse_command_line({"exec", "train"}), UsageError);
     CHECK_THROWS_AS(parse_command_line({"exec", "--gpu", "0", "train", "true"}), UsageError);
 }
+
+TEST_CASE("named: ps's LIMITS, the limits that apply and how") {
+    isolate::Limits l;
+    isolate::LimitPlan p;
+    // None given: the default pids limit still applies.
+    p.mechanisms = {{isolate::LimitName::pids, "RLIMIT_NPROC in the sandbox's user namespace"}};
+    CHECK(named::limits_summary(l, p) == "pids 4096 (rlimit)");
+    l.memory_bytes = 256ull << 20, l.cpu_seconds = 2, l.wall_seconds = 10, l.pids = 64;
+    p.mechanisms = {{isolate::LimitName::memory, "cgroup memory.max (swap off)"},
+                    {isolate::LimitName::cpu_time, ""},
+                    {isolate::LimitName::pids, "cgroup pids.max"},
+                    {isolate::LimitName::wall_time, "monitor timer (CLOCK_MONOTONIC)"}};
+    CHECK(named::limits_summary(l, p) ==
+          "mem 256M (cgroup), cpu 2s (monitor), wall 10s (monitor), pids 64 (cgroup)");
+    l = {};
+    l.pids = 0;  // --pids-limit unlimited
+    CHECK(named::limits_summary(l, p) == "-");
+    p.mechanisms = {{isolate::LimitName::pids, "RLIMIT_NPROC (NOT enforced: ...)"}};
+    l.pids.reset();
+    CHECK(named::limits_summary(l, p) == "pids 4096 (not enforced)");
+}
