@@ -1,7 +1,6 @@
 #include "image/squashfs.hpp"
 
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -147,18 +146,7 @@ UniqueFd hold_unpacked(const fs::path& store, int dir_fd, const std::string& fil
                        const std::string& key, fs::path& tree) {
     for (;;) {
         tree = unpacked_tree(store, dir_fd, file, key);
-        const fs::path dir = tree.parent_path();
-        UniqueFd fd = sys::open_at(AT_FDCWD, dir.string(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
-        int rc;
-        do rc = ::flock(fd.get(), LOCK_SH);
-        while (rc != 0 && errno == EINTR);
-        if (rc != 0) sys::fail(cat("flock(", quote(dir.string()), ", LOCK_SH)"), errno);
-        // prune renames the directory away under its LOCK_EX: ours must still be in its place.
-        struct stat held {
-        }, now{};
-        if (::fstat(fd.get(), &held) == 0 && ::lstat(dir.c_str(), &now) == 0 &&
-            held.st_ino == now.st_ino && held.st_dev == now.st_dev)
-            return fd;
+        if (UniqueFd fd = hold_shared(tree.parent_path()); fd.valid()) return fd;  // else pruned
     }
 }
 

@@ -401,18 +401,24 @@ Pruned prune(const fs::path& store) {
     return out;
 }
 
-UniqueFd hold_image(const Stored& img) {
-    const fs::path dir = img.rootfs.parent_path();
+UniqueFd hold_shared(const fs::path& dir) {
     UniqueFd fd = sys::open_at(AT_FDCWD, dir.string(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
     int rc;
     do rc = ::flock(fd.get(), LOCK_SH);
     while (rc != 0 && errno == EINTR);
     if (rc != 0) sys::fail(cat("flock(", quote(dir.string()), ", LOCK_SH)"), errno);
-    // rmi renames the tree away under its LOCK_EX: what we locked must still be in its place.
+    // rmi and prune rename a directory away under their LOCK_EX: ours must still be in place.
     struct stat held {
     }, now{};
     if (::fstat(fd.get(), &held) != 0 || ::lstat(dir.c_str(), &now) != 0 ||
         held.st_ino != now.st_ino || held.st_dev != now.st_dev)
+        return UniqueFd();
+    return fd;
+}
+
+UniqueFd hold_image(const Stored& img) {
+    UniqueFd fd = hold_shared(img.rootfs.parent_path());
+    if (!fd.valid())
         throw PlanError(
             cat("run: image ", img.name, " was removed (gpubox rmi) as the run started"));
     return fd;

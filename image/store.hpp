@@ -140,4 +140,8 @@ UniqueFd hold_image(const Stored& img);
 // Removes a tree without following any symlink in it, read-only directories included.
 void remove_tree(const std::filesystem::path& path);
 
+// A run's shared flock on a store directory that rmi or prune remove only under an exclusive
+// one; invalid where it was removed (renamed away) before the lock was had.
+UniqueFd hold_shared(const std::filesystem::path& dir);
+
 }  // namespace gpubox::image
