@@ -65,10 +65,14 @@ expect_eq "  and a 2 s sleep under --time-limit 0.5 is OK: the wait is not CPU" 
 # Twice: where the test runs (in the root cpu cgroup, the sandbox's session is an autogroup of its
 # own, which shares the CPU with the monitor's as one task), and in a child cpu cgroup, where
 # autogroup does not apply and the monitor is one task among the sandbox's thousand. There the
-# fork bomb is bounded at 3 s, not 1.2: the workload runs under SCHED_IDLE below the monitor, but
-# load in other cgroups (the suite's other tests, run two at a time) still holds the monitor's
-# share of the CPU down while the bomb runs on the other CPU (docs/limits.md: 1.1-2.6 s measured
-# under heavy load; the build before SCHED_IDLE: 8-12 s).
+# fork bomb is bounded at 4 s, not 1.2: the workload runs under SCHED_IDLE below the monitor, but
+# the load beside it (the suite's other test, run two at a time, and in a child cgroup of the
+# test's own making everything outside it) still holds the monitor's share of the CPU down while
+# the bomb runs on the other CPU (docs/limits.md: 1.1-2.9 s measured; the build before SCHED_IDLE:
+# 8-12 s). "Where the test runs" is itself a child cgroup when the suite is started in one (a CI
+# job's, a service's, tools/fresh-root-check.sh's): the same bound then.
+own_cpu_cgroup=$(awk -F: '$2 ~ /(^|,)cpu(,|$)/ {print $3; exit}' /proc/self/cgroup)
+[ -n "$own_cpu_cgroup" ] || own_cpu_cgroup=$(awk -F: '$1 == 0 {print $3; exit}' /proc/self/cgroup)
 for cg in "" ${E2E_CPUCG:+"$E2E_CPUCG"}; do
     where=${cg:+" (in a child cpu cgroup)"}
     for w in "sh -c 'while :; do :; done'" "probe spin 4 10" "sh -c 'while :; do /bin/true; done'" "probe forkspin e2e-attacks"; do
@@ -78,7 +82,9 @@ for cg in "" ${E2E_CPUCG:+"$E2E_CPUCG"}; do
         meter_stop
         expect_eq "--time-limit 1 against $w$where: TO on the CPU limit" "$(field status):$(field limit)" "TO:cpu_time"
         bound=1.2
-        [ -n "$cg" ] && [ "${w#probe forkspin}" != "$w" ] && bound=3
+        if [ "${w#probe forkspin}" != "$w" ] && { [ -n "$cg" ] || [ "$own_cpu_cgroup" != / ]; }; then
+            bound=4
+        fi
         cpu_bound "  killed by $bound s of CPU, measured from outside" "$bound"
     done
     check "  nothing of the fork bomb is left" test -z "$(leftovers 'probe forkspin e2e-attacks')"
