@@ -257,6 +257,12 @@ bool cgroup_kill(const Cgroup& cg) {
     return cg.caps.usable && write_text(cg.path + "/cgroup.kill", "1");
 }
 
+bool autogroups_here() {
+    return autogroup_applies(read_text("/proc/sys/kernel/sched_autogroup_enabled") == "1\n",
+                             read_text("/proc/self/cgroup"),
+                             read_text("/sys/fs/cgroup/cgroup.subtree_control"));
+}
+
 void remove_cgroup(Cgroup& cg) {
     if (cg.path.empty()) return;
     cg.dir.reset();

@@ -36,5 +36,8 @@ std::optional<std::uint64_t> cgroup_memory_peak(const Cgroup& cg);
 bool cgroup_oom_killed(const Cgroup& cg);
 bool cgroup_kill(const Cgroup& cg);  // writes cgroup.kill; false if the kernel lacks it
 void remove_cgroup(Cgroup& cg);      // rmdir once its processes are gone
+// Whether a session this process starts would be an autogroup of its own (autogroup_applies(),
+// from this host's kernel.sched_autogroup_enabled and our own cgroups). Throws nothing.
+bool autogroups_here();
 
 }  // namespace gpubox::isolate

@@ -7,6 +7,9 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
+#include <sstream>
+#include <string>
 
 #include "common/error.hpp"
 #include "common/sys.hpp"
@@ -131,7 +134,7 @@ std::optional<std::uint64_t> parse_mem_available(const std::string& meminfo) {
 
 LimitPlan plan_limits(const Limits& l, const CgroupCaps& cg, bool nproc_per_userns,
                       bool root_inside, bool caller_root, std::uint64_t tmpfs_size,
-                      std::uint64_t host_share, unsigned cpus) {
+                      std::uint64_t host_share, unsigned cpus, bool autogroups) {
     LimitPlan p;
     p.rlimits.push_back({RLIMIT_CORE, 0, "RLIMIT_CORE"});  // no core dumps into the sandbox
     if (l.wall_seconds)
@@ -168,6 +171,7 @@ LimitPlan plan_limits(const Limits& l, const CgroupCaps& cg, bool nproc_per_user
         (tasks == 0 || tasks > std::uint64_t{kCrowdPerCpu} * std::max(cpus, 1U))) {
         p.idle_policy = true;
         p.rlimits.push_back({RLIMIT_NICE, 0, "RLIMIT_NICE"});
+        p.refuse_setsid = autogroups;
     }
     // Only CPU and memory limits need the monitor to read the sandbox periodically; without
     // them it reads the sandbox once, when it kills it (the CPU of what the kill ends).
@@ -181,8 +185,32 @@ LimitPlan plan_limits(const Limits& l, const CgroupCaps& cg, bool nproc_per_user
                 "bound (its last sample + the time since, or that time if never seen)",
                 p.idle_policy ? "; the workload runs under SCHED_IDLE (RLIMIT_NICE 0), below the "
                                 "monitor, which reads a crowd of tasks without pause"
-                              : "");
+                              : "",
+                p.refuse_setsid ? "; setsid() refused (EPERM): a new session would be an "
+                                  "autogroup as heavy as the monitor"
+                                : "");
     return p;
+}
+
+bool autogroup_applies(bool enabled, const std::string& self_cgroup,
+                       const std::string& v2_root_subtree) {
+    if (!enabled) return false;
+    std::optional<std::string> v2;
+    std::istringstream in(self_cgroup);
+    for (std::string line; std::getline(in, line);) {  // "ID:CONTROLLERS:PATH"
+        const auto a = line.find(':'), b = line.find(':', a + 1);
+        if (a == std::string::npos || b == std::string::npos) continue;
+        const std::string controllers = "," + line.substr(a + 1, b - a - 1) + ",";
+        const std::string path = line.substr(b + 1);
+        if (controllers.find(",cpu,") != std::string::npos) return path == "/";  // v1's cpu
+        if (line.compare(0, a, "0") == 0 && controllers == ",,") v2 = path;
+    }
+    if (!v2) return false;  // no cpu hierarchy found: say no, the policy stays as it is
+    // cgroup v2: below the root, a process is in the root task group unless cpu is enabled.
+    std::istringstream subtree(v2_root_subtree);
+    for (std::string c; subtree >> c;)
+        if (c == "cpu") return *v2 == "/";
+    return true;
 }
 
 void apply_rlimits(const std::vector<RlimitOp>& ops) {

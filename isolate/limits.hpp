@@ -97,6 +97,12 @@ struct LimitPlan {
     // themselves, and against other tasks of the caller's own cpu cgroup, see the difference;
     // the workload's CPU time is the same.
     bool idle_policy = false;
+    // setsid() refused (EPERM) under idle_policy where the kernel's autogroups apply (the root
+    // cpu cgroup, kernel.sched_autogroup_enabled): each new session is an autogroup, scheduled as
+    // one entity weighing as much as the monitor's whatever its tasks' policy, so a fork bomb
+    // whose children each call setsid() would leave the monitor one share among a thousand
+    // (measured: a 1 s CPU limit killed after 8-10 s of wall time on 2 CPUs).
+    bool refuse_setsid = false;
     IpcLimits ipc;
 };
 
@@ -118,9 +124,16 @@ std::optional<std::uint64_t> parse_mem_available(const std::string& meminfo);
 // limit does: then SysV gets `host_share` (plan_tmpfs_size() with no limit), so that a segment
 // larger than the limit is made, and killed as ML when touched, not refused at shmget() and
 // graded as the program's failure. `cpus`: the CPUs the sandbox may use (LimitPlan::idle_policy).
+// `autogroups`: a new session would be an autogroup (autogroup_applies()).
 LimitPlan plan_limits(const Limits& l, const CgroupCaps& cg, bool kernel_nproc_per_userns,
                       bool root_inside, bool caller_root, std::uint64_t tmpfs_size = 0,
-                      std::uint64_t host_share = 0, unsigned cpus = 1);
+                      std::uint64_t host_share = 0, unsigned cpus = 1, bool autogroups = false);
+// Pure. Whether the kernel's autogroups schedule a new session of this process as a group of its
+// own: kernel.sched_autogroup_enabled (`enabled`) and the process in the root cpu task group,
+// from /proc/self/cgroup (`self_cgroup`): cgroup v1's cpu hierarchy at "/", or, with cgroup v2
+// only, "0::/" or a root whose cgroup.subtree_control (`v2_root_subtree`) lacks cpu.
+bool autogroup_applies(bool enabled, const std::string& self_cgroup,
+                       const std::string& v2_root_subtree);
 
 // Child side: setrlimit() for each op; a hard limit can only go down.
 void apply_rlimits(const std::vector<RlimitOp>& ops);

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string_view>
 #include <memory>
+#include <vector>
 
 #include "common/error.hpp"
 #include "common/sys.hpp"
@@ -84,31 +85,62 @@ std::string export_pfc(const SeccompPolicy& policy) {
     return read_back(mem.get(), "seccomp_export_pfc memfd");
 }
 
-const BpfProgram& refuse_memfd_filter() {
-    // Hand-written, so that no run pays for libseccomp: memfd_create on the native ABI (and on
-    // x86-64 its x32 and i386 ones too) returns ENOSYS; everything else is left to the other
-    // filters.
+namespace {
+
+// One refused call: its number on the native ABI, on x86-64's x32 one (the native number where
+// there is none), and on the 32-bit compat ABI, and the errno it gets.
+struct Refusal {
+    std::uint32_t native, x32, compat;
+    int err;
+};
+
 #if defined(__x86_64__)
-    constexpr std::uint32_t kArch = AUDIT_ARCH_X86_64, kCompatArch = AUDIT_ARCH_I386,
-                            kCompatNr = 356, kX32Nr = 0x40000000 | 319;
+constexpr std::uint32_t kArch = AUDIT_ARCH_X86_64, kCompatArch = AUDIT_ARCH_I386;
+constexpr Refusal kMemfd{__NR_memfd_create, 0x40000000 | __NR_memfd_create, 356, ENOSYS};
+constexpr Refusal kSetsid{__NR_setsid, 0x40000000 | __NR_setsid, 66, EPERM};
 #elif defined(__aarch64__)
-    constexpr std::uint32_t kArch = AUDIT_ARCH_AARCH64, kCompatArch = AUDIT_ARCH_ARM,
-                            kCompatNr = 385, kX32Nr = __NR_memfd_create;
+constexpr std::uint32_t kArch = AUDIT_ARCH_AARCH64, kCompatArch = AUDIT_ARCH_ARM;
+constexpr Refusal kMemfd{__NR_memfd_create, __NR_memfd_create, 385, ENOSYS};
+constexpr Refusal kSetsid{__NR_setsid, __NR_setsid, 66, EPERM};
 #endif
-    static const sock_filter prog[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kArch, 3, 0),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kCompatArch, 0, 6),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),  // compat
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kCompatNr, 3, 4),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),  // native
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_memfd_create, 1, 0),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kX32Nr, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+
+// arch native: nr == each refused -> its errno; else allow. arch compat: likewise. Other
+// arches: allow (the other filters decide). Each test is a JEQ that skips its RET when false.
+BpfProgram build_refusals(const std::vector<Refusal>& refused) {
+    std::vector<sock_filter> p;
+    auto ret = [](std::uint32_t v) { return sock_filter BPF_STMT(BPF_RET | BPF_K, v); };
+    auto test = [&](std::uint32_t nr, int err) {
+        p.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nr, 0, 1));
+        p.push_back(ret(SECCOMP_RET_ERRNO | static_cast<std::uint32_t>(err)));
     };
-    static const BpfProgram bytes{std::string(reinterpret_cast<const char*>(prog), sizeof prog)};
-    return bytes;
+    const auto block = [&](std::uint32_t arch, bool native) {
+        const std::size_t at = p.size();
+        p.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, arch, 0, 0));  // jf set below
+        p.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)));
+        for (const Refusal& r : refused) {
+            test(native ? r.native : r.compat, r.err);
+            if (native && r.x32 != r.native) test(r.x32, r.err);
+        }
+        p.push_back(ret(SECCOMP_RET_ALLOW));
+        p[at].jf = static_cast<std::uint8_t>(p.size() - at - 1);
+        // The arch is loaded again for the next block (the block above reloaded A).
+        p.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)));
+    };
+    p.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)));
+    block(kArch, true);
+    block(kCompatArch, false);
+    p.push_back(ret(SECCOMP_RET_ALLOW));
+    return BpfProgram{
+        std::string(reinterpret_cast<const char*>(p.data()), p.size() * sizeof(sock_filter))};
+}
+
+}  // namespace
+
+const BpfProgram& limits_filter(bool refuse_memfd, bool refuse_setsid) {
+    static const BpfProgram none, memfd = build_refusals({kMemfd}),
+                                  setsid = build_refusals({kSetsid}),
+                                  both = build_refusals({kMemfd, kSetsid});
+    return refuse_memfd ? (refuse_setsid ? both : memfd) : (refuse_setsid ? setsid : none);
 }
 
 BpfProgram load_bpf_file(const std::string& path) {

@@ -18,9 +18,13 @@ std::string export_pfc(const SeccompPolicy& policy);
 // A user-supplied profile: a file of raw BPF (bwrap --seccomp format).
 BpfProgram load_bpf_file(const std::string& path);
 
-// memfd_create() refused with ENOSYS, everything else allowed: under a memory limit without a
-// cgroup, a memfd could hold memory no process shows (isolate/limits.hpp). Compiled once.
-const BpfProgram& refuse_memfd_filter();
+// The limits' own refusals, everything else allowed (isolate::LimitPlan says when each applies):
+//  - memfd_create() with ENOSYS: under a memory limit without a cgroup, a memfd could hold
+//    memory no process shows;
+//  - setsid() with EPERM: under SCHED_IDLE in the root cpu cgroup, a new session would be an
+//    autogroup of its own, weighing as much as the monitor.
+// Hand-written (no run pays for libseccomp), each combination built once. Empty if neither.
+const BpfProgram& limits_filter(bool refuse_memfd, bool refuse_setsid);
 
 // Child side: seccomp(SECCOMP_SET_MODE_FILTER). no_new_privs must be set first.
 void install(const BpfProgram& prog);

@@ -154,7 +154,8 @@ std::string render(const Entry& e) {
     return cat("name=", e.name, "\npid=", e.pid, "\nstart=", e.start, "\nmonitor=", e.monitor,
                "\nstarted=", e.started, "\nrootfs=", clean(e.rootfs), "\ngpus=", clean(e.gpus),
                "\nlimits=", clean(e.limits), "\nseccomp=", clean(e.seccomp),
-               "\nrefuse_memfd=", e.refuse_memfd ? 1 : 0, "\nnested=", e.nested ? 1 : 0,
+               "\nrefuse_memfd=", e.refuse_memfd ? 1 : 0,
+               "\nrefuse_setsid=", e.refuse_setsid ? 1 : 0, "\nnested=", e.nested ? 1 : 0,
                "\nown_net=", e.own_net ? 1 : 0, "\ncgroup=", clean(e.cgroup), "\nrlimits=", rl,
                "\nworkdir=", clean(e.workdir), "\n", env);
 }
@@ -176,6 +177,7 @@ Entry parse(const std::string& text) {
         else if (k == "limits") e.limits = v;
         else if (k == "seccomp") e.seccomp = v;
         else if (k == "refuse_memfd") e.refuse_memfd = v == "1";
+        else if (k == "refuse_setsid") e.refuse_setsid = v == "1";
         else if (k == "nested") e.nested = v == "1";
         else if (k == "own_net") e.own_net = v == "1";
         else if (k == "cgroup") e.cgroup = v;

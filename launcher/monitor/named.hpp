@@ -37,7 +37,8 @@ struct Entry {
     std::string limits;        // "mem 64M (cgroup), pids 4096 (rlimit)" (limits_summary)
     // What a process exec starts needs to be confined as the workload is.
     std::string seccomp = "default";  // default, off, or the --seccomp-bpf file
-    bool refuse_memfd = false;        // the limits' filter (isolate::refuse_memfd_filter)
+    bool refuse_memfd = false;        // the limits' filter (isolate::limits_filter)
+    bool refuse_setsid = false;       // likewise
     bool nested = true;               // the workload's user namespace is a nested one
     bool own_net = true;              // the sandbox has a network namespace of its own
     std::string cgroup;               // the sandbox's cgroup directory, or ""

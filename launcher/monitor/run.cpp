@@ -227,7 +227,7 @@ void apply_limit_plan(const Options& o, const isolate::CgroupCaps& caps,
         plan.sampled_memory_limit = *o.limits.memory_bytes;
         plan.spec.plan.root.tmpfs_inodes = isolate::tmpfs_inodes(*o.limits.memory_bytes);
     }
-    if (limits.refuse_memfd) plan.spec.limits_bpf = isolate::refuse_memfd_filter();
+    plan.spec.limits_bpf = isolate::limits_filter(limits.refuse_memfd, limits.refuse_setsid);
 }
 
 }  // namespace
@@ -324,7 +324,8 @@ RunPlan plan_run(const RunRequest& r, const RunInputs& run) {
                 "dbus-user-session), or a cgroup directory delegated to this user (--cgroup PATH)");
         p.limits = isolate::plan_limits(o.limits, p.cgroup.caps, sys::kernel_at_least(5, 14),
                                         o.root, ::getuid() == 0, s.plan.root.tmpfs_size,
-                                        p.host_share, sys::usable_cpus());
+                                        p.host_share, sys::usable_cpus(),
+                                        !p.cgroup.caps.usable && isolate::autogroups_here());
     } catch (...) {
         isolate::remove_cgroup(p.cgroup);
         throw;
@@ -506,7 +507,8 @@ void publish_named(const Options& o, RunPlan& plan, pid_t init) {
     e.gpus = gpus.empty() ? "none" : join(gpus, ",");
     e.limits = named::limits_summary(o.limits, plan.limits);
     e.seccomp = !o.seccomp ? "off" : o.seccomp_bpf.empty() ? "default" : o.seccomp_bpf;
-    e.refuse_memfd = !plan.spec.limits_bpf.bytes.empty();
+    e.refuse_memfd = plan.limits.refuse_memfd;
+    e.refuse_setsid = plan.limits.refuse_setsid;
     e.nested = plan.spec.ids.nested;
     e.own_net = plan.spec.new_net;
     if (plan.cgroup.caps.usable) e.cgroup = plan.cgroup.path;
@@ -781,7 +783,7 @@ int exec_sandbox(const Options& o) {
     s.seccomp = e.seccomp != "off";
     if (e.seccomp == "default") s.bpf = isolate::default_filter();
     else if (s.seccomp) s.bpf = isolate::load_bpf_file(e.seccomp);
-    if (e.refuse_memfd) s.limits_bpf = isolate::refuse_memfd_filter();
+    s.limits_bpf = isolate::limits_filter(e.refuse_memfd, e.refuse_setsid);
     if (!e.cgroup.empty()) {
         plan.into_cgroup = sys::open_at(AT_FDCWD, e.cgroup, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
         if (sys::fstat(plan.into_cgroup.get(), e.cgroup).st_uid != ::geteuid())

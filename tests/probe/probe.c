@@ -286,6 +286,13 @@ static int forkspin(void) {
     for (;;) fork();
 }
 
+/* forkspin, each child starting a session of its own first (where the kernel's autogroups apply,
+ * each session is a scheduling group, as heavy as any other). */
+static int sessionspin(void) {
+    for (;;)
+        if (fork() == 0) setsid();
+}
+
 /* Kernel memory that is in no process's resident set, N units of KIND, then held HOLD seconds:
  *   msgq   1-byte SysV messages, as many queues and messages as the IPC namespace allows
  *   files  empty files in /tmp (inodes and dentries, no blocks)
@@ -418,6 +425,12 @@ int main(int argc, char** argv) {
     if (!strcmp(cmd, "membomb")) return membomb();
     if (!strcmp(cmd, "forkbomb")) return forkbomb();
     if (!strcmp(cmd, "forkspin")) return forkspin();
+    if (!strcmp(cmd, "sessionspin")) return sessionspin();
+    if (!strcmp(cmd, "setsid")) { /* in a child, which leads no process group */
+        pid_t p = fork();
+        if (p == 0) _exit(printf("setsid=%s\n", result(setsid())) < 0);
+        return waitpid(p, NULL, 0) < 0;
+    }
     if (!strcmp(cmd, "kmem") && argc > 4) return kmem(argv[2], atol(argv[3]), atol(argv[4]));
     if (!strcmp(cmd, "hog") && argc > 5)
         return hog(argv[2], atol(argv[3]), atol(argv[4]), atol(argv[5]));

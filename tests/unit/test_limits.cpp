@@ -115,6 +115,32 @@ TEST_CASE("a workload that may crowd the monitor runs below it from its start") 
     CHECK_FALSE(plan_limits(wall, {}, true, false, false, 0, 0, 2).idle_policy);
 }
 
+TEST_CASE("where a new session is an autogroup, a crowd may not make sessions") {
+    // Each autogroup weighs as much as the monitor, whatever its tasks' policy.
+    const LimitPlan p = plan_limits(autograder(), {}, true, false, false, 0, 0, 2, true);
+    CHECK(p.refuse_setsid);
+    CHECK(mech(p, "cpu_time").find("setsid() refused") != std::string::npos);
+    CHECK_FALSE(plan_limits(autograder(), {}, true, false, false, 0, 0, 2, false).refuse_setsid);
+    Limits few = autograder();
+    few.pids = 8;  // no crowd: sessions as usual
+    CHECK_FALSE(plan_limits(few, {}, true, false, false, 0, 0, 2, true).refuse_setsid);
+}
+
+TEST_CASE("autogroup_applies: the root cpu task group, with autogroups on") {
+    using gpubox::isolate::autogroup_applies;
+    const std::string v1_root = "4:memory:/x\n2:cpu,cpuacct:/\n0::/user.slice\n";
+    const std::string v1_child = "2:cpu,cpuacct:/ci-job\n0::/\n";
+    CHECK(autogroup_applies(true, v1_root, ""));
+    CHECK_FALSE(autogroup_applies(false, v1_root, ""));
+    CHECK_FALSE(autogroup_applies(true, v1_child, ""));
+    // cgroup v2 only: below the root, in the root task group unless cpu is enabled there.
+    CHECK(autogroup_applies(true, "0::/\n", "cpu memory pids"));
+    CHECK_FALSE(
+        autogroup_applies(true, "0::/user.slice/session-1.scope\n", "cpuset cpu io memory"));
+    CHECK(autogroup_applies(true, "0::/user.slice/session-1.scope\n", "memory pids"));
+    CHECK_FALSE(autogroup_applies(true, "garbage\n", ""));  // unknown: the policy stays
+}
+
 TEST_CASE("honest mechanisms on old kernels and for the host's root") {
     Limits l;
     l.pids = 10;
@@ -406,20 +432,31 @@ TEST_CASE("limit names and meta formats: one table each, names give the value ba
     CHECK_FALSE(limit_of(KillReason::parent_died));
 }
 
-TEST_CASE("the memory limit's filter refuses memfd_create with ENOSYS, and nothing else") {
+// In a child under limits_filter(memfd, setsid): 0 if memfd_create() and setsid() fail or work
+// as asked, and everything else works.
+static int filtered(bool memfd, bool setsid) {
     const pid_t pid = ::fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
         ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-        gpubox::isolate::install(gpubox::isolate::refuse_memfd_filter());
-        const long memfd = ::syscall(SYS_memfd_create, "x", 0);
-        const bool refused = memfd < 0 && errno == ENOSYS;
+        gpubox::isolate::install(gpubox::isolate::limits_filter(memfd, setsid));
+        const long m = ::syscall(SYS_memfd_create, "x", 0);
+        const bool memfd_ok = memfd ? m < 0 && errno == ENOSYS : m >= 0;
+        const pid_t s = ::setsid();  // a forked child leads no group: setsid() works unless refused
+        const bool setsid_ok = setsid ? s < 0 && errno == EPERM : s == ::getpid();
         const int fd = ::open("/dev/null", O_RDONLY);  // everything else as before
-        ::_exit(refused && fd >= 0 && ::getpid() > 0 ? 0 : 1);
+        ::_exit(memfd_ok && setsid_ok && fd >= 0 && ::getpid() > 0 ? 0 : 1);
     }
     int status = 0;
     ::waitpid(pid, &status, 0);
-    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+TEST_CASE("the limits' filter refuses memfd_create (ENOSYS) and setsid (EPERM), each as asked") {
+    CHECK(gpubox::isolate::limits_filter(false, false).empty());
+    CHECK(filtered(true, false) == 0);
+    CHECK(filtered(false, true) == 0);
+    CHECK(filtered(true, true) == 0);
 }
 
 TEST_CASE("task_tree: a process and its descendants, from a /proc, itself first") {
