@@ -50,7 +50,7 @@ ranks_ok() {  # DESC: ranks 0..3 of 4, right sums, intact messages, rank 0's ver
     expect_eq "$1: 4 right sums and intact 1 MiB messages" \
         "$(grep -c '^rank [0-9]: allreduce 10 right, 1 MiB from [0-9] intact$' <<<"$out")" 4
     expect_match "$1: rank 0 says ok, exit 0" "$rc:$out" '^0:(.|'$'\n'')*mpi_test: ok'
-    [ "$rc" = 0 ] || { echo "# $(tr '\n' '|' <<<"$out" | cut -c1-1500)"; tail -30 "$T/slurmd.log" | sed 's/^/# slurmd: /'; }
+    [ "$rc" = 0 ] || { echo "# $(tr '\n' '|' <<<"$out" | cut -c1-1500)"; tail -30 "$T/slurmd-$NODE.log" | sed 's/^/# slurmd: /'; }
 }
 
 # Slurm's first step on a fresh node sometimes aborts at launch (seen under load): a warm-up.
