@@ -90,6 +90,15 @@ out=$(echo from-stdin | "${U[@]}" "$T/gpubox" exec job cat)
 expect_eq "exec: stdin" "$out" "from-stdin"
 as_u exec --env GREETING=hi --workdir /tmp job sh -c 'echo "$GREETING"; pwd'
 expect_eq "exec --env --workdir" "$rc:$out" "0:hi"$'\n'"/tmp"
+# The run's environment is exec's base: its values, not only its names (--env, the GPUs' and
+# the step's variables, TERM), kept in the entry, which only the owner can read (docs/exec.md).
+start envjob --env TOKEN=run-value "$R" sleep 3011
+as_u exec --env GREETING=hi envjob sh -c 'echo "$TOKEN $GREETING"'
+expect_eq "exec: the run's --env values, exec's --env on top" "$rc:$out" "0:run-value hi"
+expect_eq "  kept in a 0600 entry in the caller's 0700 registry" \
+    "$(stat -c '%a %u' "$T/run-u/gpubox/sandboxes" "$T/run-u/gpubox/sandboxes/envjob.sandbox" | tr '\n' ' ')" \
+    "700 65534 600 65534 "
+kill -TERM "$last"
 as_u exec -it job true
 expect_eq "exec -it: accepted (a pty comes where stdin and stdout are terminals)" "$rc" 0
 
