@@ -232,6 +232,15 @@ if [ -n "$D" ] && mkdir "$D" 2>/dev/null && mkdir "$D/run" && chown -R 65534:655
         "125:gpubox: exec: cannot enter the sandbox's cgroup \"$cg\" (clone3(0): Permission denied), and will not run outside its limits"
     kill -TERM "$last"
     wait "$last" 2>/dev/null
+    # run --cgroup into another tree of this user's, whose nearest cgroup in common with the
+    # caller's is root's: cgroup v2 refuses the move, and run says that, not user namespaces.
+    if mkdir "$D-other" && chown 65534:65534 "$D-other"; then
+        "${in_d[@]}" "${U[@]}" "$T/gpubox" run --cgroup "$D-other" --pids-limit 50 "$R" true >"$WORK/.out" 2>"$WORK/.err"
+        rc=$? err=$(cat "$WORK/.err")
+        expect_eq "run --cgroup DIR from a cgroup whose nearest in common with DIR is root's: 125, why, the fix" \
+            "$rc:$err" "125:gpubox: cgroup: --cgroup \"$D-other\": cgroup v2 refuses to move the sandbox there from this process's cgroup \"$D/run\": the nearest cgroup both share, \"$cg2\", is not this user's to write"$'\n'"gpubox: hint: start gpubox from within the cgroup tree delegated to you that holds DIR (as systemd-run --user --scope -p Delegate=yes does), or give --cgroup a directory below your own cgroup"
+        rmdir "$D-other"/*/ "$D-other" 2>/dev/null
+    fi
     rmdir "$D"/*/ "$D" 2>/dev/null
 fi
 
