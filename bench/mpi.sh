@@ -15,6 +15,7 @@
 # and OMPI_MCA_btl=self,tcp inside (bare keeps vader: what the user gives up).
 # GPUBOX=/path/to/gpubox: that binary (else the build in BUILD, made here as bench/common.sh does).
 . "$(dirname "$0")/common.sh"
+SLURM_LIB_FUNCTIONS=1 . "$TOP/tests/e2e/slurm_lib.sh"  # start_munge, slurm_conf, start_slurm...
 [ "$(id -u)" = 0 ] || { echo "bench: run as root (it starts munged, slurmctld and slurmd)" >&2; exit 1; }
 for b in slurmctld slurmd munged srun mpicc; do
     command -v "$b" >/dev/null || { echo "bench: $b is missing (bash .ci/install-deps.sh)" >&2; exit 1; }
@@ -31,68 +32,30 @@ T=$(mktemp -d /tmp/gpubox-bench-mpi.XXXXXX)
 chmod 0755 "$T"
 NODE=benchmpi$RANDOM
 stop_all() {
-    local p pids=()
     # The allocation and its steps first: a slurmstepd outlives a killed slurmd (seen: one left
     # running for an hour after a run).
     if [ -s "$T/slurmctld.pid" ]; then
         scancel --full $(squeue -h -o %i 2>/dev/null) 2>/dev/null || true
         for _ in $(seq 100); do [ -z "$(squeue -h 2>/dev/null)" ] && break; sleep 0.1; done
     fi
-    for p in slurmd slurmctld munged; do [ -s "$T/$p.pid" ] && pids+=("$(cat "$T/$p.pid")"); done
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${pids[@]}"; do
-        for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    done
+    stop_slurm
     rm -rf "$T"
 }
 trap stop_all EXIT
 trap 'exit 143' TERM INT HUP  # (the EXIT trap then stops the daemons)
 install -m 0755 "$GPUBOX" "$T/gpubox"
 G=$T/gpubox
-mkdir -m 0755 "$T/jobs" "$T/munge" "$T/state" "$T/spool" && chown 65534:65534 "$T/jobs"
+mkdir -m 0755 "$T/jobs" && chown 65534:65534 "$T/jobs"
 J=$T/jobs
 mpicc -O2 -o "$J/mpi_ranks" "$TOP/tests/e2e/mpi_ranks.c"
 
-dd if=/dev/urandom of="$T/munge/munge.key" bs=1024 count=1 status=none && chmod 0400 "$T/munge/munge.key"
-munged --force --key-file="$T/munge/munge.key" --socket="$T/munge/sock" --pid-file="$T/munged.pid" \
-    --log-file="$T/munge/log" --seed-file="$T/munge/seed"
-read -r ctld_port slurmd_port < <(python3 -c 'import socket
-s = [socket.socket() for _ in range(2)]
-for x in s: x.bind(("127.0.0.1", 0))
-print(*(x.getsockname()[1] for x in s))')
-cat >"$T/slurm.conf" <<EOF
-ClusterName=gpuboxbench
-SlurmctldHost=localhost
-SlurmUser=root
-SlurmdUser=root
-SlurmctldPort=$ctld_port
-SlurmdPort=$slurmd_port
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket=$T/munge/sock
-StateSaveLocation=$T/state
-SlurmdSpoolDir=$T/spool
-SlurmctldPidFile=$T/slurmctld.pid
-SlurmdPidFile=$T/slurmd.pid
-SlurmctldLogFile=$T/slurmctld.log
-SlurmdLogFile=$T/slurmd.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-MinJobAge=300
-ReturnToService=2
-SlurmdParameters=config_overrides
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-MpiDefault=none
-NodeName=$NODE NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=8 RealMemory=1000 State=UNKNOWN
-PartitionName=p Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
-EOF
+start_munge || { echo "bench: $slurm_err" >&2; exit 1; }
+read -r ctld_port slurmd_port < <(free_ports 2)
+slurm_conf localhost "$ctld_port" "$slurmd_port" TaskPlugin=task/none \
+    "NodeName=$NODE NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=8 RealMemory=1000 State=UNKNOWN" \
+    "PartitionName=p Nodes=$NODE Default=YES MaxTime=INFINITE State=UP"
 export SLURM_CONF=$T/slurm.conf
-slurmctld -i
-slurmd -N "$NODE"
-for _ in $(seq 600); do sinfo -h -o %t 2>/dev/null | grep -qE '^(idle|mix)' && break; sleep 0.1; done
+start_slurm "$NODE" && slurm_idle 60 "$NODE" || { echo "bench: $slurm_err" >&2; exit 1; }
 
 # The pre-step-mode recipe, per task: its environment into a file, the PMIx directories bound.
 cat >"$J/tcp.sh" <<EOF

@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <optional>
@@ -138,11 +140,29 @@ Tried own_route(const Limits& limits, const std::optional<std::string>& mnt) {
     return t;
 }
 
-Cgroup given_route(const Limits& limits, const std::string& parent) {
+Cgroup given_route(const Limits& limits, const std::string& parent,
+                   const std::optional<std::string>& mnt) {
     struct stat st {};
     if (!sys::lstat_at(AT_FDCWD, parent + "/cgroup.procs", st))
         throw SetupError(
             cat("--cgroup ", quote(parent), ": not a cgroup v2 directory (no cgroup.procs)"));
+    // clone3(CLONE_INTO_CGROUP) would fail with a bare EACCES: said here, with the cgroup that
+    // refuses (the kernel checks the user may write it; root may write any).
+    char real[PATH_MAX];
+    const std::optional<std::string> own = mnt ? own_cgroup_dir(*mnt) : std::nullopt;
+    if (own && ::realpath(parent.c_str(), real)) {
+        const std::string common = common_cgroup(*own, real);
+        if (::faccessat(AT_FDCWD, (common + "/cgroup.procs").c_str(), W_OK, AT_EACCESS) != 0 &&
+            errno == EACCES)
+            throw PlanError(
+                cat("--cgroup ", quote(parent),
+                    ": cgroup v2 refuses to move the sandbox there from this process's cgroup ",
+                    quote(*own), ": the nearest cgroup both share, ", quote(common),
+                    ", is not this user's to write"),
+                "start gpubox from within the cgroup tree delegated to you that holds DIR (as "
+                "systemd-run --user --scope -p Delegate=yes does), or give --cgroup a directory "
+                "below your own cgroup");
+    }
     Cgroup cg = make_below(parent, cat("gpubox-", ::getpid()), limits, true);
     cg.how = cat("--cgroup ", parent);
     return cg;
@@ -184,7 +204,7 @@ Tried try_route(CgroupRoute route, const Limits& limits, const CgroupRequest& re
         case CgroupRoute::own: return own_route(limits, mnt);
         case CgroupRoute::systemd_scope:
             return systemd_route(limits, request.mode == CgroupMode::auto_, mnt);
-        case CgroupRoute::given: return {given_route(limits, request.path), ""};
+        case CgroupRoute::given: return {given_route(limits, request.path, mnt), ""};
     }
     throw SetupError("unknown cgroup route");
 }

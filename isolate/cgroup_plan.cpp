@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <sstream>
 #include <utility>
+#include <vector>
 
 #include "common/error.hpp"
 #include "common/text.hpp"
@@ -152,6 +153,20 @@ std::optional<std::string> parse_proc_cgroup(std::string_view text) {
     for (std::string line; std::getline(in, line);)
         if (starts_with(line, "0::/")) return line.substr(3);
     return std::nullopt;
+}
+
+std::string common_cgroup(const std::string& a, const std::string& b) {
+    const auto names = [](const std::string& path) {
+        std::vector<std::string> out;
+        std::istringstream in(path);
+        for (std::string n; std::getline(in, n, '/');)
+            if (!n.empty()) out.push_back(n);
+        return out;
+    };
+    const std::vector<std::string> x = names(a), y = names(b);
+    std::string out;
+    for (std::size_t i = 0; i < x.size() && i < y.size() && x[i] == y[i]; ++i) out += "/" + x[i];
+    return out.empty() ? "/" : out;
 }
 
 std::string scope_unit_name(pid_t pid, std::uint32_t random) {

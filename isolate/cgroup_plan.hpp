@@ -55,6 +55,9 @@ std::string cgroup_cpu_fix();
 std::optional<std::string> parse_cgroup2_mount(std::string_view mountinfo);
 // The unified hierarchy's path ("0::/a/b") from /proc/PID/cgroup text.
 std::optional<std::string> parse_proc_cgroup(std::string_view text);
+// Pure: the nearest cgroup directory two absolute ones share, by whole names. cgroup v2 moves a
+// process from one to the other only where its user may write that one's cgroup.procs.
+std::string common_cgroup(const std::string& a, const std::string& b);
 // "gpubox-<pid>-<8 hex digits>.scope".
 std::string scope_unit_name(pid_t pid, std::uint32_t random);
 // Pure: the monitor pid in a sandbox cgroup's name ("gpubox-<pid>"), for anything else nullopt.

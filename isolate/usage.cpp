@@ -72,15 +72,20 @@ bool parse_proc_stat(const std::string& stat, std::uint64_t ns_per_tick, ProcSam
     // before it).
     std::string f;
     std::uint64_t v[34] = {};
+    char state = 0;
     int i = 3;
     for (; i <= 33 && in >> f; ++i) {
-        if (i == 3) continue;
+        if (i == 3) {
+            state = f[0];
+            continue;
+        }
         if (!to_u64(f, v[i])) {
             if (i == 4 || (i >= 14 && i <= 17) || i == 22) return false;  // the fields used here
             v[i] = 0;
         }
     }
     if (i <= 22) return false;
+    out.state = state;
     out.ppid = static_cast<pid_t>(v[4]);
     out.self_ns = (v[14] + v[15]) * ns_per_tick;
     out.children_ns = (v[16] + v[17]) * ns_per_tick;

@@ -50,6 +50,7 @@ struct ProcSample {
     std::uint64_t anon_bytes = 0, shmem_bytes = 0;  // RssAnon, RssShmem
     std::uint64_t pte_bytes = 0;                    // VmPTE: its page tables
     std::uint64_t hwm_bytes = 0;                    // VmHWM: its peak resident set since its execve
+    char state = 0;                                 // R, S, D, Z...: stat's third field
 };
 
 // Pure parsers. `stat` may have spaces and parentheses in its comm field (parsed after the

@@ -20,6 +20,7 @@
 #include "common/sys_host.hpp"
 #include "common/text.hpp"
 #include "common/trusted_path.hpp"
+#include "isolate/usage.hpp"
 
 namespace gpubox::launcher::named {
 namespace {
@@ -279,18 +280,11 @@ std::vector<Entry> list() {
 }
 
 std::uint64_t start_time(pid_t pid) {
-    std::string stat;
+    isolate::ProcSample s;
     try {
-        stat = sys::read_file(cat("/proc/", pid, "/stat"), 4096);
-    } catch (const SysError&) {
-        return 0;
-    }
-    const auto close = stat.rfind(')');
-    if (close == std::string::npos) return 0;
-    std::istringstream in(stat.substr(close + 1));
-    std::string field;
-    for (int i = 3; i <= 22 && in >> field; ++i)
-        if (i == 22) return to_u64(field);
+        if (isolate::parse_proc_stat(sys::read_file(cat("/proc/", pid, "/stat"), 4096), 1, s))
+            return s.start;
+    } catch (const SysError&) {}
     return 0;
 }
 

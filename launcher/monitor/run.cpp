@@ -658,13 +658,20 @@ int run_sandbox(const Options& o, RunReport* report) {
 }
 
 int run_sandbox(const RunRequest& given, RunReport* report) {
-    const std::optional<std::string> step_key =
-        given.options.print_plan ? std::nullopt : decide_step(given.options);
+    std::optional<std::string> step_key;
     RunRequest stepped;  // step mode's options (the wire-up), with the same image hold
-    if (step_key) {
-        stepped.options = step_options(given.options);
-        bind_task_gpus(stepped.options);
-        if (given.image_hold.valid()) stepped.image_hold = sys::dup_cloexec(given.image_hold.get());
+    try {
+        step_key = given.options.print_plan ? std::nullopt : decide_step(given.options);
+        if (step_key) {
+            stepped.options = step_options(given.options);
+            bind_task_gpus(stepped.options);
+            if (given.image_hold.valid())
+                stepped.image_hold = sys::dup_cloexec(given.image_hold.get());
+        }
+    } catch (...) {  // before anything started: --meta still gets gpubox's own verdict (XX)
+        if (!given.options.print_plan)
+            write_usage_failure_meta(given.options.meta, describe(std::current_exception()));
+        throw;
     }
     const RunRequest& r = step_key ? stepped : given;
     const Options& o = r.options;

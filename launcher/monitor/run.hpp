@@ -82,7 +82,8 @@ int run_sandbox(const Options& o, RunReport* report = nullptr);  // holds nothin
 // workload is; returns CMD's exit status as run does the workload's.
 int exec_sandbox(const Options& o);
 
-// An XX verdict (JSON) at `path` for a command line that did not parse; "" does nothing.
+// An XX verdict (JSON) at `path` for a run refused before it opened --meta (a command line that
+// did not parse, step mode's decision or options); "" does nothing.
 void write_usage_failure_meta(const std::string& path, const std::string& message);
 
 }  // namespace gpubox::launcher

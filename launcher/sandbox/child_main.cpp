@@ -15,7 +15,6 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
-#include <sstream>
 
 #include "common/error.hpp"
 #include "common/sys.hpp"
@@ -25,6 +24,7 @@
 #include "launcher/sandbox/exit_codes.hpp"
 #include "launcher/sandbox/init_loop.hpp"
 #include "isolate/spawn.hpp"
+#include "isolate/usage.hpp"
 #include "rootfs/apply.hpp"
 #include "rootfs/view.hpp"
 
@@ -240,12 +240,9 @@ void send_meters(const Ends& own, const UniqueFd& tmpfs) {
 // it and nothing started since.
 UniqueFd named_workload() {
     UniqueFd fd = sys::pidfd_open(2);
-    const std::string stat = sys::read_file("/proc/2/stat", 4096);
-    const auto close = stat.rfind(')');
-    std::istringstream after(stat.substr(close == std::string::npos ? 0 : close + 1));
-    std::string state;
-    long ppid = 0;
-    if (close == std::string::npos || !(after >> state >> ppid) || ppid != 1 || state == "Z")
+    isolate::ProcSample s;
+    if (!isolate::parse_proc_stat(sys::read_file("/proc/2/stat", 4096), 1, s) || s.ppid != 1 ||
+        s.state == 'Z')
         throw SetupError("exec: the sandbox's workload (pid 2) is gone");
     return fd;
 }

@@ -5,6 +5,12 @@
 set -u
 : "${GPUBOX:?set GPUBOX to the gpubox binary}" "${PROBE:?set PROBE to the probe binary}"
 E2E_DIR=${E2E_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}
+# must_work: the suite must not skip (CI: GPUBOX_TESTS_MUST_WORK=1). skip REASON: the test
+# cannot run here: "1..0 # SKIP REASON", exit 77; where it must work, a Bail out! instead.
+# bail REASON: the test's set-up failed.
+must_work() { [ "${GPUBOX_TESTS_MUST_WORK:-0}" = 1 ]; }
+skip() { if must_work; then echo "Bail out! $*"; exit 1; fi; echo "1..0 # SKIP $*"; exit 77; }
+bail() { echo "Bail out! $*"; exit 1; }
 
 if [ "$(id -u)" = 0 ] && [ -z "${GPUBOX_E2E_UNPRIVILEGED:-}" ] && [ "${E2E_AS_ROOT:-0}" != 1 ]; then
     top=$(mktemp -d /tmp/gpubox-e2e.XXXXXX)

@@ -8,8 +8,6 @@
 # driver's libraries; --device nvidia.com/gpu=1:1:0 exactly that MIG device's.
 export E2E_AS_ROOT=1
 . "$(dirname "$0")/lib.sh"
-must_work() { [ "${GPUBOX_TESTS_MUST_WORK:-0}" = 1 ]; }
-skip() { if must_work; then echo "Bail out! $1"; exit 1; fi; echo "1..0 # SKIP $1"; exit 77; }
 [ "$(id -u)" = 0 ] || skip "needs root (a mount namespace with the simulated host's /dev)"
 for b in podman runc unshare setpriv; do
     command -v "$b" >/dev/null || skip "$b is missing (apt-get install podman runc uidmap)"

@@ -6,16 +6,8 @@
 # The registry transport (docker://) is tested against a real registry in test_registry.sh.
 E2E_FAKE_HOSTS=1
 . "$(dirname "$0")/lib.sh"
-if ! command -v skopeo >/dev/null; then
-    if [ "${GPUBOX_TESTS_MUST_WORK:-0}" = 1 ]; then echo "Bail out! skopeo is not installed"; exit 1; fi
-    echo "1..0 # SKIP skopeo is not installed (apt install skopeo)"
-    exit 77
-fi
-if [ -z "${E2E_HOST:-}" ]; then
-    if [ "${GPUBOX_TESTS_MUST_WORK:-0}" = 1 ]; then echo "Bail out! the simulated GPU host needs root to build"; exit 1; fi
-    echo "1..0 # SKIP the simulated GPU host is built as root (run the suite as root; it drops privileges)"
-    exit 77
-fi
+command -v skopeo >/dev/null || skip "skopeo is not installed (apt install skopeo)"
+[ -n "${E2E_HOST:-}" ] || skip "the simulated GPU host is built as root (run the suite as root; it drops privileges)"
 export HOME=$WORK/home GPUBOX_IMAGES=$WORK/store
 mkdir -p "$HOME"
 B=$WORK/base

@@ -70,12 +70,7 @@ bail() { echo "Bail out! $*"; exit 1; }
 
 if [ -z "${GPUBOX_E2E_UNPRIVILEGED:-}" ]; then
     : "${GPUBOX:?set GPUBOX to the gpubox binary}"
-    missing=$(reg_missing_tools)
-    if [ -n "$missing" ]; then
-        [ "${GPUBOX_TESTS_MUST_WORK:-0}" = 1 ] && bail "missing: $missing(bash .ci/install-deps.sh)"
-        echo "1..0 # SKIP missing: $missing"
-        exit 77
-    fi
+    reg_require_tools
     setup_registries
 fi
 . "$HERE/lib.sh"

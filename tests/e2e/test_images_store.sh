@@ -54,12 +54,7 @@ bail() { echo "Bail out! $*"; exit 1; }
 
 if [ -z "${GPUBOX_E2E_UNPRIVILEGED:-}" ]; then
     : "${GPUBOX:?set GPUBOX to the gpubox binary}"
-    missing=$(reg_missing_tools)
-    if [ -n "$missing" ]; then
-        [ "${GPUBOX_TESTS_MUST_WORK:-0}" = 1 ] && bail "missing: $missing(bash .ci/install-deps.sh)"
-        echo "1..0 # SKIP missing: $missing"
-        exit 77
-    fi
+    reg_require_tools
     [ "$(id -u)" = 0 ] || { echo "1..0 # SKIP the site store is filled by another uid (run as root)"; exit 77; }
     setup
 fi

@@ -9,10 +9,7 @@
 # behind. Slurm, munged and the state are the test's own (slurm_lib.sh).
 export E2E_AS_ROOT=1
 . "$(dirname "$0")/lib.sh"
-if ! command -v mpicc >/dev/null; then
-    [ "${GPUBOX_TESTS_MUST_WORK:-0}" = 1 ] && { echo "Bail out! mpicc is missing"; exit 1; }
-    echo "1..0 # SKIP mpicc is missing (apt-get install openmpi-bin libopenmpi-dev)"; exit 77
-fi
+command -v mpicc >/dev/null || skip "mpicc is missing (apt-get install openmpi-bin libopenmpi-dev)"
 # The programs, built first (into $WORK, then the jobs' directory).
 mpicc -O2 -o "$WORK/mpi_test" "$E2E_DIR/mpi_test.c" || { echo "Bail out! mpicc failed"; exit 1; }
 cc -O2 -Wall -o "$WORK/nccl_like" "$E2E_DIR/nccl_like.c" || { echo "Bail out! cc nccl_like.c failed"; exit 1; }
@@ -50,7 +47,7 @@ ranks_ok() {  # DESC: ranks 0..3 of 4, right sums, intact messages, rank 0's ver
     expect_eq "$1: 4 right sums and intact 1 MiB messages" \
         "$(grep -c '^rank [0-9]: allreduce 10 right, 1 MiB from [0-9] intact$' <<<"$out")" 4
     expect_match "$1: rank 0 says ok, exit 0" "$rc:$out" '^0:(.|'$'\n'')*mpi_test: ok'
-    [ "$rc" = 0 ] || { echo "# $(tr '\n' '|' <<<"$out" | cut -c1-1500)"; tail -30 "$T/slurmd.log" | sed 's/^/# slurmd: /'; }
+    [ "$rc" = 0 ] || { echo "# $(tr '\n' '|' <<<"$out" | cut -c1-1500)"; tail -30 "$T/slurmd-$NODE.log" | sed 's/^/# slurmd: /'; }
 }
 
 # Slurm's first step on a fresh node sometimes aborts at launch (seen under load): a warm-up.
@@ -62,7 +59,7 @@ ranks_ok "... in a minimal rootfs with the MPI libraries bound in"
 if [ $mpich = 1 ]; then
     run_step -n 4 --mpi=pmi2 -- "$FULL" ./mpi_mpich
     ranks_ok "MPICH, srun --mpi=pmi2 (PMI_FD kept open)"
-elif [ "${GPUBOX_TESTS_MUST_WORK:-0}" = 1 ]; then
+elif must_work; then
     not_ok "MPICH: mpicc.mpich is missing (apt-get install mpich libmpich-dev)"
 else
     echo "# skip MPICH: mpicc.mpich is missing"

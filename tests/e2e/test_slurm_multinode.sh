@@ -12,8 +12,7 @@
 # nothing left behind (daemons, namespaces, links, spool).
 export E2E_AS_ROOT=1
 . "$(dirname "$0")/lib.sh"
-must_work() { [ "${GPUBOX_TESTS_MUST_WORK:-0}" = 1 ]; }
-skip() { if must_work; then echo "Bail out! $1"; exit 1; fi; echo "1..0 # SKIP $1"; exit 77; }
+SLURM_LIB_FUNCTIONS=1 . "$(dirname "$0")/slurm_lib.sh"  # start_munge, slurm_conf, start_slurm...
 [ "$(id -u)" = 0 ] || skip "needs root (network namespaces, slurmctld, slurmd, munged)"
 for b in slurmctld slurmd munged srun sinfo ip mpicc; do
     command -v "$b" >/dev/null || skip "$b is missing (apt-get install slurm-wlm munge iproute2 libopenmpi-dev)"
@@ -29,12 +28,7 @@ NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 # (not `ip netns exec`: it mounts a sysfs of its own over /sys, hiding /sys/fs/cgroup from slurmd)
 in_ns() { local ns=$1; shift; nsenter --net="/run/netns/$ns" "$@"; }
 stop_all() {
-    local p pids=()
-    for p in slurmd-mn-a slurmd-mn-b slurmctld munged; do
-        [ -s "$T/$p.pid" ] && pids+=("$(cat "$T/$p.pid")")
-    done
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-    for p in "${pids[@]}"; do wait_until 60 eval "! kill -0 $p 2>/dev/null"; done
+    stop_slurm
     ip netns del "$NSA" 2>/dev/null  # (takes the veth pair with it)
     ip netns del "$NSB" 2>/dev/null
     rm -rf "$T" "$WORK"
@@ -43,7 +37,7 @@ trap stop_all EXIT
 
 install -m 0755 "$GPUBOX" "$T/gpubox"
 G=$T/gpubox
-mkdir -m 0755 "$T/jobs" "$T/munge" "$T/state" "$T/spool-mn-a" "$T/spool-mn-b" "$T/tmp" && chown 65534:65534 "$T/jobs"
+mkdir -m 0755 "$T/jobs" "$T/tmp" && chown 65534:65534 "$T/jobs"
 J=$T/jobs
 mkdir -m 1777 "$T/tmp-a" "$T/tmp-b" && mkdir "$T/cgroup-a" "$T/cgroup-b"
 # gpubox's step sockets (step mode), here rather than in /tmp/gpubox-steps-65534: nothing left.
@@ -64,42 +58,12 @@ reaches_b() { in_ns "$NSA" timeout 2 bash -c "exec 3<>/dev/tcp/$B/9" 2>&1 | grep
 wait_until 20 reaches_b || { echo "Bail out! node a does not reach node b"; exit 1; }
 
 # --- munge and Slurm, private to this test ---
-dd if=/dev/urandom of="$T/munge/munge.key" bs=1024 count=1 status=none && chmod 0400 "$T/munge/munge.key"
-munged --force --key-file="$T/munge/munge.key" --socket="$T/munge/sock" --pid-file="$T/munged.pid" \
-    --log-file="$T/munge/log" --seed-file="$T/munge/seed" || skip "munged does not start: $(tail -1 "$T/munge/log")"
+start_munge || skip "$slurm_err"
 # Fixed ports: each node's are its own network namespace's.
-cat >"$T/slurm.conf" <<EOF
-ClusterName=gpuboxmn
-SlurmctldHost=mn-a($A)
-SlurmUser=root
-SlurmdUser=root
-SlurmctldPort=6817
-SlurmdPort=6818
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket=$T/munge/sock
-StateSaveLocation=$T/state
-SlurmdSpoolDir=$T/spool-%n
-SlurmctldPidFile=$T/slurmctld.pid
-SlurmdPidFile=$T/slurmd-%n.pid
-SlurmctldLogFile=$T/slurmctld.log
-SlurmdLogFile=$T/slurmd-%n.log
-TmpFS=$T/tmp
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-KillWait=10
-MinJobAge=300
-ReturnToService=2
-SlurmdParameters=config_overrides
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-MpiDefault=none
-NodeName=mn-a NodeHostname=mn-a NodeAddr=$A CPUs=2 RealMemory=1000 State=UNKNOWN
-NodeName=mn-b NodeHostname=mn-b NodeAddr=$B CPUs=2 RealMemory=1000 State=UNKNOWN
-PartitionName=p Nodes=mn-a,mn-b Default=YES MaxTime=INFINITE State=UP
-EOF
+slurm_conf "mn-a($A)" 6817 6818 "TmpFS=$T/tmp" TaskPlugin=task/none \
+    "NodeName=mn-a NodeHostname=mn-a NodeAddr=$A CPUs=2 RealMemory=1000 State=UNKNOWN" \
+    "NodeName=mn-b NodeHostname=mn-b NodeAddr=$B CPUs=2 RealMemory=1000 State=UNKNOWN" \
+    "PartitionName=p Nodes=mn-a,mn-b Default=YES MaxTime=INFINITE State=UP"
 export SLURM_CONF=$T/slurm.conf
 # node NODE COMMAND...: in that node's network namespace, under its own host name, in a mount
 # namespace of its own with its own TmpFS (PMIx's client directories, /tmp/spmix_appdir_UID_STEP
@@ -113,12 +77,9 @@ node() {
             mount -t sysfs sysfs /sys && mount --move "$3" /sys/fs/cgroup && shift 3 && exec "$@"' \
         "mn-$n" "$T/tmp-$n" "$T/tmp" "$T/cgroup-$n" "$@"
 }
-node a slurmctld -i || skip "slurmctld does not start: $(tail -3 "$T/slurmctld.log")"
-node a slurmd -N mn-a || skip "slurmd a does not start: $(tail -3 "$T/slurmd-mn-a.log")"
-node b slurmd -N mn-b || skip "slurmd b does not start: $(tail -3 "$T/slurmd-mn-b.log")"
-nodes_idle() { [ "$(node a sinfo -h -N -o %t 2>/dev/null | grep -cE '^(idle|mix)')" = 2 ]; }
-wait_until 120 nodes_idle ||
-    { echo "Bail out! the nodes are not idle: $(node a sinfo -h -N -o '%N %t %E'; tail -n 3 "$T"/slurmd-*.log)"; exit 1; }
+slurm_on() { local n=${1#mn-}; shift; node "$n" "$@"; }
+start_slurm mn-a mn-b || skip "$slurm_err"
+slurm_idle 120 mn-a mn-b || { echo "Bail out! $slurm_err"; exit 1; }
 ok "two slurmd nodes in their own network namespaces are up"
 
 # job ENV... -- ARGS...: srun -N 2 -n 4 --mpi=pmix ARGS as uid 65534 on node a.

@@ -27,7 +27,7 @@ task() {
     (cd "$T" && setpriv --reuid="$uid" --regid="$uid" --clear-groups env -i PATH=/usr/bin:/bin \
         GPUBOX_STEP_DIR="${STEP_DIR:-$T/steps}" SLURM_JOB_ID="$job" SLURM_STEP_ID="$st" SLURM_PROCID="$rank" \
         SLURM_LOCALID="$rank" SLURM_NTASKS=4 SLURM_NODEID=0 SLURM_STEP_TASKS_PER_NODE=4 \
-        SLURM_STEP_NODELIST=n1 SLURMD_NODENAME=n1 "$G" run "$@")
+        SLURM_STEP_NODELIST=n1 SLURMD_NODENAME=n1 ${TASK_ENV:+"$TASK_ENV"} "$G" run "$@")
 }
 four() {  # JOB STEP CMD...: 4 tasks at once as uid 65534; $out
     local job=$1 st=$2 i
@@ -162,4 +162,14 @@ out=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$G" run "$R" probe vmr
 expect_eq "... and a host pid is not even there" "$out" "vmread=ESRCH"
 out=$(setpriv --reuid=65534 --regid=65534 --clear-groups env -i PATH=/usr/bin:/bin "$G" run --step "$R" true 2>&1)
 expect_match "--step outside any step: exit 125 and why" "$?:$out" '^125:gpubox: --step: no Slurm step'
+# Errors in deciding on step mode and in the step's options come before anything starts, and
+# --meta still gets gpubox's verdict (XX), as a private run's set-up errors do.
+rm -rf "$T/meta"; mkdir "$T/meta" && chown 65534 "$T/meta"
+M=$T/meta/outside
+setpriv --reuid=65534 --regid=65534 --clear-groups env -i PATH=/usr/bin:/bin "$G" run --step --meta "$M" "$R" true 2>/dev/null
+expect_eq "  --meta: XX" "$?:$(field status)" "125:XX"
+M=$T/meta/pmix
+out=$(TASK_ENV=PMIX_SERVER_TMPDIR=$T/steps/../steps task 65534 9 12 0 --meta "$M" "$R" true 2>&1)
+expect_eq "a step's option refused (PMIX_SERVER_TMPDIR with ..): exit 125 and --meta XX" \
+    "$?:$(field status):$out" "125:XX:gpubox: PMIX_SERVER_TMPDIR: \"$T/steps/../steps\" contains \"..\""
 finish

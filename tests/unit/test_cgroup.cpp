@@ -89,6 +89,16 @@ TEST_CASE("our cgroup v2 path from /proc/self/cgroup") {
     CHECK(parse_proc_cgroup("0::relative\n") == std::nullopt);
 }
 
+TEST_CASE("the nearest cgroup two share (cgroup v2's check on moving a process)") {
+    CHECK(common_cgroup("/sys/fs/cgroup/a/run", "/sys/fs/cgroup/b") == "/sys/fs/cgroup");
+    CHECK(common_cgroup("/sys/fs/cgroup/a/run", "/sys/fs/cgroup/a") == "/sys/fs/cgroup/a");
+    CHECK(common_cgroup("/sys/fs/cgroup/a", "/sys/fs/cgroup/a/x/y") == "/sys/fs/cgroup/a");
+    CHECK(common_cgroup("/sys/fs/cgroup/ab", "/sys/fs/cgroup/a") ==
+          "/sys/fs/cgroup");  // whole names
+    CHECK(common_cgroup("/c/a/", "/c//a/b") == "/c/a");
+    CHECK(common_cgroup("/x", "/y") == "/");
+}
+
 TEST_CASE("scope unit names, and recognising the scope's cgroup") {
     CHECK(scope_unit_name(1234, 0xc0ffee) == "gpubox-1234-00c0ffee.scope");
     CHECK(scope_unit_name(1, 0xffffffffu) == "gpubox-1-ffffffff.scope");

@@ -159,6 +159,7 @@ TEST_CASE("usage parsers: stat with a hostile comm, status, smaps_rollup") {
     REQUIRE(parse_proc_stat("42 (a) b) c) R 7 42 42 0 -1 4194560 10 0 0 0 7 3 2 1 20 0 1 0 12345 0",
                             10, p));
     CHECK(p.ppid == 7);
+    CHECK(p.state == 'R');  // (named::start_time and exec's check of the workload read these)
     CHECK(p.self_ns == 100);
     CHECK(p.children_ns == 30);
     CHECK(p.start == 12345);
@@ -187,6 +188,10 @@ TEST_CASE("usage parsers: stat with a hostile comm, status, smaps_rollup") {
     CHECK(p.threads == 3);
     CHECK(p.ignores_sigchld);
     CHECK(p.start == 77);
+    CHECK(p.state == 'S');
+    REQUIRE(parse_proc_stat("2 (sleep) Z 1 2 2 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0", 10, p));
+    CHECK(p.state == 'Z');
+    CHECK(p.ppid == 1);
 }
 
 namespace {
