@@ -33,6 +33,7 @@
 #include <sys/syscall.h>
 #include <sys/epoll.h>
 #include <sys/timerfd.h>
+#include <sys/inotify.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -358,6 +359,8 @@ static int kmem(const char* kind, long n, long hold) {
  *   epoll     watches on 16 timerfds, up to 800 per (epoll, timerfd) pair: one timerfd dup'ed to
  *             each fd number in turn, added, the dup closed (the watch lives while the file does)
  *   open      empty regular files in /tmp, each held open (an honest program's files)
+ *   inotify   inotify instances watching one directory, whose queues (16384 events each) are
+ *             then filled by files with 250-character names made and removed there
  *   fdstarve  100 sleepers each holding up to N fds of /dev/null; then the first process
  *             allocates and touches 2 GiB as fast as it can
  * Prints "kmem=<units made> <why it stopped>" once every process has made its share. */
@@ -408,6 +411,11 @@ static int fd_share(const char* kind, long n, struct fdshare* sh) {
             const int fd = !strcmp(kind, "open") ? open(name, O_CREAT | O_RDWR, 0600)
                                                  : open("/dev/null", O_RDONLY);
             if (fd < 0) return errno == EMFILE && !strcmp(kind, "fdstarve") ? 0 : -1;
+        } else if (!strcmp(kind, "inotify")) {
+            const int in = inotify_init1(IN_NONBLOCK);
+            if (in < 0 || (mkdir("/tmp/inotify", 0700) < 0 && errno != EEXIST) ||
+                inotify_add_watch(in, "/tmp/inotify", IN_ALL_EVENTS) < 0)
+                return -1;
         } else if (!strcmp(kind, "epoll")) {
             if (made % (16 * 800) == 0 && (ep = epoll_create1(0)) < 0) return -1;
             struct epoll_event ev = {EPOLLIN, {0}};
@@ -417,6 +425,11 @@ static int fd_share(const char* kind, long n, struct fdshare* sh) {
         __atomic_add_fetch(&sh->made, 1, __ATOMIC_RELAXED);
     }
     if (!strcmp(kind, "epoll")) close(k);
+    for (int i = 0; !strcmp(kind, "inotify") && i < 8192; ++i) {
+        char name[300];
+        snprintf(name, sizeof name, "/tmp/inotify/%0250d", i);
+        if (close(open(name, O_CREAT | O_WRONLY, 0600)) < 0 || unlink(name) < 0) return -1;
+    }
     return 0;
 }
 
@@ -425,7 +438,7 @@ static int fdkmem(const char* kind, long n, long hold) {
         mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (sh == MAP_FAILED) return printf("kmem=0 mmap=%s\n", strerrorname_np(errno)), 3;
     const int starve = !strcmp(kind, "fdstarve");
-    const long per = starve || !strcmp(kind, "epoll") ? n : 1000;
+    const long per = starve || !strcmp(kind, "epoll") || !strcmp(kind, "inotify") ? n : 1000;
     const int procs = starve ? 100 : (int)((n + per - 1) / per);
     for (int i = 1; i < procs; ++i) {
         const pid_t pid = fork();
