@@ -85,25 +85,32 @@ std::string export_pfc(const SeccompPolicy& policy) {
 }
 
 const BpfProgram& refuse_memfd_filter() {
-    // Hand-written, so that no run pays for libseccomp: memfd_create on the native ABI (and on
-    // x86-64 its x32 and i386 ones too) returns ENOSYS; everything else is left to the other
-    // filters.
+    // Hand-written, so that no run pays for libseccomp: memfd_create and vmsplice on the native
+    // ABI (and on x86-64 its x32 and i386 ones too) return ENOSYS; everything else is left to the
+    // other filters. vmsplice: a pipe's slot holds a page of the caller's memory by reference,
+    // and a page of a huge page pins all of it (2 MiB, measured: 20 pipes held 642 MiB once the
+    // memory was unmapped), in nobody's resident set.
 #if defined(__x86_64__)
     constexpr std::uint32_t kArch = AUDIT_ARCH_X86_64, kCompatArch = AUDIT_ARCH_I386,
-                            kCompatNr = 356, kX32Nr = 0x40000000 | 319;
+                            kCompatNr = 356, kCompatSplice = 316, kX32Nr = 0x40000000 | 319,
+                            kX32Splice = 0x40000000 | 532;
 #elif defined(__aarch64__)
     constexpr std::uint32_t kArch = AUDIT_ARCH_AARCH64, kCompatArch = AUDIT_ARCH_ARM,
-                            kCompatNr = 385, kX32Nr = __NR_memfd_create;
+                            kCompatNr = 385, kCompatSplice = 343, kX32Nr = __NR_memfd_create,
+                            kX32Splice = __NR_vmsplice;
 #endif
     static const sock_filter prog[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kArch, 3, 0),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kCompatArch, 0, 6),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kArch, 4, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kCompatArch, 0, 9),
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),  // compat
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kCompatNr, 3, 4),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kCompatNr, 6, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kCompatSplice, 5, 6),
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),  // native
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_memfd_create, 1, 0),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kX32Nr, 0, 1),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_memfd_create, 3, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kX32Nr, 2, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_vmsplice, 1, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kX32Splice, 0, 1),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
