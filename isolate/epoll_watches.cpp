@@ -39,7 +39,8 @@ std::string read_whole(int dir, const std::string& name) {
     const UniqueFd own(fd);
     std::string out;
     char buf[65536];
-    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<std::size_t>(n));
+    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;)
+        out.append(buf, static_cast<std::size_t>(n));
     return out;
 }
 
@@ -107,11 +108,13 @@ std::uint64_t EpollWatches::cycle() {
 void EpollWatches::run() {
     for (;;) {
         const std::uint64_t c0 = thread_cpu_ns();
-        whole_.store(cycle(), std::memory_order_relaxed);
+        const std::uint64_t found = cycle();
+        whole_.store(found, std::memory_order_relaxed);
         partial_.store(0, std::memory_order_relaxed);
-        // At most half a CPU: as long again as the cycle ran, and never more often than 10 ms.
-        const auto pause =
-            std::chrono::nanoseconds(std::max<std::uint64_t>(thread_cpu_ns() - c0, 10'000'000));
+        // At most half a CPU (as long again as the cycle ran); 10 ms apart while there are
+        // watches, 100 ms while there are none (an idle sandbox's cycles cost 0.1 % of a core).
+        const std::uint64_t floor = found ? 10'000'000 : 100'000'000;
+        const auto pause = std::chrono::nanoseconds(std::max(thread_cpu_ns() - c0, floor));
         std::unique_lock<std::mutex> lock(mu_);
         if (cv_.wait_for(lock, pause, [this] { return stop_.load(std::memory_order_relaxed); }))
             return;
