@@ -104,9 +104,11 @@ done
 # pipe: processes multiply it); pipes pinning huge pages through vmsplice (one 4 KiB slot holds
 # its whole 2 MiB page); epoll watches on timerfds, many per file (a watch lives while its file
 # does, whatever became of the fd it was added through); inotify instances' event queues (8 MiB
-# each, 128 per user). The monitor charges each open fd what the costliest fd it cannot see into
-# holds, counts epoll watches, and refuses vmsplice; the user namespace caps inotify instances.
-for k in "pipes 20000" "vmsplice 20" "epoll 1500000" "inotify 32"; do
+# each, 128 per user); pipes held by threads with fd tables of their own, which /proc/PID/fd
+# does not show. The monitor charges each open fd what the costliest fd it cannot see into
+# holds, counts epoll watches, and refuses vmsplice and threads' own fd tables; the user namespace
+# caps inotify instances.
+for k in "pipes 20000" "threads 20000" "vmsplice 20" "epoll 1500000" "inotify 32"; do
     mrun run --memory-limit 64M --wall-time-limit 60 --meta "$M" "$R" probe fdkmem $k 3
     check "kernel memory through open files ($k) under --memory-limit 64M: ML, or refused ($(field status): $out)" stopped
     footprint "  the sandbox's footprint stays bounded" 64

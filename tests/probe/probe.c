@@ -359,6 +359,8 @@ static int kmem(const char* kind, long n, long hold) {
  *   epoll     watches on 16 timerfds, up to 800 per (epoll, timerfd) pair: one timerfd dup'ed to
  *             each fd number in turn, added, the dup closed (the watch lives while the file does)
  *   open      empty regular files in /tmp, each held open (an honest program's files)
+ *   threads   pipes as above, 1000 per thread, each thread with an fd table of its own
+ *             (unshare(CLONE_FILES)): one process, whose /proc/PID/fd shows none of them
  *   inotify   inotify instances watching one directory, whose queues (16384 events each) are
  *             then filled by files with 250-character names made and removed there
  *   fdstarve  100 sleepers each holding up to N fds of /dev/null; then the first process
@@ -433,10 +435,33 @@ static int fd_share(const char* kind, long n, struct fdshare* sh) {
     return 0;
 }
 
+static struct fdshare* thread_share;
+static long thread_n;
+
+static void* own_table(void* arg) {
+    (void)arg;
+    if (unshare(CLONE_FILES) < 0 || fd_share("pipes", thread_n, thread_share) < 0)
+        __atomic_store_n(&thread_share->err, errno, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&thread_share->ready, 1, __ATOMIC_RELAXED);
+    pause();
+    return NULL;
+}
+
 static int fdkmem(const char* kind, long n, long hold) {
     struct fdshare* sh =
         mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (sh == MAP_FAILED) return printf("kmem=0 mmap=%s\n", strerrorname_np(errno)), 3;
+    if (!strcmp(kind, "threads")) { /* the threads stand for the processes below */
+        thread_share = sh, thread_n = 1000;
+        pthread_t t;
+        for (long i = 0; i < (n + 999) / 1000; ++i)
+            if (pthread_create(&t, NULL, own_table, NULL) != 0) return printf("kmem=0 thread\n"), 3;
+        while (__atomic_load_n(&sh->ready, __ATOMIC_RELAXED) < (n + 999) / 1000) usleep(1000);
+        if (sh->err) return printf("kmem=%ld %s\n", sh->made, strerrorname_np(sh->err)), 3;
+        printf("kmem=%ld done\n", sh->made);
+        sleep((unsigned)hold);
+        return 0;
+    }
     const int starve = !strcmp(kind, "fdstarve");
     const long per = starve || !strcmp(kind, "epoll") || !strcmp(kind, "inotify") ? n : 1000;
     const int procs = starve ? 100 : (int)((n + per - 1) / per);
