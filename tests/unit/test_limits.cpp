@@ -3,6 +3,8 @@
 #include <fcntl.h>
 
 #include <algorithm>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
@@ -418,7 +420,9 @@ TEST_CASE("limit names and meta formats: one table each, names give the value ba
     CHECK_FALSE(limit_of(KillReason::parent_died));
 }
 
-TEST_CASE("the memory limit's filter refuses memfd_create and vmsplice with ENOSYS, nothing else") {
+static void* nothing(void*) { return nullptr; }
+
+TEST_CASE("the memory limit's filter: memfd_create, vmsplice, clone3, own fd tables refused") {
     const pid_t pid = ::fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
@@ -428,6 +432,19 @@ TEST_CASE("the memory limit's filter refuses memfd_create and vmsplice with ENOS
         bool refused = memfd < 0 && errno == ENOSYS;
         const long spliced = ::syscall(SYS_vmsplice, 0, nullptr, 0, 0);
         refused = refused && spliced < 0 && errno == ENOSYS;
+        const long clone3 = ::syscall(SYS_clone3, nullptr, 0);
+        refused = refused && clone3 < 0 && errno == ENOSYS;
+        // A thread without CLONE_FILES (its own fd table): refused before it exists.
+        const long thread = ::syscall(SYS_clone, CLONE_VM | CLONE_SIGHAND | CLONE_THREAD, nullptr,
+                                      nullptr, nullptr, 0);
+        refused = refused && thread < 0 && errno == EPERM;
+        refused = refused && ::unshare(CLONE_FILES) < 0 && errno == EPERM;
+        pthread_t t;  // threads (libc falls back to clone, CLONE_FILES) and fork as before
+        refused = refused && ::pthread_create(&t, nullptr, nothing, nullptr) == 0 &&
+                  ::pthread_join(t, nullptr) == 0 && ::unshare(0) == 0;
+        const pid_t forked = ::fork();
+        if (forked == 0) ::_exit(0);
+        refused = refused && forked > 0 && ::waitpid(forked, nullptr, 0) == forked;
         const int fd = ::open("/dev/null", O_RDONLY);  // everything else as before
         ::_exit(refused && fd >= 0 && ::getpid() > 0 ? 0 : 1);
     }
