@@ -32,16 +32,23 @@ std::vector<std::string> numbers_in(int fd) {
     return out;
 }
 
-// A whole /proc file, however long (an epoll's fdinfo has a line per watch).
-std::string read_whole(int dir, const std::string& name) {
+// The watches an epoll's fdinfo lists, read in chunks however long it is (a line per watch):
+// the monitor holds no copy of it.
+std::uint64_t watches_in(int dir, const std::string& name) {
     const int fd = ::openat(dir, name.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return {};
+    if (fd < 0) return 0;
     const UniqueFd own(fd);
-    std::string out;
+    std::uint64_t n = 0;
     char buf[65536];
-    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;)
-        out.append(buf, static_cast<std::size_t>(n));
-    return out;
+    // Each chunk after the last one's 4 bytes (a line's start may span two; "\ntfd:" is 5, so
+    // none is counted twice), behind a byte that starts no line; the first behind a newline.
+    std::string text = "\n";
+    for (ssize_t got; (got = ::read(fd, buf, sizeof buf)) > 0;) {
+        text.append(buf, static_cast<std::size_t>(got));
+        n += count_watches(text);
+        text = "-" + text.substr(text.size() - 4);
+    }
+    return n;
 }
 
 std::uint64_t thread_cpu_ns() {
@@ -96,7 +103,7 @@ std::uint64_t EpollWatches::cycle() {
              numbers_in(::openat(dir, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC))) {
             const ssize_t n = ::readlinkat(dir, ("fd/" + fd).c_str(), link, sizeof link);
             if (n < 0 || std::string_view(link, static_cast<std::size_t>(n)) != kEpoll) continue;
-            watches += count_watches(read_whole(dir, "fdinfo/" + fd));
+            watches += watches_in(dir, "fdinfo/" + fd);
             partial_.store(watches, std::memory_order_relaxed);
             if (watches * kWatchBytes > room_.load(std::memory_order_relaxed)) return watches;
         }

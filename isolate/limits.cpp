@@ -59,9 +59,7 @@ void plan_memory(const Limits& l, const CgroupCaps& cg, LimitPlan& p) {
             "refused, SysV segments die with their last attach; kernel "
             "memory capped: ",
             kMsgQueues, " SysV message queues, ", tmpfs_inodes(*l.memory_bytes), " tmpfs inodes, ",
-            notify_groups(*l.memory_bytes),
-            " inotify instances and fanotify "
-            "groups, ",
+            notify_groups(*l.memory_bytes), " inotify instances and fanotify groups, ",
             tmpfs_inodes(*l.memory_bytes) / 2, " watches and marks, RLIMIT_NOFILE ",
             l.nofile.value_or(kDefaultNofile), "; each open fd charged ", kFdBytes >> 10,
             " KiB, epoll watches counted; vmsplice refused"));

@@ -86,7 +86,8 @@ struct LimitPlan {
     int sample_ms = 100;        // this often (more slowly where a pass costs more, at most 25 ms)
     // memfd_create() refused (ENOSYS, so that callers fall back to a file in /dev/shm, which
     // gpubox's tmpfs counts): a memfd's pages are in no process's resident set once unmapped,
-    // and one in flight in an SCM_RIGHTS message is in no process at all.
+    // and one in flight in an SCM_RIGHTS message is in no process at all. The same filter
+    // refuses vmsplice and threads with fd tables of their own (isolate::refuse_memfd_filter).
     bool refuse_memfd = false;
     // The workload runs under SCHED_IDLE from its start, with RLIMIT_NICE 0 so that nothing in
     // the sandbox leaves it: where the monitor measures the sandbox and its pids limit allows a
