@@ -13,7 +13,8 @@
 // last pass left under the limit. The pass adds the larger of the last whole cycle's count and
 // the current one's so far. How far it lags: a cycle costs about a microsecond per open fd (and
 // the fd charge kills past limit / 12 KiB of them) plus reading the watches counted, and the
-// sandbox can add watches meanwhile only as fast as the kernel makes them.
+// sandbox can add watches meanwhile only as fast as the kernel makes them. Reading an fd's link
+// leaves a /proc dentry and inode behind (about 0.9 KiB, reclaimable) until its process exits.
 #include <sys/types.h>
 
 #include <atomic>
