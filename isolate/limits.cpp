@@ -14,6 +14,7 @@
 #include "common/error.hpp"
 #include "common/sys.hpp"
 #include "common/text.hpp"
+#include "isolate/usage.hpp"
 
 namespace gpubox::isolate {
 
@@ -60,14 +61,19 @@ void plan_memory(const Limits& l, const CgroupCaps& cg, LimitPlan& p) {
             " ms near the limit (before it at 1 GiB/s, at most 50 ms apart); memfd_create "
             "refused, SysV segments die with their last attach; kernel "
             "memory capped: ",
-            kMsgQueues, " SysV message queues, ", tmpfs_inodes(*l.memory_bytes),
-            " tmpfs inodes, RLIMIT_NOFILE ", l.nofile.value_or(kDefaultNofile)));
+            kMsgQueues, " SysV message queues, ", tmpfs_inodes(*l.memory_bytes), " tmpfs inodes, ",
+            notify_groups(*l.memory_bytes), " inotify instances and fanotify groups, ",
+            tmpfs_inodes(*l.memory_bytes) / 2, " watches and marks, RLIMIT_NOFILE ",
+            l.nofile.value_or(kDefaultNofile), "; each open fd charged ", kFdBytes >> 10,
+            " KiB, epoll watches counted; vmsplice refused"));
     p.sample_usage = true;
     p.sample_ms = kMemorySampleMs;
     p.refuse_memfd = true;
     p.ipc.rmid_forced = true;  // a SysV segment lives only while attached, where Pss_Shmem sees it
     p.ipc.msg_queues = kMsgQueues;
     p.ipc.msg_queue_bytes = kMsgQueueBytes;
+    p.ipc.notify_groups = notify_groups(*l.memory_bytes);
+    p.ipc.notify_marks = tmpfs_inodes(*l.memory_bytes) / 2;  // each pins an inode of ~1 KiB
     if (!l.nofile) p.rlimits.push_back({RLIMIT_NOFILE, kDefaultNofile, "RLIMIT_NOFILE"});
 }
 
@@ -121,6 +127,10 @@ std::uint64_t plan_tmpfs_size(std::uint64_t tmpfs_size,
 
 std::uint64_t tmpfs_inodes(std::uint64_t memory_limit) {
     return std::max<std::uint64_t>(4096, memory_limit / (8 << 10));
+}
+
+std::uint64_t notify_groups(std::uint64_t memory_limit) {
+    return std::max<std::uint64_t>(1, memory_limit / (64 << 20));
 }
 
 std::optional<std::uint64_t> parse_mem_available(const std::string& meminfo) {
@@ -222,8 +232,12 @@ void apply_rlimits(const std::vector<RlimitOp>& ops) {
 
 void apply_ipc_limits(const IpcLimits& ipc) {
     auto put = [](const char* name, const std::string& value) {
-        UniqueFd fd = sys::open_at(AT_FDCWD, cat("/proc/sys/kernel/", name), O_WRONLY);
-        sys::write_all(fd.get(), value, cat("/proc/sys/kernel/", name));
+        const std::string path = cat(name[0] == 'u' ? "/proc/sys/" : "/proc/sys/kernel/", name);
+        // user.max_*: absent where the kernel has no inotify or fanotify, nothing to cap then
+        const int fd = sys::try_open_at(AT_FDCWD, path, O_WRONLY);
+        if (fd == -ENOENT && name[0] == 'u') return;
+        UniqueFd own(fd >= 0 ? fd : sys::open_at(AT_FDCWD, path, O_WRONLY).release());
+        sys::write_all(own.get(), value, path);
     };
     try {
         if (ipc.shm_bytes) {
@@ -233,8 +247,14 @@ void apply_ipc_limits(const IpcLimits& ipc) {
         if (ipc.rmid_forced) put("shm_rmid_forced", "1");
         if (ipc.msg_queues) put("msgmni", std::to_string(ipc.msg_queues));
         if (ipc.msg_queue_bytes) put("msgmnb", std::to_string(ipc.msg_queue_bytes));
+        if (ipc.notify_groups)
+            for (const char* n : {"user/max_inotify_instances", "user/max_fanotify_groups"})
+                put(n, std::to_string(ipc.notify_groups));
+        if (ipc.notify_marks)
+            for (const char* n : {"user/max_inotify_watches", "user/max_fanotify_marks"})
+                put(n, std::to_string(ipc.notify_marks));
     } catch (...) {
-        std::throw_with_nested(SetupError("the sandbox's IPC namespace limits"));
+        std::throw_with_nested(SetupError("the sandbox's IPC and user namespace limits"));
     }
 }
 

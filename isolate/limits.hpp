@@ -68,6 +68,10 @@ struct IpcLimits {
     // most msgmni x msgmnb messages of about 64 bytes each (a queue holds at most msgmnb bytes
     // and msgmnb messages).
     std::uint64_t msg_queues = 0, msg_queue_bytes = 0;
+    // The sandbox's user namespace's own caps (user.max_inotify_* and user.max_fanotify_*, 0: as
+    // they are), which count everything below it: an inotify instance or fanotify group queues up
+    // to 16384 events of up to 512 bytes (8 MiB, measured), a watch or mark pins its inode.
+    std::uint64_t notify_groups = 0, notify_marks = 0;
 };
 
 // With no --pids-limit, a sandbox still cannot take the host's pids (--pids-limit unlimited lifts it).
@@ -82,7 +86,8 @@ struct LimitPlan {
     int sample_ms = 100;        // this often (more slowly where a pass costs more, at most 25 ms)
     // memfd_create() refused (ENOSYS, so that callers fall back to a file in /dev/shm, which
     // gpubox's tmpfs counts): a memfd's pages are in no process's resident set once unmapped,
-    // and one in flight in an SCM_RIGHTS message is in no process at all.
+    // and one in flight in an SCM_RIGHTS message is in no process at all. The same filter
+    // refuses vmsplice and threads with fd tables of their own (isolate::limits_filter).
     bool refuse_memfd = false;
     // The workload runs under SCHED_IDLE from its start, with RLIMIT_NICE 0 so that nothing in
     // the sandbox leaves it: where the monitor measures the sandbox and its pids limit allows a
@@ -115,6 +120,9 @@ std::uint64_t plan_tmpfs_size(std::uint64_t tmpfs_size,
 // Pure. The nr_inodes of gpubox's tmpfs under a memory limit without a cgroup: an empty file
 // holds about 1 KiB of kernel memory (its inode and dentry), so at most an eighth of the limit.
 std::uint64_t tmpfs_inodes(std::uint64_t memory_limit);
+// Pure. user.max_inotify_instances and max_fanotify_groups under a memory limit without a
+// cgroup: one 8 MiB event queue per 64 MiB of the limit (at least one), an eighth of it.
+std::uint64_t notify_groups(std::uint64_t memory_limit);
 // Pure. MemAvailable from /proc/meminfo's text, in bytes.
 std::optional<std::uint64_t> parse_mem_available(const std::string& meminfo);
 
@@ -137,7 +145,8 @@ bool autogroup_applies(bool enabled, const std::string& self_cgroup,
 
 // Child side: setrlimit() for each op; a hard limit can only go down.
 void apply_rlimits(const std::vector<RlimitOp>& ops);
-// Child side, in init (which owns the sandbox's IPC namespace): write kernel.shm*.
+// Child side, in init (which owns the sandbox's IPC and user namespaces): write kernel.shm*,
+// kernel.msgmn* and user.max_{ino,fano}tify_*.
 void apply_ipc_limits(const IpcLimits& ipc);
 
 }  // namespace gpubox::isolate

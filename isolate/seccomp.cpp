@@ -1,6 +1,7 @@
 #include "isolate/seccomp.hpp"
 
 #include <linux/audit.h>
+#include <sched.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <seccomp.h>
@@ -11,6 +12,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <string_view>
 #include <memory>
 #include <vector>
@@ -87,60 +89,97 @@ std::string export_pfc(const SeccompPolicy& policy) {
 
 namespace {
 
-// One refused call: its number on the native ABI, on x86-64's x32 one (the native number where
-// there is none), and on the 32-bit compat ABI, and the errno it gets.
+// One refused call: its number on the native ABI, on x86-64's x32 one (bit 30 set; the native
+// number where there is none), and on the 32-bit compat ABI, and the errno it gets. With a `mask`,
+// only where its first argument's low word, masked, is `value` (`equal`) or is not (!`equal`).
 struct Refusal {
     std::uint32_t native, x32, compat;
     int err;
+    std::uint32_t mask = 0, value = 0;
+    bool equal = true;
 };
 
+constexpr std::uint32_t kThreadFiles = CLONE_THREAD | CLONE_FILES;
 #if defined(__x86_64__)
-constexpr std::uint32_t kArch = AUDIT_ARCH_X86_64, kCompatArch = AUDIT_ARCH_I386;
-constexpr Refusal kMemfd{__NR_memfd_create, 0x40000000 | __NR_memfd_create, 356, ENOSYS};
-constexpr Refusal kSetsid{__NR_setsid, 0x40000000 | __NR_setsid, 66, EPERM};
+constexpr std::uint32_t kArch = AUDIT_ARCH_X86_64, kCompatArch = AUDIT_ARCH_I386, kX32 = 0x40000000;
+// x32 has a vmsplice of its own (532); its others are the native ones.
+constexpr Refusal kMemory[] = {
+    {__NR_memfd_create, kX32 | __NR_memfd_create, 356, ENOSYS},
+    {__NR_vmsplice, kX32 | 532, 316, ENOSYS},
+    {__NR_clone3, kX32 | __NR_clone3, 435, ENOSYS},
+    {__NR_clone, kX32 | __NR_clone, 120, EPERM, kThreadFiles, CLONE_THREAD},
+    {__NR_unshare, kX32 | __NR_unshare, 310, EPERM, CLONE_FILES, 0, false},
+};
+constexpr Refusal kSetsid{__NR_setsid, kX32 | __NR_setsid, 66, EPERM};
 #elif defined(__aarch64__)
 constexpr std::uint32_t kArch = AUDIT_ARCH_AARCH64, kCompatArch = AUDIT_ARCH_ARM;
-constexpr Refusal kMemfd{__NR_memfd_create, __NR_memfd_create, 385, ENOSYS};
+constexpr Refusal kMemory[] = {
+    {__NR_memfd_create, __NR_memfd_create, 385, ENOSYS},
+    {__NR_vmsplice, __NR_vmsplice, 343, ENOSYS},
+    {__NR_clone3, __NR_clone3, 435, ENOSYS},
+    {__NR_clone, __NR_clone, 120, EPERM, kThreadFiles, CLONE_THREAD},
+    {__NR_unshare, __NR_unshare, 337, EPERM, CLONE_FILES, 0, false},
+};
 constexpr Refusal kSetsid{__NR_setsid, __NR_setsid, 66, EPERM};
 #endif
 
-// arch native: nr == each refused -> its errno; else allow. arch compat: likewise. Other
-// arches: allow (the other filters decide). Each test is a JEQ that skips its RET when false.
+// arch native: for each refusal, nr == its number -> its errno (or, with a mask, its errno or
+// allow, by the argument); after the last, allow. arch compat: likewise. Other arches: allow (the
+// other filters decide). A test that fails skips what the refusal would do; A keeps nr for the
+// next test.
 BpfProgram build_refusals(const std::vector<Refusal>& refused) {
     std::vector<sock_filter> p;
-    auto ret = [](std::uint32_t v) { return sock_filter BPF_STMT(BPF_RET | BPF_K, v); };
-    auto test = [&](std::uint32_t nr, int err) {
-        p.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nr, 0, 1));
-        p.push_back(ret(SECCOMP_RET_ERRNO | static_cast<std::uint32_t>(err)));
+    const auto put = [&](sock_filter f) { p.push_back(f); };
+    const auto ret = [&](std::uint32_t v) { put(BPF_STMT(BPF_RET | BPF_K, v)); };
+    const auto test = [&](std::uint32_t nr, const Refusal& r) {
+        const std::uint32_t err = SECCOMP_RET_ERRNO | static_cast<std::uint32_t>(r.err);
+        if (!r.mask) {
+            put(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nr, 0, 1));
+            return ret(err);
+        }
+        put(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nr, 0, 5));
+        put(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0])));  // low word
+        put(BPF_STMT(BPF_ALU | BPF_AND | BPF_K, r.mask));
+        const std::uint8_t to_ret = r.equal ? 0 : 1, to_allow = r.equal ? 1 : 0;
+        put(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, r.value, to_ret, to_allow));
+        ret(err);
+        ret(SECCOMP_RET_ALLOW);
     };
     const auto block = [&](std::uint32_t arch, bool native) {
         const std::size_t at = p.size();
-        p.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, arch, 0, 0));  // jf set below
-        p.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)));
+        put(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, arch, 0, 0));  // jf set below
+        put(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)));
         for (const Refusal& r : refused) {
-            test(native ? r.native : r.compat, r.err);
-            if (native && r.x32 != r.native) test(r.x32, r.err);
+            test(native ? r.native : r.compat, r);
+            if (native && r.x32 != r.native) test(r.x32, r);
         }
-        p.push_back(ret(SECCOMP_RET_ALLOW));
+        ret(SECCOMP_RET_ALLOW);
         p[at].jf = static_cast<std::uint8_t>(p.size() - at - 1);
         // The arch is loaded again for the next block (the block above reloaded A).
-        p.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)));
+        put(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)));
     };
-    p.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)));
+    put(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)));
     block(kArch, true);
     block(kCompatArch, false);
-    p.push_back(ret(SECCOMP_RET_ALLOW));
+    ret(SECCOMP_RET_ALLOW);
     return BpfProgram{
         std::string(reinterpret_cast<const char*>(p.data()), p.size() * sizeof(sock_filter))};
 }
 
+std::vector<Refusal> refusals(bool memory, bool setsid) {
+    std::vector<Refusal> r;
+    if (memory) r.assign(std::begin(kMemory), std::end(kMemory));
+    if (setsid) r.push_back(kSetsid);
+    return r;
+}
+
 }  // namespace
 
-const BpfProgram& limits_filter(bool refuse_memfd, bool refuse_setsid) {
-    static const BpfProgram none, memfd = build_refusals({kMemfd}),
-                                  setsid = build_refusals({kSetsid}),
-                                  both = build_refusals({kMemfd, kSetsid});
-    return refuse_memfd ? (refuse_setsid ? both : memfd) : (refuse_setsid ? setsid : none);
+const BpfProgram& limits_filter(bool refuse_memory, bool refuse_setsid) {
+    static const BpfProgram none, memory = build_refusals(refusals(true, false)),
+                                  setsid = build_refusals(refusals(false, true)),
+                                  both = build_refusals(refusals(true, true));
+    return refuse_memory ? (refuse_setsid ? both : memory) : (refuse_setsid ? setsid : none);
 }
 
 BpfProgram load_bpf_file(const std::string& path) {

@@ -19,12 +19,17 @@ std::string export_pfc(const SeccompPolicy& policy);
 BpfProgram load_bpf_file(const std::string& path);
 
 // The limits' own refusals, everything else allowed (isolate::LimitPlan says when each applies):
-//  - memfd_create() with ENOSYS: under a memory limit without a cgroup, a memfd could hold
-//    memory no process shows;
-//  - setsid() with EPERM: under SCHED_IDLE in the root cpu cgroup, a new session would be an
-//    autogroup of its own, weighing as much as the monitor.
+//  - `refuse_memory`, under a memory limit without a cgroup: memfd_create(), vmsplice() and
+//    clone3() with ENOSYS (libc falls back to clone, whose flags seccomp can read), and a thread
+//    with an fd table of its own with EPERM (clone with CLONE_THREAD and not CLONE_FILES,
+//    unshare with CLONE_FILES). A memfd, or a huge page a vmspliced slot pins (2 MiB; 20 pipes
+//    held 642 MiB once the memory was unmapped), would hold memory no process shows, and such a
+//    thread's fds, which /proc/PID/fd does not list, would escape the fd charge
+//    (isolate/usage.hpp);
+//  - `refuse_setsid`, under SCHED_IDLE in the root cpu cgroup: setsid() with EPERM, as a new
+//    session would be an autogroup of its own, weighing as much as the monitor.
 // Hand-written (no run pays for libseccomp), each combination built once. Empty if neither.
-const BpfProgram& limits_filter(bool refuse_memfd, bool refuse_setsid);
+const BpfProgram& limits_filter(bool refuse_memory, bool refuse_setsid);
 
 // Child side: seccomp(SECCOMP_SET_MODE_FILTER). no_new_privs must be set first.
 void install(const BpfProgram& prog);

@@ -198,7 +198,16 @@ struct Scan {
     std::vector<ProcSample> procs;
     std::uint64_t max_pid = 0;
     std::uint64_t live_cpu = 0;  // the CPU of the processes read so far
+    std::uint64_t fd_bytes = 0;  // what their open fds are charged (fd_charge)
 };
+
+// Its open fds: the size the kernel gives its fd directory (Linux >= 6.2), O(1) per process
+// whatever it holds open; 0 where unreadable (gone meanwhile) or on an older kernel.
+std::uint64_t open_fds(int proc, const std::string& name) {
+    struct stat st {};
+    if (::fstatat(proc, (name + "/fd").c_str(), &st, 0) < 0) return 0;
+    return static_cast<std::uint64_t>(st.st_size);
+}
 
 // One process of the sandbox's /proc, by its directory's name; gone meanwhile is no error.
 // `memory`: read its status too. Each file by its path from the proc fd: two or three files, no
@@ -220,11 +229,13 @@ void add_process(int proc, const std::string& name, bool memory, Scan& scan, pid
         return;
     }
     if (memory && !parse_proc_status(read_proc(proc, name + "/status"), p)) return;
+    if (memory) p.fds = open_fds(proc, name);
     // stat's times are whole clock ticks: a thousand processes of 6 ms each would show none.
     // schedstat has the main thread's to the ns (absent without CONFIG_SCHED_INFO: 0).
     std::istringstream(read_proc(proc, name + "/schedstat", 128)) >> p.exact_ns;
     p.self_ns = std::max(p.self_ns, p.exact_ns);
     scan.usage.memory_bytes += p.anon_bytes + p.shmem_bytes + p.pte_bytes;
+    scan.fd_bytes += fd_charge(p.fds);
     scan.usage.rss_peak_bytes = std::max(scan.usage.rss_peak_bytes, p.hwm_bytes);
     ++scan.usage.processes;
     scan.live_cpu += p.self_ns + p.children_ns;
@@ -294,8 +305,11 @@ Usage Sampler::sample(std::uint64_t cpu_stop_ns, bool memory) {
         }
     }
     Usage& u = scan.usage;
-    if (limit_ && u.memory_bytes > limit_ && scan.procs.size() > 2)
+    // Held through open files (by no process: no share of it is another's).
+    const std::uint64_t files = scan.fd_bytes + watch_bytes_;
+    if (limit_ && u.memory_bytes + files > limit_ && scan.procs.size() > 2)
         u.memory_bytes = std::min(u.memory_bytes, by_share(proc_, scan.procs, root_ ? root_ : 1));
+    u.memory_bytes += files;
     if ((limit_ || memory) && tmpfs_ >= 0)
         if (const auto fs = sys::try_fstatfs(tmpfs_))
             u.memory_bytes += static_cast<std::uint64_t>(fs->f_blocks - fs->f_bfree) *

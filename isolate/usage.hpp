@@ -11,7 +11,9 @@
 //    (VmPTE). Where that sum is over the limit and several processes may share pages (forked
 //    workers' copy-on-write memory, a shared segment), by proportional share instead (Pss_Anon +
 //    Pss_Shmem, from smaps_rollup: a page-table walk, so only then): shared pages count once;
-//  - gpubox's tmpfs (every writable tmpfs place is one filesystem), from statfs.
+//  - gpubox's tmpfs (every writable tmpfs place is one filesystem), from statfs;
+//  - kernel memory held through open files: each open fd of each process charged kFdBytes (see
+//    fd_charge), its count the size /proc/PID/fd stats at (Linux >= 6.2: no fd is read).
 // Shared memory no process maps is made impossible instead of searched for (isolate/limits.hpp):
 // memfd_create() is refused and a SysV segment dies with its last attach (shm_rmid_forced).
 // A tmpfs file that is also mapped counts twice: conservative, never less than the truth.
@@ -51,7 +53,19 @@ struct ProcSample {
     std::uint64_t pte_bytes = 0;                    // VmPTE: its page tables
     std::uint64_t hwm_bytes = 0;                    // VmHWM: its peak resident set since its execve
     char state = 0;                                 // R, S, D, Z...: stat's third field
+    std::uint64_t fds = 0;                          // its open fds (stat of /proc/<pid>/fd)
 };
+
+// What one open fd may hold of the kernel's memory that no count here sees, at most: a pipe past
+// the per-user soft limit (fs.pipe-user-pages-soft), its 2 one-page slots filled, with its file,
+// inode, dentry, pipe_inode_info and slot array, measured 9.4-9.7 KiB (Linux 6.18). An fd of any
+// other kind holds less (an eventfd, timerfd, epoll, signalfd or pidfd 0.5-1.7 KiB, a unix socket
+// 3.6 KiB before its buffers, counted apart; a regular file's struct file 0.3 KiB), a dup'ed one 8
+// bytes. Pipe data below the soft limit (64 MiB per user, host-wide) is not charged: it is the
+// bound's constant term. vmsplice, whose one slot can pin a whole 2 MiB huge page, is refused.
+constexpr std::uint64_t kFdBytes = 12 << 10;
+// Pure: what `fds` open fds are charged.
+constexpr std::uint64_t fd_charge(std::uint64_t fds) { return fds * kFdBytes; }
 
 // Pure parsers. `stat` may have spaces and parentheses in its comm field (parsed after the
 // last ')'); it gives the threads and whether SIGCHLD is ignored too (status says the same).
@@ -113,6 +127,9 @@ public:
     // `memory`: read memory even without a memory limit (the last pass: the program's peak).
     Usage sample(std::uint64_t cpu_stop_ns = 0, bool memory = false);
     void set_tmpfs(int fd) { tmpfs_ = fd; }
+    // The sandbox's epoll watches' memory, counted apart (isolate/epoll_watches.hpp): added to
+    // each pass's memory from now on.
+    void set_watch_bytes(std::uint64_t bytes) { watch_bytes_ = bytes; }
     // Step mode: only `root`'s tree (task_tree) is the sandbox measured, `root` in init's place;
     // the pids made between passes are nobody's to charge (other tasks make them too).
     void set_root(pid_t root) { root_ = root; }
@@ -132,6 +149,7 @@ private:
     std::uint64_t last_pid_ = 0;  // the largest pid seen, the pids made since are new ones
     std::uint64_t last_ns_ = 0;
     pid_t root_ = 0;  // step mode: the task's init; 0: the whole pid namespace, init pid 1
+    std::uint64_t watch_bytes_ = 0;
 };
 
 // Step mode: the processes of a pid namespace's /proc (`proc`, an fd of it) that descend from

@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <memory>
 
 #include "common/error.hpp"
 #include "common/sys.hpp"
@@ -22,6 +23,7 @@
 #include "common/text.hpp"
 #include "launcher/sandbox/channel.hpp"
 #include "launcher/sandbox/init_loop.hpp"
+#include "isolate/epoll_watches.hpp"
 #include "isolate/usage.hpp"
 #include "launcher/sandbox/child_main.hpp"
 #include "launcher/monitor/pty.hpp"
@@ -253,6 +255,8 @@ private:
         crowd_ = isolate::kCrowdPerCpu * cpus_;
         sampler_.emplace(proc_.get(), tmpfs_.get(), cpus_, s_.sampled_memory_limit);
         if (s_.task_root) sampler_->set_root(s_.task_root);
+        if (s_.sampled_memory_limit)
+            watches_ = std::make_unique<isolate::EpollWatches>(proc_.get(), s_.task_root);
         period_ns_ = static_cast<std::uint64_t>(s_.sample_ms) * 1000000ULL;
         due_ = sys::monotonic_ns() + period_ns_;
     }
@@ -263,6 +267,7 @@ private:
         if (!sampler_) return;
         const bool cpu_limit = enforce && s_.limits.cpu_seconds && !s_.cgroup.caps.usable;
         const std::uint64_t t0 = sys::monotonic_ns(), c0 = cpu_ns();
+        if (watches_) sampler_->set_watch_bytes(watches_->bytes());
         const isolate::Usage u = sampler_->sample(
             cpu_limit ? static_cast<std::uint64_t>(*s_.limits.cpu_seconds * 1e9) : 0, !enforce);
         const std::uint64_t t1 = sys::monotonic_ns(), ran = cpu_ns() - c0;
@@ -273,6 +278,10 @@ private:
         const bool starved = u.tasks > crowd_ && t1 - t0 > ran + ran / 4 + kStarvedNs;
         due_ = t1 + (starved && out_.killed_for == KillReason::none ? 0 : next_delay(u, ran));
         sampled_peak_ = std::max(sampled_peak_, u.memory_bytes);
+        if (watches_)  // what the watches found so far may fill before their count stops
+            watches_->set_room(s_.sampled_memory_limit -
+                               std::min(s_.sampled_memory_limit, u.memory_bytes) +
+                               watches_->bytes());
         sampled_rss_kb_ = std::max(sampled_rss_kb_, static_cast<long>(u.rss_peak_bytes / 1024));
         sampled_cpu_ns_ = std::max(sampled_cpu_ns_, u.cpu_ns);
         if (!enforce) return;
@@ -377,6 +386,7 @@ private:
     std::uint64_t sampled_cpu_ns_ = 0;
     UniqueFd proc_, tmpfs_;  // channel::Meter's
     std::optional<isolate::Sampler> sampler_;
+    std::unique_ptr<isolate::EpollWatches> watches_;  // its thread reads proc_: stops first
     std::uint64_t period_ns_ = 0, due_ = 0;
     unsigned cpus_ = 1;
     unsigned crowd_ = 0;  // tasks: past this many, a pass kept waiting is followed at once

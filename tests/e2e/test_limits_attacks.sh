@@ -114,6 +114,29 @@ for k in "msgq 4000000" "files 400000" "ptes 60000"; do
     footprint "  the sandbox's footprint stays bounded" 64
 done
 
+# Held through open files (#31), in no process's resident set: pipes enlarged and filled, 1000
+# per process (pipe data is capped per user at fs.pipe-user-pages-soft, 64 MiB, then 2 pages a
+# pipe: processes multiply it); pipes pinning huge pages through vmsplice (one 4 KiB slot holds
+# its whole 2 MiB page); epoll watches on timerfds, many per file (a watch lives while its file
+# does, whatever became of the fd it was added through); inotify instances' event queues (8 MiB
+# each, 128 per user); pipes held by threads with fd tables of their own, which /proc/PID/fd
+# does not show. The monitor charges each open fd what the costliest fd it cannot see into
+# holds, counts epoll watches, and refuses vmsplice and threads' own fd tables; the user namespace
+# caps inotify instances.
+for k in "pipes 20000" "threads 20000" "vmsplice 20" "epoll 1500000" "inotify 32"; do
+    mrun run --memory-limit 64M --wall-time-limit 60 --meta "$M" "$R" probe fdkmem $k 3
+    check "kernel memory through open files ($k) under --memory-limit 64M: ML, or refused ($(field status): $out)" stopped
+    footprint "  the sandbox's footprint stays bounded" 64
+done
+# The fd starvation attack: 100 sleepers with 5000 fds each, then one process allocating 2 GiB as
+# fast as it can. A pass reads no fd (its cost is per process), so the kill comes in time.
+mrun run --memory-limit 64M --nofile-limit 5000 --wall-time-limit 60 --meta "$M" "$R" probe fdkmem fdstarve 4990 3
+check "100 sleepers x 5000 fds, then 2 GiB, under --memory-limit 64M: ML ($(field status): $out)" stopped
+footprint "  the sandbox's footprint stays bounded" 64
+# ...and an honest program's files are no reason to kill it: 1000 open files under 256M.
+mrun run --memory-limit 256M --wall-time-limit 60 --meta "$M" "$R" probe fdkmem open 1000 1
+expect_eq "1000 open files under --memory-limit 256M: OK" "$(field status):$out" "OK:kmem=1000 done"
+
 # --- judges can demand exactness ---------------------------------------------------------------
 box run --memory-limit 64M --meta "$M" "$R" true
 if [ "$(field cgroup)" = null ]; then

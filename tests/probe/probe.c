@@ -31,6 +31,9 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/syscall.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <sys/inotify.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -354,6 +357,145 @@ static int kmem(const char* kind, long n, long hold) {
     return 0;
 }
 
+/* Kernel memory held through open files, N units of KIND across processes of at most 1000 fds
+ * each, then held HOLD seconds (each process holds its own):
+ *   pipes     pipes enlarged to 1 MiB (F_SETPIPE_SZ; past the per-user soft limit refused) and
+ *             filled, their write ends closed
+ *   vmsplice  pipes whose every slot holds one 4 KiB page vmspliced from a 2 MiB huge page of its
+ *             own (MADV_HUGEPAGE), the mapping then unmapped: the pipe pins the whole huge page
+ *   epoll     watches on 16 timerfds, up to 800 per (epoll, timerfd) pair: one timerfd dup'ed to
+ *             each fd number in turn, added, the dup closed (the watch lives while the file does)
+ *   open      empty regular files in /tmp, each held open (an honest program's files)
+ *   threads   pipes as above, 1000 per thread, each thread with an fd table of its own
+ *             (unshare(CLONE_FILES)): one process, whose /proc/PID/fd shows none of them
+ *   inotify   inotify instances watching one directory, whose queues (16384 events each) are
+ *             then filled by files with 250-character names made and removed there
+ *   fdstarve  100 sleepers each holding up to N fds of /dev/null; then the first process
+ *             allocates and touches 2 GiB as fast as it can
+ * Prints "kmem=<units made> <why it stopped>" once every process has made its share. */
+struct fdshare {
+    long made;
+    int err, ready;
+};
+
+static int one_pipe(const char* kind) {
+    static char chunk[1 << 16];
+    int p[2];
+    if (pipe2(p, O_NONBLOCK) < 0) return -1;
+    if (!strcmp(kind, "pipes")) {
+        fcntl(p[1], F_SETPIPE_SZ, 1 << 20);
+        while (write(p[1], chunk, sizeof chunk) > 0) {}
+    } else {
+        for (;;) {
+            char* r =
+                mmap(NULL, 4 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (r == MAP_FAILED) return -1;
+            char* a = (char*)(((uintptr_t)r + (2 << 20) - 1) & ~(((uintptr_t)2 << 20) - 1));
+            madvise(a, 2 << 20, MADV_HUGEPAGE);
+            memset(a, 1, 2 << 20);
+            struct iovec v = {a, 4096};
+            const ssize_t w = vmsplice(p[1], &v, 1, SPLICE_F_NONBLOCK);
+            const int e = errno;
+            munmap(r, 4 << 20);
+            if (w > 0) continue;
+            if (e == EAGAIN) break;
+            errno = e;
+            return -1;
+        }
+    }
+    return close(p[1]);
+}
+
+static int fd_share(const char* kind, long n, struct fdshare* sh) {
+    static int tfd[16];
+    int ep = -1, k = 200;
+    for (int i = 0; !strcmp(kind, "epoll") && i < 16; ++i)
+        if ((tfd[i] = timerfd_create(CLOCK_MONOTONIC, 0)) < 0) return -1;
+    for (long made = 0; made < n; ++made) {
+        if (!strcmp(kind, "pipes") || !strcmp(kind, "vmsplice")) {
+            if (one_pipe(kind) < 0) return -1;
+        } else if (!strcmp(kind, "open") || !strcmp(kind, "fdstarve")) {
+            char name[64];
+            snprintf(name, sizeof name, "/tmp/fd%d.%ld", getpid(), made);
+            const int fd = !strcmp(kind, "open") ? open(name, O_CREAT | O_RDWR, 0600)
+                                                 : open("/dev/null", O_RDONLY);
+            if (fd < 0) return errno == EMFILE && !strcmp(kind, "fdstarve") ? 0 : -1;
+        } else if (!strcmp(kind, "inotify")) {
+            const int in = inotify_init1(IN_NONBLOCK);
+            if (in < 0 || (mkdir("/tmp/inotify", 0700) < 0 && errno != EEXIST) ||
+                inotify_add_watch(in, "/tmp/inotify", IN_ALL_EVENTS) < 0)
+                return -1;
+        } else if (!strcmp(kind, "epoll")) {
+            if (made % (16 * 800) == 0 && (ep = epoll_create1(0)) < 0) return -1;
+            struct epoll_event ev = {EPOLLIN, {0}};
+            k = 200 + (int)(made / 16 % 800);  // (timerfd, fd number) pairs: each a watch
+            if (dup2(tfd[made % 16], k) < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, k, &ev) < 0) return -1;
+        }
+        __atomic_add_fetch(&sh->made, 1, __ATOMIC_RELAXED);
+    }
+    if (!strcmp(kind, "epoll")) close(k);
+    for (int i = 0; !strcmp(kind, "inotify") && i < 8192; ++i) {
+        char name[300];
+        snprintf(name, sizeof name, "/tmp/inotify/%0250d", i);
+        if (close(open(name, O_CREAT | O_WRONLY, 0600)) < 0 || unlink(name) < 0) return -1;
+    }
+    return 0;
+}
+
+static struct fdshare* thread_share;
+static long thread_n;
+
+static void* own_table(void* arg) {
+    (void)arg;
+    if (unshare(CLONE_FILES) < 0 || fd_share("pipes", thread_n, thread_share) < 0)
+        __atomic_store_n(&thread_share->err, errno, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&thread_share->ready, 1, __ATOMIC_RELAXED);
+    pause();
+    return NULL;
+}
+
+static int fdkmem(const char* kind, long n, long hold) {
+    struct fdshare* sh =
+        mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (sh == MAP_FAILED) return printf("kmem=0 mmap=%s\n", strerrorname_np(errno)), 3;
+    if (!strcmp(kind, "threads")) { /* the threads stand for the processes below */
+        thread_share = sh, thread_n = 1000;
+        pthread_t t;
+        for (long i = 0; i < (n + 999) / 1000; ++i)
+            if (pthread_create(&t, NULL, own_table, NULL) != 0) return printf("kmem=0 thread\n"), 3;
+        while (__atomic_load_n(&sh->ready, __ATOMIC_RELAXED) < (n + 999) / 1000) usleep(1000);
+        if (sh->err) return printf("kmem=%ld %s\n", sh->made, strerrorname_np(sh->err)), 3;
+        printf("kmem=%ld done\n", sh->made);
+        sleep((unsigned)hold);
+        return 0;
+    }
+    const int starve = !strcmp(kind, "fdstarve");
+    const long per = starve || !strcmp(kind, "epoll") || !strcmp(kind, "inotify") ? n : 1000;
+    const int procs = starve ? 100 : (int)((n + per - 1) / per);
+    for (int i = 1; i < procs; ++i) {
+        const pid_t pid = fork();
+        if (pid < 0) return printf("kmem=%ld fork=%s\n", sh->made, strerrorname_np(errno)), 3;
+        if (pid == 0) {
+            if (fd_share(kind, per, sh) < 0) __atomic_store_n(&sh->err, errno, __ATOMIC_RELAXED);
+            __atomic_add_fetch(&sh->ready, 1, __ATOMIC_RELAXED);
+            sleep((unsigned)hold + 1);
+            _exit(0);
+        }
+    }
+    if (fd_share(kind, starve ? n : n - per * (procs - 1), sh) < 0) sh->err = errno;
+    while (__atomic_load_n(&sh->ready, __ATOMIC_RELAXED) < procs - 1) usleep(1000);
+    if (sh->err) return printf("kmem=%ld %s\n", sh->made, strerrorname_np(sh->err)), 3;
+    if (starve)
+        for (long i = 0; i < 2048; ++i) {
+            char* p = malloc(1 << 20);
+            if (!p) return printf("kmem=%ld malloc=ENOMEM\n", sh->made), 3;
+            memset(p, 1, 1 << 20);
+        }
+    printf("kmem=%ld done\n", sh->made);
+    sleep((unsigned)hold);
+    return 0;
+}
+
 /* Fork until fork fails; children sleep. Prints how many forks succeeded. */
 static int forkbomb(void) {
     int ok = 0;
@@ -431,6 +573,7 @@ int main(int argc, char** argv) {
         if (p == 0) _exit(printf("setsid=%s\n", result(setsid())) < 0);
         return waitpid(p, NULL, 0) < 0;
     }
+    if (!strcmp(cmd, "fdkmem") && argc > 4) return fdkmem(argv[2], atol(argv[3]), atol(argv[4]));
     if (!strcmp(cmd, "kmem") && argc > 4) return kmem(argv[2], atol(argv[3]), atol(argv[4]));
     if (!strcmp(cmd, "hog") && argc > 5)
         return hog(argv[2], atol(argv[3]), atol(argv[4]), atol(argv[5]));

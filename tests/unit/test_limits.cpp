@@ -3,14 +3,20 @@
 #include <fcntl.h>
 
 #include <algorithm>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/error.hpp"
+#include "isolate/epoll_watches.hpp"
 #include "isolate/limits.hpp"
 #include "isolate/seccomp.hpp"
 #include "isolate/usage.hpp"
@@ -58,6 +64,14 @@ TEST_CASE("limits without a cgroup: rlimits, sampling, and mechanisms that say s
     CHECK(p.ipc.msg_queues * p.ipc.msg_queue_bytes * 64 <= 32u << 20);
     CHECK(has_rlimit(p, RLIMIT_NOFILE));
     CHECK(tmpfs_inodes(64u << 20) == 8192);
+    // inotify and fanotify: the user namespace's caps, an 8 MiB queue per 64 MiB of the limit.
+    CHECK(p.ipc.notify_groups == 4);
+    CHECK(notify_groups(64u << 20) == 1);
+    CHECK(notify_groups(1u << 20) == 1);
+    CHECK(p.ipc.notify_marks == tmpfs_inodes(256u << 20) / 2);
+    CHECK(mech(p, "memory")
+              .find("each open fd charged 12 KiB, epoll watches counted; vmsplice "
+                    "refused") != std::string::npos);
     CHECK(mech(p, "kill") == "SIGKILL to the pid namespace's init");
 }
 
@@ -437,27 +451,43 @@ TEST_CASE("limit names and meta formats: one table each, names give the value ba
     CHECK_FALSE(limit_of(KillReason::parent_died));
 }
 
-// In a child under limits_filter(memfd, setsid): 0 if memfd_create() and setsid() fail or work
-// as asked, and everything else works.
-static int filtered(bool memfd, bool setsid) {
+static void* nothing(void*) { return nullptr; }
+
+// In a child under limits_filter(memory, setsid): 0 if each call fails as asked (memfd_create,
+// vmsplice, clone3: ENOSYS; a thread with an fd table of its own: EPERM; setsid: EPERM) or works
+// where not asked, and threads, fork and everything else work either way.
+static int filtered(bool memory, bool setsid) {
     const pid_t pid = ::fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
         ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-        gpubox::isolate::install(gpubox::isolate::limits_filter(memfd, setsid));
-        const long m = ::syscall(SYS_memfd_create, "x", 0);
-        const bool memfd_ok = memfd ? m < 0 && errno == ENOSYS : m >= 0;
+        gpubox::isolate::install(gpubox::isolate::limits_filter(memory, setsid));
+        const auto refused = [](long rc, int err) { return rc < 0 && errno == err; };
+        bool ok = refused(::syscall(SYS_memfd_create, "x", 0), ENOSYS) == memory;
+        ok = ok && refused(::syscall(SYS_vmsplice, 0, nullptr, 0, 0), ENOSYS) == memory;
+        ok = ok && refused(::syscall(SYS_clone3, nullptr, 0), ENOSYS) == memory;  // else EINVAL
+        ok = ok && refused(::unshare(CLONE_FILES), EPERM) == memory;
+        if (memory)  // a thread without CLONE_FILES (its own fd table): refused before it exists
+            ok = ok && refused(::syscall(SYS_clone, CLONE_VM | CLONE_SIGHAND | CLONE_THREAD,
+                                         nullptr, nullptr, nullptr, 0),
+                               EPERM);
+        pthread_t t;  // threads (libc falls back to clone, CLONE_FILES) and fork as before
+        ok = ok && ::pthread_create(&t, nullptr, nothing, nullptr) == 0 &&
+             ::pthread_join(t, nullptr) == 0 && ::unshare(0) == 0;
+        const pid_t forked = ::fork();
+        if (forked == 0) ::_exit(0);
+        ok = ok && forked > 0 && ::waitpid(forked, nullptr, 0) == forked;
         const pid_t s = ::setsid();  // a forked child leads no group: setsid() works unless refused
-        const bool setsid_ok = setsid ? s < 0 && errno == EPERM : s == ::getpid();
+        ok = ok && (setsid ? refused(s, EPERM) : s == ::getpid());
         const int fd = ::open("/dev/null", O_RDONLY);  // everything else as before
-        ::_exit(memfd_ok && setsid_ok && fd >= 0 && ::getpid() > 0 ? 0 : 1);
+        ::_exit(ok && fd >= 0 && ::getpid() > 0 ? 0 : 1);
     }
     int status = 0;
     ::waitpid(pid, &status, 0);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
-TEST_CASE("the limits' filter refuses memfd_create (ENOSYS) and setsid (EPERM), each as asked") {
+TEST_CASE("the limits' filter refuses the memory forms and setsid, each as asked") {
     CHECK(gpubox::isolate::limits_filter(false, false).empty());
     CHECK(filtered(true, false) == 0);
     CHECK(filtered(false, true) == 0);
@@ -496,4 +526,57 @@ TEST_CASE("task_tree: a process and its descendants, from a /proc, itself first"
     REQUIRE(below.size() == 2);
     CHECK(below[0] == child);
     CHECK(std::count(tree.begin(), tree.end(), below[1]) == 1);
+}
+
+TEST_CASE("kernel memory held through open files: the fd charge, epoll watches counted") {
+    CHECK(fd_charge(0) == 0);
+    CHECK(fd_charge(1000) == 1000 * kFdBytes);
+    CHECK(kFdBytes >= 9728);  // a pipe past the per-user soft limit, 2 slots filled (Linux 6.18)
+    CHECK(count_watches("") == 0);
+    CHECK(count_watches("pos:\t0\nflags:\t02\nmnt_id:\t15\nino:\t1057\n") == 0);
+    CHECK(count_watches("pos:\t0\nflags:\t02\ntfd:        5 events:       19 data: 0  pos:0 "
+                        "ino:406 sdev:f\ntfd:      200 events:       19 data: 0  pos:0 "
+                        "ino:406 sdev:f\n") == 2);
+    CHECK(count_watches("tfd: 3 events: 1\n") == 1);
+
+    // A child with 1000 watches on one timerfd through 2 fds (each fd number in turn), and its
+    // open fds as stat gives them (Linux >= 6.2).
+    int ready[2];
+    REQUIRE(::pipe(ready) == 0);
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        ::close(ready[0]);
+        const int t = ::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC), ep = ::epoll_create1(0);
+        bool ok = t >= 0 && ep >= 0;
+        for (int k = 100; ok && k < 1100; ++k) {
+            epoll_event ev{EPOLLIN, {}};
+            ok =
+                ::dup2(t, k) == k && ::epoll_ctl(ep, EPOLL_CTL_ADD, k, &ev) == 0 && ::close(k) == 0;
+        }
+        if (ok) ::close(ready[1]);  // EOF: the watches are made
+        ::pause();
+        ::_exit(0);
+    }
+    ::close(ready[1]);
+    char byte;
+    const bool made = ::read(ready[0], &byte, 1) == 0;
+    ::close(ready[0]);
+    const int proc = ::open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    struct stat fd_dir {};
+    const bool counted = ::fstatat(proc, (std::to_string(child) + "/fd").c_str(), &fd_dir, 0) == 0;
+    std::uint64_t bytes = 0;
+    {
+        EpollWatches watches(proc, child);
+        for (int i = 0; i < 1000 && (bytes = watches.bytes()) < 1000 * kWatchBytes; ++i)
+            ::usleep(10000);  // its first cycle, at most 10 s on a loaded machine
+    }
+    ::close(proc);
+    ::kill(child, SIGKILL);
+    ::waitpid(child, nullptr, 0);
+    REQUIRE(made);
+    CHECK(bytes == 1000 * kWatchBytes);
+    REQUIRE(counted);
+    CHECK(fd_dir.st_size >= 4);  // 0, 1, 2, the timerfd and the epoll: what it inherited too
+    CHECK(fd_dir.st_size <= 64);
 }
