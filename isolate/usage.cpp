@@ -295,6 +295,15 @@ Usage Sampler::sample(std::uint64_t cpu_stop_ns, bool memory) {
         if (const auto fs = sys::try_fstatfs(tmpfs_))
             u.memory_bytes += static_cast<std::uint64_t>(fs->f_blocks - fs->f_bfree) *
                               static_cast<std::uint64_t>(fs->f_bsize);
+    if ((limit_ || memory) && sockets_) {  // init's network namespace is the sandbox's
+        const std::string net = cat(root_ ? root_ : 1, "/net/"),
+                          v4 = read_proc(proc_, net + "sockstat");
+        const SockStat stat = parse_sockstat(v4, {});
+        if (stat.any())
+            u.socket_bytes =
+                sockets_->sample(parse_sockstat(v4, read_proc(proc_, net + "sockstat6")));
+        u.memory_bytes += u.socket_bytes;
+    }
     // Pids are handed out in turn: those past the largest seen last time were made since (a
     // lower bound: the newest may have died unseen, and threads take pids too).
     const std::uint64_t made =

@@ -27,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include "isolate/sock_usage.hpp"
+
 namespace gpubox::isolate {
 
 struct Usage {
@@ -36,6 +38,7 @@ struct Usage {
     std::uint64_t rss_peak_bytes = 0;  // the largest VmHWM among them (the program's max-rss)
     std::uint32_t tasks = 0;           // their threads, all runnable perhaps
     bool partial = false;              // the pass stopped early: cpu_ns is already over the limit
+    std::uint64_t socket_bytes = 0;    // socket buffers, in memory_bytes too (sock_usage.hpp)
 };
 
 // One process, from /proc/<pid>/stat and /proc/<pid>/status.
@@ -112,6 +115,8 @@ public:
     // `memory`: read memory even without a memory limit (the last pass: the program's peak).
     Usage sample(std::uint64_t cpu_stop_ns = 0, bool memory = false);
     void set_tmpfs(int fd) { tmpfs_ = fd; }
+    // The sandbox's socket buffers, through a sock_diag socket of its network namespace.
+    void set_sockets(int diag, SockBounds bounds) { sockets_.emplace(diag, bounds); }
     // Step mode: only `root`'s tree (task_tree) is the sandbox measured, `root` in init's place;
     // the pids made between passes are nobody's to charge (other tasks make them too).
     void set_root(pid_t root) { root_ = root; }
@@ -130,6 +135,7 @@ private:
     CpuLedger ledger_;
     std::uint64_t last_pid_ = 0;  // the largest pid seen, the pids made since are new ones
     std::uint64_t last_ns_ = 0;
+    std::optional<SocketMeter> sockets_;
     pid_t root_ = 0;  // step mode: the task's init; 0: the whole pid namespace, init pid 1
 };
 

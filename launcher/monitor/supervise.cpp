@@ -245,6 +245,10 @@ private:
             if (sampler_) sampler_->set_tmpfs(tmpfs_.get());
             return;
         }
+        if (m.what == channel::Meter::sockets) {
+            on_socket_meter(m);
+            return;
+        }
         // A proc instance whose pid 1 is our init: init opened it before the workload ran.
         const auto fs = sys::try_fstatfs(m.fd.get());
         if (proc_.valid() || !fs || fs->f_type != PROC_SUPER_MAGIC) return;
@@ -253,8 +257,18 @@ private:
         crowd_ = isolate::kCrowdPerCpu * cpus_;
         sampler_.emplace(proc_.get(), tmpfs_.get(), cpus_, s_.sampled_memory_limit);
         if (s_.task_root) sampler_->set_root(s_.task_root);
+        if (diag_.valid()) sampler_->set_sockets(diag_.get(), sock_bounds_);
         period_ns_ = static_cast<std::uint64_t>(s_.sample_ms) * 1000000ULL;
         due_ = sys::monotonic_ns() + period_ns_;
+    }
+
+    // The sandbox's socket buffers, counted with its memory (isolate/sock_usage.hpp); a step's
+    // task shares its network namespace with the step's other tasks: not counted there.
+    void on_socket_meter(channel::Meter& m) {
+        if (diag_.valid() || s_.task_root) return;
+        diag_ = std::move(m.fd);
+        sock_bounds_ = isolate::host_sock_bounds();
+        if (sampler_) sampler_->set_sockets(diag_.get(), sock_bounds_);
     }
 
     // One pass over the sandbox; `enforce`: hold it against the limits (else only recorded, as
@@ -273,6 +287,7 @@ private:
         const bool starved = u.tasks > crowd_ && t1 - t0 > ran + ran / 4 + kStarvedNs;
         due_ = t1 + (starved && out_.killed_for == KillReason::none ? 0 : next_delay(u, ran));
         sampled_peak_ = std::max(sampled_peak_, u.memory_bytes);
+        sampled_sock_peak_ = std::max(sampled_sock_peak_, u.socket_bytes);
         sampled_rss_kb_ = std::max(sampled_rss_kb_, static_cast<long>(u.rss_peak_bytes / 1024));
         sampled_cpu_ns_ = std::max(sampled_cpu_ns_, u.cpu_ns);
         if (!enforce) return;
@@ -361,6 +376,7 @@ private:
         } else if (sampled_peak_ > 0) {
             out_.memory_peak_bytes = sampled_peak_;
         }
+        if (diag_.valid() && !s_.cgroup.caps.memory) out_.socket_peak_bytes = sampled_sock_peak_;
     }
 
     const Supervised& s_;
@@ -372,10 +388,11 @@ private:
     Relay relays_[2];
     StdinPump stdin_;
     bool exited_ = false;
-    std::uint64_t sampled_peak_ = 0;
+    std::uint64_t sampled_peak_ = 0, sampled_sock_peak_ = 0;
     long program_rss_kb_ = 0, sampled_rss_kb_ = 0;  // see finish()
     std::uint64_t sampled_cpu_ns_ = 0;
-    UniqueFd proc_, tmpfs_;  // channel::Meter's
+    UniqueFd proc_, tmpfs_, diag_;  // channel::Meter's
+    isolate::SockBounds sock_bounds_;
     std::optional<isolate::Sampler> sampler_;
     std::uint64_t period_ns_ = 0, due_ = 0;
     unsigned cpus_ = 1;
