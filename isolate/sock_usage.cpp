@@ -187,7 +187,7 @@ bool SocketMeter::dump(const void* req, std::size_t len, std::vector<Sock>& out)
     }
 }
 
-std::uint64_t SocketMeter::sample(const SockStat& stat) {
+std::uint64_t SocketMeter::sample(const SockStat& stat, bool inet_too) {
     std::vector<UnixSock> unix_socks;
     unix_diag_req u{};
     u.sdiag_family = AF_UNIX;
@@ -204,6 +204,8 @@ std::uint64_t SocketMeter::sample(const SockStat& stat) {
                 {AF_INET, IPPROTO_UDP, stat.udp4},
                 {AF_INET6, IPPROTO_TCP, stat.tcp6},
                 {AF_INET6, IPPROTO_UDP, stat.udp6}};
+    if (!inet_too) return sum + inet_bytes_;
+    inet_bytes_ = 0;
     for (const auto& [family, protocol, used] : inet) {
         if (!used) continue;
         inet_diag_req_v2 r{};
@@ -212,9 +214,9 @@ std::uint64_t SocketMeter::sample(const SockStat& stat) {
         r.idiag_ext = 1U << (INET_DIAG_SKMEMINFO - 1);
         r.idiag_states = ~0U;
         std::vector<InetSock> socks;
-        if (dump(&r, sizeof r, socks)) sum += inet_socket_bytes(socks);
+        if (dump(&r, sizeof r, socks)) inet_bytes_ += inet_socket_bytes(socks);
     }
-    return sum;
+    return sum + inet_bytes_;
 }
 
 SockBounds host_sock_bounds() {

@@ -100,7 +100,8 @@ std::uint64_t inet_socket_bytes(const std::vector<InetSock>& socks);
 class SocketMeter {
 public:
     SocketMeter(int diag, SockBounds bounds) : diag_(diag), bounds_(bounds) {}
-    std::uint64_t sample(const SockStat& stat = {});
+    // `inet` false: unix only, TCP and UDP as the last pass that read them found them.
+    std::uint64_t sample(const SockStat& stat = {}, bool inet = true);
 
 private:
     template <typename Sock>
@@ -108,6 +109,7 @@ private:
     int diag_;
     SockBounds bounds_;
     std::uint32_t seq_ = 0;
+    std::uint64_t inet_bytes_ = 0;  // the last TCP and UDP dumps'
     std::vector<char> buf_;
 };
 
