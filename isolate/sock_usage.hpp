@@ -29,9 +29,11 @@
 //    sender but the socket's peer, whose skbs are its own to count. A datagram socket with no
 //    address receives from its peer only (a new peer purges its queue);
 //  - a listening socket's pending connections whose client closed: the stream bound each.
-// net.core.wmem_max is the host's: a new network namespace starts with it and its owner may not
-// raise it (Linux >= 6.14: read-only there; before, one for all). The workload cannot change
-// max_dgram_qlen either: no CAP_NET_ADMIN over its namespace, not the host's root.
+// A peer that closed shows as peer 0 (its sock has no inode left) or as one no longer listed.
+// net.core.wmem_max is the host's: a new network namespace starts with it, and where a user
+// namespace owns it, it is read-only there (Linux 6.18; older kernels have one for all). The
+// workload cannot change max_dgram_qlen either: no CAP_NET_ADMIN over its namespace, not the
+// host's root.
 #include <cstdint>
 #include <string>
 #include <vector>
