@@ -7,6 +7,7 @@
 #include <linux/unix_diag.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -158,8 +159,13 @@ std::uint64_t inet_socket_bytes(const std::vector<InetSock>& socks) {
     return sum;
 }
 
+SocketMeter::SocketMeter(int diag, SockBounds bounds) : diag_(diag), bounds_(bounds) {
+    const timeval second{1, 0};  // the kernel answers at once; never a monitor stuck in recv
+    ::setsockopt(diag_, SOL_SOCKET, SO_RCVTIMEO, &second, sizeof second);
+}
+
 template <typename Sock>
-bool SocketMeter::dump(const void* req, std::size_t len, std::vector<Sock>& out) {
+void SocketMeter::dump(const void* req, std::size_t len, std::vector<Sock>& out) {
     struct {
         nlmsghdr h;
         unsigned char body[sizeof(inet_diag_req_v2)];
@@ -173,17 +179,17 @@ bool SocketMeter::dump(const void* req, std::size_t len, std::vector<Sock>& out)
     kernel.nl_family = AF_NETLINK;
     if (::sendto(diag_, &msg, msg.h.nlmsg_len, 0, reinterpret_cast<sockaddr*>(&kernel),
                  sizeof kernel) < 0)
-        return false;
+        return;
     buf_.resize(32768);
     for (;;) {
         const ssize_t n = ::recv(diag_, buf_.data(), buf_.size(), 0);
         if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return false;
+        if (n <= 0) return;
         DumpState st;
         if constexpr (std::is_same_v<Sock, UnixSock>)
             st = parse_unix_dump(buf_.data(), static_cast<std::size_t>(n), seq_, out);
         else st = parse_inet_dump(buf_.data(), static_cast<std::size_t>(n), seq_, out);
-        if (st != DumpState::more) return st == DumpState::done;
+        if (st != DumpState::more) return;
     }
 }
 
@@ -194,9 +200,8 @@ std::uint64_t SocketMeter::sample(const SockStat& stat, bool inet_too) {
     u.udiag_states = ~0U;
     u.udiag_show = UDIAG_SHOW_NAME | UDIAG_SHOW_PEER | UDIAG_SHOW_RQLEN | UDIAG_SHOW_MEMINFO |
                    UDIAG_SHOW_ICONS;
-    std::uint64_t sum = stat.sockets > 1 && dump(&u, sizeof u, unix_socks)
-                            ? unix_socket_bytes(unix_socks, bounds_)
-                            : 0;
+    if (stat.sockets > 1) dump(&u, sizeof u, unix_socks);
+    std::uint64_t sum = unix_socket_bytes(unix_socks, bounds_);
     const struct {
         std::uint8_t family, protocol;
         bool used;
@@ -214,7 +219,8 @@ std::uint64_t SocketMeter::sample(const SockStat& stat, bool inet_too) {
         r.idiag_ext = 1U << (INET_DIAG_SKMEMINFO - 1);
         r.idiag_states = ~0U;
         std::vector<InetSock> socks;
-        if (dump(&r, sizeof r, socks)) inet_bytes_ += inet_socket_bytes(socks);
+        dump(&r, sizeof r, socks);
+        inet_bytes_ += inet_socket_bytes(socks);
     }
     return sum + inet_bytes_;
 }

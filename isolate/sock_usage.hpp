@@ -98,16 +98,17 @@ std::uint64_t inet_socket_bytes(const std::vector<InetSock>& socks);
 
 // Monitor side: one pass over `diag` (a NETLINK_SOCK_DIAG socket of the sandbox's network
 // namespace): unix, then TCP and UDP over IPv4 and IPv6, where `stat` says there are any. A
-// dump that fails adds nothing.
+// dump that fails counts what it listed before (a unix socket whose peer it did not list is
+// charged as if that peer had closed: more, never less). A reply is waited for 1 s at most.
 class SocketMeter {
 public:
-    SocketMeter(int diag, SockBounds bounds) : diag_(diag), bounds_(bounds) {}
+    SocketMeter(int diag, SockBounds bounds);
     // `inet` false: unix only, TCP and UDP as the last pass that read them found them.
     std::uint64_t sample(const SockStat& stat = {}, bool inet = true);
 
 private:
     template <typename Sock>
-    bool dump(const void* req, std::size_t len, std::vector<Sock>& out);
+    void dump(const void* req, std::size_t len, std::vector<Sock>& out);  // to its end, or error
     int diag_;
     SockBounds bounds_;
     std::uint32_t seq_ = 0;
