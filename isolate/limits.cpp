@@ -55,7 +55,8 @@ void plan_memory(const Limits& l, const CgroupCaps& cg, LimitPlan& p) {
     p.mechanisms.emplace_back(
         LimitName::memory,
         cat("sum over the sandbox of resident private and shared memory (by proportional share "
-            "where over the limit) and page tables, and gpubox's tmpfs, read by the monitor "
+            "where over the limit), page tables, gpubox's tmpfs and socket buffers "
+            "(sock_diag, where it has its own network namespace), read by the monitor "
             "every ",
             kMemorySampleMs,
             " ms near the limit (before it at 1 GiB/s, at most 50 ms apart); memfd_create "

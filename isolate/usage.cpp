@@ -289,6 +289,20 @@ void Sampler::kill_all() const {
     }
 }
 
+SockStat Sampler::sock_stat(bool v6) {  // init's network namespace is the sandbox's
+    const std::string net = cat(root_ ? root_ : 1, "/net/"),
+                      v4 = read_proc(proc_, net + "sockstat");
+    const SockStat stat = parse_sockstat(v4, "TCP6: inuse 0\nUDP6: inuse 0\n");
+    has_sockets_ = stat.any();
+    return v6 && stat.any() ? parse_sockstat(v4, read_proc(proc_, net + "sockstat6")) : stat;
+}
+
+std::uint64_t Sampler::resample_sockets() {
+    if (!sockets_) return 0;
+    const SockStat stat = sock_stat(false);
+    return without_sockets_ + (stat.any() ? sockets_->sample(stat, false) : 0);
+}
+
 Usage Sampler::sample(std::uint64_t cpu_stop_ns, bool memory) {
     const std::uint64_t t = now_ns();
     Scan scan;
@@ -314,6 +328,12 @@ Usage Sampler::sample(std::uint64_t cpu_stop_ns, bool memory) {
         if (const auto fs = sys::try_fstatfs(tmpfs_))
             u.memory_bytes += static_cast<std::uint64_t>(fs->f_blocks - fs->f_bfree) *
                               static_cast<std::uint64_t>(fs->f_bsize);
+    if ((limit_ || memory) && sockets_) {
+        const SockStat stat = sock_stat(true);
+        if (stat.any()) u.socket_bytes = sockets_->sample(stat);
+        without_sockets_ = u.memory_bytes;
+        u.memory_bytes += u.socket_bytes;
+    }
     // Pids are handed out in turn: those past the largest seen last time were made since (a
     // lower bound: the newest may have died unseen, and threads take pids too).
     const std::uint64_t made =

@@ -29,6 +29,8 @@
 #include <string>
 #include <vector>
 
+#include "isolate/sock_usage.hpp"
+
 namespace gpubox::isolate {
 
 struct Usage {
@@ -38,6 +40,7 @@ struct Usage {
     std::uint64_t rss_peak_bytes = 0;  // the largest VmHWM among them (the program's max-rss)
     std::uint32_t tasks = 0;           // their threads, all runnable perhaps
     bool partial = false;              // the pass stopped early: cpu_ns is already over the limit
+    std::uint64_t socket_bytes = 0;    // socket buffers, in memory_bytes too (sock_usage.hpp)
 };
 
 // One process, from /proc/<pid>/stat and /proc/<pid>/status.
@@ -130,6 +133,14 @@ public:
     // The sandbox's epoll watches' memory, counted apart (isolate/epoll_watches.hpp): added to
     // each pass's memory from now on.
     void set_watch_bytes(std::uint64_t bytes) { watch_bytes_ = bytes; }
+    // The sandbox's socket buffers, through a sock_diag socket of its network namespace.
+    void set_sockets(int diag, SockBounds bounds) { sockets_.emplace(diag, bounds); }
+    // Between passes (the monitor's, every few ms): the last pass's memory with its unix socket
+    // buffers read again, which fill at memcpy's speed, several times the rate passes are paced
+    // for. Cheap: the sandbox's sockstat, and one dump where it has sockets. 0 without a meter.
+    std::uint64_t resample_sockets();
+    // The sandbox had sockets (its sock_diag one aside, or TCP or UDP in use) when last read.
+    bool has_sockets() const { return has_sockets_; }
     // Step mode: only `root`'s tree (task_tree) is the sandbox measured, `root` in init's place;
     // the pids made between passes are nobody's to charge (other tasks make them too).
     void set_root(pid_t root) { root_ = root; }
@@ -148,6 +159,10 @@ private:
     CpuLedger ledger_;
     std::uint64_t last_pid_ = 0;  // the largest pid seen, the pids made since are new ones
     std::uint64_t last_ns_ = 0;
+    std::optional<SocketMeter> sockets_;
+    std::uint64_t without_sockets_ = 0;  // the last pass's memory but its socket buffers
+    bool has_sockets_ = false;
+    SockStat sock_stat(bool v6);  // the sandbox's sockstat (v6: and, if any, sockstat6)
     pid_t root_ = 0;  // step mode: the task's init; 0: the whole pid namespace, init pid 1
     std::uint64_t watch_bytes_ = 0;
 };

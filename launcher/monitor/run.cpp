@@ -226,6 +226,7 @@ void apply_limit_plan(const Options& o, const isolate::CgroupCaps& caps,
     if (!caps.memory && o.limits.memory_bytes) {
         plan.sampled_memory_limit = *o.limits.memory_bytes;
         plan.spec.plan.root.tmpfs_inodes = isolate::tmpfs_inodes(*o.limits.memory_bytes);
+        plan.spec.dgram_qlen = static_cast<std::uint32_t>(isolate::kDgramQlen);
     }
     plan.spec.limits_bpf = isolate::limits_filter(limits.refuse_memfd, limits.refuse_setsid);
 }

@@ -81,6 +81,20 @@ struct StdinPump {
 constexpr std::uint64_t kMaxPeriodNs = 50'000'000;
 constexpr std::uint64_t kFillRate = 1ULL << 30;  // bytes/s: the rate the overrun bound is for
 
+// Socket buffers fill at memcpy's speed (2-3 GiB/s measured, unix pairs), faster than passes
+// are paced for. Between passes, with a memory limit, the sandbox's unix socket buffers are read
+// again (Sampler::resample_sockets: its sockstat, and one dump where it has sockets) while it has
+// sockets, and in its first kSockStartNs, before a pass may have seen any: soon enough that
+// buffers filling at kSockFillRate could not take the sandbox past 2 x its limit + 64 MiB, the
+// footprint bound (docs/limits.md), in half the time left (the other half for a late wakeup
+// and the kill); no sooner than kSockPeriodNs nor than 25 times the check's own CPU time (many
+// sockets), and not where the next pass comes first. A check costs its wakeup, about 0.2 ms on
+// the development VM: at 64 MiB, every 23 ms (+0.9 % of a CPU there while the sandbox has
+// sockets); from a limit of about 175 MiB, never (passes come every 50 ms at most). Measured
+// with the check every 38 ms instead: 169 MiB held once under 64 MiB (the bound: 192).
+constexpr std::uint64_t kSockFillRate = 4ULL << 30, kSockPeriodNs = 5'000'000,
+                        kSockStartNs = 100'000'000;
+
 // A pass over a crowd (more than isolate::kCrowdPerCpu tasks a CPU) that waited for the CPU
 // longer than this and a quarter of its own run: the crowd keeps the monitor waiting (see
 // measure()).
@@ -170,8 +184,9 @@ private:
         if (s_.limits.cpu_seconds && s_.cgroup.caps.usable)
             t = t < 0 ? kCpuPollMs : std::min(t, kCpuPollMs);
         if (sampler_ && s_.sample_ms) {
-            const std::uint64_t now = sys::monotonic_ns();
-            const int due = due_ > now ? static_cast<int>((due_ - now + 999999) / 1000000) : 0;
+            const std::uint64_t now = sys::monotonic_ns(),
+                                next = sock_due_ ? std::min(due_, sock_due_) : due_;
+            const int due = next > now ? static_cast<int>((next - now + 999999) / 1000000) : 0;
             t = t < 0 ? due : std::min(t, due);
         }
         return t < 0 ? -1 : std::max(t, 0);
@@ -200,6 +215,7 @@ private:
                 us && *us > *s_.limits.cpu_seconds * 1e6)
                 kill_for(KillReason::cpu_time);
         if (sampler_ && s_.sample_ms && sys::monotonic_ns() >= due_ && !exited_) measure(true);
+        if (sampler_ && sock_due_ && sys::monotonic_ns() >= sock_due_ && !exited_) check_sockets();
         if (fds[1].revents & POLLIN) exited_ = true;
     }
 
@@ -247,6 +263,10 @@ private:
             if (sampler_) sampler_->set_tmpfs(tmpfs_.get());
             return;
         }
+        if (m.what == channel::Meter::sockets) {
+            on_socket_meter(m);
+            return;
+        }
         // A proc instance whose pid 1 is our init: init opened it before the workload ran.
         const auto fs = sys::try_fstatfs(m.fd.get());
         if (proc_.valid() || !fs || fs->f_type != PROC_SUPER_MAGIC) return;
@@ -257,8 +277,45 @@ private:
         if (s_.task_root) sampler_->set_root(s_.task_root);
         if (s_.sampled_memory_limit)
             watches_ = std::make_unique<isolate::EpollWatches>(proc_.get(), s_.task_root);
+        if (diag_.valid()) sampler_->set_sockets(diag_.get(), sock_bounds_);
         period_ns_ = static_cast<std::uint64_t>(s_.sample_ms) * 1000000ULL;
         due_ = sys::monotonic_ns() + period_ns_;
+    }
+
+    // The sandbox's socket buffers, counted with its memory (isolate/sock_usage.hpp); a step's
+    // task shares its network namespace with the step's other tasks: not counted there.
+    void on_socket_meter(channel::Meter& m) {
+        if (diag_.valid() || s_.task_root) return;
+        diag_ = std::move(m.fd);
+        sock_bounds_ = isolate::host_sock_bounds();
+        if (sampler_) sampler_->set_sockets(diag_.get(), sock_bounds_);
+        if (s_.sampled_memory_limit && s_.sample_ms) {
+            sock_start_ = sys::monotonic_ns();
+            sock_due_ = sock_start_ + kSockPeriodNs;
+        }
+    }
+
+    // Between passes: the last pass's memory with the unix socket buffers read again.
+    void check_sockets() {
+        const std::uint64_t c0 = cpu_ns(), memory = sampler_->resample_sockets();
+        sampled_peak_ = std::max(sampled_peak_, memory);
+        if (memory > s_.sampled_memory_limit && out_.killed_for == KillReason::none)
+            kill_for(KillReason::memory);
+        plan_sock_check(memory, cpu_ns() - c0);
+    }
+
+    // When check_sockets() comes next (0: not before the next pass, which reads them too).
+    void plan_sock_check(std::uint64_t memory, std::uint64_t cost) {
+        const std::uint64_t now = sys::monotonic_ns(),
+                            bound = 2 * s_.sampled_memory_limit + (64ULL << 20);
+        if (!sock_start_ || (!sampler_->has_sockets() && now - sock_start_ > kSockStartNs)) {
+            sock_due_ = 0;
+            return;
+        }
+        const double left = static_cast<double>(bound - std::min(bound, memory)) / 2;
+        const auto in = static_cast<std::uint64_t>(left * 1e9 / static_cast<double>(kSockFillRate));
+        sock_due_ = now + std::max({in, kSockPeriodNs, 25 * cost});
+        if (sock_due_ >= due_) sock_due_ = 0;
     }
 
     // One pass over the sandbox; `enforce`: hold it against the limits (else only recorded, as
@@ -277,11 +334,13 @@ private:
         // never slept 45 %). While a crowd keeps the passes waiting, the next comes at once.
         const bool starved = u.tasks > crowd_ && t1 - t0 > ran + ran / 4 + kStarvedNs;
         due_ = t1 + (starved && out_.killed_for == KillReason::none ? 0 : next_delay(u, ran));
+        if (s_.sampled_memory_limit && diag_.valid()) plan_sock_check(u.memory_bytes, 0);
         sampled_peak_ = std::max(sampled_peak_, u.memory_bytes);
         if (watches_)  // what the watches found so far may fill before their count stops
             watches_->set_room(s_.sampled_memory_limit -
                                std::min(s_.sampled_memory_limit, u.memory_bytes) +
                                watches_->bytes());
+        sampled_sock_peak_ = std::max(sampled_sock_peak_, u.socket_bytes);
         sampled_rss_kb_ = std::max(sampled_rss_kb_, static_cast<long>(u.rss_peak_bytes / 1024));
         sampled_cpu_ns_ = std::max(sampled_cpu_ns_, u.cpu_ns);
         if (!enforce) return;
@@ -370,6 +429,7 @@ private:
         } else if (sampled_peak_ > 0) {
             out_.memory_peak_bytes = sampled_peak_;
         }
+        if (diag_.valid() && !s_.cgroup.caps.memory) out_.socket_peak_bytes = sampled_sock_peak_;
     }
 
     const Supervised& s_;
@@ -381,13 +441,15 @@ private:
     Relay relays_[2];
     StdinPump stdin_;
     bool exited_ = false;
-    std::uint64_t sampled_peak_ = 0;
+    std::uint64_t sampled_peak_ = 0, sampled_sock_peak_ = 0;
     long program_rss_kb_ = 0, sampled_rss_kb_ = 0;  // see finish()
     std::uint64_t sampled_cpu_ns_ = 0;
-    UniqueFd proc_, tmpfs_;  // channel::Meter's
+    UniqueFd proc_, tmpfs_, diag_;  // channel::Meter's
+    isolate::SockBounds sock_bounds_;
     std::optional<isolate::Sampler> sampler_;
     std::unique_ptr<isolate::EpollWatches> watches_;  // its thread reads proc_: stops first
     std::uint64_t period_ns_ = 0, due_ = 0;
+    std::uint64_t sock_start_ = 0, sock_due_ = 0;  // check_sockets(): since, next (0: none)
     unsigned cpus_ = 1;
     unsigned crowd_ = 0;  // tasks: past this many, a pass kept waiting is followed at once
     RunOutcome out_;

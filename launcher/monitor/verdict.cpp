@@ -212,6 +212,7 @@ std::string render_meta_json(const Verdict& v, const RunOutcome& o, const isolat
     j["cpu_time"] = std::stod(seconds(o.cpu_seconds));
     j["max_rss_kb"] = o.max_rss_kb;
     j["memory_peak_kb"] = o.memory_peak_bytes ? json(*o.memory_peak_bytes / 1024) : json();
+    j["socket_memory_peak_kb"] = o.socket_peak_bytes ? json(*o.socket_peak_bytes / 1024) : json();
     j["killed"] = v.killed;
     j["limit"] = v.limit ? json(to_string(*v.limit)) : json();
     j["message"] = v.message;

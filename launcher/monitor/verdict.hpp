@@ -41,6 +41,8 @@ struct RunOutcome {
     double monitor_cpu_seconds = 0;  // gpubox's own (the monitor's), never the workload's
     std::optional<std::uint64_t> memory_peak_bytes;  // cgroup memory.peak, or the sampled maximum
     bool memory_peak_cgroup = false;                 // memory.peak, not the sampler's
+    // The sampler's: of memory_peak_bytes' passes, the most in socket buffers (sock_diag)
+    std::optional<std::uint64_t> socket_peak_bytes;
     bool oom_killed = false;
     std::string cgroup;  // the sandbox's cgroup, if it had one
 };

@@ -112,7 +112,7 @@ void get(In& in, UniqueFd, Exited& e) {
 }
 void get(In& in, UniqueFd fd, Meter& m) {
     m.what = in.pod<Meter::What>();
-    if (m.what != Meter::proc && m.what != Meter::tmpfs) In::bad("unknown meter");
+    if (m.what > Meter::sockets) In::bad("unknown meter");
     m.fd = required(std::move(fd));
 }
 void get(In&, UniqueFd fd, PtyMaster& p) { p.master = required(std::move(fd)); }

@@ -11,8 +11,9 @@
 //                        LateDir    the layer's late directory, for the GPU's entries
 //   init, workload ->    Failure    the sandbox failed: exit code and message (incl. hint)
 //   init -> monitor      Exited     the workload's wait status
-//                        Meter      the sandbox's /proc and gpubox's tmpfs, for the monitor to
-//                                   measure them (isolate/usage.hpp), sent before the workload runs
+//                        Meter      the sandbox's /proc, gpubox's tmpfs and a sock_diag socket, for
+//                                   the monitor to measure them (isolate/usage.hpp), sent before
+//                                   the workload runs
 //   workload -> monitor  PtyMaster  its pty's master (on the pty socket, launcher/monitor/pty.hpp)
 //   init -> keeper       StepReady  a step's sandbox is set up (launcher/monitor/step.hpp)
 //   go-between -> monitor Joined    a joining task's init, in the sandbox (monitor/run.cpp)
@@ -46,7 +47,8 @@ struct Exited {
     long max_rss_kb = 0;  // the workload's processes' peak resident set (init's RUSAGE_CHILDREN)
 };
 struct Meter {
-    enum What : std::uint8_t { proc, tmpfs } what = proc;
+    // sockets: a sock_diag socket of the sandbox's network namespace (isolate/sock_usage.hpp)
+    enum What : std::uint8_t { proc, tmpfs, sockets } what = proc;
     UniqueFd fd;
 };
 struct PtyMaster {

@@ -20,6 +20,7 @@
 #include "common/sys.hpp"
 #include "common/text.hpp"
 #include "isolate/caps.hpp"
+#include "isolate/sock_usage.hpp"
 #include "launcher/sandbox/channel.hpp"
 #include "launcher/sandbox/exit_codes.hpp"
 #include "launcher/sandbox/init_loop.hpp"
@@ -109,10 +110,12 @@ void send_late_dir(const Ends& own, const rootfs::RootLayer& layer) {
 }
 
 // Our own network namespace, owned by our user namespace as a clone flag would make it (the
-// monitor leaves it to us: it is the costly one), and its loopback up.
-void enter_new_net() {
+// monitor leaves it to us: it is the costly one), and its loopback up. Measured: a sock_diag
+// socket of it for the monitor, its datagram queues capped first (isolate/sock_usage.hpp).
+UniqueFd enter_new_net(const ChildSpec& spec) {
     sys::unshare(CLONE_NEWNET);
     sys::set_loopback_up();
+    return spec.meters ? isolate::open_net_meter(spec.dgram_qlen) : UniqueFd();
 }
 
 // The run's one synchronisation point: the whole plan, grown by the GPU's ops, which the
@@ -154,15 +157,14 @@ void take_relays(const Ends& own) {
     if (own.stderr_relay.valid()) sys::dup2(own.stderr_relay.get(), STDERR_FILENO);
 }
 
-// The sandbox's fresh /proc and gpubox's tmpfs, for the monitor to measure the sandbox from
-// outside (isolate/usage.hpp).
-void send_meters(const Ends& own, const UniqueFd& tmpfs) {
-    channel::send(own.control.get(),
-                  channel::Meter{channel::Meter::proc,
-                                 sys::open_at(AT_FDCWD, "/proc", O_PATH | O_DIRECTORY)});
-    if (tmpfs.valid())
-        channel::send(own.control.get(),
-                      channel::Meter{channel::Meter::tmpfs, sys::dup_cloexec(tmpfs.get())});
+// The sandbox's fresh /proc, gpubox's tmpfs and its sockets' meter, for the monitor to measure
+// the sandbox from outside (isolate/usage.hpp).
+void send_meters(const Ends& own, const UniqueFd& tmpfs, UniqueFd diag = {}) {
+    using channel::Meter;
+    const int to = own.control.get();
+    channel::send(to, Meter{Meter::proc, sys::open_at(AT_FDCWD, "/proc", O_PATH | O_DIRECTORY)});
+    if (tmpfs.valid()) channel::send(to, Meter{Meter::tmpfs, sys::dup_cloexec(tmpfs.get())});
+    if (diag.valid()) channel::send(to, Meter{Meter::sockets, std::move(diag)});
 }
 
 // The workload: a child of init, so it is never pid 1 and keeps ordinary signal semantics.
@@ -322,7 +324,8 @@ void task_init(void* arg) {
         rootfs::RootLayer layer = rootfs::open_root_layer(spec.plan, spec.late_plan);
         open_kept_layers(spec, fds, layer);
         if (spec.late_plan) send_late_dir(own, layer);
-        if (spec.new_net) enter_new_net();  // before the wait for the GPU's ops, if any
+        // Before the wait for the GPU's ops, if any.
+        UniqueFd diag = spec.new_net ? enter_new_net(spec) : UniqueFd();
         sys::sethostname(spec.hostname);
         sys::make_rprivate();
         if (layer.upper.valid()) image = cover_read_only(spec, image.get());
@@ -335,7 +338,7 @@ void task_init(void* arg) {
         rootfs::apply_mount_plan(plan, root);  // fresh /proc while the old root is visible
         rootfs::enter_root(root.mnt.get());
         if (spec.role == ChildSpec::Role::step_init) step_init(spec, own);
-        if (spec.meters) send_meters(own, root.tmpfs);  // before the workload can touch /proc
+        if (spec.meters) send_meters(own, root.tmpfs, std::move(diag));  // before the workload runs
         // Named: its owner's exec enters us by pidfd, which takes ptrace read access. The
         // workload still cannot reach us: no capability of our user namespace (as step_init).
         if (spec.joinable) sys::prctl(PR_SET_DUMPABLE, 1, "PR_SET_DUMPABLE, 1");

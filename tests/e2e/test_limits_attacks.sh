@@ -137,6 +137,20 @@ footprint "  the sandbox's footprint stays bounded" 64
 mrun run --memory-limit 256M --wall-time-limit 60 --meta "$M" "$R" probe fdkmem open 1000 1
 expect_eq "1000 open files under --memory-limit 256M: OK" "$(field status):$out" "OK:kmem=1000 done"
 
+# Socket buffers: the kernel's memory, charged to no process. Up to 512 MiB queued and left
+# unread (the probe's own cap, so that a build that neither counts nor bounds them cannot take the
+# host's memory): unix stream pairs, the same with 1-byte writes and the writer closed (its
+# sock leaves sock_diag's list, the reader's queue stays), unix datagram pairs with the writer
+# closed, datagram sockets with an address fed by senders that closed (an empty datagram first:
+# its queue's length reads 0), TCP over loopback. Counted through sock_diag in the sandbox's
+# network namespace. The meter does not see TCP's buffers (cgroup v1 accounts them only where
+# memory.kmem.tcp is limited): there only the ML is judged.
+for k in ustream ustream-closed udgram-closed udgram-named tcp; do
+    mrun run --memory-limit 64M --wall-time-limit 60 --meta "$M" "$R" probe sockmem $k 512 3
+    check "socket buffers ($k) under --memory-limit 64M: ML, or refused ($(field status): $out)" stopped
+    footprint "  the sandbox's footprint stays bounded" 64
+done
+
 # --- judges can demand exactness ---------------------------------------------------------------
 box run --memory-limit 64M --meta "$M" "$R" true
 if [ "$(field cgroup)" = null ]; then

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/sched.h>
+#include <linux/sockios.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
@@ -496,6 +497,106 @@ static int fdkmem(const char* kind, long n, long hold) {
     return 0;
 }
 
+/* Socket buffers held by the kernel, in no process's memory (issue #31), until about `mib` MiB
+ * are queued, then held `hold` seconds. Each connection in a child of its own, at most 100 per
+ * child (fds), its writer non-blocking, filled until it would block, its reader never read:
+ *   ustream         unix stream socketpairs, 64 KiB writes
+ *   ustream-closed  the same with 1-byte writes (the most kernel memory per byte), writer closed
+ *   udgram-closed   unix datagram socketpairs, 64 KiB datagrams, writer closed
+ *   udgram-named    a unix datagram socket with an address, sent 1 MiB datagrams by senders
+ *                   that each close after one, an empty one first (its queue's length reads 0)
+ *   tcp             TCP over loopback, 64 KiB writes, neither end reads
+ * Prints "kmem=<connections> <why it stopped>" (what sockets refused, or done). */
+static int sockmem(const char* kind, long mib, long hold) {
+    int tcp = !strcmp(kind, "tcp"), closed = strstr(kind, "-closed") != NULL;
+    int named = !strcmp(kind, "udgram-named");
+    int type = !strncmp(kind, "udgram", 6) ? SOCK_DGRAM : SOCK_STREAM;
+    size_t chunk = strcmp(kind, "ustream-closed") ? 65536 : 1;
+    char* buf = calloc(1, 1 << 20);
+    int lsn = -1, big = 64 << 20, report[2];
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof a;
+    if (tcp && ((lsn = socket(AF_INET, SOCK_STREAM, 0)) < 0 || bind(lsn, (void*)&a, alen) < 0 ||
+                listen(lsn, 128) < 0 || getsockname(lsn, (void*)&a, &alen) < 0))
+        return printf("kmem=0 listen=%s\n", strerrorname_np(errno)), 3;
+    if (pipe(report) < 0) return 3;
+    long made = 0, queued = 0;
+    const char* why = "done";
+    while (queued < (mib << 20) && !strcmp(why, "done")) {
+        pid_t child = fork();
+        if (child < 0) {
+            why = strerrorname_np(errno);
+            break;
+        }
+        if (child == 0) {  // up to 100 connections; reports "<made> <queued> <errno or 0>"
+            long n = 0, q = 0;
+            int err = 0;
+            for (; n < 100 && queued + q < (mib << 20); ++n) {
+                int sv[2];
+                if (tcp) {
+                    sv[0] = socket(AF_INET, SOCK_STREAM, 0);
+                    if (sv[0] < 0 || connect(sv[0], (void*)&a, alen) < 0 ||
+                        (sv[1] = accept(lsn, NULL, NULL)) < 0) {
+                        err = errno;
+                        break;
+                    }
+                } else if (named) {  // autobound: an abstract address of its own
+                    struct sockaddr_un u = {.sun_family = AF_UNIX};
+                    socklen_t ulen = sizeof u;
+                    sv[1] = socket(AF_UNIX, SOCK_DGRAM, 0);
+                    if (sv[1] < 0 || bind(sv[1], (void*)&u, sizeof(sa_family_t)) < 0 ||
+                        getsockname(sv[1], (void*)&u, &ulen) < 0) {
+                        err = errno;
+                        break;
+                    }
+                    for (size_t len = 0;; len = 1 << 20) {
+                        int s = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK, 0), outq = 0;
+                        if (s < 0) break;
+                        setsockopt(s, SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
+                        ssize_t w = sendto(s, buf, len, 0, (void*)&u, ulen);
+                        ioctl(s, SIOCOUTQ, &outq);
+                        close(s);
+                        if (w < 0) break;
+                        q += outq;
+                    }
+                    continue;
+                } else if (socketpair(AF_UNIX, type, 0, sv) < 0) {
+                    err = errno;
+                    break;
+                }
+                setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &big, sizeof big);  // as far as allowed
+                setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
+                fcntl(sv[0], F_SETFL, O_NONBLOCK);
+                long sent = 0;
+                for (ssize_t w; (w = write(sv[0], buf, chunk)) > 0 || (w < 0 && errno == EINTR);)
+                    sent += w > 0 ? w : 0;
+                if (tcp) usleep(1000);  // let loopback deliver, then count what the reader holds
+                int outq = 0, inq = 0;
+                ioctl(sv[0], SIOCOUTQ, &outq);  // unix: the skbs' true size; TCP: bytes unsent
+                ioctl(sv[1], SIOCINQ, &inq);
+                q += tcp ? outq + inq : outq > sent ? outq : sent;
+                if (closed) close(sv[0]);
+            }
+            dprintf(report[1], "%ld %ld %d\n", n, q, err);
+            sleep((unsigned)hold + 1);
+            _exit(0);
+        }
+        char line[64] = "";
+        FILE* in = fdopen(dup(report[0]), "r");
+        long n = 0, q = 0;
+        int err = 0;
+        if (!in || !fgets(line, sizeof line, in) || sscanf(line, "%ld %ld %d", &n, &q, &err) != 3)
+            why = "EIO";
+        if (in) fclose(in);
+        made += n, queued += q;
+        if (err) why = strerrorname_np(err);
+        if (!n) break;
+    }
+    printf("kmem=%ld %s\n", made, why);
+    sleep((unsigned)hold);
+    return 0;
+}
+
 /* Fork until fork fails; children sleep. Prints how many forks succeeded. */
 static int forkbomb(void) {
     int ok = 0;
@@ -575,6 +676,7 @@ int main(int argc, char** argv) {
     }
     if (!strcmp(cmd, "fdkmem") && argc > 4) return fdkmem(argv[2], atol(argv[3]), atol(argv[4]));
     if (!strcmp(cmd, "kmem") && argc > 4) return kmem(argv[2], atol(argv[3]), atol(argv[4]));
+    if (!strcmp(cmd, "sockmem") && argc > 4) return sockmem(argv[2], atol(argv[3]), atol(argv[4]));
     if (!strcmp(cmd, "hog") && argc > 5)
         return hog(argv[2], atol(argv[3]), atol(argv[4]), atol(argv[5]));
     if (!strcmp(cmd, "spin") && argc > 3) return spin(atoi(argv[2]), atof(argv[3]));
