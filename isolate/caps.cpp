@@ -1,7 +1,9 @@
 #include "isolate/caps.hpp"
 
-#include <cap-ng.h>
+#include <linux/capability.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cerrno>
 
@@ -9,10 +11,17 @@
 
 namespace gpubox::isolate {
 
+// By raw calls: libcap-ng read /proc/self/status three times a run for what we set whole.
 void drop_all_privileges() {
-    capng_clear(CAPNG_SELECT_ALL);
-    if (capng_apply(CAPNG_SELECT_ALL) != 0)
-        sys::fail(Syscall::capng_apply, EPERM, "capng_apply(CAPNG_SELECT_ALL)");
+    // The bounding set, each capability the kernel knows: it refuses the first past the last.
+    for (unsigned long cap = 0;; ++cap)
+        if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
+            if (errno == EINVAL && cap > 0) break;
+            sys::fail(Syscall::prctl, errno, "prctl(PR_CAPBSET_DROP)");
+        }
+    __user_cap_header_struct head{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct none[_LINUX_CAPABILITY_U32S_3] = {};
+    if (::syscall(SYS_capset, &head, none) != 0) sys::fail(Syscall::capset, errno, "capset(none)");
     sys::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, "PR_CAP_AMBIENT_CLEAR_ALL");
     sys::prctl(PR_SET_NO_NEW_PRIVS, 1, "PR_SET_NO_NEW_PRIVS");
 }

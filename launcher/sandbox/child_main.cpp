@@ -312,6 +312,9 @@ void task_init(void* arg) {
         fds.monitor = {};  // first: EOF on ours means the monitor died
         if (spec.image_hold >= 0) ::close(spec.image_hold);  // the monitor's alone
         die_with_parent(fds.monitor_pidfd);
+        // The costliest namespace first, while the monitor writes our id maps: making it needs
+        // our user namespace's capabilities, which we hold from clone(), not the maps.
+        if (spec.new_net) enter_new_net();
         wait_for_go(own);                                      // the monitor wrote our id maps
         sys::prctl(PR_SET_DUMPABLE, 0, "PR_SET_DUMPABLE, 0");  // /proc/1/exe stays closed
         isolate::apply_ipc_limits(spec.ipc);  // our IPC namespace's, through the host's /proc
@@ -325,7 +328,6 @@ void task_init(void* arg) {
         rootfs::RootLayer layer = rootfs::open_root_layer(spec.plan, spec.late_plan);
         open_kept_layers(spec, fds, layer);
         if (spec.late_plan) send_late_dir(own, layer);
-        if (spec.new_net) enter_new_net();  // before the wait for the GPU's ops, if any
         sys::sethostname(spec.hostname);
         sys::make_rprivate();
         if (layer.upper.valid()) image = cover_read_only(spec, image.get());
