@@ -34,6 +34,7 @@ tests=(clang libclang-rt-14-dev   # run-all.sh: unit tests under ASan/UBSan, lib
        mmdebstrap                 # test_install.sh and the VM test: fresh Debian 12 roots
        qemu-system-x86 e2fsprogs  # tests/vm: the systemd guest, its ext4 disks (mke2fs -d)
        bubblewrap hyperfine       # bench/: the peer and the timer
+       strace                     # test_setup_calls.sh: what a run's set-up calls, in order
        # test_cdi_podman.sh: Debian's podman, rootless, with runc (crun refuses a hybrid cgroup
        # setup), vfs storage and no network, so uidmap for its user namespace
        podman runc uidmap)
