@@ -230,6 +230,14 @@ void apply_limit_plan(const Options& o, const isolate::CgroupCaps& caps,
     if (limits.refuse_memfd) plan.spec.limits_bpf = isolate::refuse_memfd_filter();
 }
 
+// The limits' filter folded into the seccomp filter: one program for the kernel to check and
+// compile instead of two (~60 us of a run). Where it cannot be folded, the child installs both.
+void fold_limits_filter(ChildSpec& s) {
+    if (!s.seccomp || s.limits_bpf.empty()) return;
+    if (std::optional<isolate::BpfProgram> one = isolate::fold(s.bpf, s.limits_bpf))
+        s.bpf = std::move(*one), s.limits_bpf = {};
+}
+
 }  // namespace
 
 RunPlan plan_run(const RunRequest& r, const RunInputs& run) {
@@ -330,6 +338,7 @@ RunPlan plan_run(const RunRequest& r, const RunInputs& run) {
         throw;
     }
     apply_limit_plan(o, p.cgroup.caps, p.limits, p);
+    fold_limits_filter(s);
     return p;
 }
 
@@ -506,7 +515,7 @@ void publish_named(const Options& o, RunPlan& plan, pid_t init) {
     e.gpus = gpus.empty() ? "none" : join(gpus, ",");
     e.limits = named::limits_summary(o.limits, plan.limits);
     e.seccomp = !o.seccomp ? "off" : o.seccomp_bpf.empty() ? "default" : o.seccomp_bpf;
-    e.refuse_memfd = !plan.spec.limits_bpf.bytes.empty();
+    e.refuse_memfd = plan.limits.refuse_memfd;
     e.nested = plan.spec.ids.nested;
     e.own_net = plan.spec.new_net;
     if (plan.cgroup.caps.usable) e.cgroup = plan.cgroup.path;
@@ -782,6 +791,7 @@ int exec_sandbox(const Options& o) {
     if (e.seccomp == "default") s.bpf = isolate::default_filter();
     else if (s.seccomp) s.bpf = isolate::load_bpf_file(e.seccomp);
     if (e.refuse_memfd) s.limits_bpf = isolate::refuse_memfd_filter();
+    fold_limits_filter(s);
     if (!e.cgroup.empty()) {
         plan.into_cgroup = sys::open_at(AT_FDCWD, e.cgroup, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
         if (sys::fstat(plan.into_cgroup.get(), e.cgroup).st_uid != ::geteuid())

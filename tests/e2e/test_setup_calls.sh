@@ -8,7 +8,7 @@ require_userns "$R"
 command -v strace >/dev/null || { echo "Bail out! strace is missing (.ci/install-deps.sh installs it)"; exit 1; }
 
 T=$WORK/trace
-strace -f -qq -o "$T" -e trace=openat,unshare,recvfrom,recvmsg,execve \
+strace -f -qq -o "$T" -e trace=openat,unshare,recvfrom,recvmsg,execve,seccomp \
     "$GPUBOX" run --time-limit 1 --wall-time-limit 5 --memory-limit 64M --pids-limit 8 "$R" true \
     >"$WORK/.out" 2>"$WORK/.err"
 expect_eq "the traced run succeeds" "$?" 0
@@ -25,5 +25,10 @@ expect_no_match "the workload reads no /proc status before its exec" "$before_ex
 # the monitor's go.
 first=$(awk -v p="$init" '$1 == p' "$T" | grep -m1 -oE 'unshare\(CLONE_NEWNET|recv(from|msg)\(')
 expect_eq "init makes its network namespace before it takes the monitor's go" "$first" "unshare(CLONE_NEWNET"
+
+# The limits' filter (memfd_create refused under a sampled memory limit) is folded into the
+# default one: the kernel checks and compiles one program, not two.
+expect_eq "the workload installs one seccomp filter" \
+    "$(awk -v p="$wl" '$1 == p' "$T" | grep -c 'seccomp(SECCOMP_SET_MODE_FILTER')" 1
 
 finish
