@@ -3,22 +3,16 @@
 #include <linux/capability.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
-#include <unistd.h>
-
 #include <cerrno>
 
 #include "common/sys.hpp"
 
 namespace gpubox::isolate {
 
-// By raw calls: libcap-ng read /proc/self/status three times a run for what we set whole.
+// Raw calls (libcap-ng read /proc/self/status 3 times): every bounding cap, then every set.
 void drop_all_privileges() {
-    // The bounding set, each capability the kernel knows: it refuses the first past the last.
-    for (unsigned long cap = 0;; ++cap)
-        if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
-            if (errno == EINVAL && cap > 0) break;
-            sys::fail(Syscall::prctl, errno, "prctl(PR_CAPBSET_DROP)");
-        }
+    for (unsigned long cap = 0; ::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0;) ++cap;
+    if (errno != EINVAL) sys::fail(Syscall::prctl, errno, "prctl(PR_CAPBSET_DROP)");
     __user_cap_header_struct head{_LINUX_CAPABILITY_VERSION_3, 0};
     __user_cap_data_struct none[_LINUX_CAPABILITY_U32S_3] = {};
     if (::syscall(SYS_capset, &head, none) != 0) sys::fail(Syscall::capset, errno, "capset(none)");

@@ -312,10 +312,8 @@ void task_init(void* arg) {
         fds.monitor = {};  // first: EOF on ours means the monitor died
         if (spec.image_hold >= 0) ::close(spec.image_hold);  // the monitor's alone
         die_with_parent(fds.monitor_pidfd);
-        // The costliest namespace first, while the monitor writes our id maps: making it needs
-        // our user namespace's capabilities, which we hold from clone(), not the maps.
-        if (spec.new_net) enter_new_net();
-        wait_for_go(own);                                      // the monitor wrote our id maps
+        if (spec.new_net) enter_new_net();  // the costliest, while the monitor writes our maps
+        wait_for_go(own);                   // the monitor wrote our id maps
         sys::prctl(PR_SET_DUMPABLE, 0, "PR_SET_DUMPABLE, 0");  // /proc/1/exe stays closed
         isolate::apply_ipc_limits(spec.ipc);  // our IPC namespace's, through the host's /proc
         sys::set_umask(0);
