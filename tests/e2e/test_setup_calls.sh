@@ -8,7 +8,7 @@ require_userns "$R"
 command -v strace >/dev/null || { echo "Bail out! strace is missing (.ci/install-deps.sh installs it)"; exit 1; }
 
 T=$WORK/trace
-strace -f -qq -o "$T" -e trace=openat,unshare,recvfrom,recvmsg,execve,seccomp \
+strace -f -qq -o "$T" -e trace=openat,unshare,recvfrom,recvmsg,execve,seccomp,mkdirat,getdents64 \
     "$GPUBOX" run --time-limit 1 --wall-time-limit 5 --memory-limit 64M --pids-limit 8 "$R" true \
     >"$WORK/.out" 2>"$WORK/.err"
 expect_eq "the traced run succeeds" "$?" 0
@@ -30,5 +30,15 @@ expect_eq "init makes its network namespace before it takes the monitor's go" "$
 # default one: the kernel checks and compiles one program, not two.
 expect_eq "the workload installs one seccomp filter" \
     "$(awk -v p="$wl" '$1 == p' "$T" | grep -c 'seccomp(SECCOMP_SET_MODE_FILTER')" 1
+
+# Where the sandbox's cgroup is not ours to make (no delegation: the one mkdirat is refused), the
+# cgroup search reads no controllers and lists no directory first: every limited run pays it.
+refused=$(grep -nE 'mkdirat\([0-9]+, "gpubox-[0-9]+".*= -1 E(ACCES|PERM|ROFS)' "$T" | head -1 | cut -d: -f1)
+if [ -n "$refused" ]; then
+    expect_no_match "a cgroup not ours: the search reads and lists nothing before its mkdirat" \
+        "$(sed -n "1,${refused}p" "$T" | grep -E 'cgroup\.controllers|getdents64')" .
+else
+    ok "a cgroup not ours: the search reads and lists nothing before its mkdirat # SKIP delegated here"
+fi
 
 finish
