@@ -47,31 +47,35 @@ ALL="--time-limit 1 --wall-time-limit 5 --memory-limit 64M --pids-limit 8"
 # One batch: M runs in a loop, as a judge makes them; gpubox's rows in one shell as uid 65534.
 # Each run's meta file is a new one, as CMS names them (run.log.N): overwriting one on ext4 costs
 # both sides ~2.5 ms here (truncating to 0 makes the last close flush the new data).
-batch() {  # batch ROW LOOP ROUND
-    local row=$1 k=$2 r=$3 i
+batch() {  # batch ROW LOOP ROUND BOX
+    local row=$1 k=$2 r=$3 box=$4 i
     case $row in
     isolate)
         for ((i = 0; i < M; i++)); do "$ISOLATE" -b "$k" $ISO_ARGS -M "$W/iso/meta/$k-$r-$i" --run -- ./tiny; done ;;
     *)
-        cd "$W/work" && "${NOBODY[@]}" W="$W" M="$M" ISO_ARGS="$ISO_ARGS" ALL="$ALL" bash -c "$GBATCH" batch "$row" "$k" "$r" ;;
+        cd "$W/work" && "${NOBODY[@]}" W="$W" M="$M" ISO_ARGS="$ISO_ARGS" ALL="$ALL" bash -c "$GBATCH" batch "$row" "$k" "$r" "$box" ;;
     esac
 }
-GBATCH='row=$1 k=$2 r=$3 b=${1%%:*}
+GBATCH='row=$1 k=$2 r=$3 box=$4 b=${1%%:*}
 case $row in
 *:isolate-mode) for ((i = 0; i < M; i++)); do
-    "$W/$b.d/isolate" -b "$((k + 10 * ${#row}))" $ISO_ARGS -M "$W/work/m-$row-$k-$r-$i" --run -- ./tiny; done ;;
+    "$W/$b.d/isolate" -b "$box" $ISO_ARGS -M "$W/work/m-$row-$k-$r-$i" --run -- ./tiny; done ;;
 *:run-limits) for ((i = 0; i < M; i++)); do
     "$W/$b" run $ALL --meta "$W/work/r-$row-$k-$r-$i" --meta-format isolate --read-only "$W/rootfs" /tiny; done ;;
 *:run-none) for ((i = 0; i < M; i++)); do "$W/$b" run --read-only "$W/rootfs" /tiny; done ;;
 esac'
 rows=(isolate)
 for b in "${builds[@]}"; do rows+=("$b:isolate-mode" "$b:run-limits" "$b:run-none"); done
+box_of() {  # box_of ROW LOOP: the box of that row's loop (gpubox's boxes: 10 and up)
+    local j
+    for j in "${!rows[@]}"; do [ "${rows[$j]}" = "$1" ] && echo $((10 * (j + 1) + $2)); done
+}
 # Boxes: isolate's as root, gpubox's as uid 65534, one per row and loop.
 for ((k = 0; k < PAR; k++)); do
     box=$("$ISOLATE" -b "$k" --init) && cp "$W/tiny" "$box/box/tiny"
     for r in "${rows[@]}"; do
         [[ $r == *:isolate-mode ]] || continue
-        box=$(cd "$W/work" && "${NOBODY[@]}" "$W/${r%%:*}.d/isolate" -b "$((k + 10 * ${#r}))" --init)
+        box=$(cd "$W/work" && "${NOBODY[@]}" "$W/${r%%:*}.d/isolate" -b "$(box_of "$r" "$k")" --init)
         "${NOBODY[@]}" cp "$W/tiny" "$box/box/tiny"
     done
 done
@@ -82,7 +86,7 @@ for ((r = 0; r < ROUNDS; r++)); do
     for ((j = 0; j < n; j++)); do
         row=${rows[$(((j + r) % n))]}
         s=$(date +%s%N) pids=()
-        for ((k = 0; k < PAR; k++)); do batch "$row" "$k" "$r" & pids+=($!); done
+        for ((k = 0; k < PAR; k++)); do batch "$row" "$k" "$r" "$(box_of "$row" "$k")" & pids+=($!); done
         wait "${pids[@]}"
         e=$(date +%s%N)
         echo "$r $row $(awk -v n=$((M * PAR)) -v ns=$((e - s)) 'BEGIN { printf "%.1f", n / (ns / 1e9) }')" >>"$W/results"
@@ -91,7 +95,7 @@ done
 for ((k = 0; k < PAR; k++)); do
     "$ISOLATE" -b "$k" --cleanup >/dev/null
     for r in "${rows[@]}"; do
-        [[ $r == *:isolate-mode ]] && (cd "$W/work" && "${NOBODY[@]}" "$W/${r%%:*}.d/isolate" -b "$((k + 10 * ${#r}))" --cleanup >/dev/null)
+        [[ $r == *:isolate-mode ]] && (cd "$W/work" && "${NOBODY[@]}" "$W/${r%%:*}.d/isolate" -b "$(box_of "$r" "$k")" --cleanup >/dev/null)
     done
 done
 echo "load at the end $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -132,8 +132,8 @@ std::optional<BpfProgram> fold(const BpfProgram& main, const BpfProgram& extra) 
         for (const sock_filter& f : *p)
             if (is_ret(f) && BPF_RVAL(f.code) != BPF_K) return std::nullopt;
     std::vector<sock_filter> out = m;
-    std::map<std::uint32_t, std::size_t>
-        copy_of;  // main's verdict -> where its copy of extra starts
+    // Main's verdict -> where its copy of extra starts.
+    std::map<std::uint32_t, std::size_t> copy_of;
     for (std::size_t i = 0; i < m.size(); ++i) {
         if (!is_ret(m[i])) continue;
         const std::uint32_t v = m[i].k;
