@@ -14,7 +14,7 @@ set -euo pipefail
 # runs check them with unsquashfs, and unpack them where FUSE is closed), squashfuse (runs
 # mount them through FUSE in the sandbox's user namespace; it brings libfuse3, and gpubox
 # hands it the mounted /dev/fuse, so no fusermount3 and no fuse3 package is needed).
-build=(build-essential cmake pkg-config libcap-ng-dev libseccomp-dev libsystemd-dev
+build=(build-essential cmake pkg-config libseccomp-dev libsystemd-dev
        libarchive-dev nettle-dev nlohmann-json3-dev catch2 file busybox-static skopeo util-linux
        squashfs-tools squashfuse libyaml-cpp-dev)  # CDI specs are YAML by default (nvidia-ctk writes /etc/cdi/nvidia.yaml)
 tests=(clang libclang-rt-14-dev   # run-all.sh: unit tests under ASan/UBSan, libFuzzer smoke
@@ -34,6 +34,7 @@ tests=(clang libclang-rt-14-dev   # run-all.sh: unit tests under ASan/UBSan, lib
        mmdebstrap                 # test_install.sh and the VM test: fresh Debian 12 roots
        qemu-system-x86 e2fsprogs  # tests/vm: the systemd guest, its ext4 disks (mke2fs -d)
        bubblewrap hyperfine       # bench/: the peer and the timer
+       strace                     # test_setup_calls.sh: what a run's set-up calls, in order
        # test_cdi_podman.sh: Debian's podman, rootless, with runc (crun refuses a hybrid cgroup
        # setup), vfs storage and no network, so uidmap for its user namespace
        podman runc uidmap)

@@ -77,7 +77,7 @@ constexpr std::array kNames = {
     Row{S::sched_setscheduler, "sched_setscheduler"},
     Row{S::setsid, "setsid"},
     Row{S::seccomp, "seccomp"},
-    Row{S::capng_apply, "capng_apply"},
+    Row{S::capset, "capset"},
     Row{S::sethostname, "sethostname"},
     Row{S::sched_setaffinity, "sched_setaffinity"},
     Row{S::pipe2, "pipe2"},

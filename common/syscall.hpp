@@ -76,7 +76,7 @@ enum class Syscall {
     sched_setscheduler,
     setsid,
     seccomp,
-    capng_apply,
+    capset,
     sethostname,
     sched_setaffinity,
     // ipc and signals

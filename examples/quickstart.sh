@@ -6,9 +6,7 @@
 # test suite uses (--driver-root), and says so.
 # Each step says what it does and about how long it takes (measured from a fresh Debian 12 root
 # on a 2-core VM: 6 to 7.5 minutes in all, most of it compiling; far longer on a busy host). The compiler's and linker's
-# output goes to build/quickstart-build.log, shown only if the build fails: a static link of
-# libcap-ng prints glibc's "Using 'getpwuid' in statically linked applications" notes, which
-# concern a libcap-ng function gpubox never calls (capng_change_id) and read like errors.
+# output goes to build/quickstart-build.log, shown only if the build fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cores=$(nproc)
@@ -16,7 +14,7 @@ t_step=$SECONDS
 step() { printf '==> [%s/5] %s\n' "$1" "$2"; t_step=$SECONDS; }
 done_step() { printf '    done (%d s)\n' $((SECONDS - t_step)); }
 
-step 1 "Debian packages that building and running gpubox needs (.ci/install-deps.sh build: compilers, CMake, libcap-ng, libseccomp, skopeo, busybox-static...): about 1-2 min on a fresh host, nothing when they are installed"
+step 1 "Debian packages that building and running gpubox needs (.ci/install-deps.sh build: compilers, CMake, libseccomp, skopeo, busybox-static...): about 1-2 min on a fresh host, nothing when they are installed"
 bash .ci/install-deps.sh build
 done_step
 

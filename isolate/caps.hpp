@@ -2,7 +2,7 @@
 
 namespace gpubox::isolate {
 
-// Child side: empty effective, permitted, inheritable, ambient and bounding sets (libcap-ng),
+// Child side: empty effective, permitted, inheritable, ambient and bounding sets (raw calls),
 // then no_new_privs, so no later execve can gain anything back.
 void drop_all_privileges();
 

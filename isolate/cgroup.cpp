@@ -87,14 +87,12 @@ void remove_stale_cgroups(int parent) {
 Cgroup make_below(const std::string& parent, const std::string& name, const Limits& limits,
                   bool enable_in_parent, std::string* refused = nullptr) {
     const bool want_mem = limits.memory_bytes.has_value(), want_pids = limits.pids.has_value();
-    if (enable_in_parent) {
-        if (want_mem) enable_controller(parent, "memory");
-        if (want_pids) enable_controller(parent, "pids");
-    }
     Cgroup cg;
     cg.path = cat(parent, "/", name);
     UniqueFd parent_fd = sys::open_at(AT_FDCWD, parent, O_PATH | O_DIRECTORY);
-    remove_stale_cgroups(parent_fd.get());
+    // The test first: where the parent is not ours to write (the common case without delegation,
+    // every limited run), nothing more is read or listed. The controllers are enabled after: a
+    // child cgroup gets their files when its parent's subtree_control gains them.
     if (const int rc = sys::try_mkdir_at(parent_fd.get(), name, 0755); rc < 0 && rc != -EEXIST) {
         if (refused && (rc == -EACCES || rc == -EPERM || rc == -EROFS)) {
             *refused =
@@ -102,6 +100,11 @@ Cgroup make_below(const std::string& parent, const std::string& name, const Limi
             return {};
         }
         sys::mkdir_at(parent_fd.get(), name, 0755);  // throws its error
+    }
+    remove_stale_cgroups(parent_fd.get());
+    if (enable_in_parent) {
+        if (want_mem) enable_controller(parent, "memory");
+        if (want_pids) enable_controller(parent, "pids");
     }
     cg.dir = sys::open_at(parent_fd.get(), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);  // made here
     cg.caps.usable = cg.dir.valid();

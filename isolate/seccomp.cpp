@@ -9,12 +9,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <iterator>
-#include <string_view>
+#include <map>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "common/error.hpp"
@@ -180,6 +183,46 @@ const BpfProgram& limits_filter(bool refuse_memory, bool refuse_setsid) {
                                   setsid = build_refusals(refusals(false, true)),
                                   both = build_refusals(refusals(true, true));
     return refuse_memory ? (refuse_setsid ? both : memory) : (refuse_setsid ? setsid : none);
+}
+
+std::optional<BpfProgram> fold(const BpfProgram& main, const BpfProgram& extra) {
+    const auto insns = [](const BpfProgram& p) {
+        std::vector<sock_filter> v(p.bytes.size() / sizeof(sock_filter));
+        if (!v.empty()) std::memcpy(v.data(), p.bytes.data(), v.size() * sizeof(sock_filter));
+        return v;
+    };
+    const auto is_ret = [](const sock_filter& f) { return BPF_CLASS(f.code) == BPF_RET; };
+    // The kernel's order: a lower action wins (SECCOMP_RET_KILL_PROCESS is the lowest).
+    const auto action = [](std::uint32_t r) {
+        return static_cast<std::int32_t>(r & SECCOMP_RET_ACTION_FULL);
+    };
+    const std::vector<sock_filter> m = insns(main), e = insns(extra);
+    if (m.empty() || e.empty()) return std::nullopt;
+    for (const std::vector<sock_filter>* p : {&m, &e})
+        for (const sock_filter& f : *p)
+            if (is_ret(f) && BPF_RVAL(f.code) != BPF_K) return std::nullopt;
+    std::vector<sock_filter> out = m;
+    // Main's verdict -> where its copy of extra starts.
+    std::map<std::uint32_t, std::size_t> copy_of;
+    for (std::size_t i = 0; i < m.size(); ++i) {
+        if (!is_ret(m[i])) continue;
+        const std::uint32_t v = m[i].k;
+        if (std::none_of(e.begin(), e.end(), [&](const sock_filter& f) {
+                return is_ret(f) && action(f.k) < action(v);
+            }))
+            continue;  // extra never beats it
+        const auto [at, made] = copy_of.try_emplace(v, out.size());
+        if (made)
+            for (sock_filter f : e) {
+                if (is_ret(f) && !(action(f.k) < action(v))) f.k = v;
+                out.push_back(f);
+            }
+        out[i] = sock_filter{static_cast<__u16>(BPF_JMP | BPF_JA), 0, 0,
+                             static_cast<__u32>(at->second - i - 1)};
+    }
+    if (out.size() > BPF_MAXINSNS) return std::nullopt;
+    return BpfProgram{
+        std::string(reinterpret_cast<const char*>(out.data()), out.size() * sizeof(sock_filter))};
 }
 
 BpfProgram load_bpf_file(const std::string& path) {

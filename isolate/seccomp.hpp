@@ -1,4 +1,5 @@
 #pragma once
+#include <optional>
 #include <string>
 
 #include "isolate/seccomp_policy.hpp"
@@ -30,6 +31,14 @@ BpfProgram load_bpf_file(const std::string& path);
 //    session would be an autogroup of its own, weighing as much as the monitor.
 // Hand-written (no run pays for libseccomp), each combination built once. Empty if neither.
 const BpfProgram& limits_filter(bool refuse_memory, bool refuse_setsid);
+
+// `extra` folded into `main`: one program to compile and attach instead of two, answering every
+// call as the kernel answers the two installed (extra first, main last): the more restrictive
+// verdict, main's where they tie. Each of main's verdicts that some verdict of extra's beats
+// becomes a jump into a copy of extra whose verdicts are so combined with it. Nullopt where it
+// cannot be done: a verdict from the accumulator (BPF_RET|BPF_A), past the kernel's 4096
+// instructions. `extra` must load before it reads (it starts with main's registers).
+std::optional<BpfProgram> fold(const BpfProgram& main, const BpfProgram& extra);
 
 // Child side: seccomp(SECCOMP_SET_MODE_FILTER). no_new_privs must be set first.
 void install(const BpfProgram& prog);

@@ -231,6 +231,14 @@ void apply_limit_plan(const Options& o, const isolate::CgroupCaps& caps,
     plan.spec.limits_bpf = isolate::limits_filter(limits.refuse_memfd, limits.refuse_setsid);
 }
 
+// The limits' filter folded into the seccomp filter: one program for the kernel to check and
+// compile instead of two (~60 us of a run). Where it cannot be folded, the child installs both.
+void fold_limits_filter(ChildSpec& s) {
+    if (!s.seccomp || s.limits_bpf.empty()) return;
+    if (std::optional<isolate::BpfProgram> one = isolate::fold(s.bpf, s.limits_bpf))
+        s.bpf = std::move(*one), s.limits_bpf = {};
+}
+
 }  // namespace
 
 RunPlan plan_run(const RunRequest& r, const RunInputs& run) {
@@ -332,6 +340,7 @@ RunPlan plan_run(const RunRequest& r, const RunInputs& run) {
         throw;
     }
     apply_limit_plan(o, p.cgroup.caps, p.limits, p);
+    fold_limits_filter(s);
     return p;
 }
 
@@ -792,6 +801,7 @@ int exec_sandbox(const Options& o) {
     if (e.seccomp == "default") s.bpf = isolate::default_filter();
     else if (s.seccomp) s.bpf = isolate::load_bpf_file(e.seccomp);
     s.limits_bpf = isolate::limits_filter(e.refuse_memfd, e.refuse_setsid);
+    fold_limits_filter(s);
     if (!e.cgroup.empty()) {
         plan.into_cgroup = sys::open_at(AT_FDCWD, e.cgroup, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
         if (sys::fstat(plan.into_cgroup.get(), e.cgroup).st_uid != ::geteuid())

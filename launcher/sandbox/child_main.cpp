@@ -110,12 +110,10 @@ void send_late_dir(const Ends& own, const rootfs::RootLayer& layer) {
 }
 
 // Our own network namespace, owned by our user namespace as a clone flag would make it (the
-// monitor leaves it to us: it is the costly one), and its loopback up. Measured: a sock_diag
-// socket of it for the monitor, its datagram queues capped first (isolate/sock_usage.hpp).
-UniqueFd enter_new_net(const ChildSpec& spec) {
+// monitor leaves it to us: it is the costly one), and its loopback up.
+void enter_new_net() {
     sys::unshare(CLONE_NEWNET);
     sys::set_loopback_up();
-    return spec.meters ? isolate::open_net_meter(spec.dgram_qlen) : UniqueFd();
 }
 
 // The run's one synchronisation point: the whole plan, grown by the GPU's ops, which the
@@ -311,7 +309,8 @@ void task_init(void* arg) {
         fds.monitor = {};  // first: EOF on ours means the monitor died
         if (spec.image_hold >= 0) ::close(spec.image_hold);  // the monitor's alone
         die_with_parent(fds.monitor_pidfd);
-        wait_for_go(own);                                      // the monitor wrote our id maps
+        if (spec.new_net) enter_new_net();  // the costliest, while the monitor writes our maps
+        wait_for_go(own);                   // the monitor wrote our id maps
         sys::prctl(PR_SET_DUMPABLE, 0, "PR_SET_DUMPABLE, 0");  // /proc/1/exe stays closed
         isolate::apply_ipc_limits(spec.ipc);  // our IPC namespace's, through the host's /proc
         sys::set_umask(0);
@@ -324,8 +323,9 @@ void task_init(void* arg) {
         rootfs::RootLayer layer = rootfs::open_root_layer(spec.plan, spec.late_plan);
         open_kept_layers(spec, fds, layer);
         if (spec.late_plan) send_late_dir(own, layer);
-        // Before the wait for the GPU's ops, if any.
-        UniqueFd diag = spec.new_net ? enter_new_net(spec) : UniqueFd();
+        // The monitor's sock_diag socket of our network namespace (isolate/sock_usage.hpp).
+        UniqueFd diag =
+            spec.new_net && spec.meters ? isolate::open_net_meter(spec.dgram_qlen) : UniqueFd();
         sys::sethostname(spec.hostname);
         sys::make_rprivate();
         if (layer.upper.valid()) image = cover_read_only(spec, image.get());

@@ -1,7 +1,15 @@
 #include <catch2/catch.hpp>
 
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
 #include <seccomp.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 
+#include <cerrno>
+#include <initializer_list>
 #include <set>
 
 #include <unistd.h>
@@ -69,4 +77,79 @@ TEST_CASE("policy text lists every rule with its reason") {
     std::string text = to_string(default_seccomp_policy());
     CHECK(text.find("ENOSYS clone3") != std::string::npos);
     CHECK(text.find("EPERM  ioctl arg1==0x5412") != std::string::npos);
+}
+
+namespace {
+
+// In a child: no_new_privs, `progs` installed in turn, then syscall `nr`: its errno, 0 for success.
+int errno_under(std::initializer_list<const BpfProgram*> progs, long nr, long a0, long a1 = 0) {
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ::_exit(100);
+        for (const BpfProgram* p : progs) {
+            sock_fprog f{static_cast<unsigned short>(p->bytes.size() / sizeof(sock_filter)),
+                         reinterpret_cast<sock_filter*>(const_cast<char*>(p->bytes.data()))};
+            if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &f) != 0) ::_exit(101);
+        }
+        ::_exit(::syscall(nr, a0, a1) < 0 ? errno : 0);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+BpfProgram program(std::initializer_list<sock_filter> insns) {
+    return BpfProgram{std::string(reinterpret_cast<const char*>(insns.begin()),
+                                  insns.size() * sizeof(sock_filter))};
+}
+
+}  // namespace
+
+TEST_CASE("the limits' refusals fold into the default filter: one program, the same answers") {
+    const BpfProgram& main = default_filter();
+    const BpfProgram& limits = limits_filter(true, true);
+    const std::optional<BpfProgram> one = fold(main, limits);
+    REQUIRE(one);
+    // One copy of the refusals, behind main's one verdict they beat (allow).
+    CHECK(one->bytes.size() == main.bytes.size() + limits.bytes.size());
+    const char* name = "fold";
+    CHECK(errno_under({&*one}, SYS_memfd_create, reinterpret_cast<long>(name)) == ENOSYS);
+    CHECK(errno_under({&*one}, SYS_setsid, 0) == EPERM);               // the limits'
+    CHECK(errno_under({&*one}, SYS_unshare, CLONE_NEWUSER) == EPERM);  // main's
+    CHECK(errno_under({&*one}, SYS_unshare, CLONE_FILES) == EPERM);    // the limits', by its flags
+    CHECK(errno_under({&*one}, SYS_getpid, 0) == 0);
+    const auto arg = [&](long nr) {
+        return nr == SYS_unshare        ? CLONE_NEWUSER
+               : nr == SYS_memfd_create ? reinterpret_cast<long>(name)
+                                        : 0;
+    };
+    for (long nr : {long{SYS_memfd_create}, long{SYS_unshare}, long{SYS_getpid}, long{SYS_setsid},
+                    long{SYS_vmsplice}})
+        CHECK(errno_under({&*one}, nr, arg(nr)) == errno_under({&limits, &main}, nr, arg(nr)));
+}
+
+TEST_CASE("folded filters tie as the kernel ties two: the last installed's verdict") {
+    const BpfProgram& memfd = limits_filter(true, false);
+    const BpfProgram main = program({
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_memfd_create, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    });
+    const std::optional<BpfProgram> one = fold(main, memfd);
+    REQUIRE(one);
+    const char* name = "tie";
+    CHECK(errno_under({&memfd, &main}, SYS_memfd_create, reinterpret_cast<long>(name)) == EPERM);
+    CHECK(errno_under({&*one}, SYS_memfd_create, reinterpret_cast<long>(name)) == EPERM);
+    CHECK(errno_under({&*one}, SYS_getpid, 0) == 0);
+}
+
+TEST_CASE("a program that returns its accumulator is not folded") {
+    const BpfProgram main = program({
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+        BPF_STMT(BPF_RET | BPF_A, 0),
+    });
+    CHECK_FALSE(fold(main, limits_filter(true, false)));
+    CHECK_FALSE(fold(BpfProgram{}, limits_filter(true, false)));
 }

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# What a limited run's set-up does, in calls, as strace sees them (no timing): what #31's
+# performance work took out stays out. bench/vs_isolate.sh measures what it is worth.
+. "$(dirname "$0")/lib.sh"
+R=$WORK/rootfs
+make_rootfs "$R"
+require_userns "$R"
+command -v strace >/dev/null || { echo "Bail out! strace is missing (.ci/install-deps.sh installs it)"; exit 1; }
+
+T=$WORK/trace
+strace -f -qq -o "$T" -e trace=openat,unshare,recvfrom,recvmsg,execve,seccomp,mkdirat,getdents64 \
+    "$GPUBOX" run --time-limit 1 --wall-time-limit 5 --memory-limit 64M --pids-limit 8 "$R" true \
+    >"$WORK/.out" 2>"$WORK/.err"
+expect_eq "the traced run succeeds" "$?" 0
+# The workload: the process that executes true; init: the one that makes the network namespace.
+wl=$(grep -E '^[0-9]+ +execve\("[^"]*/true"' "$T" | awk '{print $1}' | head -1)
+init=$(grep -E '^[0-9]+ +unshare\(CLONE_NEWNET' "$T" | awk '{print $1}' | head -1)
+check "strace saw the workload's exec and init's network namespace" test -n "$wl" -a -n "$init"
+
+# Dropping every capability takes no file read: libcap-ng read /proc/self/status three times.
+before_exec=$(awk -v p="$wl" '$1 == p' "$T" | sed -n '1,/execve(/p')
+expect_no_match "the workload reads no /proc status before its exec" "$before_exec" '/status"'
+
+# Init makes its network namespace (the costliest) while the monitor writes its id maps, not after
+# the monitor's go.
+first=$(awk -v p="$init" '$1 == p' "$T" | grep -m1 -oE 'unshare\(CLONE_NEWNET|recv(from|msg)\(')
+expect_eq "init makes its network namespace before it takes the monitor's go" "$first" "unshare(CLONE_NEWNET"
+
+# The limits' filter (memfd_create refused under a sampled memory limit) is folded into the
+# default one: the kernel checks and compiles one program, not two.
+expect_eq "the workload installs one seccomp filter" \
+    "$(awk -v p="$wl" '$1 == p' "$T" | grep -c 'seccomp(SECCOMP_SET_MODE_FILTER')" 1
+
+# Where the sandbox's cgroup is not ours to make (no delegation: the one mkdirat is refused), the
+# cgroup search reads no controllers and lists no directory first: every limited run pays it.
+refused=$(grep -nE 'mkdirat\([0-9]+, "gpubox-[0-9]+".*= -1 E(ACCES|PERM|ROFS)' "$T" | head -1 | cut -d: -f1)
+if [ -n "$refused" ]; then
+    expect_no_match "a cgroup not ours: the search reads and lists nothing before its mkdirat" \
+        "$(sed -n "1,${refused}p" "$T" | grep -E 'cgroup\.controllers|getdents64')" .
+else
+    ok "a cgroup not ours: the search reads and lists nothing before its mkdirat # SKIP delegated here"
+fi
+
+finish
