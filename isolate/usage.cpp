@@ -212,12 +212,13 @@ std::uint64_t open_fds(int proc, const std::string& name) {
 // One process of the sandbox's /proc, by its directory's name; gone meanwhile is no error.
 // `memory`: read its status too. Each file by its path from the proc fd: two or three files, no
 // directory fd.
-void add_process(int proc, const std::string& name, bool memory, Scan& scan, pid_t init) {
+void add_process(int proc, KeptFiles& files, const std::string& name, bool memory, Scan& scan,
+                 pid_t init) {
     ProcSample p;
     std::uint64_t pid = 0;
     if (!to_u64(name, pid)) return;
     scan.max_pid = std::max(scan.max_pid, pid);
-    if (!parse_proc_stat(read_proc(proc, name + "/stat"), sys::ns_per_clock_tick(), p))
+    if (!parse_proc_stat(files.read(name + "/stat"), sys::ns_per_clock_tick(), p))
         return;  // gone meanwhile
     p.pid = static_cast<pid_t>(pid);
     scan.usage.tasks += p.threads;
@@ -228,11 +229,11 @@ void add_process(int proc, const std::string& name, bool memory, Scan& scan, pid
         scan.live_cpu += p.children_ns;
         return;
     }
-    if (memory && !parse_proc_status(read_proc(proc, name + "/status"), p)) return;
+    if (memory && !parse_proc_status(files.read(name + "/status"), p)) return;
     if (memory) p.fds = open_fds(proc, name);
     // stat's times are whole clock ticks: a thousand processes of 6 ms each would show none.
     // schedstat has the main thread's to the ns (absent without CONFIG_SCHED_INFO: 0).
-    std::istringstream(read_proc(proc, name + "/schedstat", 128)) >> p.exact_ns;
+    std::istringstream(files.read(name + "/schedstat", 128)) >> p.exact_ns;
     p.self_ns = std::max(p.self_ns, p.exact_ns);
     scan.usage.memory_bytes += p.anon_bytes + p.shmem_bytes + p.pte_bytes;
     scan.fd_bytes += fd_charge(p.fds);
@@ -258,6 +259,31 @@ std::uint64_t by_share(int proc, const std::vector<ProcSample>& procs, pid_t ini
 }
 
 }  // namespace
+
+std::string KeptFiles::read(const std::string& name, std::size_t cap) {
+    std::string out(cap, '\0');
+    if (const auto it = files_.find(name); it != files_.end()) {
+        const ssize_t n = ::pread(it->second.fd.get(), out.data(), cap, 0);
+        if (n > 0) {
+            it->second.pass = pass_;
+            out.resize(static_cast<std::size_t>(n));
+            return out;
+        }
+        files_.erase(it);  // ESRCH: its process is gone, and the path may name another now
+    }
+    const int fd = sys::try_open_at(dir_, name, O_RDONLY);
+    if (fd < 0) return {};
+    UniqueFd own(fd);
+    const ssize_t n = ::pread(fd, out.data(), cap, 0);
+    out.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+    if (n > 0 && files_.size() < kMax) files_.emplace(name, File{std::move(own), pass_});
+    return out;
+}
+
+void KeptFiles::end_pass() {
+    std::erase_if(files_, [&](const auto& f) { return f.second.pass != pass_; });
+    ++pass_;
+}
 
 std::vector<pid_t> task_tree(int proc, pid_t root) {
     std::multimap<pid_t, pid_t> children;
@@ -290,11 +316,10 @@ void Sampler::kill_all() const {
 }
 
 SockStat Sampler::sock_stat(bool v6) {  // init's network namespace is the sandbox's
-    const std::string net = cat(root_ ? root_ : 1, "/net/"),
-                      v4 = read_proc(proc_, net + "sockstat");
+    const std::string net = cat(root_ ? root_ : 1, "/net/"), v4 = kept_.read(net + "sockstat");
     const SockStat stat = parse_sockstat(v4, "TCP6: inuse 0\nUDP6: inuse 0\n");
     has_sockets_ = stat.any();
-    return v6 && stat.any() ? parse_sockstat(v4, read_proc(proc_, net + "sockstat6")) : stat;
+    return v6 && stat.any() ? parse_sockstat(v4, kept_.read(net + "sockstat6")) : stat;
 }
 
 std::uint64_t Sampler::resample_sockets() {
@@ -311,7 +336,7 @@ Usage Sampler::sample(std::uint64_t cpu_stop_ns, bool memory) {
         for (pid_t pid : task_tree(proc_, root_)) names.push_back(std::to_string(pid));
     else names = sys::try_list_dir(proc_, ".").value_or(std::vector<std::string>{});
     for (const std::string& name : names) {
-        add_process(proc_, name, limit_ != 0 || memory, scan, root_ ? root_ : 1);
+        add_process(proc_, kept_, name, limit_ != 0 || memory, scan, root_ ? root_ : 1);
         if (cpu_stop_ns && scan.live_cpu + ledger_.charged_ns() > cpu_stop_ns) {
             scan.usage.cpu_ns = scan.live_cpu + ledger_.charged_ns();  // a lower bound, over
             scan.usage.partial = true;
@@ -341,6 +366,7 @@ Usage Sampler::sample(std::uint64_t cpu_stop_ns, bool memory) {
     u.cpu_ns = ledger_.update(scan.procs, made, last_ns_ ? t - last_ns_ : 0);
     last_pid_ = std::max(last_pid_, scan.max_pid);
     last_ns_ = t;
+    kept_.end_pass();
     return u;
 }
 

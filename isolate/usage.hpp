@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "common/unique_fd.hpp"
 #include "isolate/sock_usage.hpp"
 
 namespace gpubox::isolate {
@@ -119,12 +120,36 @@ private:
     bool reaping_ = false;
 };
 
+// Files of the sandbox's /proc that every pass reads again, kept open between passes: a read at
+// offset 0 has the kernel write a /proc file afresh, so a pass over a small sandbox costs one
+// pread a file, not an open, a read and a close. A kept file of a process that is gone reads
+// ESRCH, even where its pid names another process by now: it is then opened again by its path.
+// At most kMax are kept (the monitor's own fds are few); past them, each is opened every time.
+class KeptFiles {
+public:
+    explicit KeptFiles(int dir) : dir_(dir) {}
+    // Up to `cap` bytes of `name` (below the directory); empty where it cannot be read.
+    std::string read(const std::string& name, std::size_t cap = 4096);
+    // The pass is over: the files it did not read are closed (their processes are gone).
+    void end_pass();
+
+private:
+    struct File {
+        UniqueFd fd;
+        std::uint64_t pass = 0;  // the last pass that read it
+    };
+    static constexpr std::size_t kMax = 64;
+    int dir_;
+    std::uint64_t pass_ = 1;
+    std::map<std::string, File> files_;
+};
+
 // Reads the sandbox's /proc (an fd of it) and gpubox's tmpfs (an fd of it, or -1), from the
 // monitor. `memory_limit`: the limit the samples are held against (0: memory is not read).
 class Sampler {
 public:
     Sampler(int proc_fd, int tmpfs_fd, unsigned cpus, std::uint64_t memory_limit)
-        : proc_(proc_fd), tmpfs_(tmpfs_fd), limit_(memory_limit), ledger_(cpus) {}
+        : proc_(proc_fd), tmpfs_(tmpfs_fd), kept_(proc_fd), limit_(memory_limit), ledger_(cpus) {}
     // One pass. A pass whose processes so far already used more than `cpu_stop_ns` of CPU stops
     // there (Usage::partial): a fork bomb's thousand processes need not all be read to kill it.
     // `memory`: read memory even without a memory limit (the last pass: the program's peak).
@@ -155,6 +180,7 @@ public:
 
 private:
     int proc_, tmpfs_;
+    KeptFiles kept_;  // stat, status, schedstat and sockstat, read every pass
     std::uint64_t limit_;
     CpuLedger ledger_;
     std::uint64_t last_pid_ = 0;  // the largest pid seen, the pids made since are new ones

@@ -580,3 +580,37 @@ TEST_CASE("kernel memory held through open files: the fd charge, epoll watches c
     CHECK(fd_dir.st_size >= 4);  // 0, 1, 2, the timerfd and the epoll: what it inherited too
     CHECK(fd_dir.st_size <= 64);
 }
+
+TEST_CASE("kept /proc files: read afresh each time, gone with their process, pruned") {
+    const UniqueFd proc(::open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    REQUIRE(proc.valid());
+    int go[2];
+    REQUIRE(::pipe(go) == 0);
+    const pid_t child = ::fork();
+    if (child == 0) {  // sleeps (S), then spins (R) once told
+        char c;
+        ::close(go[1]);
+        if (::read(go[0], &c, 1) == 1)
+            for (;;) {
+            }
+        ::_exit(0);
+    }
+    ::close(go[0]);
+    gpubox::isolate::KeptFiles kept(proc.get());
+    const std::string stat = std::to_string(child) + "/stat";
+    gpubox::isolate::ProcSample p;
+    // The same kept file, read twice: the kernel writes it afresh (the state changes).
+    for (int i = 0; i < 200 && p.state != 'S'; ++i, ::usleep(1000))
+        REQUIRE(gpubox::isolate::parse_proc_stat(kept.read(stat), 10000000, p));
+    CHECK(p.state == 'S');
+    REQUIRE(::write(go[1], "x", 1) == 1);
+    for (int i = 0; i < 2000 && p.state != 'R'; ++i, ::usleep(1000))
+        REQUIRE(gpubox::isolate::parse_proc_stat(kept.read(stat), 10000000, p));
+    CHECK(p.state == 'R');
+    ::kill(child, SIGKILL);
+    ::waitpid(child, nullptr, 0);
+    CHECK(kept.read(stat).empty());  // gone: ESRCH, and its path names nothing now
+    kept.end_pass();
+    CHECK(kept.read("self/stat").size() > 0);
+    ::close(go[1]);
+}
