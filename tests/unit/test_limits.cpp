@@ -591,8 +591,7 @@ TEST_CASE("kept /proc files: read afresh each time, gone with their process, pru
         char c;
         ::close(go[1]);
         if (::read(go[0], &c, 1) == 1)
-            for (;;) {
-            }
+            for (;;) {}
         ::_exit(0);
     }
     ::close(go[0]);
