@@ -331,10 +331,10 @@ RunPlan plan_run(const RunRequest& r, const RunInputs& run) {
                     "); 'gpubox doctor' says what to change"),
                 "a delegated cgroup v2: a systemd user manager (loginctl enable-linger, "
                 "dbus-user-session), or a cgroup directory delegated to this user (--cgroup PATH)");
-        p.limits = isolate::plan_limits(o.limits, p.cgroup.caps, sys::kernel_at_least(5, 14),
-                                        o.root, ::getuid() == 0, s.plan.root.tmpfs_size,
-                                        p.host_share, sys::usable_cpus(),
-                                        !p.cgroup.caps.usable && isolate::autogroups_here());
+        p.limits = isolate::plan_limits(
+            o.limits, p.cgroup.caps, sys::kernel_at_least(5, 14), o.root, ::getuid() == 0,
+            s.plan.root.tmpfs_size, p.host_share, sys::usable_cpus(),
+            o.limits.any() && !p.cgroup.caps.usable && isolate::autogroups_here());
     } catch (...) {
         isolate::remove_cgroup(p.cgroup);
         throw;
