@@ -5,6 +5,16 @@ BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 TOP=$(cd "$BENCH_DIR/.." && pwd)
 BUILD=${BUILD:-$TOP/build-bench}
 
+# GPUBOX unset: this checkout's gpubox, built optimised into BUILD (the scripts that measure one
+# binary, not bench_setup's set of tools).
+bench_gpubox() {
+    if [ -z "${GPUBOX:-}" ]; then
+        cmake -S "$TOP" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+        cmake --build "$BUILD" -j"$(nproc)" --target gpubox >/dev/null
+        GPUBOX=$BUILD/launcher/gpubox
+    fi
+}
+
 bench_setup() {
     if [ -z "${GPUBOX_BENCH_UNPRIVILEGED:-}" ]; then
         for t in hyperfine bwrap /usr/bin/time; do

@@ -8,16 +8,10 @@
 #
 #   sudo bash bench/limit_cost.sh                  # builds gpubox (Release) into build-bench
 #   sudo GPUBOX=/path/gpubox OLD=/path/old N=100 bash bench/limit_cost.sh
-set -euo pipefail
-TOP=$(cd "$(dirname "$0")/.." && pwd)
-BUILD=${BUILD:-$TOP/build-bench}
+. "$(dirname "$0")/common.sh"  # TOP, BUILD, bench_gpubox
 N=${N:-100}
 [ "$(id -u)" = 0 ] || { echo "limit_cost.sh: run as root (it measures as uid 65534)" >&2; exit 1; }
-if [ -z "${GPUBOX:-}" ]; then
-    cmake -S "$TOP" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build "$BUILD" -j"$(nproc)" --target gpubox >/dev/null
-    GPUBOX=$BUILD/launcher/gpubox
-fi
+bench_gpubox
 W=$(mktemp -d /tmp/gpubox-limit-cost.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 chmod 0755 "$W"

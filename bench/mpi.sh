@@ -22,11 +22,7 @@ for b in slurmctld slurmd munged srun mpicc; do
 done
 MODE=${GPUBOX_MPI:-step}
 ROUNDS=${ROUNDS:-7} STARTS=${STARTS:-30} ITERS=${ITERS:-20000}
-if [ -z "${GPUBOX:-}" ]; then
-    cmake -S "$TOP" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build "$BUILD" -j"$(nproc)" --target gpubox >/dev/null
-    GPUBOX=$BUILD/launcher/gpubox
-fi
+bench_gpubox
 
 T=$(mktemp -d /tmp/gpubox-bench-mpi.XXXXXX)
 chmod 0755 "$T"

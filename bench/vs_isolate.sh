@@ -13,17 +13,11 @@
 # none. OLD=path adds the last three rows for another build, in the same rounds.
 # ISOLATE is built by you from ioi/isolate's source (`make CONFIG=<file> isolate`); this script
 # writes <file>, pointing isolate's box and lock roots at its temp dir.
-set -euo pipefail
-TOP=$(cd "$(dirname "$0")/.." && pwd)
-BUILD=${BUILD:-$TOP/build-bench}
+. "$(dirname "$0")/common.sh"  # TOP, BUILD, bench_gpubox
 ROUNDS=${ROUNDS:-15} M=${M:-40} PAR=${PAR:-1}
 [ "$(id -u)" = 0 ] || { echo "vs_isolate.sh: run as root (isolate needs it; gpubox is measured as uid 65534)" >&2; exit 1; }
 : "${ISOLATE:?set ISOLATE to an isolate binary}" "${ISOLATE_CONFIG:?set ISOLATE_CONFIG to the config path ISOLATE was built with}"
-if [ -z "${GPUBOX:-}" ]; then
-    cmake -S "$TOP" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build "$BUILD" -j"$(nproc)" --target gpubox >/dev/null
-    GPUBOX=$BUILD/launcher/gpubox
-fi
+bench_gpubox
 W=$(mktemp -d /tmp/gpubox-vs-isolate.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 chmod 0755 "$W"
