@@ -158,8 +158,14 @@ public:
     // The sandbox's epoll watches' memory, counted apart (isolate/epoll_watches.hpp): added to
     // each pass's memory from now on.
     void set_watch_bytes(std::uint64_t bytes) { watch_bytes_ = bytes; }
-    // The sandbox's socket buffers, through a sock_diag socket of its network namespace.
-    void set_sockets(int diag, SockBounds bounds) { sockets_.emplace(diag, bounds); }
+    // The sandbox's socket buffers, through a sock_diag socket of its network namespace. Its
+    // sockstat is opened now, while init lives (kept open, it reads the same namespace after
+    // init is gone): else the last pass, after init's exit, could not tell what is in use, and
+    // would dump every kind, TCP's a walk of the whole host's hash table.
+    void set_sockets(int diag, SockBounds bounds) {
+        sockets_.emplace(diag, bounds);
+        sock_stat(false);
+    }
     // Between passes (the monitor's, every few ms): the last pass's memory with its unix socket
     // buffers read again, which fill at memcpy's speed, several times the rate passes are paced
     // for. Cheap: the sandbox's sockstat, and one dump where it has sockets. 0 without a meter.
