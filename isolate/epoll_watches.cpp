@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/sys.hpp"
 #include "common/sys_host.hpp"
 #include "common/unique_fd.hpp"
 #include "isolate/usage.hpp"
@@ -66,10 +67,8 @@ std::uint64_t count_watches(std::string_view fdinfo) {
     return n;
 }
 
-EpollWatches::EpollWatches(int proc, pid_t root)
-    : proc_(proc), root_(root), thread_([this] { run(); }) {}
-
 EpollWatches::~EpollWatches() {
+    if (!thread_.joinable()) return;
     {
         const std::lock_guard<std::mutex> lock(mu_);  // not between its test and its wait
         stop_.store(true, std::memory_order_relaxed);
@@ -112,16 +111,33 @@ std::uint64_t EpollWatches::cycle() {
     return watches;
 }
 
+// At most half a CPU (as long again as the cycle ran); 10 ms apart while there are watches,
+// 100 ms while there are none.
+std::uint64_t EpollWatches::pause_ns(std::uint64_t found, std::uint64_t ran) const {
+    return std::max<std::uint64_t>(ran, found ? 10'000'000 : 100'000'000);
+}
+
+void EpollWatches::on_pass(std::uint64_t fds) {
+    if (thread_.joinable()) return;
+    if (fds > kInlineFds) {
+        thread_ = std::thread([this] { run(); });
+        return;
+    }
+    const std::uint64_t now = sys::monotonic_ns();
+    if (now < next_ns_) return;
+    const std::uint64_t c0 = thread_cpu_ns(), found = cycle();
+    whole_.store(found, std::memory_order_relaxed);
+    partial_.store(0, std::memory_order_relaxed);
+    next_ns_ = now + pause_ns(found, thread_cpu_ns() - c0);
+}
+
 void EpollWatches::run() {
     for (;;) {
         const std::uint64_t c0 = thread_cpu_ns();
         const std::uint64_t found = cycle();
         whole_.store(found, std::memory_order_relaxed);
         partial_.store(0, std::memory_order_relaxed);
-        // At most half a CPU (as long again as the cycle ran); 10 ms apart while there are
-        // watches, 100 ms while there are none (an idle sandbox's cycles cost 0.1 % of a core).
-        const std::uint64_t floor = found ? 10'000'000 : 100'000'000;
-        const auto pause = std::chrono::nanoseconds(std::max(thread_cpu_ns() - c0, floor));
+        const auto pause = std::chrono::nanoseconds(pause_ns(found, thread_cpu_ns() - c0));
         std::unique_lock<std::mutex> lock(mu_);
         if (cv_.wait_for(lock, pause, [this] { return stop_.load(std::memory_order_relaxed); }))
             return;

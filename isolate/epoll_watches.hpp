@@ -15,6 +15,12 @@
 // the fd charge kills past limit / 12 KiB of them) plus reading the watches counted, and the
 // sandbox can add watches meanwhile only as fast as the kernel makes them. Reading an fd's link
 // leaves a /proc dentry and inode behind (about 0.9 KiB, reclaimable) until its process exits.
+//
+// A sandbox with few open fds (kInlineFds, as the pass counted them) is walked by the monitor's
+// own thread instead, after a pass, as often as the thread would: a walk of a few fds costs less
+// than a thread's wakeups (a sleeping sandbox's monitor spent a quarter of its CPU in that thread)
+// and a run shorter than a pass never starts one. The first pass with more starts the thread,
+// which walks from then on.
 #include <sys/types.h>
 
 #include <atomic>
@@ -27,6 +33,7 @@
 namespace gpubox::isolate {
 
 constexpr std::uint64_t kWatchBytes = 256;  // one watch's slab (200 bytes) and its share of a page
+constexpr std::uint64_t kInlineFds = 64;    // up to this many open fds, no thread: see above
 
 // Pure: the watches an epoll's fdinfo lists (its "tfd:" lines).
 std::uint64_t count_watches(std::string_view fdinfo);
@@ -34,8 +41,8 @@ std::uint64_t count_watches(std::string_view fdinfo);
 class EpollWatches {
 public:
     // `proc`: an fd of the sandbox's /proc (outlives this); `root`: step mode's task init, whose
-    // tree alone is counted (0: every process but pid 1, gpubox's init).
-    EpollWatches(int proc, pid_t root);
+    // tree alone is counted (0: every process but pid 1, gpubox's init). No walk yet: on_pass().
+    EpollWatches(int proc, pid_t root) : proc_(proc), root_(root) {}
     ~EpollWatches();
     EpollWatches(const EpollWatches&) = delete;
     EpollWatches& operator=(const EpollWatches&) = delete;
@@ -43,9 +50,13 @@ public:
     std::uint64_t bytes() const;
     // The room under the limit the last pass left: a cycle whose count fills it stops there.
     void set_room(std::uint64_t bytes) { room_.store(bytes, std::memory_order_relaxed); }
+    // After each pass that holds the sandbox to its limit, with the open fds it counted: a walk
+    // here where they are few and the last is old enough, else the thread, from now on.
+    void on_pass(std::uint64_t fds);
 
 private:
     void run();
+    std::uint64_t pause_ns(std::uint64_t found, std::uint64_t ran) const;
     std::uint64_t cycle();  // one walk over the sandbox's fds: the watches found
     int proc_;
     pid_t root_;
@@ -53,7 +64,8 @@ private:
     std::mutex mu_;
     std::condition_variable cv_;
     std::atomic<bool> stop_{false};
-    std::thread thread_;
+    std::uint64_t next_ns_ = 0;  // on_pass() walks again from then (monotonic), if no thread
+    std::thread thread_;         // not joinable until a pass saw more than kInlineFds
 };
 
 }  // namespace gpubox::isolate

@@ -237,6 +237,7 @@ void add_process(int proc, KeptFiles& files, const std::string& name, bool memor
     p.self_ns = std::max(p.self_ns, p.exact_ns);
     scan.usage.memory_bytes += p.anon_bytes + p.shmem_bytes + p.pte_bytes;
     scan.fd_bytes += fd_charge(p.fds);
+    scan.usage.fds += p.fds;
     scan.usage.rss_peak_bytes = std::max(scan.usage.rss_peak_bytes, p.hwm_bytes);
     ++scan.usage.processes;
     scan.live_cpu += p.self_ns + p.children_ns;

@@ -336,10 +336,12 @@ private:
         due_ = t1 + (starved && out_.killed_for == KillReason::none ? 0 : next_delay(u, ran));
         if (s_.sampled_memory_limit && diag_.valid()) plan_sock_check(u.memory_bytes, 0);
         sampled_peak_ = std::max(sampled_peak_, u.memory_bytes);
-        if (watches_)  // what the watches found so far may fill before their count stops
+        if (watches_) {  // what the watches found so far may fill before their count stops
             watches_->set_room(s_.sampled_memory_limit -
                                std::min(s_.sampled_memory_limit, u.memory_bytes) +
                                watches_->bytes());
+            if (enforce) watches_->on_pass(u.fds);  // a run shorter than a pass walks none
+        }
         sampled_sock_peak_ = std::max(sampled_sock_peak_, u.socket_bytes);
         sampled_rss_kb_ = std::max(sampled_rss_kb_, static_cast<long>(u.rss_peak_bytes / 1024));
         sampled_cpu_ns_ = std::max(sampled_cpu_ns_, u.cpu_ns);

@@ -565,12 +565,21 @@ TEST_CASE("kernel memory held through open files: the fd charge, epoll watches c
     const int proc = ::open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
     struct stat fd_dir {};
     const bool counted = ::fstatat(proc, (std::to_string(child) + "/fd").c_str(), &fd_dir, 0) == 0;
-    std::uint64_t bytes = 0;
+    std::uint64_t before = 1, walked_here = 0, bytes = 0;
     {
         EpollWatches watches(proc, child);
+        before = watches.bytes();  // nothing walked before a pass
+        watches.on_pass(5);        // a few open fds: walked by the caller, at once
+        walked_here = watches.bytes();
+    }
+    {
+        EpollWatches watches(proc, child);
+        watches.on_pass(kInlineFds + 1);  // more: a thread of its own walks them
         for (int i = 0; i < 1000 && (bytes = watches.bytes()) < 1000 * kWatchBytes; ++i)
             ::usleep(10000);  // its first cycle, at most 10 s on a loaded machine
     }
+    CHECK(before == 0);
+    CHECK(walked_here == 1000 * kWatchBytes);
     ::close(proc);
     ::kill(child, SIGKILL);
     ::waitpid(child, nullptr, 0);
