@@ -195,8 +195,10 @@ private:
     std::optional<SocketMeter> sockets_;
     std::uint64_t without_sockets_ = 0;  // the last pass's memory but its socket buffers
     bool has_sockets_ = false;
-    SockStat sock_stat(bool v6);  // the sandbox's sockstat (v6: and, if any, sockstat6)
-    pid_t root_ = 0;  // step mode: the task's init; 0: the whole pid namespace, init pid 1
+    SockStat sock_stat(bool v6);      // the sandbox's sockstat (v6: and, if any, sockstat6)
+    std::vector<std::string> pids();  // the pids in the sandbox's /proc, through listing_
+    UniqueFd listing_;  // the sandbox's /proc, open to be listed (proc_ is an O_PATH fd)
+    pid_t root_ = 0;    // step mode: the task's init; 0: the whole pid namespace, init pid 1
     std::uint64_t watch_bytes_ = 0;
 };
 
