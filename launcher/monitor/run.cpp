@@ -334,6 +334,16 @@ RunPlan plan_run(const RunRequest& r, const RunInputs& run) {
                     "); 'gpubox doctor' says what to change"),
                 "a delegated cgroup v2: a systemd user manager (loginctl enable-linger, "
                 "dbus-user-session), or a cgroup directory delegated to this user (--cgroup PATH)");
+        // Socket buffers are counted in the sandbox's own network namespace (sock_diag): in the
+        // host's, no sound filter by process costs O(processes), and unbounded they would be.
+        if (o.share_net && o.limits.memory_bytes && !p.cgroup.caps.memory)
+            throw PlanError(
+                cat("--memory-limit with --share-net needs a cgroup with the memory controller (",
+                    p.cgroup.reason.empty() ? "none to be had" : p.cgroup.reason,
+                    "): without one, the sandbox's socket buffers in the host's network "
+                    "namespace could not be counted"),
+                "drop --share-net (the sandbox's own network namespace is counted), or run where "
+                "a cgroup v2 is delegated to you ('gpubox doctor' says how)");
         // Autogroups matter only to a workload the monitor samples (LimitPlan::refuse_setsid).
         const bool sampled =
             !p.cgroup.caps.usable && (o.limits.cpu_seconds || o.limits.memory_bytes);

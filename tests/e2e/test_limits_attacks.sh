@@ -161,6 +161,11 @@ if [ "$(field cgroup)" = null ]; then
     box run --require-cgroup --memory-limit 64M --meta "$M" "$R" true
     expect_eq "--require-cgroup where no cgroup v2 with memory can be had: 125, XX" "$rc:$(field status)" "125:XX"
     expect_match "  one line, and the doctor fix" "$err" $'^gpubox: --require-cgroup: no cgroup v2 with the memory controller[^\n]*gpubox doctor[^\n]*\ngpubox: hint: '
+    # In the host's network namespace the monitor cannot count socket buffers: refused, not
+    # left unbounded (the build before ran it, and 512 MiB of unix stream buffers ended OK).
+    box run --share-net --memory-limit 64M --wall-time-limit 60 --meta "$M" "$R" probe sockmem ustream 512 3
+    expect_eq "--memory-limit with --share-net and no cgroup: refused, 125, XX" "$rc:$(field status)" "125:XX"
+    expect_match "  one line naming the cgroup it needs, and a hint" "$err" $'^gpubox: --memory-limit with --share-net needs a cgroup with the memory controller[^\n]*\ngpubox: hint: drop --share-net'
 else
     box run --require-cgroup --memory-limit 64M --meta "$M" "$R" true
     expect_eq "--require-cgroup with a cgroup: runs, exact" "$rc:$(field status):$(mechanism memory)" "0:OK:cgroup memory.max (swap off)"
