@@ -336,7 +336,9 @@ RunPlan plan_run(const RunRequest& r, const RunInputs& run) {
                 "dbus-user-session), or a cgroup directory delegated to this user (--cgroup PATH)");
         // Socket buffers are counted in the sandbox's own network namespace (sock_diag): in the
         // host's, no sound filter by process costs O(processes), and unbounded they would be.
-        if (o.share_net && o.limits.memory_bytes && !p.cgroup.caps.memory)
+        // A step's tasks share the host's network by design (multi-node ranks): their memory
+        // limit is a task's own, the job's cgroup (Slurm's) the host's bound (docs/limits.md).
+        if (o.share_net && o.step != 1 && o.limits.memory_bytes && !p.cgroup.caps.memory)
             throw PlanError(
                 cat("--memory-limit with --share-net needs a cgroup with the memory controller (",
                     p.cgroup.reason.empty() ? "none to be had" : p.cgroup.reason,
