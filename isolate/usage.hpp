@@ -156,7 +156,7 @@ public:
     // `memory`: read memory even without a memory limit (the last pass: the program's peak).
     Usage sample(std::uint64_t cpu_stop_ns = 0, bool memory = false);
     void set_tmpfs(int fd) { tmpfs_ = fd; }
-    // The sandbox's epoll watches' memory, counted apart (isolate/epoll_watches.hpp): added to
+    // The sandbox's epoll watches' memory, counted apart (isolate/kernel_walk.hpp): added to
     // each pass's memory from now on.
     void set_watch_bytes(std::uint64_t bytes) { watch_bytes_ = bytes; }
     // The sandbox's socket buffers, through a sock_diag socket of its network namespace. Its

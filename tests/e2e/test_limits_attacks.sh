@@ -117,6 +117,11 @@ for k in "msgq 4000000" "files 400000" "ptes 60000"; do
     check "kernel memory ($k) under --memory-limit 64M: ML, or capped ($(field status): $out)" stopped
     footprint "  the sandbox's footprint stays bounded" 64
 done
+# Mappings no page backs (a vm_area_struct each, ~240 bytes of slab, up to vm.max_map_count a
+# process): 1.2 million across 20 processes.
+mrun run --memory-limit 64M --wall-time-limit 60 --meta "$M" "$R" probe vmas 1200000 3
+check "kernel memory (mappings) under --memory-limit 64M: ML ($(field status): $out)" stopped
+footprint "  the sandbox's footprint stays bounded" 64
 
 # Held through open files (#31), in no process's resident set: pipes enlarged and filled, 1000
 # per process (pipe data is capped per user at fs.pipe-user-pages-soft, 64 MiB, then 2 pages a
