@@ -71,7 +71,7 @@ TEST_CASE("limits without a cgroup: rlimits, sampling, and mechanisms that say s
     CHECK(notify_groups(1u << 20) == 1);
     CHECK(p.ipc.notify_marks == tmpfs_inodes(256u << 20) / 2);
     CHECK(mech(p, "memory")
-              .find("each open fd charged 12 KiB, epoll watches counted; vmsplice "
+              .find("each open fd charged 12 KiB, epoll watches and mappings counted; vmsplice "
                     "refused") != std::string::npos);
     CHECK(mech(p, "kill") == "SIGKILL to the pid namespace's init");
 }
@@ -529,7 +529,9 @@ TEST_CASE("task_tree: a process and its descendants, from a /proc, itself first"
     CHECK(std::count(tree.begin(), tree.end(), below[1]) == 1);
 }
 
-TEST_CASE("kernel memory held through open files: the fd charge, epoll watches counted") {
+TEST_CASE(
+    "kernel memory held through open files and mappings: the fd charge, epoll watches and mappings "
+    "counted") {
     CHECK(fd_charge(0) == 0);
     CHECK(fd_charge(1000) == 1000 * kFdBytes);
     CHECK(kFdBytes >= 9728);  // a pipe past the per-user soft limit, 2 slots filled (Linux 6.18)
