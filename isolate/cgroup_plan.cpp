@@ -73,6 +73,14 @@ std::vector<CgroupRoute> plan_cgroup_routes(CgroupMode mode) {
     return {};
 }
 
+bool cgroup_wanted(const Limits& l, CgroupMode mode, bool required, bool caller_root,
+                   bool nproc_per_userns) {
+    if (required) return true;
+    if (mode == CgroupMode::off || !l.any()) return false;
+    return mode != CgroupMode::auto_ || l.cpu_seconds || l.memory_bytes ||
+           (l.pids && *l.pids && (caller_root || !nproc_per_userns));
+}
+
 int cgroup_score(const CgroupCaps& got, const Limits& wanted) {
     if (!got.usable) return 0;
     return 1 + (wanted.memory_bytes && got.memory ? 2 : 0) + (wanted.pids && got.pids ? 2 : 0);

@@ -45,6 +45,15 @@ int cgroup_score(const CgroupCaps& got, const Limits& wanted);
 // Whether `got` enforces everything asked, so that `auto` stops looking.
 bool cgroup_covers(const CgroupCaps& got, const Limits& wanted);
 
+// Pure. Whether a run looks for a cgroup at all. Where one is asked for (--require-cgroup,
+// --cgroup systemd or PATH with a limit), and where one enforces a limit better than the
+// fallback: CPU and memory (read by the kernel, not sampled), and processes where RLIMIT_NPROC
+// cannot count the sandbox's (the host's uid 0 is exempt; before Linux 5.14 it counts all of the
+// user's). A wall-clock limit is a timer, the rlimits and output caps are the kernel's and the
+// relay's: a run with only those neither searches nor makes one.
+bool cgroup_wanted(const Limits& l, CgroupMode mode, bool required, bool caller_root,
+                   bool nproc_per_userns);
+
 // One line of advice for `gpubox doctor`: how to make `route` work, given why it did not (`why`,
 // as setup_cgroup() words it), for user `uid`.
 std::string cgroup_fix(CgroupRoute route, const std::string& why, uid_t uid);

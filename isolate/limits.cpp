@@ -66,7 +66,7 @@ void plan_memory(const Limits& l, const CgroupCaps& cg, LimitPlan& p) {
             notify_groups(*l.memory_bytes), " inotify instances and fanotify groups, ",
             tmpfs_inodes(*l.memory_bytes) / 2, " watches and marks, RLIMIT_NOFILE ",
             l.nofile.value_or(kDefaultNofile), "; each open fd charged ", kFdBytes >> 10,
-            " KiB, epoll watches counted; vmsplice refused"));
+            " KiB, epoll watches and mappings counted; vmsplice refused"));
     p.sample_usage = true;
     p.sample_ms = kMemorySampleMs;
     p.refuse_memfd = true;

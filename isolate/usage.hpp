@@ -42,6 +42,7 @@ struct Usage {
     std::uint32_t tasks = 0;           // their threads, all runnable perhaps
     bool partial = false;              // the pass stopped early: cpu_ns is already over the limit
     std::uint64_t socket_bytes = 0;    // socket buffers, in memory_bytes too (sock_usage.hpp)
+    std::uint64_t fds = 0;             // their open fds (read with their memory)
 };
 
 // One process, from /proc/<pid>/stat and /proc/<pid>/status.
@@ -155,11 +156,17 @@ public:
     // `memory`: read memory even without a memory limit (the last pass: the program's peak).
     Usage sample(std::uint64_t cpu_stop_ns = 0, bool memory = false);
     void set_tmpfs(int fd) { tmpfs_ = fd; }
-    // The sandbox's epoll watches' memory, counted apart (isolate/epoll_watches.hpp): added to
+    // The sandbox's epoll watches' memory, counted apart (isolate/kernel_walk.hpp): added to
     // each pass's memory from now on.
     void set_watch_bytes(std::uint64_t bytes) { watch_bytes_ = bytes; }
-    // The sandbox's socket buffers, through a sock_diag socket of its network namespace.
-    void set_sockets(int diag, SockBounds bounds) { sockets_.emplace(diag, bounds); }
+    // The sandbox's socket buffers, through a sock_diag socket of its network namespace. Its
+    // sockstat is opened now, while init lives (kept open, it reads the same namespace after
+    // init is gone): else the last pass, after init's exit, could not tell what is in use, and
+    // would dump every kind, TCP's a walk of the whole host's hash table.
+    void set_sockets(int diag, SockBounds bounds) {
+        sockets_.emplace(diag, bounds);
+        sock_stat(false);
+    }
     // Between passes (the monitor's, every few ms): the last pass's memory with its unix socket
     // buffers read again, which fill at memcpy's speed, several times the rate passes are paced
     // for. Cheap: the sandbox's sockstat, and one dump where it has sockets. 0 without a meter.
@@ -188,8 +195,10 @@ private:
     std::optional<SocketMeter> sockets_;
     std::uint64_t without_sockets_ = 0;  // the last pass's memory but its socket buffers
     bool has_sockets_ = false;
-    SockStat sock_stat(bool v6);  // the sandbox's sockstat (v6: and, if any, sockstat6)
-    pid_t root_ = 0;  // step mode: the task's init; 0: the whole pid namespace, init pid 1
+    SockStat sock_stat(bool v6);      // the sandbox's sockstat (v6: and, if any, sockstat6)
+    std::vector<std::string> pids();  // the pids in the sandbox's /proc, through listing_
+    UniqueFd listing_;  // the sandbox's /proc, open to be listed (proc_ is an O_PATH fd)
+    pid_t root_ = 0;    // step mode: the task's init; 0: the whole pid namespace, init pid 1
     std::uint64_t watch_bytes_ = 0;
 };
 

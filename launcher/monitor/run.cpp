@@ -321,7 +321,10 @@ RunPlan plan_run(const RunRequest& r, const RunInputs& run) {
     s.keep_fds.erase(std::unique(s.keep_fds.begin(), s.keep_fds.end()), s.keep_fds.end());
     // The limits last: the cgroup they may need is made here, and only their own planning
     // comes after it.
-    if (o.limits.any() || o.require_cgroup) p.cgroup = isolate::setup_cgroup(o.limits, o.cgroup);
+    const bool nproc_per_userns = sys::kernel_at_least(5, 14);
+    if (isolate::cgroup_wanted(o.limits, o.cgroup.mode, o.require_cgroup, ::getuid() == 0,
+                               nproc_per_userns))
+        p.cgroup = isolate::setup_cgroup(o.limits, o.cgroup);
     if (!p.cgroup.reason.empty()) log::info("cgroup: " + p.cgroup.reason);
     try {
         if (o.require_cgroup && !p.cgroup.caps.memory)
@@ -331,10 +334,24 @@ RunPlan plan_run(const RunRequest& r, const RunInputs& run) {
                     "); 'gpubox doctor' says what to change"),
                 "a delegated cgroup v2: a systemd user manager (loginctl enable-linger, "
                 "dbus-user-session), or a cgroup directory delegated to this user (--cgroup PATH)");
-        p.limits = isolate::plan_limits(
-            o.limits, p.cgroup.caps, sys::kernel_at_least(5, 14), o.root, ::getuid() == 0,
-            s.plan.root.tmpfs_size, p.host_share, sys::usable_cpus(),
-            o.limits.any() && !p.cgroup.caps.usable && isolate::autogroups_here());
+        // Socket buffers are counted in the sandbox's own network namespace (sock_diag): in the
+        // host's, no sound filter by process costs O(processes), and unbounded they would be.
+        // A step's tasks share the host's network by design (multi-node ranks): their memory
+        // limit is a task's own, the job's cgroup (Slurm's) the host's bound (docs/limits.md).
+        if (o.share_net && o.step != 1 && o.limits.memory_bytes && !p.cgroup.caps.memory)
+            throw PlanError(
+                cat("--memory-limit with --share-net needs a cgroup with the memory controller (",
+                    p.cgroup.reason.empty() ? "none to be had" : p.cgroup.reason,
+                    "): without one, the sandbox's socket buffers in the host's network "
+                    "namespace could not be counted"),
+                "drop --share-net (the sandbox's own network namespace is counted), or run where "
+                "a cgroup v2 is delegated to you ('gpubox doctor' says how)");
+        // Autogroups matter only to a workload the monitor samples (LimitPlan::refuse_setsid).
+        const bool sampled =
+            !p.cgroup.caps.usable && (o.limits.cpu_seconds || o.limits.memory_bytes);
+        p.limits = isolate::plan_limits(o.limits, p.cgroup.caps, nproc_per_userns, o.root,
+                                        ::getuid() == 0, s.plan.root.tmpfs_size, p.host_share,
+                                        sys::usable_cpus(), sampled && isolate::autogroups_here());
     } catch (...) {
         isolate::remove_cgroup(p.cgroup);
         throw;

@@ -23,6 +23,7 @@ namespace gpubox::launcher {
 
 Options step_options(const Options& given) {
     Options o = given;
+    o.step = 1;  // decided: what the plan sees from here on is a step's task
     o.share_net = true;
     o.rdma_if_any = true;  // multi-node ranks: the host's verbs devices where it has any
     char host[256] = "";

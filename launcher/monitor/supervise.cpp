@@ -23,7 +23,7 @@
 #include "common/text.hpp"
 #include "launcher/sandbox/channel.hpp"
 #include "launcher/sandbox/init_loop.hpp"
-#include "isolate/epoll_watches.hpp"
+#include "isolate/kernel_walk.hpp"
 #include "isolate/usage.hpp"
 #include "launcher/sandbox/child_main.hpp"
 #include "launcher/monitor/pty.hpp"
@@ -276,7 +276,7 @@ private:
         sampler_.emplace(proc_.get(), tmpfs_.get(), cpus_, s_.sampled_memory_limit);
         if (s_.task_root) sampler_->set_root(s_.task_root);
         if (s_.sampled_memory_limit)
-            watches_ = std::make_unique<isolate::EpollWatches>(proc_.get(), s_.task_root);
+            watches_ = std::make_unique<isolate::KernelWalk>(proc_.get(), s_.task_root);
         if (diag_.valid()) sampler_->set_sockets(diag_.get(), sock_bounds_);
         period_ns_ = static_cast<std::uint64_t>(s_.sample_ms) * 1000000ULL;
         due_ = sys::monotonic_ns() + period_ns_;
@@ -336,10 +336,12 @@ private:
         due_ = t1 + (starved && out_.killed_for == KillReason::none ? 0 : next_delay(u, ran));
         if (s_.sampled_memory_limit && diag_.valid()) plan_sock_check(u.memory_bytes, 0);
         sampled_peak_ = std::max(sampled_peak_, u.memory_bytes);
-        if (watches_)  // what the watches found so far may fill before their count stops
+        if (watches_) {  // what the watches found so far may fill before their count stops
             watches_->set_room(s_.sampled_memory_limit -
                                std::min(s_.sampled_memory_limit, u.memory_bytes) +
                                watches_->bytes());
+            if (enforce) watches_->on_pass(u.fds);  // a run shorter than a pass walks none
+        }
         sampled_sock_peak_ = std::max(sampled_sock_peak_, u.socket_bytes);
         sampled_rss_kb_ = std::max(sampled_rss_kb_, static_cast<long>(u.rss_peak_bytes / 1024));
         sampled_cpu_ns_ = std::max(sampled_cpu_ns_, u.cpu_ns);
@@ -447,7 +449,7 @@ private:
     UniqueFd proc_, tmpfs_, diag_;  // channel::Meter's
     isolate::SockBounds sock_bounds_;
     std::optional<isolate::Sampler> sampler_;
-    std::unique_ptr<isolate::EpollWatches> watches_;  // its thread reads proc_: stops first
+    std::unique_ptr<isolate::KernelWalk> watches_;  // its thread reads proc_: stops first
     std::uint64_t period_ns_ = 0, due_ = 0;
     std::uint64_t sock_start_ = 0, sock_due_ = 0;  // check_sockets(): since, next (0: none)
     unsigned cpus_ = 1;

@@ -323,9 +323,9 @@ void task_init(void* arg) {
         rootfs::RootLayer layer = rootfs::open_root_layer(spec.plan, spec.late_plan);
         open_kept_layers(spec, fds, layer);
         if (spec.late_plan) send_late_dir(own, layer);
-        // The monitor's sock_diag socket of our network namespace (isolate/sock_usage.hpp).
+        // The monitor's sock_diag socket of our network namespace, under a memory limit it counts.
         UniqueFd diag =
-            spec.new_net && spec.meters ? isolate::open_net_meter(spec.dgram_qlen) : UniqueFd();
+            spec.new_net && spec.dgram_qlen ? isolate::open_net_meter(spec.dgram_qlen) : UniqueFd();
         sys::sethostname(spec.hostname);
         sys::make_rprivate();
         if (layer.upper.valid()) image = cover_read_only(spec, image.get());

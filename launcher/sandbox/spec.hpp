@@ -33,7 +33,9 @@ struct ChildSpec {
         false;  // the workload runs under SCHED_IDLE (isolate::LimitPlan::idle_policy)
     isolate::IpcLimits ipc;
     bool meters = false;  // init sends its /proc and tmpfs (channel::Meter) for the monitor
-    std::uint32_t dgram_qlen = 0;    // net.unix.max_dgram_qlen init sets (isolate/sock_usage.hpp)
+    // net.unix.max_dgram_qlen init sets, and then the sock_diag meter it sends (0: neither; set
+    // under a memory limit the monitor counts: isolate/sock_usage.hpp)
+    std::uint32_t dgram_qlen = 0;
     isolate::BpfProgram limits_bpf;  // with limits: calls they refuse (isolate::LimitPlan)
     // The GPU's ops are planned by the monitor while init sets up: init sends its layer's late
     // directory and receives the whole plan (channel::DevicePlan) before it mounts the root.

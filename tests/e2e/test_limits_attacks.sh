@@ -117,6 +117,11 @@ for k in "msgq 4000000" "files 400000" "ptes 60000"; do
     check "kernel memory ($k) under --memory-limit 64M: ML, or capped ($(field status): $out)" stopped
     footprint "  the sandbox's footprint stays bounded" 64
 done
+# Mappings no page backs (a vm_area_struct each, ~240 bytes of slab, up to vm.max_map_count a
+# process): 1.2 million across 20 processes.
+mrun run --memory-limit 64M --wall-time-limit 60 --meta "$M" "$R" probe vmas 1200000 3
+check "kernel memory (mappings) under --memory-limit 64M: ML ($(field status): $out)" stopped
+footprint "  the sandbox's footprint stays bounded" 64
 
 # Held through open files (#31), in no process's resident set: pipes enlarged and filled, 1000
 # per process (pipe data is capped per user at fs.pipe-user-pages-soft, 64 MiB, then 2 pages a
@@ -161,6 +166,11 @@ if [ "$(field cgroup)" = null ]; then
     box run --require-cgroup --memory-limit 64M --meta "$M" "$R" true
     expect_eq "--require-cgroup where no cgroup v2 with memory can be had: 125, XX" "$rc:$(field status)" "125:XX"
     expect_match "  one line, and the doctor fix" "$err" $'^gpubox: --require-cgroup: no cgroup v2 with the memory controller[^\n]*gpubox doctor[^\n]*\ngpubox: hint: '
+    # In the host's network namespace the monitor cannot count socket buffers: refused, not
+    # left unbounded (the build before ran it, and 512 MiB of unix stream buffers ended OK).
+    box run --share-net --memory-limit 64M --wall-time-limit 60 --meta "$M" "$R" probe sockmem ustream 512 3
+    expect_eq "--memory-limit with --share-net and no cgroup: refused, 125, XX" "$rc:$(field status)" "125:XX"
+    expect_match "  one line naming the cgroup it needs, and a hint" "$err" $'^gpubox: --memory-limit with --share-net needs a cgroup with the memory controller[^\n]*\ngpubox: hint: drop --share-net'
 else
     box run --require-cgroup --memory-limit 64M --meta "$M" "$R" true
     expect_eq "--require-cgroup with a cgroup: runs, exact" "$rc:$(field status):$(mechanism memory)" "0:OK:cgroup memory.max (swap off)"

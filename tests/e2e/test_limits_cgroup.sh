@@ -39,8 +39,16 @@ check "a stale sandbox cgroup (its monitor gone) is removed by the next run" tes
 check "  one whose monitor lives stays" test -d "$parent/gpubox-$$"
 rmdir "$parent/gpubox-$$" "$parent/gpubox-4194000" 2>/dev/null
 
-box run --wall-time-limit 1 --meta "$M" "$R" sh -c '(setsid sh -c "trap \"\" TERM HUP; exec sleep 4311" &) ; exec sleep 4311'
-expect_eq "double fork + setsid: TO, killed through cgroup.kill" "$(field status):$(mechanism kill)" "TO:cgroup.kill"
+# A wall-clock limit alone is a timer: no cgroup is made for it, and the pid namespace ends
+# with its init. With a CPU limit beside it the cgroup is made, and its kill ends the sandbox.
+escape='(setsid sh -c "trap \"\" TERM HUP; exec sleep 4311" &) ; exec sleep 4311'
+box run --wall-time-limit 1 --meta "$M" "$R" sh -c "$escape"
+expect_eq "double fork + setsid under a wall-clock limit alone: TO, no cgroup, killed through init" \
+    "$(field status):$(mechanism kill):$(field cgroup)" "TO:SIGKILL to the pid namespace's init:null"
+sleep 0.2
+expect_eq "  nothing survives" "$(pgrep -f 'sleep 4311' || true)" ""
+box run --time-limit 30 --wall-time-limit 1 --meta "$M" "$R" sh -c "$escape"
+expect_eq "  with a CPU limit too: TO, killed through cgroup.kill" "$(field status):$(mechanism kill)" "TO:cgroup.kill"
 sleep 0.2
 expect_eq "  nothing survives" "$(pgrep -f 'sleep 4311' || true)" ""
 

@@ -8,7 +8,7 @@ require_userns "$R"
 command -v strace >/dev/null || { echo "Bail out! strace is missing (.ci/install-deps.sh installs it)"; exit 1; }
 
 T=$WORK/trace
-strace -f -qq -o "$T" -e trace=openat,unshare,recvfrom,recvmsg,execve,seccomp,mkdirat,getdents64 \
+strace -f -qq -o "$T" -e trace=openat,unshare,recvfrom,recvmsg,execve,seccomp,mkdirat,getdents64,socket,sendto \
     "$GPUBOX" run --time-limit 1 --wall-time-limit 5 --memory-limit 64M --pids-limit 8 "$R" true \
     >"$WORK/.out" 2>"$WORK/.err"
 expect_eq "the traced run succeeds" "$?" 0
@@ -40,5 +40,23 @@ if [ -n "$refused" ]; then
 else
     ok "a cgroup not ours: the search reads and lists nothing before its mkdirat # SKIP delegated here"
 fi
+
+# The socket meter: under a memory limit, a sock_diag socket in the sandbox's network namespace.
+# A sandbox with no socket is dumped for nothing: neither while it runs nor after init's exit,
+# when its sockstat, opened while init lived, still says so (a dump of TCP walks the whole
+# host's hash table).
+expect_eq "a memory limit: init makes the sock_diag meter" \
+    "$(awk -v p="$init" '$1 == p' "$T" | grep -c 'socket(AF_NETLINK, [^)]*NETLINK_SOCK_DIAG)')" 1
+expect_eq "  a sandbox without sockets: no TCP or UDP dump, during the run or after it" \
+    "$(grep -cE 'sendto\(.*sdiag_family=AF_INET' "$T")" 0
+
+# A wall-clock limit is a timer, and RLIMIT_NPROC counts the sandbox's processes in its user
+# namespace (the caller is not the host's root): no cgroup is looked for, no socket meter made.
+strace -f -qq -o "$T" -e trace=mkdirat,socket,connect,newfstatat \
+    "$GPUBOX" run --wall-time-limit 5 --pids-limit 8 "$R" true >"$WORK/.out" 2>"$WORK/.err"
+expect_eq "a run with a wall-clock and a pids limit succeeds" "$?" 0
+expect_no_match "  it looks for no cgroup (no mkdirat of one, no user bus)" \
+    "$(grep -E 'mkdirat\([0-9]+, "gpubox-|/bus"' "$T")" .
+expect_no_match "  and makes no socket meter" "$(grep -E 'NETLINK_SOCK_DIAG' "$T")" .
 
 finish

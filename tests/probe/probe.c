@@ -497,6 +497,45 @@ static int fdkmem(const char* kind, long n, long hold) {
     return 0;
 }
 
+/* Kernel memory of mappings (issue #31): n mappings across processes of at most 60000 each
+ * (vm.max_map_count is 65530), none touched, so no page and no page table backs them: every
+ * other page of one PROT_NONE reservation made readable, each mprotect splitting off two
+ * vm_area_structs. Held `hold` seconds. Prints "kmem=<mappings> <why it stopped>". */
+static int vmas(long n, long hold) {
+    long* made =
+        mmap(NULL, sizeof *made, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (made == MAP_FAILED) return printf("kmem=0 mmap=%s\n", strerrorname_np(errno)), 3;
+    const long per = 60000;
+    int err = 0;
+    for (long left = n; left > 0 && !err; left -= per) {
+        const pid_t pid = fork();
+        if (pid < 0) {
+            err = errno;
+            break;
+        }
+        if (pid == 0) {
+            const long k = (left < per ? left : per) / 2;
+            char* base = mmap(NULL, (size_t)(2 * k + 1) * 4096, PROT_NONE,
+                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            for (long i = 0; base != MAP_FAILED && i < k; ++i) {
+                if (mprotect(base + (2 * i + 1) * 4096, 4096, PROT_READ) < 0) break;
+                __atomic_add_fetch(made, 2, __ATOMIC_RELAXED);
+            }
+            sleep((unsigned)hold + 1);
+            _exit(0);
+        }
+        while (__atomic_load_n(made, __ATOMIC_RELAXED) < n - left + (left < per ? left : per) - 2)
+            if (waitpid(pid, NULL, WNOHANG) == pid) { /* it died (killed) before its share */
+                err = ECHILD;
+                break;
+            } else usleep(1000);
+    }
+    printf("kmem=%ld %s\n", *made, err ? strerrorname_np(err) : "done");
+    fflush(stdout);
+    sleep((unsigned)hold);
+    return 0;
+}
+
 /* Socket buffers held by the kernel, in no process's memory (issue #31), until about `mib` MiB
  * are queued, then held `hold` seconds. Each connection in a child of its own, at most 100 per
  * child (fds), its writer non-blocking, filled until it would block, its reader never read:
@@ -675,6 +714,7 @@ int main(int argc, char** argv) {
         return waitpid(p, NULL, 0) < 0;
     }
     if (!strcmp(cmd, "fdkmem") && argc > 4) return fdkmem(argv[2], atol(argv[3]), atol(argv[4]));
+    if (!strcmp(cmd, "vmas") && argc > 3) return vmas(atol(argv[2]), atol(argv[3]));
     if (!strcmp(cmd, "kmem") && argc > 4) return kmem(argv[2], atol(argv[3]), atol(argv[4]));
     if (!strcmp(cmd, "sockmem") && argc > 4) return sockmem(argv[2], atol(argv[3]), atol(argv[4]));
     if (!strcmp(cmd, "hog") && argc > 5)

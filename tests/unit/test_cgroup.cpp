@@ -62,6 +62,30 @@ TEST_CASE("auto keeps the cgroup that enforces more of what was asked") {
     CHECK_FALSE(cgroup_covers(none, cpu_only));
 }
 
+TEST_CASE("a run looks for a cgroup only where one would enforce a limit, or is asked for") {
+    using M = CgroupMode;
+    Limits none, wall, rl, cpu, mem, pids, unlimited;
+    wall.wall_seconds = 5, rl.fsize_bytes = 1 << 20, rl.stdout_bytes = 100;
+    cpu.cpu_seconds = 1, mem.memory_bytes = 64 << 20, pids.pids = 8, unlimited.pids = 0;
+    // a timer, rlimits and the relay's caps: nothing a cgroup does better
+    for (const Limits& l : {none, wall, rl, unlimited})
+        CHECK_FALSE(cgroup_wanted(l, M::auto_, false, false, true));
+    CHECK(cgroup_wanted(cpu, M::auto_, false, false, true));
+    CHECK(cgroup_wanted(mem, M::auto_, false, false, true));
+    // processes: RLIMIT_NPROC in the sandbox's user namespace counts them, but not for the
+    // host's root, nor before Linux 5.14
+    CHECK_FALSE(cgroup_wanted(pids, M::auto_, false, false, true));
+    CHECK(cgroup_wanted(pids, M::auto_, false, true, true));
+    CHECK(cgroup_wanted(pids, M::auto_, false, false, false));
+    CHECK_FALSE(cgroup_wanted(unlimited, M::auto_, false, true, false));
+    // asked for: --cgroup systemd or PATH with any limit, --require-cgroup always; off never
+    CHECK(cgroup_wanted(wall, M::systemd, false, false, true));
+    CHECK(cgroup_wanted(wall, M::path, false, false, true));
+    CHECK_FALSE(cgroup_wanted(none, M::path, false, false, true));
+    CHECK(cgroup_wanted(none, M::auto_, true, false, true));
+    CHECK_FALSE(cgroup_wanted(mem, M::off, false, false, true));
+}
+
 TEST_CASE("the cgroup2 mount point from mountinfo") {
     const std::string hybrid =
         "25 30 0:22 / /sys rw,nosuid,nodev,noexec,relatime shared:7 - sysfs sysfs rw\n"

@@ -16,7 +16,8 @@
 #include <unistd.h>
 
 #include "common/error.hpp"
-#include "isolate/epoll_watches.hpp"
+#include "common/sys_host.hpp"
+#include "isolate/kernel_walk.hpp"
 #include "isolate/limits.hpp"
 #include "isolate/seccomp.hpp"
 #include "isolate/usage.hpp"
@@ -70,7 +71,7 @@ TEST_CASE("limits without a cgroup: rlimits, sampling, and mechanisms that say s
     CHECK(notify_groups(1u << 20) == 1);
     CHECK(p.ipc.notify_marks == tmpfs_inodes(256u << 20) / 2);
     CHECK(mech(p, "memory")
-              .find("each open fd charged 12 KiB, epoll watches counted; vmsplice "
+              .find("each open fd charged 12 KiB, epoll watches and mappings counted; vmsplice "
                     "refused") != std::string::npos);
     CHECK(mech(p, "kill") == "SIGKILL to the pid namespace's init");
 }
@@ -528,7 +529,9 @@ TEST_CASE("task_tree: a process and its descendants, from a /proc, itself first"
     CHECK(std::count(tree.begin(), tree.end(), below[1]) == 1);
 }
 
-TEST_CASE("kernel memory held through open files: the fd charge, epoll watches counted") {
+TEST_CASE(
+    "kernel memory held through open files and mappings: the fd charge, epoll watches and mappings "
+    "counted") {
     CHECK(fd_charge(0) == 0);
     CHECK(fd_charge(1000) == 1000 * kFdBytes);
     CHECK(kFdBytes >= 9728);  // a pipe past the per-user soft limit, 2 slots filled (Linux 6.18)
@@ -538,6 +541,9 @@ TEST_CASE("kernel memory held through open files: the fd charge, epoll watches c
                         "ino:406 sdev:f\ntfd:      200 events:       19 data: 0  pos:0 "
                         "ino:406 sdev:f\n") == 2);
     CHECK(count_watches("tfd: 3 events: 1\n") == 1);
+    CHECK(count_lines("") == 0);
+    CHECK(count_lines("55d0c0a00000-55d0c0a02000 r--p 00000000 08:01 42 /bin/x\n"
+                      "7ffd2c1e9000-7ffd2c20a000 rw-p 00000000 00:00 0 [stack]\n") == 2);
 
     // A child with 1000 watches on one timerfd through 2 fds (each fd number in turn), and its
     // open fds as stat gives them (Linux >= 6.2).
@@ -565,17 +571,31 @@ TEST_CASE("kernel memory held through open files: the fd charge, epoll watches c
     const int proc = ::open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
     struct stat fd_dir {};
     const bool counted = ::fstatat(proc, (std::to_string(child) + "/fd").c_str(), &fd_dir, 0) == 0;
-    std::uint64_t bytes = 0;
+    std::uint64_t before = 1, walked_here = 0, bytes = 0;
+    // its mappings, each charged too (a paused child: they stay as they are)
+    const std::uint64_t maps =
+        count_lines(gpubox::sys::try_read_at(proc, std::to_string(child) + "/maps", 1 << 20)) *
+        kVmaBytes;
     {
-        EpollWatches watches(proc, child);
-        for (int i = 0; i < 1000 && (bytes = watches.bytes()) < 1000 * kWatchBytes; ++i)
+        KernelWalk watches(proc, child);
+        before = watches.bytes();  // nothing walked before a pass
+        watches.on_pass(5);        // a few open fds: walked by the caller, at once
+        walked_here = watches.bytes();
+    }
+    {
+        KernelWalk watches(proc, child);
+        watches.on_pass(kInlineFds + 1);  // more: a thread of its own walks them
+        for (int i = 0; i < 1000 && (bytes = watches.bytes()) < 1000 * kWatchBytes + maps; ++i)
             ::usleep(10000);  // its first cycle, at most 10 s on a loaded machine
     }
+    CHECK(before == 0);
+    CHECK(maps > 0);
+    CHECK(walked_here == 1000 * kWatchBytes + maps);
     ::close(proc);
     ::kill(child, SIGKILL);
     ::waitpid(child, nullptr, 0);
     REQUIRE(made);
-    CHECK(bytes == 1000 * kWatchBytes);
+    CHECK(bytes == 1000 * kWatchBytes + maps);
     REQUIRE(counted);
     CHECK(fd_dir.st_size >= 4);  // 0, 1, 2, the timerfd and the epoll: what it inherited too
     CHECK(fd_dir.st_size <= 64);

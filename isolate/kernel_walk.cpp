@@ -1,4 +1,4 @@
-#include "isolate/epoll_watches.hpp"
+#include "isolate/kernel_walk.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/sys.hpp"
 #include "common/sys_host.hpp"
 #include "common/unique_fd.hpp"
 #include "isolate/usage.hpp"
@@ -51,6 +52,19 @@ std::uint64_t watches_in(int dir, const std::string& name) {
     return n;
 }
 
+// The lines of a /proc file below `dir`, read in chunks however long it is (a maps file: a line
+// per mapping, 65530 of them 4-6 MiB of text): the monitor holds no copy of it.
+std::uint64_t lines_in(int dir, const char* name) {
+    const int fd = ::openat(dir, name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    const UniqueFd own(fd);
+    std::uint64_t n = 0;
+    char buf[65536];
+    for (ssize_t got; (got = ::read(fd, buf, sizeof buf)) > 0;)
+        n += count_lines(std::string_view(buf, static_cast<std::size_t>(got)));
+    return n;
+}
+
 std::uint64_t thread_cpu_ns() {
     timespec t{};
     ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
@@ -66,10 +80,8 @@ std::uint64_t count_watches(std::string_view fdinfo) {
     return n;
 }
 
-EpollWatches::EpollWatches(int proc, pid_t root)
-    : proc_(proc), root_(root), thread_([this] { run(); }) {}
-
-EpollWatches::~EpollWatches() {
+KernelWalk::~KernelWalk() {
+    if (!thread_.joinable()) return;
     {
         const std::lock_guard<std::mutex> lock(mu_);  // not between its test and its wait
         stop_.store(true, std::memory_order_relaxed);
@@ -78,13 +90,16 @@ EpollWatches::~EpollWatches() {
     thread_.join();
 }
 
-std::uint64_t EpollWatches::bytes() const {
-    return std::max(whole_.load(std::memory_order_relaxed),
-                    partial_.load(std::memory_order_relaxed)) *
-           kWatchBytes;
+std::uint64_t count_lines(std::string_view text) {
+    return static_cast<std::uint64_t>(std::count(text.begin(), text.end(), '\n'));
 }
 
-std::uint64_t EpollWatches::cycle() {
+std::uint64_t KernelWalk::bytes() const {
+    return std::max(whole_.load(std::memory_order_relaxed),
+                    partial_.load(std::memory_order_relaxed));
+}
+
+KernelWalk::Walked KernelWalk::cycle() {
     std::vector<std::string> pids;
     if (root_)
         for (pid_t pid : task_tree(proc_, root_)) pids.push_back(std::to_string(pid));
@@ -92,36 +107,62 @@ std::uint64_t EpollWatches::cycle() {
         for (std::string& name : sys::try_list_dir(proc_, ".").value_or(std::vector<std::string>{}))
             if (name != "1" && std::isdigit(static_cast<unsigned char>(name[0])))
                 pids.push_back(std::move(name));
-    std::uint64_t watches = 0;
+    Walked w;
     constexpr std::string_view kEpoll = "anon_inode:[eventpoll]";
     char link[64];
+    // Published as it grows; true once it alone fills the room: the walk stops there.
+    auto add = [&](std::uint64_t bytes) {
+        w.bytes += bytes;
+        partial_.store(w.bytes, std::memory_order_relaxed);
+        return w.bytes > room_.load(std::memory_order_relaxed);
+    };
     for (const std::string& pid : pids) {
         const int dir = ::openat(proc_, pid.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dir < 0) continue;  // gone meanwhile
         const UniqueFd own(dir);
+        if (add(lines_in(dir, "maps") * kVmaBytes)) return w;
         for (const std::string& fd :
              numbers_in(::openat(dir, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC))) {
             const ssize_t n = ::readlinkat(dir, ("fd/" + fd).c_str(), link, sizeof link);
             if (n < 0 || std::string_view(link, static_cast<std::size_t>(n)) != kEpoll) continue;
-            watches += watches_in(dir, "fdinfo/" + fd);
-            partial_.store(watches, std::memory_order_relaxed);
-            if (watches * kWatchBytes > room_.load(std::memory_order_relaxed)) return watches;
+            const std::uint64_t watches = watches_in(dir, "fdinfo/" + fd);
+            w.watches += watches;
+            if (add(watches * kWatchBytes)) return w;
         }
         if (stop_.load(std::memory_order_relaxed)) break;
     }
-    return watches;
+    return w;
 }
 
-void EpollWatches::run() {
+// At most half a CPU (as long again as the walk ran); 10 ms apart while there are watches,
+// 100 ms while there are none.
+std::uint64_t KernelWalk::pause_ns(const Walked& w, std::uint64_t ran) const {
+    return std::max<std::uint64_t>(ran, w.watches ? 10'000'000 : 100'000'000);
+}
+
+void KernelWalk::on_pass(std::uint64_t fds) {
+    if (thread_.joinable()) return;
+    if (fds > kInlineFds || last_ran_ > kInlineNs) {
+        thread_ = std::thread([this] { run(); });
+        return;
+    }
+    const std::uint64_t now = sys::monotonic_ns();
+    if (now < next_ns_) return;
+    const std::uint64_t c0 = thread_cpu_ns();
+    const Walked w = cycle();
+    whole_.store(w.bytes, std::memory_order_relaxed);
+    partial_.store(0, std::memory_order_relaxed);
+    last_ran_ = thread_cpu_ns() - c0;
+    next_ns_ = now + pause_ns(w, last_ran_);
+}
+
+void KernelWalk::run() {
     for (;;) {
         const std::uint64_t c0 = thread_cpu_ns();
-        const std::uint64_t found = cycle();
-        whole_.store(found, std::memory_order_relaxed);
+        const Walked w = cycle();
+        whole_.store(w.bytes, std::memory_order_relaxed);
         partial_.store(0, std::memory_order_relaxed);
-        // At most half a CPU (as long again as the cycle ran); 10 ms apart while there are
-        // watches, 100 ms while there are none (an idle sandbox's cycles cost 0.1 % of a core).
-        const std::uint64_t floor = found ? 10'000'000 : 100'000'000;
-        const auto pause = std::chrono::nanoseconds(std::max(thread_cpu_ns() - c0, floor));
+        const auto pause = std::chrono::nanoseconds(pause_ns(w, thread_cpu_ns() - c0));
         std::unique_lock<std::mutex> lock(mu_);
         if (cv_.wait_for(lock, pause, [this] { return stop_.load(std::memory_order_relaxed); }))
             return;

@@ -1,0 +1,93 @@
+#pragma once
+// Kernel memory the pass cannot see, found by walking each process of the sandbox off the pass
+// (#31): its epoll watches (through its fds) and its mappings (its maps).
+//
+// Epoll watches. A watch (an epitem and its eppoll_entry, 200 bytes of slab measured on Linux
+// 6.18) lives while its target FILE does, not the fd it was added through: one file dup'ed to
+// each fd number in turn gives an epoll up to RLIMIT_NOFILE watches on it, and N files up to N
+// times that, with a handful of fds open. Only fs.epoll.max_user_watches (4 % of the host's
+// memory, per user, host-wide) caps them, so they are counted: /proc/PID/fdinfo/<epoll fd>
+// lists one "tfd:" line per watch.
+//
+// Mappings. Each is a vm_area_struct (192 bytes of slab, and its share of the maple tree's
+// nodes), up to vm.max_map_count (65530) a process, whether or not a page backs it: one
+// PROT_NONE reservation with every other page made readable holds 65530 of them, 15 MiB of
+// kernel memory, and no resident page or page table the pass would see (measured: 1.2 million
+// across 20 processes held 231 MiB under --memory-limit 64M, unkilled). Counted: a line of
+// /proc/PID/maps each, kVmaBytes a mapping.
+//
+// Finding the epoll fds means reading every fd of every process, and the mappings every line
+// of every maps: O(open fds + mappings), which the pass must never be (a crowd of sleepers
+// holding thousands of fds each would put the next pass off). So the walk is apart, its total
+// published as it grows, and cut short once the total alone fills the room the last pass left
+// under the limit. The pass adds the larger of the last whole walk's total and the current one's
+// so far. How far it lags: a walk costs about a microsecond per open fd and per mapping (and
+// the fd charge kills past limit / 12 KiB fds, the count past limit / kVmaBytes mappings) plus
+// reading the watches counted, and the sandbox adds watches and mappings meanwhile only as fast
+// as the kernel makes them. Reading an fd's link leaves a /proc dentry and inode behind (about
+// 0.9 KiB, reclaimable) until its process exits.
+//
+// Who walks: a sandbox with few open fds (kInlineFds, as the pass counted them), whose last
+// walk was cheap (kInlineNs), is walked by the monitor's own thread, after a pass, as often as
+// a thread would: a walk of a few fds and mappings costs less than a thread's wakeups (a sleeping
+// sandbox's monitor spent a quarter of its CPU in one) and a run shorter than a pass never
+// starts one. Past either, a thread of its own walks from then on, 10 ms apart while there are
+// watches, 100 ms while there are none, and at most half a CPU.
+#include <sys/types.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string_view>
+#include <thread>
+
+namespace gpubox::isolate {
+
+constexpr std::uint64_t kWatchBytes = 256;  // one watch's slab (200 bytes) and its share of a page
+constexpr std::uint64_t kVmaBytes = 256;    // one mapping's vm_area_struct and maple tree share
+constexpr std::uint64_t kInlineFds = 64;    // up to this many open fds, no thread: see above
+constexpr std::uint64_t kInlineNs = 1'000'000;  // and a last walk of at most this much CPU
+
+// Pure: the watches an epoll's fdinfo lists (its "tfd:" lines).
+std::uint64_t count_watches(std::string_view fdinfo);
+// Pure: the lines of a text (a maps file's mappings).
+std::uint64_t count_lines(std::string_view text);
+
+class KernelWalk {
+public:
+    // `proc`: an fd of the sandbox's /proc (outlives this); `root`: step mode's task init, whose
+    // tree alone is counted (0: every process but pid 1, gpubox's init). No walk yet: on_pass().
+    KernelWalk(int proc, pid_t root) : proc_(proc), root_(root) {}
+    ~KernelWalk();
+    KernelWalk(const KernelWalk&) = delete;
+    KernelWalk& operator=(const KernelWalk&) = delete;
+    // What the watches and mappings are charged: the larger of the last whole walk's total and
+    // this one's so far.
+    std::uint64_t bytes() const;
+    // The room under the limit the last pass left: a cycle whose count fills it stops there.
+    void set_room(std::uint64_t bytes) { room_.store(bytes, std::memory_order_relaxed); }
+    // After each pass that holds the sandbox to its limit, with the open fds it counted: a walk
+    // here where they are few and the last is old enough, else the thread, from now on.
+    void on_pass(std::uint64_t fds);
+
+private:
+    struct Walked {
+        std::uint64_t bytes = 0;    // watches and mappings, charged
+        std::uint64_t watches = 0;  // of which epoll watches
+    };
+    void run();
+    std::uint64_t pause_ns(const Walked& w, std::uint64_t ran) const;
+    Walked cycle();  // one walk over the sandbox's processes
+    int proc_;
+    pid_t root_;
+    std::atomic<std::uint64_t> whole_{0}, partial_{0}, room_{~0ULL};
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::atomic<bool> stop_{false};
+    std::uint64_t next_ns_ = 0;   // on_pass() walks again from then (monotonic), if no thread
+    std::uint64_t last_ran_ = 0;  // the CPU on_pass()'s last walk took
+    std::thread thread_;          // not joinable until a pass saw more than kInlineFds
+};
+
+}  // namespace gpubox::isolate
