@@ -64,4 +64,13 @@ expect_eq "the mount set-up: one chmod (the overlay's upper directory)" \
     "$(grep -cE ' fchmod(at)?\(' <<<"$mounts")" 1
 echo "# init's mount set-up: $(wc -l <<<"$mounts") calls"
 
+# Without --gpu the preflight checks the command against the CPU only: the monitor reads none of
+# the image's CUDA files (its ld.so.cache included) nor the driver's version, every run.
+monitor=$(awk -v p="$(head -1 "$P" | awk '{print $1}')" '$1 == p' "$P")
+expect_eq "a run without --gpu: the monitor reads no CUDA file nor the driver's version" \
+    "$(grep -oE '"[^"]*(ld\.so\.cache|/cuda|nvidia/version)[^"]*"' <<<"$monitor" | tr '\n' ' ')" ""
+# It maps the command (found through PATH) once, for the search and its ELF facts both.
+expect_eq "the preflight maps the command once" \
+    "$(grep -cE 'mmap\(NULL, [0-9]+, PROT_READ, MAP_PRIVATE, [0-9]+, 0' <<<"$monitor")" 1
+
 finish
