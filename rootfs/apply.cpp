@@ -259,6 +259,7 @@ void apply_tmpfs_dir(const MountPlan& plan, std::size_t i, Ctx& c, std::vector<b
     // tmpfs, fills it whatever the mode), and opened once: nothing else writes gpubox's tmpfs,
     // so the one fd serves the filling and the clone.
     sys::mkdir_at(c.tmpfs, name, t.mode);
+    if (t.mode & (S_ISUID | S_ISGID)) sys::fchmod_at(c.tmpfs, name, t.mode);  // mkdir drops them
     UniqueFd dir = sys::open_at(c.tmpfs, name, O_PATH | O_DIRECTORY | O_NOFOLLOW);
     fill_fresh_fs(plan, i, dir.get(), done);
     if (!c.tmpfs_attached) {
