@@ -285,17 +285,24 @@ UniqueFd fsmount(int fsfd, const std::string& fstype, unsigned attrs) {
               [&] { return cat("fsmount(", quote(fstype), ", ", attr_names(attrs), ")"); }));
 }
 
-UniqueFd open_tree_clone(int fd, const std::string& what, bool recursive) {
+UniqueFd open_tree_clone(int fd, const std::string& what, bool recursive, std::uint64_t set) {
+    const auto name = [&] {
+        return cat("open_tree(", quote(what), ", OPEN_TREE_CLONE", recursive ? "|AT_RECURSIVE" : "",
+                   set ? cat(", ", attr_names(set)) : std::string(), ")");
+    };
+    if (set) {
+        const int tree = try_open_tree_attr(fd, "", recursive, set);
+        if (tree < 0) fail(Syscall::open_tree, -tree, name(), what);
+        return UniqueFd(tree);
+    }
     unsigned flags =
         OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0);
-    return UniqueFd(check(::syscall(SYS_open_tree, fd, "", flags), Syscall::open_tree, what, [&] {
-        return cat("open_tree(", quote(what), ", OPEN_TREE_CLONE", recursive ? "|AT_RECURSIVE" : "",
-                   ")");
-    }));
+    return UniqueFd(check(::syscall(SYS_open_tree, fd, "", flags), Syscall::open_tree, what, name));
 }
 
 static int try_open_tree_clone(int dirfd, const std::string& path, bool recursive) {
-    const unsigned flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (recursive ? AT_RECURSIVE : 0);
+    const unsigned flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (recursive ? AT_RECURSIVE : 0) |
+                           (path.empty() ? AT_EMPTY_PATH : 0);
     const long fd = ::syscall(SYS_open_tree, dirfd, path.c_str(), flags);
     return fd < 0 ? -errno : static_cast<int>(fd);
 }
@@ -305,7 +312,8 @@ static int try_open_tree_clone(int dirfd, const std::string& path, bool recursiv
 #endif
 
 int try_open_tree_attr(int dirfd, const std::string& path, bool recursive, std::uint64_t set) {
-    const unsigned flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (recursive ? AT_RECURSIVE : 0);
+    const unsigned flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (recursive ? AT_RECURSIVE : 0) |
+                           (path.empty() ? AT_EMPTY_PATH : 0);
     static bool two_calls = false;  // an older kernel, or a filter that does not know the call
     if (!two_calls) {
         mount_attr attr{};

@@ -75,7 +75,9 @@ void fsconfig_string(int fsfd, const std::string& fstype, const std::string& key
 void fsconfig_flag(int fsfd, const std::string& fstype, const std::string& key);
 void fsconfig_create(int fsfd, const std::string& fstype);
 UniqueFd fsmount(int fsfd, const std::string& fstype, unsigned attrs);
-UniqueFd open_tree_clone(int fd, const std::string& what, bool recursive);
+// A clone of the mount tree at `fd` itself (AT_EMPTY_PATH), with mount attributes `set` on it
+// (every mount of it where `recursive`): one open_tree_attr() where the kernel has it.
+UniqueFd open_tree_clone(int fd, const std::string& what, bool recursive, std::uint64_t set = 0);
 // open_tree(dirfd, path, OPEN_TREE_CLONE [| AT_RECURSIVE]) with mount attributes `set` on the
 // clone: one open_tree_attr() where the kernel has it (6.15), else open_tree() and
 // mount_setattr(). A new fd, or -errno.

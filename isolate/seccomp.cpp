@@ -47,6 +47,11 @@ Ctx build(const SeccompPolicy& policy) {
     if (!ctx) throw SetupError("seccomp_init failed");
     check(seccomp_attr_set(ctx.get(), SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS),
           "seccomp_attr_set(SCMP_FLTATR_ACT_BADARCH)");
+    // The rules' calls sorted into a binary tree, not a list: attaching the filter, the kernel
+    // runs it once per call number to learn which are always allowed (its bitmap cache), and a
+    // list made each of those ~460 runs walk every rule (57 steps, not 14; ~50-70 us a run).
+    check(seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_OPTIMIZE, 2),
+          "seccomp_attr_set(SCMP_FLTATR_CTL_OPTIMIZE, 2)");
     for (const SeccompRule& r : policy.rules) {
         int nr = resolve(r.syscall);
         if (nr == __NR_SCMP_ERROR) continue;  // not on this architecture

@@ -14,14 +14,17 @@ namespace gpubox::preflight {
 // The driver version (/sys/module/nvidia/version, else /proc/driver/nvidia/version), the GPUs
 // `spec` selects from the driver's listing (/proc/driver/nvidia/gpus/<bus>/information; only
 // the named ones' files for indices) with each one's PCI device id (sysfs), and with `cpu` the
-// first CPU's flags (proc/cpuinfo). Throws PlanError for a spec that selects no GPU.
-HostFacts discover_host_facts(const std::string& driver_root, const gpu::GpuSpec& spec, bool cpu);
+// first CPU's flags (proc/cpuinfo). Throws PlanError for a spec that selects no GPU. Without
+// `driver` and without a GPU asked, the driver's version is not read (a run without --gpu).
+HostFacts discover_host_facts(const std::string& driver_root, const gpu::GpuSpec& spec, bool cpu,
+                              bool driver = true);
 
 struct ImageScan {
     std::string command;        // argv[0] ("" for none): resolved through the image's PATH
     std::string workdir = "/";  // where a relative path ("./a.out") starts
     bool objects = false;       // scan libraries for fat binaries (gpubox check)
     double budget_seconds = 5;  // the scan's bound
+    bool cuda = true;           // the CUDA runtime, toolkit and compat directory (--gpu, check)
 };
 // The CUDA runtime (libcudart.so.X.Y.Z beside the sonames the image's ld.so.cache lists, and
 // in /usr/local/cuda/lib64), cuda/version.json, the compat directory and its libcuda's note,

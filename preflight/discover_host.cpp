@@ -101,12 +101,15 @@ void read_cpu(int root, HostFacts& h) {
 
 }  // namespace
 
-HostFacts discover_host_facts(const std::string& driver_root, const gpu::GpuSpec& spec, bool cpu) {
+HostFacts discover_host_facts(const std::string& driver_root, const gpu::GpuSpec& spec, bool cpu,
+                              bool driver) {
     HostFacts h;
+    const bool none = spec.kind == gpu::GpuSpec::Kind::none;
+    if (none && !driver && !cpu) return h;
     const UniqueFd root = rootfs::open_directory(driver_root, "--driver-root");
-    read_driver(root.get(), h);
+    if (driver || !none) read_driver(root.get(), h);
     if (cpu) read_cpu(root.get(), h);
-    if (spec.kind == gpu::GpuSpec::Kind::none) return h;
+    if (none) return h;
     h.gpus_asked = true;
     const std::vector<int> only = gpu::indices_only(spec);
     const gpu::GpuInventory inv = listing(root.get(), only.empty(), only);

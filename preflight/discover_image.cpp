@@ -63,8 +63,11 @@ void find_toolkit(int root, ImageFacts& img) {
     if (v.is_string()) img.toolkit = v.get<std::string>(), img.toolkit_file = file;
 }
 
-std::optional<ObjectFacts> read_object(int root, const std::string& path, bool fatbin) {
-    const auto file = rootfs::map_regular_in_root(root, path, kMaxObject);
+// `mapped`: the file, where the caller mapped it already.
+std::optional<ObjectFacts> read_object(int root, const std::string& path, bool fatbin,
+                                       std::optional<rootfs::MappedFile> mapped = std::nullopt) {
+    const auto file =
+        mapped ? std::move(mapped) : rootfs::map_regular_in_root(root, path, kMaxObject);
     if (!file || !is_elf64le(file->bytes())) return std::nullopt;
     ObjectFacts o{path, x86_isa_needed(file->bytes()), std::nullopt};
     if (fatbin)
@@ -74,9 +77,10 @@ std::optional<ObjectFacts> read_object(int root, const std::string& path, bool f
 }
 
 // argv[0] as the sandbox's exec would find it: a path as given, else the first PATH entry
-// holding a regular file of that name.
+// holding a regular file of that name, which is then left `found` (mapped: read_object's).
 std::string resolve_command(int root, const ImageScan& scan,
-                            const std::map<std::string, std::string>& env) {
+                            const std::map<std::string, std::string>& env,
+                            std::optional<rootfs::MappedFile>& found) {
     const std::string& cmd = scan.command;
     if (cmd[0] == '/') return cmd;
     if (cmd.find('/') != std::string::npos) return scan.workdir + "/" + cmd;
@@ -86,7 +90,8 @@ std::string resolve_command(int root, const ImageScan& scan,
         std::size_t j = path.find(':', i);
         if (j == std::string::npos) j = path.size();
         const std::string candidate = path.substr(i, j - i) + "/" + cmd;
-        if (j > i && path[i] == '/' && rootfs::map_regular_in_root(root, candidate, kMaxObject))
+        if (j > i && path[i] == '/' &&
+            (found = rootfs::map_regular_in_root(root, candidate, kMaxObject)))
             return candidate;
         i = j + 1;
     }
@@ -137,16 +142,19 @@ ImageFacts discover_image_facts(int root, const std::string& rootfs,
                                 const ImageScan& scan) {
     ImageFacts img;
     img.rootfs = rootfs, img.env = env;
-    find_cudart(root, img);
-    // version.json only says what the library would: read it where there is none (a static
-    // runtime, a toolkit-only image), or for `gpubox check`, which reports both.
-    if (img.cudart.empty() || scan.objects) find_toolkit(root, img);
-    img.compat = discover_compat(root);
+    if (scan.cuda) {
+        find_cudart(root, img);
+        // version.json only says what the library would: read it where there is none (a static
+        // runtime, a toolkit-only image), or for `gpubox check`, which reports both.
+        if (img.cudart.empty() || scan.objects) find_toolkit(root, img);
+        img.compat = discover_compat(root);
+    }
     if (!scan.command.empty()) {
-        const std::string path = resolve_command(root, scan, env);
+        std::optional<rootfs::MappedFile> found;
+        const std::string path = resolve_command(root, scan, env, found);
         if (path.empty())
             img.command_problem = cat(quote(scan.command), " is not in the image's PATH");
-        else img.command = read_object(root, path, scan.objects);
+        else img.command = read_object(root, path, scan.objects, std::move(found));
     }
     if (scan.objects) scan_objects(root, scan, img);
     return img;

@@ -47,19 +47,19 @@ RunFacts preflight_run(Mode mode, const Request& r) {
     if (mode == Mode::off) return facts;
     Report report;
     try {
-        ImageFacts image = discover_image_facts(r.root, r.target.rootfs, r.target.env,
-                                                {r.command, r.workdir, false, 0});
-        // Without --gpu the workload gets no GPU: its CUDA parts cannot matter, only the CPU.
+        // Without --gpu the workload gets no GPU: its CUDA parts cannot matter, only the CPU,
+        // so neither they nor the driver's version are read (every run pays what is read here).
         using K = gpu::GpuSpec::Kind;
         const bool gpus = r.gpus.kind != K::none;
-        if (!gpus) image.cudart.clear(), image.toolkit.clear(), image.compat.reset();
-        else facts = {true, image.compat};
+        ImageFacts image = discover_image_facts(r.root, r.target.rootfs, r.target.env,
+                                                {r.command, r.workdir, false, 0, gpus});
+        if (gpus) facts = {true, image.compat};
         // A lease or Slurm spec names its GPUs later: the driver's facts alone.
         gpu::GpuSpec spec = r.gpus;
         if (spec.kind != K::all && spec.kind != K::list && spec.kind != K::minors)
             spec.kind = K::none;
         const bool cpu = image.command && image.command->isa > 1;
-        const HostFacts host = discover_host_facts(r.driver_root, spec, cpu);
+        const HostFacts host = discover_host_facts(r.driver_root, spec, cpu, gpus);
         report = plan_findings(
             image, host, gpus ? collect_requirements(r.target.env) : std::vector<Requirement>{});
         if (gpus && !host.gpus.empty()) {

@@ -191,9 +191,7 @@ void attach(Ctx& c, const UniqueFd& mnt, const std::string& what, const std::str
 // A bind of `source` (already open) onto `target`, recursive, with `attrs` on every mount.
 void bind_fd(Ctx& c, int src, const std::string& source, const std::string& target,
              std::uint64_t attrs, const Entry& e) {
-    UniqueFd tree = sys::open_tree_clone(src, source, true);
-    sys::mount_setattr(tree.get(), source, attrs, 0, true);
-    attach(c, tree, source, target, e, false);
+    attach(c, sys::open_tree_clone(src, source, true, attrs), source, target, e, false);
 }
 
 void apply_one(const Bind& b, Ctx& c, const Entry& e) {
@@ -257,24 +255,24 @@ void apply_tmpfs_dir(const MountPlan& plan, std::size_t i, Ctx& c, std::vector<b
                      const Entry& e) {
     const Tmpfs& t = std::get<Tmpfs>(plan.ops[i]);
     const std::string name = cat("tmpfs", i);
-    sys::mkdir_at(c.tmpfs, name, 0700);
-    {
-        UniqueFd top = sys::open_at(c.tmpfs, name, O_PATH | O_DIRECTORY | O_NOFOLLOW);
-        fill_fresh_fs(plan, i, top.get(), done);
-    }
-    sys::fchmod_at(c.tmpfs, name, t.mode);
+    // Made with its mode (init's umask is 0; init, root of the user namespace that owns the
+    // tmpfs, fills it whatever the mode), and opened once: nothing else writes gpubox's tmpfs,
+    // so the one fd serves the filling and the clone.
+    sys::mkdir_at(c.tmpfs, name, t.mode);
+    if (t.mode & (S_ISUID | S_ISGID)) sys::fchmod_at(c.tmpfs, name, t.mode);  // mkdir drops them
+    UniqueFd dir = sys::open_at(c.tmpfs, name, O_PATH | O_DIRECTORY | O_NOFOLLOW);
+    fill_fresh_fs(plan, i, dir.get(), done);
     if (!c.tmpfs_attached) {
         UniqueFd at = mount_point(c, t.target, e);
         move_onto(c, c.tmpfs, "gpubox's tmpfs", at.get(), t.target);
         c.own_mount(c.tmpfs);
         c.tmpfs_attached = true;
     }
-    UniqueFd dir = sys::open_at(c.tmpfs, name, O_PATH | O_DIRECTORY | O_NOFOLLOW);
-    UniqueFd tree = sys::open_tree_clone(dir.get(), t.target, false);
-    sys::mount_setattr(tree.get(), t.target,
-                       MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (t.noexec ? MOUNT_ATTR_NOEXEC : 0), 0,
-                       false);
-    attach(c, tree, "gpubox's tmpfs", t.target, e, true);
+    UniqueFd tree = sys::open_tree_clone(
+        dir.get(), t.target, false,
+        MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (t.noexec ? MOUNT_ATTR_NOEXEC : 0));
+    // On gpubox's tmpfs, whose device own_mount() has noted already: no fstat of the clone.
+    attach(c, tree, "gpubox's tmpfs", t.target, e, false);
 }
 
 // Op i is a tmpfs. Writable: a directory of gpubox's tmpfs. Read-only: mounted, filled while
@@ -414,13 +412,14 @@ void apply_one(const MaskPath& m, Ctx& c, const Entry&) {
         move_onto(c, t.get(), "tmpfs", at.get(), m.target);
         return;
     }
-    UniqueFd null = sys::open_at(AT_FDCWD, "/dev/null", O_PATH);
-    struct stat st = sys::fstat(null.get(), "/dev/null");
+    // Checked on the clone itself, as BindDev's are: what is checked is what gets mounted.
+    const int null = sys::try_open_tree_attr(
+        AT_FDCWD, "/dev/null", false, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+    if (null < 0) sys::fail("open_tree(\"/dev/null\", OPEN_TREE_CLONE)", -null);
+    UniqueFd tree(null);
+    struct stat st = sys::fstat(tree.get(), "/dev/null");
     if (!S_ISCHR(st.st_mode) || st.st_rdev != makedev(1, 3))
         sys::fail("check \"/dev/null\": not the null device", ENODEV);
-    UniqueFd tree = sys::open_tree_clone(null.get(), "/dev/null", false);
-    sys::mount_setattr(tree.get(), "/dev/null",
-                       MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, 0, false);
     move_onto(c, tree.get(), "/dev/null", at.get(), m.target);
 }
 
@@ -429,10 +428,9 @@ void apply_one(const RemountRo& r, Ctx& c, const Entry&) {
     if (fd == -ENOENT) return;
     if (fd < 0) sys::fail(cat("openat2(root, ", quote(r.target), ", RESOLVE_IN_ROOT)"), -fd);
     UniqueFd at(fd);
-    UniqueFd tree = sys::open_tree_clone(at.get(), r.target, true);
-    sys::mount_setattr(tree.get(), r.target,
-                       MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
-                       0, true);
+    UniqueFd tree = sys::open_tree_clone(
+        at.get(), r.target, true,
+        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
     move_onto(c, tree.get(), r.target, at.get(), r.target);
 }
 

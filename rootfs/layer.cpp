@@ -214,12 +214,10 @@ void clone_prepared_dirs(const MountPlan& plan, NewRoot& root) {
         if (fd < 0)
             sys::fail(cat("openat2(overlay, ", quote(t->target), ", RESOLVE_NO_SYMLINKS)"), -fd);
         UniqueFd at(fd);
-        UniqueFd tree = sys::open_tree_clone(fd, t->target, false);
-        sys::mount_setattr(tree.get(), t->target,
-                           MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
-                               (t->noexec ? MOUNT_ATTR_NOEXEC : 0),
-                           0, false);
-        root.trees.emplace(i, std::move(tree));
+        root.trees.emplace(
+            i, sys::open_tree_clone(fd, t->target, false,
+                                    MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                                        (t->noexec ? MOUNT_ATTR_NOEXEC : 0)));
     }
 }
 
@@ -284,10 +282,9 @@ NewRoot overlay_root(const MountPlan& plan, int rootfs, const RootDraft& draft,
 }
 
 UniqueFd bind_root(const MountPlan& plan, int rootfs, bool read_only) {
-    UniqueFd mnt = sys::open_tree_clone(rootfs, plan.root.rootfs, true);
-    sys::mount_setattr(mnt.get(), plan.root.rootfs,
-                       MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (read_only ? MOUNT_ATTR_RDONLY : 0),
-                       0, true);
+    UniqueFd mnt = sys::open_tree_clone(
+        rootfs, plan.root.rootfs, true,
+        MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (read_only ? MOUNT_ATTR_RDONLY : 0));
     sys::move_mount(mnt.get(), plan.root.rootfs, rootfs, plan.root.rootfs);
     return mnt;
 }
@@ -412,8 +409,8 @@ RootDraft draft_root(const MountPlan& plan, int rootfs, RootLayer layer) {
     try {
         // The overlay will cover the whole of ROOTFS: any directory of the image hides the tmpfs.
         d.tmpfs_attached = attach_gpubox_tmpfs(d.layer.tmpfs.get(), rootfs);
-        sys::fchmod(sys::open_at(d.layer.tmpfs.get(), "upper", O_RDONLY | O_DIRECTORY).get(),
-                    sys::fstat(rootfs, plan.root.rootfs).st_mode & 07777, "upper");
+        sys::fchmod_at(d.layer.tmpfs.get(), "upper",  // made by open_root_layer, no link
+                       sys::fstat(rootfs, plan.root.rootfs).st_mode & 07777);
         d.prepared.assign(plan.ops.size(), false);
         Layer entries(rootfs, d.layer.upper.get(), plan);
         prepare_entries(entries, plan, 0, plan.ops.size(), d.prepared);

@@ -59,4 +59,36 @@ expect_no_match "  it looks for no cgroup (no mkdirat of one, no user bus)" \
     "$(grep -E 'mkdirat\([0-9]+, "gpubox-|/bus"' "$T")" .
 expect_no_match "  and makes no socket meter" "$(grep -E 'NETLINK_SOCK_DIAG' "$T")" .
 
+# A plain run's mount set-up: init's calls from its first fsopen to pivot_root (strace sees their
+# names and results only: init is not dumpable). Where the kernel has open_tree_attr (6.15),
+# each clone takes its attributes in that one call (no open_tree + mount_setattr pair; the one
+# mount_setattr left seals /dev), and gpubox's tmpfs directories are made with their modes
+# (the one chmod left is the overlay's upper directory taking ROOTFS's mode).
+P=$WORK/trace-plain
+strace -f -qq -o "$P" "$GPUBOX" run "$R" true >"$WORK/.out" 2>"$WORK/.err"
+expect_eq "the traced plain run succeeds" "$?" 0
+init=$(grep -E '^[0-9]+ +unshare\(CLONE_NEWNET' "$P" | awk '{print $1}' | head -1)
+mounts=$(awk -v p="$init" '$1 == p' "$P" | grep -v 'resumed>' | sed -n '/fsopen(/,/pivot_root(/p')
+if grep -qE '(open_tree_attr|syscall_0x1d3)\(.*= (0x[0-9a-f]+|[0-9]+)$' <<<"$mounts"; then
+    expect_eq "the mount set-up: no open_tree without its attributes" \
+        "$(grep -c ' open_tree(' <<<"$mounts")" 0
+    expect_eq "the mount set-up: one mount_setattr (/dev sealed)" \
+        "$(grep -c ' mount_setattr(' <<<"$mounts")" 1
+else
+    ok "the mount set-up: no open_tree without its attributes # SKIP no open_tree_attr here"
+    ok "the mount set-up: one mount_setattr (/dev sealed) # SKIP no open_tree_attr here"
+fi
+expect_eq "the mount set-up: one chmod (the overlay's upper directory)" \
+    "$(grep -cE ' fchmod(at)?\(' <<<"$mounts")" 1
+echo "# init's mount set-up: $(wc -l <<<"$mounts") calls"
+
+# Without --gpu the preflight checks the command against the CPU only: the monitor reads none of
+# the image's CUDA files (its ld.so.cache included) nor the driver's version, every run.
+monitor=$(awk -v p="$(head -1 "$P" | awk '{print $1}')" '$1 == p' "$P")
+expect_eq "a run without --gpu: the monitor reads no CUDA file nor the driver's version" \
+    "$(grep -oE '"[^"]*(ld\.so\.cache|/cuda|nvidia/version)[^"]*"' <<<"$monitor" | tr '\n' ' ')" ""
+# It maps the command (found through PATH) once, for the search and its ELF facts both.
+expect_eq "the preflight maps the command once" \
+    "$(grep -cE 'mmap\(NULL, [0-9]+, PROT_READ, MAP_PRIVATE, [0-9]+, 0' <<<"$monitor")" 1
+
 finish

@@ -115,6 +115,13 @@ TEST_CASE("host facts from a simulated host: driver, CUDA version, compute capab
     fs::remove(t.dir / "sys/module/nvidia/version");  // the driver's procfs file says it too
     CHECK(discover_host_facts(t.dir.string(), gpu::parse_gpu_spec("none"), false).driver_file ==
           "/proc/driver/nvidia/version");
+    // A run without --gpu: the CPU's facts only; with neither, not even the driver root opened.
+    h = discover_host_facts(t.dir.string(), gpu::parse_gpu_spec("none"), true, false);
+    CHECK_FALSE(h.driver);
+    CHECK(h.cpu_flags == test::FakeHost::kBroadwellFlags);
+    CHECK_FALSE(
+        discover_host_facts("/nonexistent-driver-root-x", gpu::parse_gpu_spec("none"), false, false)
+            .driver);
 }
 
 TEST_CASE("image facts: runtime, toolkit, compat directory, the command's ELF facts") {
@@ -160,4 +167,11 @@ TEST_CASE("image facts: runtime, toolkit, compat directory, the command's ELF fa
     CHECK(img.command->path == "/usr/bin/./app");
     CHECK(img.command->isa == 4);
     CHECK(img.objects.empty());
+    // A run without --gpu: the command's ELF facts only, none of the image's CUDA parts.
+    img = discover_image_facts(root.get(), r.string(), {}, {"/usr/bin/app", "/", false, 0, false});
+    CHECK(img.cudart.empty());
+    CHECK(img.toolkit.empty());
+    CHECK_FALSE(img.compat);
+    REQUIRE(img.command);
+    CHECK(img.command->isa == 4);
 }
