@@ -42,6 +42,7 @@ struct Usage {
     std::uint32_t tasks = 0;           // their threads, all runnable perhaps
     bool partial = false;              // the pass stopped early: cpu_ns is already over the limit
     std::uint64_t socket_bytes = 0;    // socket buffers, in memory_bytes too (sock_usage.hpp)
+    std::vector<pid_t> runnable;       // those whose main thread is runnable (stat's R)
 };
 
 // One process, from /proc/<pid>/stat and /proc/<pid>/status.
