@@ -100,7 +100,11 @@ struct LimitPlan {
     // monitor got 1-7 % of a CPU among 1000). It is decided before the workload runs: once a
     // crowd exists the monitor is too starved to demote it. Only the sandbox's tasks among
     // themselves, and against other tasks of the caller's own cpu cgroup, see the difference;
-    // the workload's CPU time is the same.
+    // the workload's CPU time is the same. In a child cgroup this is not enough: the crowd shares
+    // the monitor's run queue, and a SCHED_IDLE task that has waited long enough there (lag over
+    // its ~480 ms virtual slice, which 500 tasks a CPU reach) outranks the monitor and runs up to
+    // a tick before it: 335 of them held it off for 1.4 s once. So the monitor also lets at most
+    // kRunnablePerCpu of a crowd's processes run at once (launcher/monitor/supervise.cpp).
     bool idle_policy = false;
     // setsid() refused (EPERM) under idle_policy where the kernel's autogroups apply (the root
     // cpu cgroup, kernel.sched_autogroup_enabled): each new session is an autogroup, scheduled as

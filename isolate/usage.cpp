@@ -230,6 +230,7 @@ void add_process(int proc, KeptFiles& files, const std::string& name, bool memor
         scan.live_cpu += p.children_ns;
         return;
     }
+    if (p.state == 'R') scan.usage.runnable.push_back(p.pid);
     if (memory && !parse_proc_status(files.read(name + "/status"), p)) return;
     if (memory) p.fds = open_fds(proc, name);
     // stat's times are whole clock ticks: a thousand processes of 6 ms each would show none.

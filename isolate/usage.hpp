@@ -43,6 +43,7 @@ struct Usage {
     bool partial = false;              // the pass stopped early: cpu_ns is already over the limit
     std::uint64_t socket_bytes = 0;    // socket buffers, in memory_bytes too (sock_usage.hpp)
     std::uint64_t fds = 0;             // their open fds (read with their memory)
+    std::vector<pid_t> runnable;       // those whose main thread is runnable (stat's R)
 };
 
 // One process, from /proc/<pid>/stat and /proc/<pid>/status.
