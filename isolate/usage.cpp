@@ -92,6 +92,7 @@ bool parse_proc_stat(const std::string& stat, std::uint64_t ns_per_tick, ProcSam
     out.children_ns = (v[16] + v[17]) * ns_per_tick;
     if (v[20]) out.threads = static_cast<std::uint32_t>(v[20]);
     out.start = v[22];
+    out.rss_pages = v[24];
     if (i > 33) out.ignores_sigchld = (v[33] >> (17 - 1)) & 1;  // SIGCHLD: 17
     return true;
 }
@@ -213,8 +214,17 @@ std::uint64_t open_fds(int proc, const std::string& name) {
 // One process of the sandbox's /proc, by its directory's name; gone meanwhile is no error.
 // `memory`: read its status too. Each file by its path from the proc fd: two or three files, no
 // directory fd.
+}  // namespace
+
+bool holds_as_before(const ProcSample& p, const ProcSample& was) {
+    return p.start == was.start && p.threads == 1 && was.threads == 1 && p.state != 'R' &&
+           p.exact_ns != 0 && p.exact_ns == was.exact_ns && p.rss_pages == was.rss_pages;
+}
+
+namespace {
+
 void add_process(int proc, KeptFiles& files, const std::string& name, bool memory, Scan& scan,
-                 pid_t init) {
+                 pid_t init, const std::unordered_map<pid_t, ProcSample>& last) {
     ProcSample p;
     std::uint64_t pid = 0;
     if (!to_u64(name, pid)) return;
@@ -231,11 +241,21 @@ void add_process(int proc, KeptFiles& files, const std::string& name, bool memor
         return;
     }
     if (p.state == 'R') scan.usage.runnable.push_back(p.pid);
-    if (memory && !parse_proc_status(files.read(name + "/status"), p)) return;
-    if (memory) p.fds = open_fds(proc, name);
     // stat's times are whole clock ticks: a thousand processes of 6 ms each would show none.
     // schedstat has the main thread's to the ns (absent without CONFIG_SCHED_INFO: 0).
     std::istringstream(files.read(name + "/schedstat", 128)) >> p.exact_ns;
+    // Memory: a process that has not run since the last pass keeps what it was read to hold, and
+    // its status, the costliest file of a pass (most of an idle sandbox's), is not read again.
+    if (const auto was = last.find(p.pid);
+        memory && was != last.end() && holds_as_before(p, was->second)) {
+        const ProcSample& w = was->second;
+        p.ignores_sigchld = w.ignores_sigchld, p.anon_bytes = w.anon_bytes;
+        p.shmem_bytes = w.shmem_bytes, p.pte_bytes = w.pte_bytes, p.hwm_bytes = w.hwm_bytes;
+        p.fds = w.fds;
+    } else if (memory) {
+        if (!parse_proc_status(files.read(name + "/status"), p)) return;
+        p.fds = open_fds(proc, name);
+    }
     p.self_ns = std::max(p.self_ns, p.exact_ns);
     scan.usage.memory_bytes += p.anon_bytes + p.shmem_bytes + p.pte_bytes;
     scan.fd_bytes += fd_charge(p.fds);
@@ -359,7 +379,7 @@ Usage Sampler::sample(std::uint64_t cpu_stop_ns, bool memory) {
         for (pid_t pid : task_tree(proc_, root_)) names.push_back(std::to_string(pid));
     else names = pids();
     for (const std::string& name : names) {
-        add_process(proc_, kept_, name, limit_ != 0 || memory, scan, root_ ? root_ : 1);
+        add_process(proc_, kept_, name, limit_ != 0 || memory, scan, root_ ? root_ : 1, last_);
         if (cpu_stop_ns && scan.live_cpu + ledger_.charged_ns() > cpu_stop_ns) {
             scan.usage.cpu_ns = scan.live_cpu + ledger_.charged_ns();  // a lower bound, over
             scan.usage.partial = true;
@@ -389,6 +409,9 @@ Usage Sampler::sample(std::uint64_t cpu_stop_ns, bool memory) {
     u.cpu_ns = ledger_.update(scan.procs, made, last_ns_ ? t - last_ns_ : 0);
     last_pid_ = std::max(last_pid_, scan.max_pid);
     last_ns_ = t;
+    last_.clear();  // kept where this pass read memory: only then does it hold what was read
+    if (limit_ || memory)
+        for (const ProcSample& p : scan.procs) last_.emplace(p.pid, p);
     kept_.end_pass();
     return u;
 }

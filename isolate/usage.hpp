@@ -27,6 +27,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/unique_fd.hpp"
@@ -60,6 +61,7 @@ struct ProcSample {
     std::uint64_t hwm_bytes = 0;                    // VmHWM: its peak resident set since its execve
     char state = 0;                                 // R, S, D, Z...: stat's third field
     std::uint64_t fds = 0;                          // its open fds (stat of /proc/<pid>/fd)
+    std::uint64_t rss_pages = 0;                    // its resident set, in pages (stat's rss)
 };
 
 // What one open fd may hold of the kernel's memory that no count here sees, at most: a pipe past
@@ -78,6 +80,12 @@ constexpr std::uint64_t fd_charge(std::uint64_t fds) { return fds * kFdBytes; }
 // Both false/nullopt on text that does not parse.
 bool parse_proc_stat(const std::string& stat, std::uint64_t ns_per_tick, ProcSample& out);
 bool parse_proc_status(const std::string& status, ProcSample& out);
+// Pure. Whether process `p` holds the memory and fds it was read to hold at `was` (a pass
+// reuses them instead of reading its status again): the same process, single-threaded, not
+// runnable, its main thread's run time to the ns (schedstat) and its resident pages (stat)
+// unchanged. Only a process's own running changes its mappings and fds; a page another process
+// faults into it (process_vm_writev, /proc/PID/mem) shows in its resident pages.
+bool holds_as_before(const ProcSample& p, const ProcSample& was);
 // /proc/<pid>/smaps_rollup -> Pss_Anon + Pss_Shmem in bytes: its share of what it holds.
 std::optional<std::uint64_t> parse_pss(const std::string& smaps_rollup);
 
@@ -199,7 +207,8 @@ private:
     SockStat sock_stat(bool v6);      // the sandbox's sockstat (v6: and, if any, sockstat6)
     std::vector<std::string> pids();  // the pids in the sandbox's /proc, through listing_
     UniqueFd listing_;  // the sandbox's /proc, open to be listed (proc_ is an O_PATH fd)
-    pid_t root_ = 0;    // step mode: the task's init; 0: the whole pid namespace, init pid 1
+    std::unordered_map<pid_t, ProcSample> last_;  // the last whole pass's samples
+    pid_t root_ = 0;  // step mode: the task's init; 0: the whole pid namespace, init pid 1
     std::uint64_t watch_bytes_ = 0;
 };
 

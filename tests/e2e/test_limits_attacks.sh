@@ -38,7 +38,7 @@ cpu_bound() {
 }
 # stopped: the run was killed for its memory (ML), or the workload was refused what it asked for
 # (its probe says why it stopped): either way it did not get to hold it.
-stopped() { [ "$(field status):$(field limit)" = ML:memory ] || matches "$out" '^(hog|kmem)=[0-9]+ ([a-z_]+=)?E[A-Z]+'; }
+stopped() { [ "$(field status):$(field limit)" = ML:memory ] || matches "$out" '^(hog|kmem|remote)=[0-9]+ ([a-z_]+=)?E[A-Z]+'; }
 
 # --- memory it counts, it counts once ---------------------------------------------------------
 mrun run --memory-limit 256M --wall-time-limit 60 --meta "$M" "$R" probe hog cow 100 0 2
@@ -52,6 +52,13 @@ for kind in memfd-hidden memfd-flight; do
     check "a 256 MiB memfd ($kind) under --memory-limit 64M: ML, or no memfd at all ($(field status): $out)" stopped
     footprint "  the sandbox's footprint stays bounded" 64
 done
+
+# A process that never runs keeps what it was read to hold (its status is not read again), unless
+# its resident set moves: 512 MiB written into a sleeping child's untouched mapping by its parent
+# (process_vm_writev, which MPI's cross-memory attach needs) is counted all the same.
+mrun run --memory-limit 64M --wall-time-limit 60 --meta "$M" "$R" probe remote 512 3
+check "512 MiB faulted into a sleeping process from outside it, under --memory-limit 64M: ML ($(field status): $out)" stopped
+footprint "  the sandbox's footprint stays bounded" 64
 
 # --- the sampler is not the workload's --------------------------------------------------------
 box run --time-limit 5 --memory-limit 64M --meta "$M" "$R" sleep 2

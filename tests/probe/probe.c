@@ -536,6 +536,45 @@ static int vmas(long n, long hold) {
     return 0;
 }
 
+/* Memory faulted into a process that never runs (issue #31): a child reserves `mib` MiB it never
+ * touches and sleeps; its parent writes it in, 1 MiB at a time, with process_vm_writev (allowed
+ * to MPI's cross-memory attach). The pages are the child's, resident in its set. Prints
+ * "remote=<MiB written> <why it stopped>", then holds `hold` seconds. */
+static int remote(long mib, long hold) {
+    int p[2];
+    if (pipe(p) < 0) return printf("remote=0 pipe=%s\n", strerrorname_np(errno)), 3;
+    const pid_t child = fork();
+    if (child < 0) return printf("remote=0 fork=%s\n", strerrorname_np(errno)), 3;
+    if (child == 0) {
+        char* area = mmap(NULL, (size_t)mib << 20, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (write(p[1], &area, sizeof area) != sizeof area) _exit(1);
+        sleep((unsigned)hold + 30);
+        _exit(0);
+    }
+    char* area = NULL;
+    if (read(p[0], &area, sizeof area) != sizeof area || area == MAP_FAILED)
+        return printf("remote=0 child\n"), 3;
+    static char chunk[1 << 20];
+    memset(chunk, 1, sizeof chunk);
+    long done = 0;
+    const char* why = "done";
+    for (; done < mib; ++done) {
+        struct iovec local = {chunk, sizeof chunk},
+                     far = {area + ((size_t)done << 20), sizeof chunk};
+        if (process_vm_writev(child, &local, 1, &far, 1, 0) != (ssize_t)sizeof chunk) {
+            why = strerrorname_np(errno);
+            break;
+        }
+    }
+    printf("remote=%ld %s\n", done, why);
+    fflush(stdout);
+    sleep((unsigned)hold);
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    return 0;
+}
+
 /* Socket buffers held by the kernel, in no process's memory (issue #31), until about `mib` MiB
  * are queued, then held `hold` seconds. Each connection in a child of its own, at most 100 per
  * child (fds), its writer non-blocking, filled until it would block, its reader never read:
@@ -715,6 +754,7 @@ int main(int argc, char** argv) {
     }
     if (!strcmp(cmd, "fdkmem") && argc > 4) return fdkmem(argv[2], atol(argv[3]), atol(argv[4]));
     if (!strcmp(cmd, "vmas") && argc > 3) return vmas(atol(argv[2]), atol(argv[3]));
+    if (!strcmp(cmd, "remote") && argc > 3) return remote(atol(argv[2]), atol(argv[3]));
     if (!strcmp(cmd, "kmem") && argc > 4) return kmem(argv[2], atol(argv[3]), atol(argv[4]));
     if (!strcmp(cmd, "sockmem") && argc > 4) return sockmem(argv[2], atol(argv[3]), atol(argv[4]));
     if (!strcmp(cmd, "hog") && argc > 5)

@@ -529,6 +529,27 @@ TEST_CASE("task_tree: a process and its descendants, from a /proc, itself first"
     CHECK(std::count(tree.begin(), tree.end(), below[1]) == 1);
 }
 
+TEST_CASE("a process that has not run since the last pass holds what it held then") {
+    using gpubox::isolate::holds_as_before;
+    using gpubox::isolate::ProcSample;
+    ProcSample was;
+    was.pid = 7, was.start = 100, was.threads = 1, was.state = 'S', was.exact_ns = 5000,
+    was.rss_pages = 300;
+    CHECK(holds_as_before(was, was));
+    auto differs = [&](auto change) {
+        ProcSample p = was;
+        change(p);
+        return !holds_as_before(p, was);
+    };
+    CHECK(differs([](ProcSample& p) { p.exact_ns += 1; }));   // it ran, a nanosecond
+    CHECK(differs([](ProcSample& p) { p.rss_pages += 1; }));  // a page faulted in from outside
+    CHECK(differs([](ProcSample& p) { p.rss_pages -= 1; }));
+    CHECK(differs([](ProcSample& p) { p.threads = 2; }));   // schedstat: the main thread only
+    CHECK(differs([](ProcSample& p) { p.state = 'R'; }));   // running now
+    CHECK(differs([](ProcSample& p) { p.start += 1; }));    // another process, the same pid
+    CHECK(differs([](ProcSample& p) { p.exact_ns = 0; }));  // no schedstat: nothing to tell by
+}
+
 TEST_CASE(
     "kernel memory held through open files and mappings: the fd charge, epoll watches and mappings "
     "counted") {
