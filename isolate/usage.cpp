@@ -388,7 +388,7 @@ Usage Sampler::sample(std::uint64_t cpu_stop_ns, bool memory) {
     }
     Usage& u = scan.usage;
     // Held through open files (by no process: no share of it is another's).
-    const std::uint64_t files = scan.fd_bytes + watch_bytes_;
+    const std::uint64_t files = scan.fd_bytes + walk_bytes_;
     if (limit_ && u.memory_bytes + files > limit_ && scan.procs.size() > 2)
         u.memory_bytes = std::min(u.memory_bytes, by_share(proc_, scan.procs, root_ ? root_ : 1));
     u.memory_bytes += files;

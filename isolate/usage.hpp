@@ -165,9 +165,9 @@ public:
     // `memory`: read memory even without a memory limit (the last pass: the program's peak).
     Usage sample(std::uint64_t cpu_stop_ns = 0, bool memory = false);
     void set_tmpfs(int fd) { tmpfs_ = fd; }
-    // The sandbox's epoll watches' memory, counted apart (isolate/kernel_walk.hpp): added to
-    // each pass's memory from now on.
-    void set_watch_bytes(std::uint64_t bytes) { watch_bytes_ = bytes; }
+    // The sandbox's epoll watches' and mappings' memory, counted apart by a walk
+    // (isolate/kernel_walk.hpp): added to each pass's memory from now on.
+    void set_walk_bytes(std::uint64_t bytes) { walk_bytes_ = bytes; }
     // The sandbox's socket buffers, through a sock_diag socket of its network namespace. Its
     // sockstat is opened now, while init lives (kept open, it reads the same namespace after
     // init is gone): else the last pass, after init's exit, could not tell what is in use, and
@@ -209,7 +209,7 @@ private:
     UniqueFd listing_;  // the sandbox's /proc, open to be listed (proc_ is an O_PATH fd)
     std::unordered_map<pid_t, ProcSample> last_;  // the last whole pass's samples
     pid_t root_ = 0;  // step mode: the task's init; 0: the whole pid namespace, init pid 1
-    std::uint64_t watch_bytes_ = 0;
+    std::uint64_t walk_bytes_ = 0;
 };
 
 // Step mode: the processes of a pid namespace's /proc (`proc`, an fd of it) that descend from

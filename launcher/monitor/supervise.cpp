@@ -284,7 +284,7 @@ private:
         sampler_.emplace(proc_.get(), tmpfs_.get(), cpus_, s_.sampled_memory_limit);
         if (s_.task_root) sampler_->set_root(s_.task_root);
         if (s_.sampled_memory_limit)
-            watches_ = std::make_unique<isolate::KernelWalk>(proc_.get(), s_.task_root);
+            walk_ = std::make_unique<isolate::KernelWalk>(proc_.get(), s_.task_root);
         if (diag_.valid()) sampler_->set_sockets(diag_.get(), sock_bounds_);
         period_ns_ = static_cast<std::uint64_t>(s_.sample_ms) * 1000000ULL;
         due_ = sys::monotonic_ns() + period_ns_;
@@ -332,7 +332,7 @@ private:
         if (!sampler_) return;
         const bool cpu_limit = enforce && s_.limits.cpu_seconds && !s_.cgroup.caps.usable;
         const std::uint64_t t0 = sys::monotonic_ns(), c0 = cpu_ns();
-        if (watches_) sampler_->set_watch_bytes(watches_->bytes());
+        if (walk_) sampler_->set_walk_bytes(walk_->bytes());
         const isolate::Usage u = sampler_->sample(
             cpu_limit ? static_cast<std::uint64_t>(*s_.limits.cpu_seconds * 1e9) : 0, !enforce);
         const std::uint64_t t1 = sys::monotonic_ns(), ran = cpu_ns() - c0;
@@ -344,11 +344,10 @@ private:
         due_ = t1 + (starved && out_.killed_for == KillReason::none ? 0 : next_delay(u, ran));
         if (s_.sampled_memory_limit && diag_.valid()) plan_sock_check(u.memory_bytes, 0);
         sampled_peak_ = std::max(sampled_peak_, u.memory_bytes);
-        if (watches_) {  // what the watches found so far may fill before their count stops
-            watches_->set_room(s_.sampled_memory_limit -
-                               std::min(s_.sampled_memory_limit, u.memory_bytes) +
-                               watches_->bytes());
-            if (enforce) watches_->on_pass(u.fds);  // a run shorter than a pass walks none
+        if (walk_) {  // what the walk found so far may fill before its count stops
+            walk_->set_room(s_.sampled_memory_limit -
+                            std::min(s_.sampled_memory_limit, u.memory_bytes) + walk_->bytes());
+            if (enforce) walk_->on_pass(u.fds);  // a run shorter than a pass walks none
         }
         sampled_sock_peak_ = std::max(sampled_sock_peak_, u.socket_bytes);
         sampled_rss_kb_ = std::max(sampled_rss_kb_, static_cast<long>(u.rss_peak_bytes / 1024));
@@ -483,7 +482,8 @@ private:
     UniqueFd proc_, tmpfs_, diag_;  // channel::Meter's
     isolate::SockBounds sock_bounds_;
     std::optional<isolate::Sampler> sampler_;
-    std::unique_ptr<isolate::KernelWalk> watches_;  // its thread reads proc_: stops first
+    std::unique_ptr<isolate::KernelWalk>
+        walk_;  // epoll watches, mappings; its thread reads proc_: stops first
     std::uint64_t period_ns_ = 0, due_ = 0;
     std::uint64_t sock_start_ = 0, sock_due_ = 0;  // check_sockets(): since, next (0: none)
     unsigned cpus_ = 1;
