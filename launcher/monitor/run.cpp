@@ -580,7 +580,8 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, int parent_pidfd
                    m.stdin_relay.valid() ? m.stdin_relay.release() : term.take_input(),
                    m.stdout_relay.valid() ? m.stdout_relay.release() : term.take_output(),
                    m.stderr_relay.release(), term.master(), o.kill_after, parent_pidfd,
-                   plan.sample_ms, plan.sampled_memory_limit, joins ? inner_pid(child.pid) : 0});
+                   plan.sample_ms, plan.sampled_memory_limit, joins ? inner_pid(child.pid) : 0,
+                   plan.limits.idle_policy && !plan.limits.refuse_setsid});
     sys::set_signal_mask(old);
     return out;
 }

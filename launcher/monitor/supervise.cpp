@@ -357,7 +357,7 @@ private:
         if (s_.sampled_memory_limit && u.memory_bytes > s_.sampled_memory_limit)
             kill_for(KillReason::memory);
         // (Not in a step's task: the step's other tasks share its pid namespace.)
-        if (cpu_limit && !s_.task_root && out_.killed_for == KillReason::none)
+        if (cpu_limit && s_.take_turns && !s_.task_root && out_.killed_for == KillReason::none)
             take_turns(u.runnable);
     }
 
