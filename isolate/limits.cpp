@@ -78,8 +78,7 @@ void plan_memory(const Limits& l, const CgroupCaps& cg, LimitPlan& p) {
     if (!l.nofile) p.rlimits.push_back({RLIMIT_NOFILE, kDefaultNofile, "RLIMIT_NOFILE"});
 }
 
-void plan_pids(const Limits& l, const CgroupCaps& cg, bool nproc_per_userns, bool root_inside,
-               bool caller_root, LimitPlan& p) {
+void plan_pids(const Limits& l, const CgroupCaps& cg, const LimitContext& ctx, LimitPlan& p) {
     const std::uint64_t pids = l.pids.value_or(kDefaultPids);
     if (pids == 0) {
         p.mechanisms.emplace_back(LimitName::pids, "unlimited (--pids-limit unlimited)");
@@ -91,15 +90,16 @@ void plan_pids(const Limits& l, const CgroupCaps& cg, bool nproc_per_userns, boo
     }
     // In the sandbox's own user namespace, so it counts the sandbox's processes only (Linux >=
     // 5.14); init is one of them with --root.
-    p.rlimits.push_back({RLIMIT_NPROC, pids + (root_inside ? 1 : 0), "RLIMIT_NPROC"});
+    p.rlimits.push_back({RLIMIT_NPROC, pids + (ctx.root_inside ? 1 : 0), "RLIMIT_NPROC"});
     const std::string dflt =
         l.pids ? "" : cat(" (the default, ", kDefaultPids, "; --pids-limit N or unlimited)");
     p.mechanisms.emplace_back(
         LimitName::pids,
-        caller_root ? "RLIMIT_NPROC (NOT enforced: the kernel exempts the host's uid 0; delegate "
-                      "the pids controller)" +
-                          dflt
-        : nproc_per_userns
+        ctx.caller_root
+            ? "RLIMIT_NPROC (NOT enforced: the kernel exempts the host's uid 0; delegate "
+              "the pids controller)" +
+                  dflt
+        : ctx.nproc_per_userns
             ? "RLIMIT_NPROC in the sandbox's user namespace" + dflt
             : "RLIMIT_NPROC (Linux < 5.14: counts all of the user's processes)" + dflt);
 }
@@ -143,16 +143,34 @@ std::optional<std::uint64_t> parse_mem_available(const std::string& meminfo) {
     return static_cast<std::uint64_t>(kb) * 1024;
 }
 
-LimitPlan plan_limits(const Limits& l, const CgroupCaps& cg, bool nproc_per_userns,
-                      bool root_inside, bool caller_root, std::uint64_t tmpfs_size,
-                      std::uint64_t host_share, unsigned cpus, bool autogroups) {
+LimitPlan plan_limits(const Limits& l, const CgroupCaps& cg, const LimitContext& ctx) {
+    const std::string no_cgroup = ctx.no_cgroup.empty() ? "none to be had" : ctx.no_cgroup;
+    if (ctx.require_cgroup && !cg.memory)
+        throw PlanError(cat("--require-cgroup: no cgroup v2 with the memory controller for the "
+                            "sandbox (",
+                            no_cgroup, "); 'gpubox doctor' says what to change"),
+                        "a delegated cgroup v2: a systemd user manager (loginctl enable-linger, "
+                        "dbus-user-session), or a cgroup directory delegated to this user "
+                        "(--cgroup PATH)");
+    // Socket buffers are counted in the sandbox's own network namespace (sock_diag): in the
+    // host's, no sound filter by process costs O(processes), and unbounded they would be. A
+    // step's tasks share the host's network by design (multi-node ranks): their memory limit is
+    // a task's own, the job's cgroup (Slurm's) the host's bound (docs/limits.md).
+    if (ctx.share_net && !ctx.step_task && l.memory_bytes && !cg.memory)
+        throw PlanError(
+            cat("--memory-limit with --share-net needs a cgroup with the memory controller (",
+                no_cgroup,
+                "): without one, the sandbox's socket buffers in the host's network namespace "
+                "could not be counted"),
+            "drop --share-net (the sandbox's own network namespace is counted), or run where a "
+            "cgroup v2 is delegated to you ('gpubox doctor' says how)");
     LimitPlan p;
     p.rlimits.push_back({RLIMIT_CORE, 0, "RLIMIT_CORE"});  // no core dumps into the sandbox
     if (l.wall_seconds)
         p.mechanisms.emplace_back(LimitName::wall_time, "monitor timer (CLOCK_MONOTONIC)");
     if (l.cpu_seconds) plan_cpu(l, cg, p);
     if (l.memory_bytes) plan_memory(l, cg, p);
-    plan_pids(l, cg, nproc_per_userns, root_inside, caller_root, p);
+    plan_pids(l, cg, ctx, p);
     if (l.fsize_bytes)
         p.rlimits.push_back({RLIMIT_FSIZE, *l.fsize_bytes, "RLIMIT_FSIZE"}),
             p.mechanisms.emplace_back(LimitName::fsize, "RLIMIT_FSIZE");
@@ -168,10 +186,11 @@ LimitPlan plan_limits(const Limits& l, const CgroupCaps& cg, bool nproc_per_user
     if (l.stdout_bytes) p.mechanisms.emplace_back(LimitName::stdout_, "monitor relay counts bytes");
     if (l.stderr_bytes) p.mechanisms.emplace_back(LimitName::stderr_, "monitor relay counts bytes");
     // gpubox's tmpfs bounds files; the IPC namespace's shmmax/shmall bound SysV segments.
-    p.ipc.shm_bytes =
-        l.memory_bytes && host_share && tmpfs_size == *l.memory_bytes ? host_share : tmpfs_size;
+    p.ipc.shm_bytes = l.memory_bytes && ctx.host_share && ctx.tmpfs_size == *l.memory_bytes
+                          ? ctx.host_share
+                          : ctx.tmpfs_size;
     p.mechanisms.emplace_back(LimitName::tmpfs,
-                              cat("one tmpfs of ", tmpfs_size >> 20,
+                              cat("one tmpfs of ", ctx.tmpfs_size >> 20,
                                   " MiB for every writable in-memory place; "
                                   "SysV shared memory up to ",
                                   p.ipc.shm_bytes >> 20, " MiB (kernel.shmmax/shmall)"));
@@ -179,10 +198,11 @@ LimitPlan plan_limits(const Limits& l, const CgroupCaps& cg, bool nproc_per_user
                               cg.usable ? "cgroup.kill" : "SIGKILL to the pid namespace's init");
     const std::uint64_t tasks = l.pids.value_or(kDefaultPids);  // 0: unlimited
     if (p.sample_usage &&
-        (tasks == 0 || tasks > std::uint64_t{kCrowdPerCpu} * std::max(cpus, 1U))) {
+        (tasks == 0 || tasks > std::uint64_t{kCrowdPerCpu} * std::max(ctx.cpus, 1U))) {
         p.idle_policy = true;
         p.rlimits.push_back({RLIMIT_NICE, 0, "RLIMIT_NICE"});
-        p.refuse_setsid = autogroups;
+        p.refuse_setsid = ctx.autogroups;
+        p.take_turns = !p.refuse_setsid;
     }
     // Only CPU and memory limits need the monitor to read the sandbox periodically; without
     // them it reads the sandbox once, when it kills it (the CPU of what the kill ends).

@@ -112,6 +112,12 @@ struct LimitPlan {
     // whose children each call setsid() would leave the monitor one share among a thousand
     // (measured: a 1 s CPU limit killed after 8-10 s of wall time on 2 CPUs).
     bool refuse_setsid = false;
+    // Where the workload runs below the monitor but shares its run queue (idle_policy without
+    // refuse_setsid: a child cpu cgroup, or autogroups off), a crowd under a CPU limit the
+    // monitor samples takes turns: at most kRunnablePerCpu of its processes a CPU run at once
+    // (launcher/monitor/supervise.cpp). Not where each session is an autogroup: the crowd is one
+    // entity there, and its waiting tasks outrank only each other.
+    bool take_turns = false;
     IpcLimits ipc;
 };
 
@@ -130,16 +136,28 @@ std::uint64_t notify_groups(std::uint64_t memory_limit);
 // Pure. MemAvailable from /proc/meminfo's text, in bytes.
 std::optional<std::uint64_t> parse_mem_available(const std::string& meminfo);
 
-// Pure. `kernel_nproc_per_userns`: Linux >= 5.14 counts RLIMIT_NPROC per user namespace.
-// `caller_root`: the kernel never applies RLIMIT_NPROC to the host's uid 0.
-// `tmpfs_size`: plan_tmpfs_size()'s, which also bounds SysV shared memory, unless a memory
-// limit does: then SysV gets `host_share` (plan_tmpfs_size() with no limit), so that a segment
-// larger than the limit is made, and killed as ML when touched, not refused at shmget() and
-// graded as the program's failure. `cpus`: the CPUs the sandbox may use (LimitPlan::idle_policy).
-// `autogroups`: a new session would be an autogroup (autogroup_applies()).
-LimitPlan plan_limits(const Limits& l, const CgroupCaps& cg, bool kernel_nproc_per_userns,
-                      bool root_inside, bool caller_root, std::uint64_t tmpfs_size = 0,
-                      std::uint64_t host_share = 0, unsigned cpus = 1, bool autogroups = false);
+// What plan_limits() depends on besides the limits and the cgroup: the host's facts, gathered
+// once by the caller, and the run's shape.
+struct LimitContext {
+    bool nproc_per_userns = true;  // Linux >= 5.14 counts RLIMIT_NPROC per user namespace
+    bool root_inside = false;      // --root: the workload is uid 0 of its user namespace
+    bool caller_root = false;  // the host's uid 0, to whom the kernel never applies RLIMIT_NPROC
+    // plan_tmpfs_size()'s, which also bounds SysV shared memory, unless a memory limit does:
+    // then SysV gets `host_share` (plan_tmpfs_size() with no limit), so that a segment larger
+    // than the limit is made, and killed as ML when touched, not refused at shmget() and graded
+    // as the program's failure.
+    std::uint64_t tmpfs_size = 0;
+    std::uint64_t host_share = 0;
+    unsigned cpus = 1;            // the CPUs the sandbox may use (LimitPlan::idle_policy)
+    bool autogroups = false;      // a new session would be an autogroup (autogroup_applies())
+    bool share_net = false;       // --share-net: the sandbox is in the host's network namespace
+    bool step_task = false;       // a Slurm step's task (launcher/monitor/step_plan.hpp)
+    bool require_cgroup = false;  // --require-cgroup: exact limits or none (cg.memory or refuse)
+    std::string no_cgroup;        // why no cgroup was had, for a refusal's line ("" if unknown)
+};
+
+// Pure. Throws PlanError where the limits cannot be kept without a cgroup the host did not give.
+LimitPlan plan_limits(const Limits& l, const CgroupCaps& cg, const LimitContext& ctx);
 // Pure. Whether the kernel's autogroups schedule a new session of this process as a group of its
 // own: kernel.sched_autogroup_enabled (`enabled`) and the process in the root cpu task group,
 // from /proc/self/cgroup (`self_cgroup`): cgroup v1's cpu hierarchy at "/", or, with cgroup v2

@@ -327,31 +327,21 @@ RunPlan plan_run(const RunRequest& r, const RunInputs& run) {
         p.cgroup = isolate::setup_cgroup(o.limits, o.cgroup);
     if (!p.cgroup.reason.empty()) log::info("cgroup: " + p.cgroup.reason);
     try {
-        if (o.require_cgroup && !p.cgroup.caps.memory)
-            throw PlanError(
-                cat("--require-cgroup: no cgroup v2 with the memory controller for the sandbox (",
-                    p.cgroup.reason.empty() ? "none to be had" : p.cgroup.reason,
-                    "); 'gpubox doctor' says what to change"),
-                "a delegated cgroup v2: a systemd user manager (loginctl enable-linger, "
-                "dbus-user-session), or a cgroup directory delegated to this user (--cgroup PATH)");
-        // Socket buffers are counted in the sandbox's own network namespace (sock_diag): in the
-        // host's, no sound filter by process costs O(processes), and unbounded they would be.
-        // A step's tasks share the host's network by design (multi-node ranks): their memory
-        // limit is a task's own, the job's cgroup (Slurm's) the host's bound (docs/limits.md).
-        if (o.share_net && o.step != 1 && o.limits.memory_bytes && !p.cgroup.caps.memory)
-            throw PlanError(
-                cat("--memory-limit with --share-net needs a cgroup with the memory controller (",
-                    p.cgroup.reason.empty() ? "none to be had" : p.cgroup.reason,
-                    "): without one, the sandbox's socket buffers in the host's network "
-                    "namespace could not be counted"),
-                "drop --share-net (the sandbox's own network namespace is counted), or run where "
-                "a cgroup v2 is delegated to you ('gpubox doctor' says how)");
         // Autogroups matter only to a workload the monitor samples (LimitPlan::refuse_setsid).
         const bool sampled =
             !p.cgroup.caps.usable && (o.limits.cpu_seconds || o.limits.memory_bytes);
-        p.limits = isolate::plan_limits(o.limits, p.cgroup.caps, nproc_per_userns, o.root,
-                                        ::getuid() == 0, s.plan.root.tmpfs_size, p.host_share,
-                                        sys::usable_cpus(), sampled && isolate::autogroups_here());
+        p.limits = isolate::plan_limits(o.limits, p.cgroup.caps,
+                                        {.nproc_per_userns = nproc_per_userns,
+                                         .root_inside = o.root,
+                                         .caller_root = ::getuid() == 0,
+                                         .tmpfs_size = s.plan.root.tmpfs_size,
+                                         .host_share = p.host_share,
+                                         .cpus = sys::usable_cpus(),
+                                         .autogroups = sampled && isolate::autogroups_here(),
+                                         .share_net = o.share_net,
+                                         .step_task = o.step == 1,
+                                         .require_cgroup = o.require_cgroup,
+                                         .no_cgroup = p.cgroup.reason});
     } catch (...) {
         isolate::remove_cgroup(p.cgroup);
         throw;
@@ -575,13 +565,12 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, int parent_pidfd
     if (plan.named.held()) publish_named(o, plan, child.pid);
     term.attach(std::move(fds.monitor.pty));
     Ends& m = fds.monitor;
-    RunOutcome out =
-        supervise({child, m.control.get(), o.limits, cgroup,
-                   m.stdin_relay.valid() ? m.stdin_relay.release() : term.take_input(),
-                   m.stdout_relay.valid() ? m.stdout_relay.release() : term.take_output(),
-                   m.stderr_relay.release(), term.master(), o.kill_after, parent_pidfd,
-                   plan.sample_ms, plan.sampled_memory_limit, joins ? inner_pid(child.pid) : 0,
-                   plan.limits.idle_policy && !plan.limits.refuse_setsid});
+    RunOutcome out = supervise(
+        {child, m.control.get(), o.limits, cgroup,
+         m.stdin_relay.valid() ? m.stdin_relay.release() : term.take_input(),
+         m.stdout_relay.valid() ? m.stdout_relay.release() : term.take_output(),
+         m.stderr_relay.release(), term.master(), o.kill_after, parent_pidfd, plan.sample_ms,
+         plan.sampled_memory_limit, joins ? inner_pid(child.pid) : 0, plan.limits.take_turns});
     sys::set_signal_mask(old);
     return out;
 }

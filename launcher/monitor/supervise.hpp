@@ -28,9 +28,7 @@ struct Supervised {
     // Step mode: the task's init as the step's pid namespace numbers it. The samples measure its
     // tree only (isolate::task_tree), and a kill ends that tree, not the namespace.
     pid_t task_root = 0;
-    // A crowd under a sampled CPU limit takes turns (supervise.cpp, kRunnablePerCpu): where it
-    // shares the monitor's run queue. Not where each session is an autogroup (the crowd is one
-    // entity there, and its waiting tasks outrank only each other).
+    // A crowd under a sampled CPU limit takes turns (kRunnablePerCpu): isolate::LimitPlan's.
     bool take_turns = false;
 };
 

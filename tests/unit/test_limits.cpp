@@ -47,7 +47,7 @@ Limits autograder() {
 }  // namespace
 
 TEST_CASE("limits without a cgroup: rlimits, sampling, and mechanisms that say so") {
-    LimitPlan p = plan_limits(autograder(), {}, true, false, false);
+    LimitPlan p = plan_limits(autograder(), {}, {});
     CHECK(has_rlimit(p, RLIMIT_NPROC));
     CHECK(has_rlimit(p, RLIMIT_CPU));
     CHECK(has_rlimit(p, RLIMIT_CORE));
@@ -77,7 +77,7 @@ TEST_CASE("limits without a cgroup: rlimits, sampling, and mechanisms that say s
 }
 
 TEST_CASE("defaults that protect the host: a pids cap, one tmpfs budget, SysV within it") {
-    LimitPlan p = plan_limits({}, {}, true, false, false, 1ULL << 30);
+    LimitPlan p = plan_limits({}, {}, {.tmpfs_size = 1ULL << 30});
     auto nproc = std::find_if(p.rlimits.begin(), p.rlimits.end(),
                               [](auto& op) { return op.resource == RLIMIT_NPROC; });
     REQUIRE(nproc != p.rlimits.end());
@@ -87,7 +87,7 @@ TEST_CASE("defaults that protect the host: a pids cap, one tmpfs budget, SysV wi
     CHECK_FALSE(p.sample_usage);  // no limit asked: nothing to measure
     Limits unlimited;
     unlimited.pids = 0;
-    CHECK_FALSE(has_rlimit(plan_limits(unlimited, {}, true, false, false), RLIMIT_NPROC));
+    CHECK_FALSE(has_rlimit(plan_limits(unlimited, {}, {}), RLIMIT_NPROC));
     CHECK_FALSE(unlimited.any());
     CHECK(plan_tmpfs_size(32 << 20, 64 << 20, 8ULL << 30) == 32u << 20);  // --tmpfs-size wins
     CHECK(plan_tmpfs_size(0, 64 << 20, 8ULL << 30) == 64u << 20);         // else the memory limit
@@ -99,7 +99,7 @@ TEST_CASE("defaults that protect the host: a pids cap, one tmpfs budget, SysV wi
 }
 
 TEST_CASE("limits with a delegated cgroup use its controllers") {
-    LimitPlan p = plan_limits(autograder(), {true, true, true}, true, false, false);
+    LimitPlan p = plan_limits(autograder(), {true, true, true}, {});
     CHECK_FALSE(has_rlimit(p, RLIMIT_NPROC));
     CHECK_FALSE(has_rlimit(p, RLIMIT_DATA));
     CHECK(mech(p, "memory") == "cgroup memory.max (swap off)");
@@ -111,34 +111,71 @@ TEST_CASE("limits with a delegated cgroup use its controllers") {
 
 TEST_CASE("a workload that may crowd the monitor runs below it from its start") {
     // autograder(): 64 processes, measured by the monitor. On 2 CPUs, more than 4 a CPU.
-    LimitPlan p = plan_limits(autograder(), {}, true, false, false, 0, 0, 2);
+    LimitPlan p = plan_limits(autograder(), {}, {.cpus = 2});
     CHECK(p.idle_policy);
     CHECK(has_rlimit(p, RLIMIT_NICE));  // and cannot leave SCHED_IDLE
     CHECK(mech(p, "cpu_time").find("SCHED_IDLE") != std::string::npos);
     Limits few = autograder();
     few.pids = 8;  // a crowd of at most 4 a CPU: keeps its policy
-    CHECK_FALSE(plan_limits(few, {}, true, false, false, 0, 0, 2).idle_policy);
-    CHECK(plan_limits(few, {}, true, false, false, 0, 0, 1).idle_policy);
+    CHECK_FALSE(plan_limits(few, {}, {.cpus = 2}).idle_policy);
+    CHECK(plan_limits(few, {}, {}).idle_policy);
     Limits unlimited = autograder();
     unlimited.pids = 0;
-    CHECK(plan_limits(unlimited, {}, true, false, false, 0, 0, 64).idle_policy);
+    CHECK(plan_limits(unlimited, {}, {.cpus = 64}).idle_policy);
     // The cgroup measures: the monitor reads nothing, nothing to be crowded out of.
-    CHECK_FALSE(
-        plan_limits(autograder(), {true, true, true}, true, false, false, 0, 0, 2).idle_policy);
+    CHECK_FALSE(plan_limits(autograder(), {true, true, true}, {.cpus = 2}).idle_policy);
     Limits wall;
     wall.wall_seconds = 1;  // a timer only
-    CHECK_FALSE(plan_limits(wall, {}, true, false, false, 0, 0, 2).idle_policy);
+    CHECK_FALSE(plan_limits(wall, {}, {.cpus = 2}).idle_policy);
 }
 
 TEST_CASE("where a new session is an autogroup, a crowd may not make sessions") {
     // Each autogroup weighs as much as the monitor, whatever its tasks' policy.
-    const LimitPlan p = plan_limits(autograder(), {}, true, false, false, 0, 0, 2, true);
+    const LimitPlan p = plan_limits(autograder(), {}, {.cpus = 2, .autogroups = true});
     CHECK(p.refuse_setsid);
     CHECK(mech(p, "cpu_time").find("setsid() refused") != std::string::npos);
-    CHECK_FALSE(plan_limits(autograder(), {}, true, false, false, 0, 0, 2, false).refuse_setsid);
+    CHECK_FALSE(plan_limits(autograder(), {}, {.cpus = 2}).refuse_setsid);
     Limits few = autograder();
     few.pids = 8;  // no crowd: sessions as usual
-    CHECK_FALSE(plan_limits(few, {}, true, false, false, 0, 0, 2, true).refuse_setsid);
+    CHECK_FALSE(plan_limits(few, {}, {.cpus = 2, .autogroups = true}).refuse_setsid);
+}
+
+TEST_CASE("a crowd takes turns where it shares the monitor's run queue, not between autogroups") {
+    CHECK(plan_limits(autograder(), {}, {.cpus = 2}).take_turns);  // a child cpu cgroup
+    CHECK_FALSE(plan_limits(autograder(), {}, {.cpus = 2, .autogroups = true}).take_turns);
+    Limits few = autograder();
+    few.pids = 8;  // no crowd
+    CHECK_FALSE(plan_limits(few, {}, {.cpus = 2}).take_turns);
+    CHECK_FALSE(plan_limits(autograder(), {true, true, true}, {.cpus = 2}).take_turns);
+}
+
+TEST_CASE("limits a host cannot keep without a cgroup are refused, with the reason and a hint") {
+    Limits mem;
+    mem.memory_bytes = 64 << 20;
+    // The host's network namespace: socket buffers there cannot be counted.
+    try {
+        plan_limits(mem, {}, {.share_net = true, .no_cgroup = "no cgroup v2 is mounted"});
+        FAIL("--memory-limit with --share-net planned without a cgroup");
+    } catch (const gpubox::PlanError& e) {
+        CHECK(std::string(e.what()) ==
+              "--memory-limit with --share-net needs a cgroup with the memory controller (no "
+              "cgroup v2 is mounted): without one, the sandbox's socket buffers in the host's "
+              "network namespace could not be counted");
+        CHECK(e.hint.find("drop --share-net") == 0);
+    }
+    CHECK_NOTHROW(plan_limits(mem, {true, true, true}, {.share_net = true}));
+    CHECK_NOTHROW(plan_limits(mem, {}, {.share_net = true, .step_task = true}));  // a step's task
+    CHECK_NOTHROW(plan_limits(mem, {}, {}));  // its own network namespace: counted
+    Limits cpu;
+    cpu.cpu_seconds = 1;
+    CHECK_NOTHROW(plan_limits(cpu, {}, {.share_net = true}));  // no memory limit: no sockets
+    // --require-cgroup: exact memory accounting or nothing.
+    CHECK_THROWS_AS(plan_limits(cpu, {true, false, true}, {.require_cgroup = true}),
+                    gpubox::PlanError);
+    CHECK_THROWS_WITH(plan_limits(cpu, {}, {.require_cgroup = true}),
+                      "--require-cgroup: no cgroup v2 with the memory controller for the sandbox "
+                      "(none to be had); 'gpubox doctor' says what to change");
+    CHECK_NOTHROW(plan_limits(cpu, {true, true, true}, {.require_cgroup = true}));
 }
 
 TEST_CASE("autogroup_applies: the root cpu task group, with autogroups on") {
@@ -159,11 +196,11 @@ TEST_CASE("autogroup_applies: the root cpu task group, with autogroups on") {
 TEST_CASE("honest mechanisms on old kernels and for the host's root") {
     Limits l;
     l.pids = 10;
-    CHECK(mech(plan_limits(l, {}, false, false, false), "pids").find("Linux < 5.14") !=
+    CHECK(mech(plan_limits(l, {}, {.nproc_per_userns = false}), "pids").find("Linux < 5.14") !=
           std::string::npos);
-    CHECK(mech(plan_limits(l, {}, true, false, true), "pids").find("NOT enforced") !=
+    CHECK(mech(plan_limits(l, {}, {.caller_root = true}), "pids").find("NOT enforced") !=
           std::string::npos);
-    auto nproc = plan_limits(l, {}, true, true, false).rlimits;
+    auto nproc = plan_limits(l, {}, {.root_inside = true}).rlimits;
     CHECK(std::find_if(nproc.begin(), nproc.end(), [](auto& op) {
               return op.resource == RLIMIT_NPROC;
           })->value == 11);
