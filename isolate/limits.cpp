@@ -59,7 +59,8 @@ void plan_memory(const Limits& l, const CgroupCaps& cg, LimitPlan& p) {
             "(sock_diag, where it has its own network namespace), read by the monitor "
             "every ",
             kMemorySampleMs,
-            " ms near the limit (before it at 1 GiB/s, at most 50 ms apart); memfd_create "
+            " ms near the limit (before it at 1 GiB/s, and before kernel memory at 4 GiB/s could "
+            "pass 2 x the limit + 64 MiB; at most 50 ms apart); memfd_create "
             "refused, SysV segments die with their last attach; kernel "
             "memory capped: ",
             kMsgQueues, " SysV message queues, ", tmpfs_inodes(*l.memory_bytes), " tmpfs inodes, ",

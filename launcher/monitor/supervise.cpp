@@ -75,24 +75,31 @@ struct StdinPump {
 };
 
 // The sandbox measured from outside (isolate/usage.hpp). The next pass comes before the sandbox
-// could reach a limit: its memory filling at kFillRate, its CPU with every CPU busy; never
-// sooner than the period (sample_ms), never later than kMaxPeriodNs, and at least twice as long
-// as the last pass ran (its CPU time: see Monitor::cpu_ns()). An idle sandbox far from its limits
-// costs a pass every 50 ms.
+// could reach a limit: its memory filling at kFillRate, its CPU with every CPU busy; and before
+// kernel memory filling at kSockFillRate (below) could take it past the footprint bound, 2 x its
+// memory limit + 64 MiB, in half the time left. Never sooner than the period (sample_ms), never
+// later than kMaxPeriodNs, and at least twice as long as the last pass ran (its CPU time: see
+// Monitor::cpu_ns()). An idle sandbox far from its limits costs a pass every 50 ms; under a
+// memory limit below about 170 MiB, more often (at 64 MiB, every 23 ms).
+//
+// Why the footprint's own pace: kernel memory the pass counts by proxy (each open fd charged
+// isolate::kFdBytes) fills at the kernel's speed, not at page faults'. 20 processes making pipes,
+// filling them, and closing their write ends (test_limits_attacks) were counted at 2 MiB by one
+// pass and 51-74 MiB by the next, 50 ms later, the host's memory (measured from outside) growing
+// 2.8 GiB/s, past 140 MiB; once, with other tests beside it, 203 MiB held against the bound of 192.
 constexpr std::uint64_t kMaxPeriodNs = 50'000'000;
 constexpr std::uint64_t kFillRate = 1ULL << 30;  // bytes/s: the rate the overrun bound is for
 
-// Socket buffers fill at memcpy's speed (2-3 GiB/s measured, unix pairs), faster than passes
-// are paced for. Between passes, with a memory limit, the sandbox's unix socket buffers are read
-// again (Sampler::resample_sockets: its sockstat, and one dump where it has sockets) while it has
-// sockets, and in its first kSockStartNs, before a pass may have seen any: soon enough that
-// buffers filling at kSockFillRate could not take the sandbox past 2 x its limit + 64 MiB, the
-// footprint bound (docs/limits.md), in half the time left (the other half for a late wakeup
-// and the kill); no sooner than kSockPeriodNs nor than 25 times the check's own CPU time (many
+// Socket buffers fill at memcpy's speed (2-3 GiB/s measured, unix pairs), and kernel memory held
+// through fds as fast: kSockFillRate is the rate the footprint bound is paced for
+// (Monitor::footprint_delay). A pass comes at that pace unless its own cost puts it off (twice its
+// CPU time: a large sandbox). Then, with a memory limit, the sandbox's unix socket buffers are
+// read again between passes (Sampler::resample_sockets: its sockstat, and one dump where it has
+// sockets) while it has sockets, and in its first kSockStartNs, before a pass may have seen any:
+// at the same pace, no sooner than kSockPeriodNs nor than 25 times the check's own CPU time (many
 // sockets), and not where the next pass comes first. A check costs its wakeup, about 0.2 ms on
-// the development VM: at 64 MiB, every 23 ms (+0.9 % of a CPU there while the sandbox has
-// sockets); from a limit of about 175 MiB, never (passes come every 50 ms at most). Measured
-// with the check every 38 ms instead: 169 MiB held once under 64 MiB (the bound: 192).
+// the development VM. Measured with the check every 38 ms instead: 169 MiB held once under
+// 64 MiB (the bound: 192).
 constexpr std::uint64_t kSockFillRate = 4ULL << 30, kSockPeriodNs = 5'000'000,
                         kSockStartNs = 100'000'000;
 
@@ -312,17 +319,23 @@ private:
         plan_sock_check(memory, cpu_ns() - c0);
     }
 
+    // How soon kernel memory filling at kSockFillRate could take a sandbox that holds `memory`
+    // past the footprint bound (2 x its memory limit + 64 MiB), in half the time left: the
+    // other half is for a late wakeup and the kill.
+    std::uint64_t footprint_delay(std::uint64_t memory) const {
+        const std::uint64_t bound = 2 * s_.sampled_memory_limit + (64ULL << 20);
+        const double left = static_cast<double>(bound - std::min(bound, memory)) / 2;
+        return static_cast<std::uint64_t>(left * 1e9 / static_cast<double>(kSockFillRate));
+    }
+
     // When check_sockets() comes next (0: not before the next pass, which reads them too).
     void plan_sock_check(std::uint64_t memory, std::uint64_t cost) {
-        const std::uint64_t now = sys::monotonic_ns(),
-                            bound = 2 * s_.sampled_memory_limit + (64ULL << 20);
+        const std::uint64_t now = sys::monotonic_ns();
         if (!sock_start_ || (!sampler_->has_sockets() && now - sock_start_ > kSockStartNs)) {
             sock_due_ = 0;
             return;
         }
-        const double left = static_cast<double>(bound - std::min(bound, memory)) / 2;
-        const auto in = static_cast<std::uint64_t>(left * 1e9 / static_cast<double>(kSockFillRate));
-        sock_due_ = now + std::max({in, kSockPeriodNs, 25 * cost});
+        sock_due_ = now + std::max({footprint_delay(memory), kSockPeriodNs, 25 * cost});
         if (sock_due_ >= due_) sock_due_ = 0;
     }
 
@@ -401,6 +414,7 @@ private:
                 s_.sampled_memory_limit - std::min(s_.sampled_memory_limit, u.memory_bytes);
             d = std::min(d, static_cast<std::uint64_t>(static_cast<double>(room) * 1e9 /
                                                        static_cast<double>(kFillRate)));
+            d = std::min(d, footprint_delay(u.memory_bytes));
         }
         if (s_.limits.cpu_seconds && !s_.cgroup.caps.usable) {
             const auto limit = static_cast<std::uint64_t>(*s_.limits.cpu_seconds * 1e9);

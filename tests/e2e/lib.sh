@@ -202,6 +202,18 @@ leftovers() {
 have_meter() { [ -n "${E2E_CPUACCT:-}" ] && [ -n "${E2E_MEMCG:-}" ]; }
 meter_start() {
     have_meter || return 0
+    # What the last run held is freed after it ends, some of it late (files through task work,
+    # slab through RCU callbacks, later still under load): a reset while it falls would charge
+    # this run the fall (the peak is reset to the usage then, the base read after). Wait, up to
+    # 3 s, until the usage stops falling.
+    local was now i
+    now=$(cat "$E2E_MEMCG/memory.usage_in_bytes")
+    for i in $(seq 60); do
+        was=$now
+        sleep 0.05
+        now=$(cat "$E2E_MEMCG/memory.usage_in_bytes")
+        [ "$now" -ge $((was - (256 << 10))) ] && break
+    done
     echo 0 >"$E2E_MEMCG/memory.max_usage_in_bytes"
     meter_mem0=$(cat "$E2E_MEMCG/memory.usage_in_bytes")
     meter_cpu0=$(cat "$E2E_CPUACCT/cpuacct.usage")
