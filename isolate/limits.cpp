@@ -30,7 +30,14 @@ constexpr std::pair<LimitName, std::string_view> kLimitNames[] = {
 };
 
 constexpr int kMemorySampleMs = 5;
-constexpr std::uint64_t kMsgQueues = 32, kMsgQueueBytes = 16384;  // <= 32 MiB of messages
+// SysV message queues under a memory limit: msgmnb 16384 (the kernel's default), whose 1-byte
+// messages hold about 64 bytes of slab each, 1 MiB a queue; as many queues as make L / 8 (with
+// the tmpfs's inodes and inotify's queues, each about L / 8 too, the capped forms stacked stay
+// under half of L), at least 1, at most 32.
+constexpr std::uint64_t kMsgQueueBytes = 16384, kMsgQueueSlab = kMsgQueueBytes * 64;
+std::uint64_t msg_queues(std::uint64_t memory_limit) {
+    return std::clamp<std::uint64_t>(memory_limit / 8 / kMsgQueueSlab, 1, 32);
+}
 constexpr std::uint64_t kDefaultNofile = 1024;
 
 void plan_cpu(const Limits& l, const CgroupCaps& cg, LimitPlan& p) {
@@ -63,16 +70,17 @@ void plan_memory(const Limits& l, const CgroupCaps& cg, LimitPlan& p) {
             "pass 2 x the limit + 64 MiB; at most 50 ms apart); memfd_create "
             "refused, SysV segments die with their last attach; kernel "
             "memory capped: ",
-            kMsgQueues, " SysV message queues, ", tmpfs_inodes(*l.memory_bytes), " tmpfs inodes, ",
-            notify_groups(*l.memory_bytes), " inotify instances and fanotify groups, ",
-            tmpfs_inodes(*l.memory_bytes) / 2, " watches and marks, RLIMIT_NOFILE ",
-            l.nofile.value_or(kDefaultNofile), "; each open fd charged ", kFdBytes >> 10,
+            msg_queues(*l.memory_bytes), " SysV message queues, ", tmpfs_inodes(*l.memory_bytes),
+            " tmpfs inodes, ", notify_groups(*l.memory_bytes),
+            " inotify instances and fanotify groups, ", tmpfs_inodes(*l.memory_bytes) / 2,
+            " watches and marks, RLIMIT_NOFILE ", l.nofile.value_or(kDefaultNofile),
+            "; each open fd charged ", kFdBytes >> 10,
             " KiB, epoll watches and mappings counted; vmsplice refused"));
     p.sample_usage = true;
     p.sample_ms = kMemorySampleMs;
     p.refuse_memfd = true;
     p.ipc.rmid_forced = true;  // a SysV segment lives only while attached, where Pss_Shmem sees it
-    p.ipc.msg_queues = kMsgQueues;
+    p.ipc.msg_queues = msg_queues(*l.memory_bytes);
     p.ipc.msg_queue_bytes = kMsgQueueBytes;
     p.ipc.notify_groups = notify_groups(*l.memory_bytes);
     p.ipc.notify_marks = tmpfs_inodes(*l.memory_bytes) / 2;  // each pins an inode of ~1 KiB

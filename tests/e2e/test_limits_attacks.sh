@@ -153,6 +153,16 @@ for k in "pipes 20000" "threads 20000" "vmsplice 20" "epoll 1500000" "inotify 32
     check "kernel memory through open files ($k) under --memory-limit 64M: ML, or refused ($(field status): $out)" stopped
     footprint "  the sandbox's footprint stays bounded" 64
 done
+# The forms stacked ("the forms stack", #31): SysV messages, empty files, an inotify queue and
+# pipes to the user's soft limit, each capped or charged, in one sandbox, then anonymous memory up
+# to the limit beside them. The capped forms' terms add up (the message queues, the tmpfs's inodes
+# and inotify's queues about L / 8 each, the pipes' 64 MiB); the footprint still stays within
+# 2 x L + 64 MiB (the build before, with 32 MiB of message queues at any L: 170 MiB held; now 143).
+mrun run --memory-limit 64M --wall-time-limit 60 --meta "$M" "$R" sh -c \
+    'probe kmem msgq 4000000 4 & probe kmem files 400000 4 & probe fdkmem inotify 32 4 &
+     probe fdkmem pipes 1500 4 & sleep 1; probe hog anon 60 64 3; wait'
+expect_match "kernel memory's forms stacked, then anonymous memory to the limit, under --memory-limit 64M: ML or OK" "$(field status)" '^(ML|OK)$'
+footprint "  the sandbox's footprint stays bounded" 64
 # The fd starvation attack: 100 sleepers with 5000 fds each, then one process allocating 2 GiB as
 # fast as it can. A pass reads no fd (its cost is per process), so the kill comes in time.
 mrun run --memory-limit 64M --nofile-limit 5000 --wall-time-limit 60 --meta "$M" "$R" probe fdkmem fdstarve 4990 3

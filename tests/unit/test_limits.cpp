@@ -62,7 +62,14 @@ TEST_CASE("limits without a cgroup: rlimits, sampling, and mechanisms that say s
     CHECK(mech(p, "memory").find("read by the monitor every 5 ms") != std::string::npos);
     // What the monitor cannot see is impossible or capped by the sandbox's own knobs.
     CHECK(p.refuse_memfd);
-    CHECK(p.ipc.msg_queues * p.ipc.msg_queue_bytes * 64 <= 32u << 20);
+    CHECK(p.ipc.msg_queues * p.ipc.msg_queue_bytes * 64 <= (256u << 20) / 8);  // L / 8
+    Limits small;
+    small.memory_bytes = 64 << 20;
+    const LimitPlan s = plan_limits(small, {}, {});
+    CHECK(s.ipc.msg_queues == 8);  // 1 MiB of 1-byte messages a queue, L / 8 in all
+    CHECK(s.ipc.msg_queues * s.ipc.msg_queue_bytes * 64 <= (64u << 20) / 8);
+    small.memory_bytes = 1 << 20;
+    CHECK(plan_limits(small, {}, {}).ipc.msg_queues == 1);
     CHECK(has_rlimit(p, RLIMIT_NOFILE));
     CHECK(tmpfs_inodes(64u << 20) == 8192);
     // inotify and fanotify: the user namespace's caps, an 8 MiB queue per 64 MiB of the limit.
