@@ -106,9 +106,10 @@ expect_eq "run --writable FILE.sqsh: exit 125" "$rc" 125
 # image's goes with the image (rmi, at the end), never while the image is there.
 file_trees() { ls "$GPUBOX_IMAGES/squashfs" | grep -c '^f'; }
 image_trees() { ls "$GPUBOX_IMAGES/squashfs" | grep -c '^[0-9a-f]\{64\}$'; }
-"$GPUBOX" run "$WORK/a.sqsh" sh -c 'echo up; exec sleep 600' >"$WORK/held.out" 2>/dev/null &
+"$GPUBOX" run "$WORK/a.sqsh" sh -c 'echo up; exec sleep 600' >"$WORK/held.out" 2>"$WORK/held.err" &
 held_pid=$!
-wait_until 60 grep -qx up "$WORK/held.out"
+wait_until 60 grep -qx up "$WORK/held.out" ||
+    echo "# the held run did not say up in 60 s: $(stat -c '%d %i %s %z' "$WORK/a.sqsh"); $(ls "$GPUBOX_IMAGES/squashfs" | tr '\n' ' '); $(tr '\n' ' ' <"$WORK/held.err")"
 box prune
 expect_eq "prune while a FILE.sqsh run holds its unpacked tree: kept" "$rc:$(file_trees)" "0:1"
 expect_match "  and says so" "$out" 'kept 1 unpacked squashfs tree'
@@ -139,7 +140,8 @@ box run "$WORK/a.sqsh" sh -c 'echo x >/etc/marker && cat /etc/marker'
 expect_eq "  the root takes writes (the sandbox's layer over the mount)" "$rc:$out" "0:x"
 "$GPUBOX" run "$WORK/a.sqsh" sleep 600 >/dev/null 2>&1 &
 run_pid=$!
-wait_until 60 test -n "$(leftovers '^squashfuse')"
+# (eval: the leftovers are looked for again each time, not once before the wait)
+wait_until 60 eval '[ -n "$(leftovers "^squashfuse")" ]'
 sqf=$(leftovers '^squashfuse' | head -1)
 check "  during the run: one squashfuse" test -n "$sqf"
 expect_eq "  with no environment" "$(tr -d '\0' <"/proc/$sqf/environ" 2>&1 | wc -c)" 0
@@ -151,7 +153,7 @@ expect_match "  a sandbox cannot signal it (no such process there)" "$rc:$err" '
 check "  and it still runs" kill -0 "$sqf"
 kill -TERM "$run_pid"
 wait "$run_pid"
-wait_until 30 test -z "$(leftovers '^squashfuse')"
+wait_until 30 eval '[ -z "$(leftovers "^squashfuse")" ]'
 expect_eq "  the run ended: no squashfuse left" "$(leftovers '^squashfuse')" ""
 expect_eq "  and no FUSE mount" "$(fuse_mounts)" 0
 expect_eq "the store: unchanged by the runs" "$(store_hash)" "$store_before"
