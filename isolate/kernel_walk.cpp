@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -108,8 +109,9 @@ KernelWalk::Walked KernelWalk::cycle() {
             if (name != "1" && std::isdigit(static_cast<unsigned char>(name[0])))
                 pids.push_back(std::move(name));
     Walked w;
-    constexpr std::string_view kEpoll = "anon_inode:[eventpoll]";
+    constexpr std::string_view kEpoll = "anon_inode:[eventpoll]", kSocket = "socket:[";
     char link[64];
+    Inodes socks;  // a step's task's sockets (count_host_sockets())
     // Published as it grows; true once it alone fills the room: the walk stops there.
     auto add = [&](std::uint64_t bytes) {
         w.bytes += bytes;
@@ -124,14 +126,24 @@ KernelWalk::Walked KernelWalk::cycle() {
         for (const std::string& fd :
              numbers_in(::openat(dir, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC))) {
             const ssize_t n = ::readlinkat(dir, ("fd/" + fd).c_str(), link, sizeof link);
-            if (n < 0 || std::string_view(link, static_cast<std::size_t>(n)) != kEpoll) continue;
+            const std::string_view what(link, n < 0 ? 0 : static_cast<std::size_t>(n));
+            if (sockets_ && what.substr(0, kSocket.size()) == kSocket)
+                socks.insert(
+                    static_cast<std::uint32_t>(std::strtoul(link + kSocket.size(), nullptr, 10)));
+            if (what != kEpoll) continue;
             const std::uint64_t watches = watches_in(dir, "fdinfo/" + fd);
             w.watches += watches;
             if (add(watches * kWatchBytes)) return w;
         }
         if (stop_.load(std::memory_order_relaxed)) break;
     }
+    if (sockets_) add(sockets_->sample_of(socks));
     return w;
+}
+
+void KernelWalk::count_host_sockets(UniqueFd diag, SockBounds bounds) {
+    diag_ = std::move(diag);
+    sockets_.emplace(diag_.get(), bounds);
 }
 
 // At most half a CPU (as long again as the walk ran); 10 ms apart while there are watches,

@@ -27,6 +27,13 @@
 // as the kernel makes them. Reading an fd's link leaves a /proc dentry and inode behind (about
 // 0.9 KiB, reclaimable) until its process exits.
 //
+// Socket buffers of a step's task. The task shares the host's network namespace with the step's
+// other tasks (multi-node ranks), where a dump lists every socket of the host: the walk collects
+// the inodes of the task's sockets (each fd's link, "socket:[N]", read anyway) and charges what
+// those hold, from one dump of each family and protocol in the monitor's (the same) namespace,
+// with the bounds of isolate/sock_usage.hpp (count_host_sockets()). Only a step's task: a
+// sandbox with a network namespace of its own is counted whole at each pass.
+//
 // Who walks: a sandbox with few open fds (kInlineFds, as the pass counted them), whose last
 // walk was cheap (kInlineNs), is walked by the monitor's own thread, after a pass, as often as
 // a thread would: a walk of a few fds and mappings costs less than a thread's wakeups (a sleeping
@@ -39,8 +46,12 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string_view>
 #include <thread>
+
+#include "common/unique_fd.hpp"
+#include "isolate/sock_usage.hpp"
 
 namespace gpubox::isolate {
 
@@ -67,6 +78,9 @@ public:
     std::uint64_t bytes() const;
     // The room under the limit the last pass left: a cycle whose count fills it stops there.
     void set_room(std::uint64_t bytes) { room_.store(bytes, std::memory_order_relaxed); }
+    // A step's task: count its sockets' buffers too, through `diag` (a NETLINK_SOCK_DIAG socket
+    // of the monitor's network namespace, which the task shares). Before the first on_pass().
+    void count_host_sockets(UniqueFd diag, SockBounds bounds);
     // After each pass that holds the sandbox to its limit, with the open fds it counted: a walk
     // here where they are few and the last is old enough, else the thread, from now on.
     void on_pass(std::uint64_t fds);
@@ -81,6 +95,8 @@ private:
     Walked cycle();  // one walk over the sandbox's processes
     int proc_;
     pid_t root_;
+    UniqueFd diag_;  // count_host_sockets()'s, with:
+    std::optional<SocketMeter> sockets_;
     std::atomic<std::uint64_t> whole_{0}, partial_{0}, room_{~0ULL};
     std::mutex mu_;
     std::condition_variable cv_;

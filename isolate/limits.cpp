@@ -63,7 +63,9 @@ void plan_memory(const Limits& l, const CgroupCaps& cg, LimitPlan& p) {
         LimitName::memory,
         cat("sum over the sandbox of resident private and shared memory (by proportional share "
             "where over the limit), page tables, gpubox's tmpfs and socket buffers "
-            "(sock_diag, where it has its own network namespace), read by the monitor "
+            "(sock_diag: its own network namespace's, or a step's task's own sockets in the "
+            "host's), "
+            "read by the monitor "
             "every ",
             kMemorySampleMs,
             " ms near the limit (before it at 1 GiB/s, and before kernel memory at 4 GiB/s could "

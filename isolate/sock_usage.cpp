@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <cstdlib>
 #include <set>
@@ -101,6 +102,12 @@ DumpState parse_inet_dump(const void* buf, std::size_t len, std::uint32_t seq,
                           std::vector<InetSock>& out) {
     return walk(buf, len, seq, [&](const unsigned char* p, std::size_t n) {
         InetSock s;
+        if (n >= sizeof(inet_diag_msg)) {
+            inet_diag_msg m;
+            std::memcpy(&m, p, sizeof m);
+            s.ino = m.idiag_inode, s.state = m.idiag_state, s.sport = m.id.idiag_sport;
+            std::memcpy(s.src.data(), m.id.idiag_src, sizeof m.id.idiag_src);
+        }
         const bool ok = attributes(p, n, sizeof(inet_diag_msg),
                                    [&](int type, const unsigned char* d, std::size_t l) {
                                        if (type != INET_DIAG_SKMEMINFO) return;
@@ -127,7 +134,8 @@ SockStat parse_sockstat(const std::string& sockstat, const std::string& sockstat
                     number(sockstat6, "UDP6", "inuse") != 0};
 }
 
-std::uint64_t unix_socket_bytes(const std::vector<UnixSock>& socks, const SockBounds& b) {
+std::uint64_t unix_socket_bytes(const std::vector<UnixSock>& socks, const SockBounds& b,
+                                const Inodes* only) {
     std::set<std::uint32_t> listed;
     for (const UnixSock& s : socks)
         if (s.ino) listed.insert(s.ino);
@@ -138,6 +146,7 @@ std::uint64_t unix_socket_bytes(const std::vector<UnixSock>& socks, const SockBo
     const std::uint64_t stream = b.sndbuf_max + kStreamSkb, dgram = 2 * b.sndbuf_max + 4096;
     std::uint64_t sum = 0;
     for (const UnixSock& s : socks) {
+        if (only && !only->count(s.ino)) continue;
         sum += s.wmem;
         if (s.state == kListen) {
             for (std::uint32_t client : s.icons)
@@ -153,9 +162,22 @@ std::uint64_t unix_socket_bytes(const std::vector<UnixSock>& socks, const SockBo
     return sum;
 }
 
-std::uint64_t inet_socket_bytes(const std::vector<InetSock>& socks) {
+std::uint64_t inet_socket_bytes(const std::vector<InetSock>& socks, const Inodes* only) {
+    std::vector<const InetSock*> listeners;
+    if (only)
+        for (const InetSock& s : socks)
+            if (s.state == kListen && only->count(s.ino)) listeners.push_back(&s);
+    auto pending = [&](const InetSock& s) {  // a connection one of them has not accepted
+        return s.ino == 0 && s.state != kListen &&
+               std::any_of(listeners.begin(), listeners.end(), [&](const InetSock* l) {
+                   return l->sport == s.sport &&
+                          (l->src == s.src || l->src == std::array<std::uint32_t, 4>{});
+               });
+    };
     std::uint64_t sum = 0;
-    for (const InetSock& s : socks) sum += s.rmem + std::max(s.wmem, s.queued) + s.backlog;
+    for (const InetSock& s : socks)
+        if (!only || only->count(s.ino) || pending(s))
+            sum += s.rmem + std::max(s.wmem, s.queued) + s.backlog;
     return sum;
 }
 
@@ -193,15 +215,18 @@ void SocketMeter::dump(const void* req, std::size_t len, std::vector<Sock>& out)
     }
 }
 
-std::uint64_t SocketMeter::sample(const SockStat& stat, bool inet_too) {
-    std::vector<UnixSock> unix_socks;
+std::uint64_t SocketMeter::unix_bytes(const Inodes* only) {
+    std::vector<UnixSock> socks;
     unix_diag_req u{};
     u.sdiag_family = AF_UNIX;
     u.udiag_states = ~0U;
     u.udiag_show = UDIAG_SHOW_NAME | UDIAG_SHOW_PEER | UDIAG_SHOW_RQLEN | UDIAG_SHOW_MEMINFO |
                    UDIAG_SHOW_ICONS;
-    if (stat.sockets > 1) dump(&u, sizeof u, unix_socks);
-    std::uint64_t sum = unix_socket_bytes(unix_socks, bounds_);
+    dump(&u, sizeof u, socks);
+    return unix_socket_bytes(socks, bounds_, only);
+}
+
+std::uint64_t SocketMeter::inet_bytes(const SockStat& stat, const Inodes* only) {
     const struct {
         std::uint8_t family, protocol;
         bool used;
@@ -209,8 +234,7 @@ std::uint64_t SocketMeter::sample(const SockStat& stat, bool inet_too) {
                 {AF_INET, IPPROTO_UDP, stat.udp4},
                 {AF_INET6, IPPROTO_TCP, stat.tcp6},
                 {AF_INET6, IPPROTO_UDP, stat.udp6}};
-    if (!inet_too) return sum + inet_bytes_;
-    inet_bytes_ = 0;
+    std::uint64_t sum = 0;
     for (const auto& [family, protocol, used] : inet) {
         if (!used) continue;
         inet_diag_req_v2 r{};
@@ -220,20 +244,33 @@ std::uint64_t SocketMeter::sample(const SockStat& stat, bool inet_too) {
         r.idiag_states = ~0U;
         std::vector<InetSock> socks;
         dump(&r, sizeof r, socks);
-        inet_bytes_ += inet_socket_bytes(socks);
+        sum += inet_socket_bytes(socks, only);
     }
+    return sum;
+}
+
+std::uint64_t SocketMeter::sample(const SockStat& stat, bool inet_too) {
+    const std::uint64_t sum = stat.sockets > 1 ? unix_bytes(nullptr) : 0;
+    if (inet_too) inet_bytes_ = inet_bytes(stat, nullptr);
     return sum + inet_bytes_;
 }
 
-SockBounds host_sock_bounds() {
-    std::uint64_t max = kSockBufMax;  // the kernel's default, where it cannot be read
-    const int fd = sys::try_open_at(AT_FDCWD, "/proc/sys/net/core/wmem_max", O_RDONLY);
-    if (fd >= 0) {
+std::uint64_t SocketMeter::sample_of(const Inodes& inodes) {
+    if (inodes.empty()) return 0;
+    return unix_bytes(&inodes) + inet_bytes(SockStat{}, &inodes);
+}
+
+SockBounds host_sock_bounds(bool shared_net) {
+    // A number from a sysctl file; `dflt`, the kernel's default, where it cannot be read.
+    auto sysctl = [](const char* path, std::uint64_t dflt) -> std::uint64_t {
+        const int fd = sys::try_open_at(AT_FDCWD, path, O_RDONLY);
+        if (fd < 0) return dflt;
         const UniqueFd own(fd);
         char text[32] = {};
-        if (::read(fd, text, sizeof text - 1) > 0) max = std::strtoull(text, nullptr, 10);
-    }
-    return SockBounds{2 * max, kDgramQlen};
+        return ::read(fd, text, sizeof text - 1) > 0 ? std::strtoull(text, nullptr, 10) : dflt;
+    };
+    return SockBounds{2 * sysctl("/proc/sys/net/core/wmem_max", kSockBufMax),
+                      shared_net ? sysctl("/proc/sys/net/unix/max_dgram_qlen", 10) : kDgramQlen};
 }
 
 UniqueFd open_net_meter(std::uint32_t dgram_qlen) {

@@ -2,8 +2,9 @@
 // The memory the kernel holds in the sandbox's socket buffers, which is in no process's resident
 // set: read by the monitor through sock_diag (NETLINK_SOCK_DIAG) in the sandbox's own network
 // namespace, from a socket init made there and sent it (a netlink socket dumps the sockets of
-// the namespace it was made in). Without its own network namespace (--share-net) the dump would
-// list the host's sockets: nothing is counted there (docs/limits.md).
+// the namespace it was made in). Without its own network namespace the dump lists the host's
+// sockets: a step's task's own are charged from it (SocketMeter::sample_of, the inodes found
+// through its fds); --share-net otherwise needs a cgroup to count them (docs/limits.md).
 //
 // What is counted, per socket, each pass (one dump per family and protocol, in the kernel):
 //  - unix: a queued skb is charged to its SENDER (sk_wmem_alloc, its true size) until it is
@@ -34,8 +35,10 @@
 // namespace owns it, it is read-only there (Linux 6.18; older kernels have one for all). The
 // workload cannot change max_dgram_qlen either: no CAP_NET_ADMIN over its namespace, not the
 // host's root.
+#include <array>
 #include <cstdint>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "common/unique_fd.hpp"
@@ -67,6 +70,12 @@ struct UnixSock {
 };
 // One TCP or UDP socket's buffers (INET_DIAG_SKMEMINFO).
 struct InetSock {
+    // idiag_inode: 0 for a socket no file holds (a listener's connection not yet accepted, one
+    // closed with its data unsent, TIME_WAIT).
+    std::uint32_t ino = 0;
+    std::uint8_t state = 0;                 // idiag_state (the kernel's TCP states; kListen)
+    std::uint16_t sport = 0;                // its local port, as the kernel gives it
+    std::array<std::uint32_t, 4> src = {};  // its local address (all 0: any)
     std::uint64_t rmem = 0, wmem = 0, queued = 0, backlog = 0;
 };
 
@@ -92,9 +101,14 @@ struct SockStat {
 };
 SockStat parse_sockstat(const std::string& sockstat, const std::string& sockstat6);
 
-// Pure. What the sockets hold, with the bounds above.
-std::uint64_t unix_socket_bytes(const std::vector<UnixSock>& socks, const SockBounds& b);
-std::uint64_t inet_socket_bytes(const std::vector<InetSock>& socks);
+// Pure. What the sockets hold, with the bounds above. `only`: charge those sockets alone (a
+// step's task's, among the host's; whether a peer is gone is still read from every socket),
+// and, of TCP, the connections not yet accepted of a listener among them (no file holds them:
+// inode 0, on the listener's port and address).
+using Inodes = std::unordered_set<std::uint32_t>;
+std::uint64_t unix_socket_bytes(const std::vector<UnixSock>& socks, const SockBounds& b,
+                                const Inodes* only = nullptr);
+std::uint64_t inet_socket_bytes(const std::vector<InetSock>& socks, const Inodes* only = nullptr);
 
 // Monitor side: one pass over `diag` (a NETLINK_SOCK_DIAG socket of the sandbox's network
 // namespace): unix, then TCP and UDP over IPv4 and IPv6, where `stat` says there are any. A
@@ -105,10 +119,16 @@ public:
     SocketMeter(int diag, SockBounds bounds);
     // `inet` false: unix only, TCP and UDP as the last pass that read them found them.
     std::uint64_t sample(const SockStat& stat = {}, bool inet = true);
+    // Where the sandbox shares a network namespace (a step's task, in the host's): what the
+    // sockets `inodes` hold (found through the task's fds, isolate/kernel_walk.hpp), from one
+    // dump of each family and protocol of the whole namespace. None: nothing is dumped.
+    std::uint64_t sample_of(const Inodes& inodes);
 
 private:
     template <typename Sock>
     void dump(const void* req, std::size_t len, std::vector<Sock>& out);  // to its end, or error
+    std::uint64_t unix_bytes(const Inodes* only);                         // one unix dump, charged
+    std::uint64_t inet_bytes(const SockStat& stat, const Inodes* only);   // those in use, charged
     int diag_;
     SockBounds bounds_;
     std::uint32_t seq_ = 0;
@@ -116,8 +136,10 @@ private:
     std::vector<char> buf_;
 };
 
-// The bounds, from the host's net.core.wmem_max.
-SockBounds host_sock_bounds();
+// The bounds, from the host's net.core.wmem_max; `shared_net`: for sockets in the monitor's own
+// network namespace (a step's task's), whose net.unix.max_dgram_qlen is not gpubox's to set:
+// as it is there (the kernel's default, 10, where it cannot be read).
+SockBounds host_sock_bounds(bool shared_net = false);
 
 // Child side, in init, just after it made its network namespace (it owns it): sets its
 // net.unix.max_dgram_qlen (0: leaves it), then opens the sock_diag socket for the monitor.

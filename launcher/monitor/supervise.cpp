@@ -2,10 +2,13 @@
 
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -19,6 +22,7 @@
 #include <memory>
 
 #include "common/error.hpp"
+#include "common/log.hpp"
 #include "common/sys.hpp"
 #include "common/sys_host.hpp"
 #include "common/text.hpp"
@@ -292,6 +296,16 @@ private:
         if (s_.task_root) sampler_->set_root(s_.task_root);
         if (s_.sampled_memory_limit)
             walk_ = std::make_unique<isolate::KernelWalk>(proc_.get(), s_.task_root);
+        // A step's task shares the host's network namespace, the monitor's: its sockets are
+        // found by the walk and read from a sock_diag socket of the monitor's own.
+        if (walk_ && s_.task_root) {
+            const int diag = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+            if (diag >= 0)
+                walk_->count_host_sockets(UniqueFd(diag), isolate::host_sock_bounds(true));
+            else
+                log::warn(cat("socket(AF_NETLINK, NETLINK_SOCK_DIAG): ", std::strerror(errno),
+                              ": this task's socket buffers are not counted"));
+        }
         if (diag_.valid()) sampler_->set_sockets(diag_.get(), sock_bounds_);
         period_ns_ = static_cast<std::uint64_t>(s_.sample_ms) * 1000000ULL;
         due_ = sys::monotonic_ns() + period_ns_;

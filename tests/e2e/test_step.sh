@@ -138,6 +138,13 @@ limits_pair() {  # DESC WANT ARGS...: task 0 runs ARGS, task 1 a quiet 12 s; $le
     expect_eq "... and the other task finishes OK" "$(field status):$(cat "$T/l.1")" "OK:fine"
 }
 limits_pair "--memory-limit 64M, 256 MiB in a step's task" "ML:memory" --memory-limit 64M "$R" probe hog anon 256 1000 10
+# Socket buffers in a step's task, which shares the host's network namespace: the walk finds the
+# task's own sockets through its fds, and the host's sock_diag says what they hold (the build
+# before counted none there: 512 MiB of unread unix stream buffers ended OK).
+for k in ustream tcp; do
+    limits_pair "--memory-limit 64M, up to 512 MiB of $k socket buffers unread in a step's task" \
+        "ML:memory" --memory-limit 64M "$R" probe sockmem $k 512 3
+done
 limits_pair "--time-limit 0.6, two busy children in a step's task" "TO:cpu_time" --time-limit 0.6 "$R" \
     sh -c "(while :; do :; done) & (while :; do :; done) & wait; echo S${S}9"
 expect_eq "... and nothing of the killed task is left while the other runs" "$left" ""

@@ -118,6 +118,8 @@ TEST_CASE("sock_diag replies: TCP and UDP buffers from INET_DIAG_SKMEMINFO") {
     r.begin(SOCK_DIAG_BY_FAMILY, 2);
     inet_diag_msg m{};
     m.idiag_family = AF_INET;
+    m.idiag_inode = 4242, m.idiag_state = kListen, m.id.idiag_sport = htons(8080);
+    m.id.idiag_src[0] = htonl(INADDR_LOOPBACK);
     r.put(&m, sizeof m);
     std::uint32_t mem[SK_MEMINFO_VARS] = {};
     mem[SK_MEMINFO_RMEM_ALLOC] = 1000, mem[SK_MEMINFO_WMEM_ALLOC] = 300;
@@ -129,6 +131,44 @@ TEST_CASE("sock_diag replies: TCP and UDP buffers from INET_DIAG_SKMEMINFO") {
     CHECK(parse_inet_dump(r.bytes.data(), r.bytes.size(), 2, out) == DumpState::done);
     REQUIRE(out.size() == 1);
     CHECK(inet_socket_bytes(out) == 1000 + 5000 + 7);
+    CHECK(out[0].ino == 4242);
+    CHECK(out[0].state == kListen);
+    CHECK(out[0].sport == htons(8080));
+    CHECK(out[0].src[0] == htonl(INADDR_LOOPBACK));
+}
+
+TEST_CASE("a step's task's sockets among the host's: its own, and its listeners' pending ones") {
+    // unix: the charge follows the socket it belongs to; a peer's being gone is read from all.
+    const SockBounds b{400000, 1};
+    const std::vector<UnixSock> pair = {sock(1, SOCK_STREAM, kEstablished, 2, 0, 9000),
+                                        sock(2, SOCK_STREAM, kEstablished, 1, 8000, 0)};
+    const Inodes writer{1}, reader{2}, none{};
+    CHECK(unix_socket_bytes(pair, b, &writer) == 9000);
+    CHECK(unix_socket_bytes(pair, b, &reader) == 0);  // its writer is listed: the writer's
+    CHECK(unix_socket_bytes(pair, b, &none) == 0);
+    // The writer closed: the reader that is the task's holds the bound.
+    CHECK(unix_socket_bytes({pair[1], sock(5, SOCK_STREAM, kEstablished, 0, 0, 70)}, b, &reader) ==
+          b.sndbuf_max + kStreamSkb);
+    // TCP: the task's sockets, and the connections its listener has not accepted (inode 0, its
+    // port; on its address, or any address where it listens on all).
+    auto tcp = [](std::uint32_t ino, std::uint8_t state, std::uint16_t port, std::uint32_t addr,
+                  std::uint64_t rmem) {
+        InetSock s;
+        s.ino = ino, s.state = state, s.sport = port, s.src[0] = addr, s.rmem = rmem;
+        return s;
+    };
+    const std::uint32_t lo = htonl(INADDR_LOOPBACK);
+    const std::vector<InetSock> socks = {
+        tcp(10, kListen, 80, lo, 0),          // the task's listener
+        tcp(0, kEstablished, 80, lo, 1000),   // not accepted yet: the task's
+        tcp(11, kEstablished, 80, lo, 50),    // accepted, by the host (a file holds it)
+        tcp(0, kEstablished, 81, lo, 7000),   // another port's
+        tcp(12, kEstablished, 5000, lo, 30),  // the task's client
+        tcp(13, kListen, 90, 0, 0),           // the task's, on every address
+        tcp(0, kEstablished, 90, lo, 200)};
+    const Inodes task{10, 12, 13};
+    CHECK(inet_socket_bytes(socks, &task) == 1000 + 30 + 200);
+    CHECK(inet_socket_bytes(socks) == 1000 + 50 + 7000 + 30 + 200);
 }
 
 TEST_CASE("sockstat says which dumps are worth making") {
@@ -198,6 +238,12 @@ TEST_CASE("sock_diag in a network namespace of its own: what the kernel queues i
             if (::write(sv[0], data.data(), data.size()) != 100000) ::_exit(3);
             const std::uint64_t live = meter.sample();
             if (live < 100000 || live > 150000) code |= 4;
+            // By inode, as for a step's task: the writer's end holds it, the reader's nothing.
+            struct stat w {
+            }, r{};
+            if (::fstat(sv[0], &w) || ::fstat(sv[1], &r)) ::_exit(7);
+            if (meter.sample_of({static_cast<std::uint32_t>(w.st_ino)}) != live) code |= 64;
+            if (meter.sample_of({static_cast<std::uint32_t>(r.st_ino)}) != 0) code |= 128;
             ::close(sv[0]);  // the writer's skbs stay in the reader's queue
             if (meter.sample() != 400000 + kStreamSkb) code |= 8;
             ::close(sv[1]);
