@@ -86,19 +86,23 @@ UniqueFd stack_image(const ChildSpec& spec, int image) {
 
 // ROOTFS read-only, with its submounts: reads through a read-only mount change no timestamp
 // (rootfs/view.hpp), symlinks followed and directories listed included. The monitor gets a
-// clone of its own first, where it reads ROOTFS (preflight, GPU planning).
-void send_root_view(const ChildSpec& spec, const Ends& own, int image) {
-    channel::send(own.control.get(), channel::RootView{sys::open_tree_attr(
-                                         image, spec.plan.root.rootfs, true, MOUNT_ATTR_RDONLY)});
+// clone of its own, where it reads ROOTFS (preflight, GPU planning); ours where `keep`.
+UniqueFd send_root_view(const ChildSpec& spec, const Ends& own, int image, bool keep) {
+    UniqueFd view = sys::open_tree_attr(image, spec.plan.root.rootfs, true, MOUNT_ATTR_RDONLY);
+    channel::send(own.control.get(),
+                  channel::RootView{keep ? sys::dup_cloexec(view.get()) : std::move(view)});
+    return view;
 }
 
 // An overlay root's lower layer, and what we resolve its entries in: such a clone, attached
-// over ROOTFS in our mount namespace (no older kernel takes a detached layer). A bound root is
-// a read-only clone already, and --writable writes ROOTFS anyway.
-UniqueFd cover_read_only(const ChildSpec& spec, int image) {
+// over ROOTFS in our mount namespace (no older kernel takes a detached layer; a bound root is
+// one already; --writable writes ROOTFS). The monitor's view goes on it, unseen, so that its
+// close costs no RCU grace period (a detached tree's does; our old root's detach queued behind).
+UniqueFd cover_read_only(const ChildSpec& spec, int image, UniqueFd monitors) {
     const std::string& path = spec.plan.root.rootfs;
     UniqueFd view = sys::open_tree_attr(image, path, true, MOUNT_ATTR_RDONLY);
     sys::move_mount(view.get(), path + " (read-only)", image, path);
+    if (monitors.valid()) sys::move_mount(monitors.get(), "ROOTFS's view", view.get(), path);
     return view;
 }
 
@@ -318,17 +322,18 @@ void task_init(void* arg) {
             spec.fuse_root ? open_fuse_root(spec, fds)
                            : reopen_same(spec.plan.root.rootfs, "ROOTFS", std::move(fds.rootfs), 0);
         if (!spec.image_layers.empty()) image = stack_image(spec, image.get());
-        if (spec.send_view) send_root_view(spec, own, image.get());
         // The layer first, so that the monitor can make the GPU's entries in it while we go on.
         rootfs::RootLayer layer = rootfs::open_root_layer(spec.plan, spec.late_plan);
         open_kept_layers(spec, fds, layer);
+        UniqueFd view;
+        if (spec.send_view) view = send_root_view(spec, own, image.get(), layer.upper.valid());
         if (spec.late_plan) send_late_dir(own, layer);
         // The monitor's sock_diag socket of our network namespace, under a memory limit it counts.
         UniqueFd diag =
             spec.new_net && spec.dgram_qlen ? isolate::open_net_meter(spec.dgram_qlen) : UniqueFd();
         sys::sethostname(spec.hostname);
         sys::make_rprivate();
-        if (layer.upper.valid()) image = cover_read_only(spec, image.get());
+        if (layer.upper.valid()) image = cover_read_only(spec, image.get(), std::move(view));
         rootfs::RootDraft draft = rootfs::draft_root(spec.plan, image.get(), std::move(layer));
         const std::optional<rootfs::LatePlan> late = receive_late_plan(spec, own);
         const rootfs::MountPlan& plan = late ? late->full : spec.plan;

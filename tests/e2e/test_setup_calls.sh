@@ -81,6 +81,19 @@ fi
 expect_eq "the mount set-up: one chmod (the overlay's upper directory)" \
     "$(grep -cE ' fchmod(at)?\(' <<<"$mounts")" 1
 echo "# init's mount set-up: $(wc -l <<<"$mounts") calls"
+# The monitor's read-only view of ROOTFS (init's first recursive clone of it) is attached in
+# init's mount namespace, over the overlay's lower layer: closing a detached tree dissolves it,
+# an RCU grace period every run, off the monitor's CPU and ahead of init's old-root detach.
+F=$WORK/trace-ff
+strace -ff -qq -o "$F" "$GPUBOX" run "$R" true \
+    >"$WORK/.out" 2>"$WORK/.err"
+expect_eq "the run traced per process succeeds" "$?" 0
+ft=$(grep -l 'unshare(CLONE_NEWNET' "$F".* | head -1)
+view=$(grep -m1 -E '(open_tree_attr|open_tree|syscall_0x1d3)\([^,]+, [^,]+, (0x88001|[A-Z_|]*AT_RECURSIVE)' "$ft" |
+    sed -E 's/.*= (0x[0-9a-f]+|[0-9]+)$/\1/')
+check "  the monitor's view of ROOTFS is attached in init's mount namespace" \
+    grep -qE "^move_mount\($((view)), .*= 0$" "$ft"
+rm -f "$F".*
 
 # Without --gpu the preflight checks the command against the CPU only: the monitor reads none of
 # the image's CUDA files (its ld.so.cache included) nor the driver's version, every run.
