@@ -28,7 +28,9 @@
 
 namespace gpubox::launcher::channel {
 
-struct Go {};
+struct Go {
+    bool bound = false;  // ROOTFS has mounts below it (rootfs::has_submounts), read meanwhile
+};
 struct DevicePlan {
     rootfs::LatePlan late;  // full: the whole plan to apply; prepared: per late op
 };

@@ -38,9 +38,10 @@ void die_with_parent(const UniqueFd& monitor) {
     if (sys::poll_readable(monitor.get(), 0)) sys::exit_now(kExitSetupFailed);
 }
 
-void wait_for_go(const Ends& own) {
-    if (!channel::receive_if<channel::Go>(own.control.get()))
-        sys::exit_now(kExitSetupFailed);  // the monitor gave up (and reported why)
+bool wait_for_go(const Ends& own) {
+    auto go = channel::receive_if<channel::Go>(own.control.get());
+    if (!go) sys::exit_now(kExitSetupFailed);  // the monitor gave up (and reported why)
+    return go->bound;
 }
 
 // The monitor's fd belongs to its mount namespace, where nothing can be mounted from here: open
@@ -313,8 +314,8 @@ void task_init(void* arg) {
         fds.monitor = {};  // first: EOF on ours means the monitor died
         if (spec.image_hold >= 0) ::close(spec.image_hold);  // the monitor's alone
         die_with_parent(fds.monitor_pidfd);
-        if (spec.new_net) enter_new_net();  // the costliest, while the monitor writes our maps
-        wait_for_go(own);                   // the monitor wrote our id maps
+        if (spec.new_net) enter_new_net();    // the costliest, while the monitor writes our maps
+        const bool bound = wait_for_go(own);  // the monitor wrote our id maps
         sys::prctl(PR_SET_DUMPABLE, 0, "PR_SET_DUMPABLE, 0");  // /proc/1/exe stays closed
         isolate::apply_ipc_limits(spec.ipc);  // our IPC namespace's, through the host's /proc
         sys::set_umask(0);
@@ -323,7 +324,7 @@ void task_init(void* arg) {
                            : reopen_same(spec.plan.root.rootfs, "ROOTFS", std::move(fds.rootfs), 0);
         if (!spec.image_layers.empty()) image = stack_image(spec, image.get());
         // The layer first, so that the monitor can make the GPU's entries in it while we go on.
-        rootfs::RootLayer layer = rootfs::open_root_layer(spec.plan, spec.late_plan);
+        rootfs::RootLayer layer = rootfs::open_root_layer(spec.plan, spec.late_plan, bound);
         open_kept_layers(spec, fds, layer);
         UniqueFd view;
         if (spec.send_view) view = send_root_view(spec, own, image.get(), layer.upper.valid());
