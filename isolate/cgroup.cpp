@@ -215,7 +215,7 @@ Tried try_route(CgroupRoute route, const Limits& limits, const CgroupRequest& re
 
 // Where cgroup2 is mounted: /sys/fs/cgroup (unified) or /sys/fs/cgroup/unified (hybrid), which
 // one statfs each tells, else mountinfo's first. The search runs every limited run, and reading
-// mountinfo makes the kernel print every mount of the host (~40 us here, 60 mounts).
+// mountinfo makes the kernel print every mount of the host (46 us a read here, 22 mounts).
 std::optional<std::string> cgroup2_mount() {
     for (const char* dir : {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"}) {
         struct statfs fs {};

@@ -52,8 +52,9 @@ struct RootLayer {
 
 RootLayer open_root_layer(const MountPlan& plan, bool late_ops, bool bound);
 
-// A bound ROOTFS (see has_submounts) gets gpubox's entries in overlays of just the directories
-// of `root` that lack one, their layers in gpubox's tmpfs (attached); the overlays' mounts.
+// A bound ROOTFS (see rootfs/view.hpp's has_submounts) gets gpubox's entries in overlays of
+// just the directories of `root` that lack one, their layers in gpubox's tmpfs (attached); the
+// overlays' mounts.
 std::vector<UniqueFd> overlay_missing_dirs(const MountPlan& plan, int root, int tmpfs);
 
 // The late ops as the child receives them (launcher/sandbox/channel.hpp's DevicePlan): the plan grown
