@@ -50,15 +50,12 @@ struct RootLayer {
     UniqueFd kept_upper, kept_work;
 };
 
-RootLayer open_root_layer(const MountPlan& plan, bool late_ops);
+RootLayer open_root_layer(const MountPlan& plan, bool late_ops, bool bound);
 
-// A bound ROOTFS (see has_submounts) gets gpubox's entries in overlays of just the directories
-// of `root` that lack one, their layers in gpubox's tmpfs (attached); the overlays' mounts.
+// A bound ROOTFS (see rootfs/view.hpp's has_submounts) gets gpubox's entries in overlays of
+// just the directories of `root` that lack one, their layers in gpubox's tmpfs (attached); the
+// overlays' mounts.
 std::vector<UniqueFd> overlay_missing_dirs(const MountPlan& plan, int root, int tmpfs);
-
-// Does ROOTFS have mounts below it (so that, unless --writable, it is bound read-only, and the
-// directories that lack an entry gpubox adds get overlays of their own)?
-bool has_submounts(const std::string& rootfs);
 
 // The late ops as the child receives them (launcher/sandbox/channel.hpp's DevicePlan): the plan grown
 // by them (inserted at plan.user_from), and prepared[i] for late op i: its entry is made in

@@ -360,34 +360,11 @@ bool attach_gpubox_tmpfs(int tmpfs, int root) {
     return false;
 }
 
-// Overlayfs refuses a lower layer with locked mounts below it ("failed to clone lowerpath"):
-// cloning it alone would reveal what those mounts hide.
-bool has_submounts(const std::string& rootfs) {
-    char real[PATH_MAX];
-    if (!::realpath(rootfs.c_str(), real)) return false;
-    const std::string dir = std::string(real) == "/" ? "/" : std::string(real) + "/";
-    std::string info = sys::read_file("/proc/self/mountinfo", 16 << 20);
-    std::size_t pos = 0;
-    while ((pos = info.find('\n', pos)) != std::string::npos) {
-        std::size_t start = ++pos;
-        // "id parent major:minor root mountpoint ...": the fifth field.
-        int field = 0;
-        std::size_t i = start;
-        while (i < info.size() && info[i] != '\n' && field < 4)
-            if (info[i++] == ' ') ++field;
-        std::size_t end = info.find(' ', i);
-        if (end == std::string::npos) break;
-        const std::string mp = info.substr(i, end - i);
-        if (starts_with(mp, dir) && mp != "/") return true;  // strictly below ROOTFS
-    }
-    return false;
-}
-
-RootLayer open_root_layer(const MountPlan& plan, bool late_ops) {
+RootLayer open_root_layer(const MountPlan& plan, bool late_ops, bool bound) {
     RootLayer l;
     try {
         l.tmpfs = mount_gpubox_tmpfs(plan.root);
-        if (plan.root.mode == RootMode::writable || has_submounts(plan.root.rootfs)) return l;
+        if (plan.root.mode == RootMode::writable || bound) return l;
         sys::mkdir_at(l.tmpfs.get(), "upper", 0755);
         sys::mkdir_at(l.tmpfs.get(), "work", 0700);
         l.upper = sys::open_at(l.tmpfs.get(), "upper", O_PATH | O_DIRECTORY);

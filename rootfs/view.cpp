@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 
@@ -117,6 +118,29 @@ UniqueFd read_only_view_of(int dir, const std::string& path, const std::string& 
     log::info(cat(what, " ", quote(path), " is read in place (no read-only mount of it: ",
                   std::strerror(err), "): reading it may update its files' access times"));
     return sys::dup_cloexec(dir);
+}
+
+// Overlayfs refuses a lower layer with locked mounts below it ("failed to clone lowerpath"):
+// cloning it alone would reveal what those mounts hide.
+bool has_submounts(const std::string& rootfs) {
+    char real[PATH_MAX];
+    if (!::realpath(rootfs.c_str(), real)) return false;
+    const std::string dir = std::string(real) == "/" ? "/" : std::string(real) + "/";
+    std::string info = sys::read_file("/proc/self/mountinfo", 16 << 20);
+    std::size_t pos = 0;
+    while ((pos = info.find('\n', pos)) != std::string::npos) {
+        std::size_t start = ++pos;
+        // "id parent major:minor root mountpoint ...": the fifth field.
+        int field = 0;
+        std::size_t i = start;
+        while (i < info.size() && info[i] != '\n' && field < 4)
+            if (info[i++] == ' ') ++field;
+        std::size_t end = info.find(' ', i);
+        if (end == std::string::npos) break;
+        const std::string mp = info.substr(i, end - i);
+        if (starts_with(mp, dir) && mp != "/") return true;  // strictly below ROOTFS
+    }
+    return false;
 }
 
 }  // namespace gpubox::rootfs

@@ -35,4 +35,9 @@ UniqueFd open_read_only_view(const std::string& path, const std::string& what,
 // calls it too (launcher/sandbox/child_main.cpp).
 UniqueFd stack_layers(const std::vector<std::string>& layers);
 
+// Does ROOTFS have mounts below it (so that, unless --writable, it is bound read-only, and the
+// directories that lack an entry gpubox adds get overlays of their own)? The monitor asks, from
+// its mountinfo, of which init's mount namespace is a copy (the go tells init).
+bool has_submounts(const std::string& rootfs);
+
 }  // namespace gpubox::rootfs

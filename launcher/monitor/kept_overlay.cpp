@@ -15,6 +15,7 @@
 #include "common/text.hpp"
 #include "common/trusted_path.hpp"
 #include "rootfs/apply.hpp"
+#include "rootfs/view.hpp"
 
 namespace gpubox::launcher {
 namespace {

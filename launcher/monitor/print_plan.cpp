@@ -4,6 +4,7 @@
 #include "isolate/namespaces.hpp"
 #include "launcher/monitor/run.hpp"
 #include "rootfs/apply.hpp"
+#include "rootfs/view.hpp"
 #include "rootfs/plan.hpp"
 
 namespace gpubox::launcher {

@@ -449,8 +449,18 @@ isolate::Spawned start_sandbox(const RunPlan& plan, RunFds& fds, isolate::Cgroup
             throw;
         }
     }
+    // Read here, while init makes its network namespace, not by init after the go (mountinfo,
+    // ~50 us: the kernel prints every mount). Init's mount namespace is a copy of ours.
+    channel::Go go;
+    try {
+        go.bound = plan.spec.plan.root.mode != rootfs::RootMode::writable &&
+                   rootfs::has_submounts(plan.spec.plan.root.rootfs);
+    } catch (...) {
+        sys::kill_and_reap(child.pid);
+        throw;
+    }
     if (plan.devices_later) keep_off_my_cpu(child.pid, plan.spec.cpus);
-    send_unless_gone(fds.monitor.control.get(), channel::Go{});
+    send_unless_gone(fds.monitor.control.get(), go);
     return child;
 }
 

@@ -46,7 +46,10 @@ struct Header {
     std::uint64_t user_from, at, n;  // DevicePlan: where the late ops are in the full plan
 };
 
-int put(Out&, const Go&) { return -1; }
+int put(Out& o, const Go& g) {
+    o.pod(g.bound);
+    return -1;
+}
 int put(Out& o, const DevicePlan& p) {
     const rootfs::MountPlan& full = p.late.full;
     const std::size_t n = p.late.prepared.size(), at = full.user_from - std::min(full.user_from, n);
@@ -82,7 +85,7 @@ int put(Out& o, const Joined& j) {
     return j.pidfd.get();
 }
 
-void get(In&, UniqueFd, Go&) {}
+void get(In& in, UniqueFd, Go& g) { g.bound = in.pod<bool>(); }
 void get(In& in, UniqueFd, DevicePlan& p) {
     const Header h = in.pod<Header>();
     std::vector<bool> flags;

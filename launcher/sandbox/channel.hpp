@@ -5,7 +5,8 @@
 // Being datagrams, frames from init and the workload never interleave;
 // EOF means every sandbox end is closed (the workload's at exec: O_CLOEXEC).
 //
-//   monitor -> init      Go         the id maps are written: init may go on
+//   monitor -> init      Go         the id maps are written: init may go on (and whether ROOTFS
+//                                   has mounts below it: a bound root, not an overlay)
 //                        DevicePlan the plan grown by the GPU's ops, placed by the monitor
 //   init -> monitor      RootView   ROOTFS, read-only, for the monitor's reads (rootfs/view.hpp)
 //                        LateDir    the layer's late directory, for the GPU's entries
@@ -28,7 +29,9 @@
 
 namespace gpubox::launcher::channel {
 
-struct Go {};
+struct Go {
+    bool bound = false;  // ROOTFS has mounts below it (rootfs::has_submounts), read meanwhile
+};
 struct DevicePlan {
     rootfs::LatePlan late;  // full: the whole plan to apply; prepared: per late op
 };

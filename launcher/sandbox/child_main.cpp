@@ -38,9 +38,10 @@ void die_with_parent(const UniqueFd& monitor) {
     if (sys::poll_readable(monitor.get(), 0)) sys::exit_now(kExitSetupFailed);
 }
 
-void wait_for_go(const Ends& own) {
-    if (!channel::receive_if<channel::Go>(own.control.get()))
-        sys::exit_now(kExitSetupFailed);  // the monitor gave up (and reported why)
+bool wait_for_go(const Ends& own) {
+    auto go = channel::receive_if<channel::Go>(own.control.get());
+    if (!go) sys::exit_now(kExitSetupFailed);  // the monitor gave up (and reported why)
+    return go->bound;
 }
 
 // The monitor's fd belongs to its mount namespace, where nothing can be mounted from here: open
@@ -86,19 +87,23 @@ UniqueFd stack_image(const ChildSpec& spec, int image) {
 
 // ROOTFS read-only, with its submounts: reads through a read-only mount change no timestamp
 // (rootfs/view.hpp), symlinks followed and directories listed included. The monitor gets a
-// clone of its own first, where it reads ROOTFS (preflight, GPU planning).
-void send_root_view(const ChildSpec& spec, const Ends& own, int image) {
-    channel::send(own.control.get(), channel::RootView{sys::open_tree_attr(
-                                         image, spec.plan.root.rootfs, true, MOUNT_ATTR_RDONLY)});
+// clone of its own, where it reads ROOTFS (preflight, GPU planning); ours where `keep`.
+UniqueFd send_root_view(const ChildSpec& spec, const Ends& own, int image, bool keep) {
+    UniqueFd view = sys::open_tree_attr(image, spec.plan.root.rootfs, true, MOUNT_ATTR_RDONLY);
+    channel::send(own.control.get(),
+                  channel::RootView{keep ? sys::dup_cloexec(view.get()) : std::move(view)});
+    return view;
 }
 
 // An overlay root's lower layer, and what we resolve its entries in: such a clone, attached
-// over ROOTFS in our mount namespace (no older kernel takes a detached layer). A bound root is
-// a read-only clone already, and --writable writes ROOTFS anyway.
-UniqueFd cover_read_only(const ChildSpec& spec, int image) {
+// over ROOTFS in our mount namespace (no older kernel takes a detached layer; a bound root is
+// one already; --writable writes ROOTFS). The monitor's view goes on it, unseen, so that its
+// close costs no RCU grace period (a detached tree's does; our old root's detach queued behind).
+UniqueFd cover_read_only(const ChildSpec& spec, int image, UniqueFd monitors) {
     const std::string& path = spec.plan.root.rootfs;
     UniqueFd view = sys::open_tree_attr(image, path, true, MOUNT_ATTR_RDONLY);
     sys::move_mount(view.get(), path + " (read-only)", image, path);
+    if (monitors.valid()) sys::move_mount(monitors.get(), "ROOTFS's view", view.get(), path);
     return view;
 }
 
@@ -309,8 +314,8 @@ void task_init(void* arg) {
         fds.monitor = {};  // first: EOF on ours means the monitor died
         if (spec.image_hold >= 0) ::close(spec.image_hold);  // the monitor's alone
         die_with_parent(fds.monitor_pidfd);
-        if (spec.new_net) enter_new_net();  // the costliest, while the monitor writes our maps
-        wait_for_go(own);                   // the monitor wrote our id maps
+        if (spec.new_net) enter_new_net();    // the costliest, while the monitor writes our maps
+        const bool bound = wait_for_go(own);  // the monitor wrote our id maps
         sys::prctl(PR_SET_DUMPABLE, 0, "PR_SET_DUMPABLE, 0");  // /proc/1/exe stays closed
         isolate::apply_ipc_limits(spec.ipc);  // our IPC namespace's, through the host's /proc
         sys::set_umask(0);
@@ -318,17 +323,18 @@ void task_init(void* arg) {
             spec.fuse_root ? open_fuse_root(spec, fds)
                            : reopen_same(spec.plan.root.rootfs, "ROOTFS", std::move(fds.rootfs), 0);
         if (!spec.image_layers.empty()) image = stack_image(spec, image.get());
-        if (spec.send_view) send_root_view(spec, own, image.get());
         // The layer first, so that the monitor can make the GPU's entries in it while we go on.
-        rootfs::RootLayer layer = rootfs::open_root_layer(spec.plan, spec.late_plan);
+        rootfs::RootLayer layer = rootfs::open_root_layer(spec.plan, spec.late_plan, bound);
         open_kept_layers(spec, fds, layer);
+        UniqueFd view;
+        if (spec.send_view) view = send_root_view(spec, own, image.get(), layer.upper.valid());
         if (spec.late_plan) send_late_dir(own, layer);
         // The monitor's sock_diag socket of our network namespace, under a memory limit it counts.
         UniqueFd diag =
             spec.new_net && spec.dgram_qlen ? isolate::open_net_meter(spec.dgram_qlen) : UniqueFd();
         sys::sethostname(spec.hostname);
         sys::make_rprivate();
-        if (layer.upper.valid()) image = cover_read_only(spec, image.get());
+        if (layer.upper.valid()) image = cover_read_only(spec, image.get(), std::move(view));
         rootfs::RootDraft draft = rootfs::draft_root(spec.plan, image.get(), std::move(layer));
         const std::optional<rootfs::LatePlan> late = receive_late_plan(spec, own);
         const rootfs::MountPlan& plan = late ? late->full : spec.plan;

@@ -16,6 +16,7 @@
 #include "common/error.hpp"
 #include "common/sys.hpp"
 #include "rootfs/apply.hpp"
+#include "rootfs/view.hpp"
 
 namespace fs = std::filesystem;
 
@@ -61,7 +62,8 @@ std::string run_child(const rootfs::MountPlan& plan, bool no_openat2) {
     const std::set<std::string> before = mount_points();
     std::string out;
     try {
-        rootfs::RootLayer layer = rootfs::open_root_layer(plan, false);
+        rootfs::RootLayer layer =
+            rootfs::open_root_layer(plan, false, rootfs::has_submounts(plan.root.rootfs));
         UniqueFd image = sys::open_at(AT_FDCWD, plan.root.rootfs, O_PATH | O_DIRECTORY);
         rootfs::RootDraft draft = rootfs::draft_root(plan, image.get(), std::move(layer));
         rootfs::NewRoot root = rootfs::assemble_root(plan, image.get(), std::move(draft), nullptr);

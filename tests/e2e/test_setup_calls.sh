@@ -8,7 +8,7 @@ require_userns "$R"
 command -v strace >/dev/null || { echo "Bail out! strace is missing (.ci/install-deps.sh installs it)"; exit 1; }
 
 T=$WORK/trace
-strace -f -qq -o "$T" -e trace=openat,unshare,recvfrom,recvmsg,execve,seccomp,mkdirat,getdents64,socket,sendto \
+strace -f -qq -o "$T" -e trace=openat,unshare,recvfrom,recvmsg,execve,seccomp,mkdirat,getdents64,socket,sendto,clone3,readlink \
     "$GPUBOX" run --time-limit 1 --wall-time-limit 5 --memory-limit 64M --pids-limit 8 "$R" true \
     >"$WORK/.out" 2>"$WORK/.err"
 expect_eq "the traced run succeeds" "$?" 0
@@ -39,6 +39,21 @@ if [ -n "$refused" ]; then
         "$(sed -n "1,${refused}p" "$T" | grep -E 'cgroup\.controllers|getdents64')" .
 else
     ok "a cgroup not ours: the search reads and lists nothing before its mkdirat # SKIP delegated here"
+fi
+
+# /proc/self/mountinfo, whose read has the kernel print every mount (~50 us): init reads it not
+# (the monitor's go says whether ROOTFS has mounts below it, read while init makes its network
+# namespace; init's paths are hidden from strace, its realpath's readlinks are not), and the
+# cgroup search, before the monitor's clone3, not where statfs finds cgroup2 at its usual place.
+mon=$(head -1 "$T" | awk '{print $1}')
+expect_eq "init resolves ROOTFS's real path for no mountinfo search (no readlink)" \
+    "$(awk -v p="$init" '$1 == p' "$T" | grep -c ' readlink(')" 0
+if [ "$(stat -f -c %T /sys/fs/cgroup)" = cgroup2fs ] ||
+    [ "$(stat -f -c %T /sys/fs/cgroup/unified 2>/dev/null)" = cgroup2fs ]; then
+    expect_eq "  the cgroup search reads no mountinfo (before the monitor's clone3)" \
+        "$(awk -v p="$mon" '$1 == p' "$T" | sed '/clone3(/q' | grep -c 'openat(.*/proc/self/mountinfo')" 0
+else
+    ok "  the cgroup search reads no mountinfo # SKIP no cgroup2 at /sys/fs/cgroup(/unified)"
 fi
 
 # The socket meter: under a memory limit, a sock_diag socket in the sandbox's network namespace.
@@ -81,6 +96,19 @@ fi
 expect_eq "the mount set-up: one chmod (the overlay's upper directory)" \
     "$(grep -cE ' fchmod(at)?\(' <<<"$mounts")" 1
 echo "# init's mount set-up: $(wc -l <<<"$mounts") calls"
+# The monitor's read-only view of ROOTFS (init's first recursive clone of it) is attached in
+# init's mount namespace, over the overlay's lower layer: closing a detached tree dissolves it,
+# an RCU grace period every run, off the monitor's CPU and ahead of init's old-root detach.
+F=$WORK/trace-ff
+strace -ff -qq -o "$F" "$GPUBOX" run "$R" true \
+    >"$WORK/.out" 2>"$WORK/.err"
+expect_eq "the run traced per process succeeds" "$?" 0
+ft=$(grep -l 'unshare(CLONE_NEWNET' "$F".* | head -1)
+view=$(grep -m1 -E '(open_tree_attr|open_tree|syscall_0x1d3)\([^,]+, [^,]+, (0x88001|[A-Z_|]*AT_RECURSIVE)' "$ft" |
+    sed -E 's/.*= (0x[0-9a-f]+|[0-9]+)$/\1/')
+check "  the monitor's view of ROOTFS is attached in init's mount namespace" \
+    grep -qE "^move_mount\($((view)), .*= 0$" "$ft"
+rm -f "$F".*
 
 # Without --gpu the preflight checks the command against the CPU only: the monitor reads none of
 # the image's CUDA files (its ld.so.cache included) nor the driver's version, every run.

@@ -35,7 +35,8 @@ T round_trip(const channel::Frame& f) {
 }  // namespace
 
 TEST_CASE("every frame type round-trips") {
-    round_trip<channel::Go>(channel::Go{});
+    CHECK_FALSE(round_trip<channel::Go>(channel::Go{}).bound);
+    CHECK(round_trip<channel::Go>(channel::Go{true}).bound);  // a bound root: mounts below ROOTFS
     CHECK(round_trip<channel::Failure>(
               channel::Failure{126, "execve(\"x\"): Permission denied\nhint"})
               .text == "execve(\"x\"): Permission denied\nhint");
