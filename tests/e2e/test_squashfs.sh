@@ -112,6 +112,7 @@ wait_until 60 grep -qx up "$WORK/held.out" ||
     echo "# the held run did not say up in 60 s: $(stat -c '%d %i %s %z' "$WORK/a.sqsh"); $(ls "$GPUBOX_IMAGES/squashfs" | tr '\n' ' '); $(tr '\n' ' ' <"$WORK/held.err")"
 box prune
 expect_eq "prune while a FILE.sqsh run holds its unpacked tree: kept" "$rc:$(file_trees)" "0:1"
+[ "$(file_trees)" = 1 ] || echo "# trees: $(ls "$GPUBOX_IMAGES/squashfs" | tr '\n' ' '); a.sqsh: $(stat -c '%d %i %s %z' "$WORK/a.sqsh"); prune: $(tr '\n' '|' <<<"$out$err")"
 expect_match "  and says so" "$out" 'kept 1 unpacked squashfs tree'
 kill -TERM "$held_pid"
 wait "$held_pid"
