@@ -201,6 +201,7 @@ struct Scan {
     std::uint64_t max_pid = 0;
     std::uint64_t live_cpu = 0;  // the CPU of the processes read so far
     std::uint64_t fd_bytes = 0;  // what their open fds are charged (fd_charge)
+    std::uint32_t held = 0;      // processes but init that held as before (holds_as_before)
 };
 
 // Its open fds: the size the kernel gives its fd directory (Linux >= 6.2), O(1) per process
@@ -252,6 +253,7 @@ void add_process(int proc, KeptFiles& files, const std::string& name, bool memor
         p.ignores_sigchld = w.ignores_sigchld, p.anon_bytes = w.anon_bytes;
         p.shmem_bytes = w.shmem_bytes, p.pte_bytes = w.pte_bytes, p.hwm_bytes = w.hwm_bytes;
         p.fds = w.fds;
+        ++scan.held;
     } else if (memory) {
         if (!parse_proc_status(files.read(name + "/status"), p)) return;
         p.fds = open_fds(proc, name);
@@ -351,8 +353,14 @@ std::uint64_t Sampler::resample_sockets() {
     return without_sockets_ + (stat.any() ? sockets_->sample(stat, false) : 0);
 }
 
-// Listed from its start each pass through one fd kept open: no open, fstat, two fcntls and close
-// a pass (a third of an idle sandbox's pass), and the /proc root's own entries skipped unread.
+// Where a /proc directory's listing of processes starts: the offset after its own entries
+// (FIRST_PROCESS_ENTRY, 256, then "self" and "thread-self"), from which the kernel lists pid N
+// at kFirstPidOffset + N. Listing from there skips generating some sixty names a pass discards.
+constexpr off_t kFirstPidOffset = 256 + 2;
+
+// Listed each pass through one fd kept open: no open, fstat, two fcntls and close a pass (a
+// third of an idle sandbox's pass), and from its first pid on (kFirstPidOffset); from its start
+// where that lists nothing or not init first (another kernel's layout; or init is gone).
 std::vector<std::string> Sampler::pids() {
     std::vector<std::string> out;
     if (!listing_.valid()) {
@@ -360,21 +368,28 @@ std::vector<std::string> Sampler::pids() {
         if (fd < 0) return out;
         listing_ = UniqueFd(fd);
     }
-    if (::lseek(listing_.get(), 0, SEEK_SET) < 0) return out;
-    alignas(dirent64) char buf[32768];
-    for (ssize_t n; (n = ::getdents64(listing_.get(), buf, sizeof buf)) > 0;)
-        for (ssize_t at = 0; at < n;) {
-            const auto* d = reinterpret_cast<const dirent64*>(buf + at);
-            if (std::isdigit(static_cast<unsigned char>(d->d_name[0]))) out.emplace_back(d->d_name);
-            at += d->d_reclen;
-        }
+    auto list_from = [&](off_t at) {
+        out.clear();
+        if (::lseek(listing_.get(), at, SEEK_SET) < 0) return;
+        alignas(dirent64) char buf[32768];
+        for (ssize_t n; (n = ::getdents64(listing_.get(), buf, sizeof buf)) > 0;)
+            for (ssize_t i = 0; i < n;) {
+                const auto* d = reinterpret_cast<const dirent64*>(buf + i);
+                if (std::isdigit(static_cast<unsigned char>(d->d_name[0])))
+                    out.emplace_back(d->d_name);
+                i += d->d_reclen;
+            }
+    };
+    list_from(kFirstPidOffset);
+    if (out.empty() || out.front() != "1") list_from(0);
     return out;
 }
 
 Usage Sampler::sample(std::uint64_t cpu_stop_ns, bool memory) {
     const std::uint64_t t = now_ns();
     Scan scan;
-    std::vector<std::string> names;
+    std::vector<std::string>& names = names_;
+    names.clear();
     if (root_)
         for (pid_t pid : task_tree(proc_, root_)) names.push_back(std::to_string(pid));
     else names = pids();
@@ -409,6 +424,7 @@ Usage Sampler::sample(std::uint64_t cpu_stop_ns, bool memory) {
     u.cpu_ns = ledger_.update(scan.procs, made, last_ns_ ? t - last_ns_ : 0);
     last_pid_ = std::max(last_pid_, scan.max_pid);
     last_ns_ = t;
+    u.quiet = (limit_ || memory) && scan.held == u.processes && scan.procs.size() == last_.size();
     last_.clear();  // kept where this pass read memory: only then does it hold what was read
     if (limit_ || memory)
         for (const ProcSample& p : scan.procs) last_.emplace(p.pid, p);

@@ -347,7 +347,8 @@ private:
         if (walk_) {  // what the walk found so far may fill before its count stops
             walk_->set_room(s_.sampled_memory_limit -
                             std::min(s_.sampled_memory_limit, u.memory_bytes) + walk_->bytes());
-            if (enforce) walk_->on_pass(u.fds);  // a run shorter than a pass walks none
+            if (enforce)  // a run shorter than a pass walks none
+                walk_->on_pass(u.fds, &sampler_->listed(), u.quiet);
         }
         sampled_sock_peak_ = std::max(sampled_sock_peak_, u.socket_bytes);
         sampled_rss_kb_ = std::max(sampled_rss_kb_, static_cast<long>(u.rss_peak_bytes / 1024));
