@@ -305,6 +305,10 @@ std::string KeptFiles::read(const std::string& name, std::size_t cap) {
     return out;
 }
 
+void KeptFiles::keep(const std::string& name) {
+    if (const auto it = files_.find(name); it != files_.end()) it->second.pass = pass_;
+}
+
 void KeptFiles::end_pass() {
     std::erase_if(files_, [&](const auto& f) { return f.second.pass != pass_; });
     ++pass_;
@@ -393,27 +397,58 @@ Usage Sampler::sample(std::uint64_t cpu_stop_ns, bool memory) {
     if (root_)
         for (pid_t pid : task_tree(proc_, root_)) names.push_back(std::to_string(pid));
     else names = pids();
+    const pid_t init = root_ ? root_ : 1;
+    const std::string init_name = std::to_string(init);
+    const bool mem = limit_ != 0 || memory;
+    auto over = [&] {
+        if (!cpu_stop_ns || scan.live_cpu + ledger_.charged_ns() <= cpu_stop_ns) return false;
+        scan.usage.cpu_ns = scan.live_cpu + ledger_.charged_ns();  // a lower bound, over
+        scan.usage.partial = true;
+        return true;
+    };
+    bool init_listed = false;
     for (const std::string& name : names) {
-        add_process(proc_, kept_, name, limit_ != 0 || memory, scan, root_ ? root_ : 1, last_);
-        if (cpu_stop_ns && scan.live_cpu + ledger_.charged_ns() > cpu_stop_ns) {
-            scan.usage.cpu_ns = scan.live_cpu + ledger_.charged_ns();  // a lower bound, over
-            scan.usage.partial = true;
-            return scan.usage;
+        if (name == init_name) {  // read last, where the others tell whether it can have changed
+            init_listed = true;
+            continue;
         }
+        add_process(proc_, kept_, name, mem, scan, init, last_);
+        if (over()) return scan.usage;
     }
     Usage& u = scan.usage;
+    // Quiet: every process but init held as before, none came or went (so init reaped none, and
+    // its stat, which holds only the orphans it reaped, is as it was); nothing of the sandbox ran,
+    // so neither its tmpfs nor its sockets can have changed either.
+    const auto init_was = last_.find(init);
+    u.quiet = mem && init_listed && init_was != last_.end() && scan.held == u.processes &&
+              scan.procs.size() + 1 == last_.size();
+    if (u.quiet) {
+        scan.procs.push_back(init_was->second);
+        scan.live_cpu += init_was->second.children_ns;
+        kept_.keep(init_name + "/stat");
+    } else if (init_listed) {
+        add_process(proc_, kept_, init_name, mem, scan, init, last_);
+    }
+    if (over()) return scan.usage;
     // Held through open files (by no process: no share of it is another's).
     const std::uint64_t files = scan.fd_bytes + walk_bytes_;
     if (limit_ && u.memory_bytes + files > limit_ && scan.procs.size() > 2)
-        u.memory_bytes = std::min(u.memory_bytes, by_share(proc_, scan.procs, root_ ? root_ : 1));
+        u.memory_bytes = std::min(u.memory_bytes, by_share(proc_, scan.procs, init));
     u.memory_bytes += files;
-    if ((limit_ || memory) && tmpfs_ >= 0)
+    if (mem && tmpfs_ >= 0 && !u.quiet)
         if (const auto fs = sys::try_fstatfs(tmpfs_))
-            u.memory_bytes += static_cast<std::uint64_t>(fs->f_blocks - fs->f_bfree) *
-                              static_cast<std::uint64_t>(fs->f_bsize);
-    if ((limit_ || memory) && sockets_) {
-        const SockStat stat = sock_stat(true);
-        if (stat.any()) u.socket_bytes = sockets_->sample(stat);
+            tmpfs_bytes_ = static_cast<std::uint64_t>(fs->f_blocks - fs->f_bfree) *
+                           static_cast<std::uint64_t>(fs->f_bsize);
+    if (mem && tmpfs_ >= 0) u.memory_bytes += tmpfs_bytes_;
+    if (mem && sockets_) {
+        if (!u.quiet) {
+            const SockStat stat = sock_stat(true);
+            socket_bytes_ = stat.any() ? sockets_->sample(stat) : 0;
+        } else {
+            kept_.keep(cat(init, "/net/sockstat"));
+            kept_.keep(cat(init, "/net/sockstat6"));
+        }
+        u.socket_bytes = socket_bytes_;
         without_sockets_ = u.memory_bytes;
         u.memory_bytes += u.socket_bytes;
     }
@@ -424,9 +459,8 @@ Usage Sampler::sample(std::uint64_t cpu_stop_ns, bool memory) {
     u.cpu_ns = ledger_.update(scan.procs, made, last_ns_ ? t - last_ns_ : 0);
     last_pid_ = std::max(last_pid_, scan.max_pid);
     last_ns_ = t;
-    u.quiet = (limit_ || memory) && scan.held == u.processes && scan.procs.size() == last_.size();
     last_.clear();  // kept where this pass read memory: only then does it hold what was read
-    if (limit_ || memory)
+    if (mem)
         for (const ProcSample& p : scan.procs) last_.emplace(p.pid, p);
     kept_.end_pass();
     return u;

@@ -46,7 +46,9 @@ struct Usage {
     std::uint64_t fds = 0;             // their open fds (read with their memory)
     std::vector<pid_t> runnable;       // those whose main thread is runnable (stat's R)
     // Read with memory: no process but init ran since the last pass, or came or went (each held
-    // as before: holds_as_before), so nothing of the sandbox can have changed since then.
+    // as before: holds_as_before), so nothing of the sandbox can have changed since then. Such a
+    // pass reads no more than each process's stat and schedstat: init's stat, the tmpfs and the
+    // sockets are as the last pass read them.
     bool quiet = false;
 };
 
@@ -143,7 +145,9 @@ public:
     explicit KeptFiles(int dir) : dir_(dir) {}
     // Up to `cap` bytes of `name` (below the directory); empty where it cannot be read.
     std::string read(const std::string& name, std::size_t cap = 4096);
-    // The pass is over: the files it did not read are closed (their processes are gone).
+    // `name` stays open though this pass did not read it (a quiet pass: see Usage::quiet).
+    void keep(const std::string& name);
+    // The pass is over: the files it did not read (nor keep) are closed (their processes are gone).
     void end_pass();
 
 private:
@@ -209,6 +213,7 @@ private:
     std::uint64_t last_ns_ = 0;
     std::optional<SocketMeter> sockets_;
     std::uint64_t without_sockets_ = 0;  // the last pass's memory but its socket buffers
+    std::uint64_t tmpfs_bytes_ = 0, socket_bytes_ = 0;  // the last pass's (a quiet one reuses)
     bool has_sockets_ = false;
     SockStat sock_stat(bool v6);      // the sandbox's sockstat (v6: and, if any, sockstat6)
     std::vector<std::string> pids();  // the pids in the sandbox's /proc, through listing_
