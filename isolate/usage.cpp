@@ -376,13 +376,17 @@ std::vector<std::string> Sampler::pids() {
         out.clear();
         if (::lseek(listing_.get(), at, SEEK_SET) < 0) return;
         alignas(dirent64) char buf[32768];
-        for (ssize_t n; (n = ::getdents64(listing_.get(), buf, sizeof buf)) > 0;)
+        for (ssize_t n; (n = ::getdents64(listing_.get(), buf, sizeof buf)) > 0;) {
             for (ssize_t i = 0; i < n;) {
                 const auto* d = reinterpret_cast<const dirent64*>(buf + i);
                 if (std::isdigit(static_cast<unsigned char>(d->d_name[0])))
                     out.emplace_back(d->d_name);
                 i += d->d_reclen;
             }
+            // The kernel fills the buffer while it has entries: room left for a longest one
+            // (a 255-byte name) means the listing is over, and no call is needed to say so.
+            if (static_cast<std::size_t>(n) + sizeof(dirent64) + 256 <= sizeof buf) break;
+        }
     };
     list_from(kFirstPidOffset);
     if (out.empty() || out.front() != "1") list_from(0);
