@@ -42,6 +42,11 @@ for ctl in cpuacct memory; do
     echo $$ >"${base%/}/gpubox-bench-$$/cgroup.procs"
 done
 CPUACCT=${meters[0]} MEMCG=${meters[1]}
+# A child cgroup of the cpu controller (v1, below this shell's own), where autogroups do not
+# apply: the rows marked so start gpubox in it (the shell itself stays where it is).
+base=/sys/fs/cgroup/cpu$(sed -n 's/^[0-9]*:\([^:]*,\)*cpu\(,[^:]*\)*://p' /proc/self/cgroup)
+CPUCG=""
+mkdir "${base%/}/gpubox-bench-cpu-$$" 2>/dev/null && CPUCG=${base%/}/gpubox-bench-cpu-$$ && meters+=("$CPUCG")
 
 # field NAME / mechanism LIMIT: from the JSON verdict (gpubox's own 2-space layout), as lib.sh.
 field() { grep -E "^  \"$1\":" "$M" | sed -E 's/^  "[^"]*": //; s/,$//; s/^"//; s/"$//'; }
@@ -51,6 +56,7 @@ short() { sed -E 's/^((cgroup [^ ,]+)|sum over the sandbox).*((sampled|read by t
 
 declare -A full=()   # short mechanism -> the whole text, printed under the table
 EXTRA=()             # more options for the CPU rows (the fork bomb's --pids-limit)
+INCG=""              # a cgroup to start each run in (CPUCG: the child cpu cgroup row)
 # row KIND LIMIT RATE AS LABEL COMMAND...: N metered runs of COMMAND under one limit.
 # KIND mem: LIMIT in MiB, RATE the workload's MiB/s (0: as fast as it can). KIND cpu: LIMIT in s.
 # AS user: uid 65534 (no cgroup); root: gpubox makes a cgroup v2.
@@ -58,6 +64,7 @@ row() {
     local kind=$1 limit=$2 rate=$3 as=$4 label=$5; shift 5
     local pre=() opt=(--time-limit "$limit" "${EXTRA[@]}") want=cpu_time i vals="" st="" mech m0 c0 s l mon
     [ "$as" = user ] && pre=("${as_user[@]}")
+    [ -n "$INCG" ] && pre=(sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$INCG" "${pre[@]}")
     [ "$kind" = mem ] && opt=(--memory-limit "${limit}M") && want=memory
     for ((i = 0; i < N; i++)); do
         rm -f "$M"
@@ -120,6 +127,9 @@ for as in user root; do
         # cgroup v2 may have no pids controller.)
         EXTRA=(--pids-limit 1000)
         [ "$as" = user ] && row cpu $lim 0 $as "for(;;) fork() bomb, --pids-limit 1000" probe forkspin bench
+        [ "$as" = user ] && [ -n "$CPUCG" ] && INCG=$CPUCG &&
+            row cpu $lim 0 $as "for(;;) fork() bomb, --pids-limit 1000, in a child cpu cgroup" probe forkspin bench
+        INCG=""
         EXTRA=()
     done
 done

@@ -100,14 +100,17 @@ std::uint64_t KernelWalk::bytes() const {
                     partial_.load(std::memory_order_relaxed));
 }
 
-KernelWalk::Walked KernelWalk::cycle() {
+KernelWalk::Walked KernelWalk::cycle(const std::vector<std::string>* listed) {
     std::vector<std::string> pids;
-    if (root_)
+    if (listed)
+        pids = *listed;  // the pass's: task_tree()'s in step mode, else every pid, init's too
+    else if (root_)
         for (pid_t pid : task_tree(proc_, root_)) pids.push_back(std::to_string(pid));
-    else
-        for (std::string& name : sys::try_list_dir(proc_, ".").value_or(std::vector<std::string>{}))
-            if (name != "1" && std::isdigit(static_cast<unsigned char>(name[0])))
-                pids.push_back(std::move(name));
+    else pids = sys::try_list_dir(proc_, ".").value_or(std::vector<std::string>{});
+    // (init, pid 1, is gpubox's; in step mode the task's init, root_, is the workload's)
+    std::erase_if(pids, [&](const std::string& name) {
+        return (!root_ && name == "1") || !std::isdigit(static_cast<unsigned char>(name[0]));
+    });
     Walked w;
     constexpr std::string_view kEpoll = "anon_inode:[eventpoll]", kSocket = "socket:[";
     char link[64];
@@ -152,16 +155,18 @@ std::uint64_t KernelWalk::pause_ns(const Walked& w, std::uint64_t ran) const {
     return std::max<std::uint64_t>(ran, w.watches ? 10'000'000 : 100'000'000);
 }
 
-void KernelWalk::on_pass(std::uint64_t fds) {
+void KernelWalk::on_pass(std::uint64_t fds, const std::vector<std::string>* listed, bool quiet) {
     if (thread_.joinable()) return;
+    stale_ = stale_ || !quiet;
     if (fds > kInlineFds || last_ran_ > kInlineNs) {
         thread_ = std::thread([this] { run(); });
         return;
     }
     const std::uint64_t now = sys::monotonic_ns();
-    if (now < next_ns_) return;
+    if (now < next_ns_ || !stale_) return;
+    stale_ = false;  // (a process that runs during the walk makes the next pass not quiet)
     const std::uint64_t c0 = thread_cpu_ns();
-    const Walked w = cycle();
+    const Walked w = cycle(listed);
     whole_.store(w.bytes, std::memory_order_relaxed);
     partial_.store(0, std::memory_order_relaxed);
     last_ran_ = thread_cpu_ns() - c0;
@@ -171,7 +176,7 @@ void KernelWalk::on_pass(std::uint64_t fds) {
 void KernelWalk::run() {
     for (;;) {
         const std::uint64_t c0 = thread_cpu_ns();
-        const Walked w = cycle();
+        const Walked w = cycle(nullptr);
         whole_.store(w.bytes, std::memory_order_relaxed);
         partial_.store(0, std::memory_order_relaxed);
         const auto pause = std::chrono::nanoseconds(pause_ns(w, thread_cpu_ns() - c0));

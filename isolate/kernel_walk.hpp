@@ -47,8 +47,10 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "common/unique_fd.hpp"
 #include "isolate/sock_usage.hpp"
@@ -83,7 +85,12 @@ public:
     void count_host_sockets(UniqueFd diag, SockBounds bounds);
     // After each pass that holds the sandbox to its limit, with the open fds it counted: a walk
     // here where they are few and the last is old enough, else the thread, from now on.
-    void on_pass(std::uint64_t fds);
+    // `listed`: the pass's own listing of the sandbox's /proc (its pids, as it read them), walked
+    // instead of listing it again (nullptr: listed here). `quiet`: the pass found that nothing of
+    // the sandbox ran, came or went since the pass before (Usage::quiet); while every pass since
+    // the last walk was, the walk would find what it found then, and is not made again.
+    void on_pass(std::uint64_t fds, const std::vector<std::string>* listed = nullptr,
+                 bool quiet = false);
 
 private:
     struct Walked {
@@ -92,7 +99,7 @@ private:
     };
     void run();
     std::uint64_t pause_ns(const Walked& w, std::uint64_t ran) const;
-    Walked cycle();  // one walk over the sandbox's processes
+    Walked cycle(const std::vector<std::string>* listed);  // one walk over its processes
     int proc_;
     pid_t root_;
     UniqueFd diag_;  // count_host_sockets()'s, with:
@@ -103,6 +110,7 @@ private:
     std::atomic<bool> stop_{false};
     std::uint64_t next_ns_ = 0;   // on_pass() walks again from then (monotonic), if no thread
     std::uint64_t last_ran_ = 0;  // the CPU on_pass()'s last walk took
+    bool stale_ = true;           // a pass since on_pass()'s last walk was not quiet (or none yet)
     std::thread thread_;          // not joinable until a pass saw more than kInlineFds
 };
 

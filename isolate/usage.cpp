@@ -201,6 +201,7 @@ struct Scan {
     std::uint64_t max_pid = 0;
     std::uint64_t live_cpu = 0;  // the CPU of the processes read so far
     std::uint64_t fd_bytes = 0;  // what their open fds are charged (fd_charge)
+    std::uint32_t held = 0;      // processes but init that held as before (holds_as_before)
 };
 
 // Its open fds: the size the kernel gives its fd directory (Linux >= 6.2), O(1) per process
@@ -252,6 +253,7 @@ void add_process(int proc, KeptFiles& files, const std::string& name, bool memor
         p.ignores_sigchld = w.ignores_sigchld, p.anon_bytes = w.anon_bytes;
         p.shmem_bytes = w.shmem_bytes, p.pte_bytes = w.pte_bytes, p.hwm_bytes = w.hwm_bytes;
         p.fds = w.fds;
+        ++scan.held;
     } else if (memory) {
         if (!parse_proc_status(files.read(name + "/status"), p)) return;
         p.fds = open_fds(proc, name);
@@ -303,6 +305,10 @@ std::string KeptFiles::read(const std::string& name, std::size_t cap) {
     return out;
 }
 
+void KeptFiles::keep(const std::string& name) {
+    if (const auto it = files_.find(name); it != files_.end()) it->second.pass = pass_;
+}
+
 void KeptFiles::end_pass() {
     std::erase_if(files_, [&](const auto& f) { return f.second.pass != pass_; });
     ++pass_;
@@ -351,8 +357,14 @@ std::uint64_t Sampler::resample_sockets() {
     return without_sockets_ + (stat.any() ? sockets_->sample(stat, false) : 0);
 }
 
-// Listed from its start each pass through one fd kept open: no open, fstat, two fcntls and close
-// a pass (a third of an idle sandbox's pass), and the /proc root's own entries skipped unread.
+// Where a /proc directory's listing of processes starts: the offset after its own entries
+// (FIRST_PROCESS_ENTRY, 256, then "self" and "thread-self"), from which the kernel lists pid N
+// at kFirstPidOffset + N. Listing from there skips generating some sixty names a pass discards.
+constexpr off_t kFirstPidOffset = 256 + 2;
+
+// Listed each pass through one fd kept open: no open, fstat, two fcntls and close a pass (a
+// third of an idle sandbox's pass), and from its first pid on (kFirstPidOffset); from its start
+// where that lists nothing or not init first (another kernel's layout; or init is gone).
 std::vector<std::string> Sampler::pids() {
     std::vector<std::string> out;
     if (!listing_.valid()) {
@@ -360,45 +372,87 @@ std::vector<std::string> Sampler::pids() {
         if (fd < 0) return out;
         listing_ = UniqueFd(fd);
     }
-    if (::lseek(listing_.get(), 0, SEEK_SET) < 0) return out;
-    alignas(dirent64) char buf[32768];
-    for (ssize_t n; (n = ::getdents64(listing_.get(), buf, sizeof buf)) > 0;)
-        for (ssize_t at = 0; at < n;) {
-            const auto* d = reinterpret_cast<const dirent64*>(buf + at);
-            if (std::isdigit(static_cast<unsigned char>(d->d_name[0]))) out.emplace_back(d->d_name);
-            at += d->d_reclen;
+    auto list_from = [&](off_t at) {
+        out.clear();
+        if (::lseek(listing_.get(), at, SEEK_SET) < 0) return;
+        alignas(dirent64) char buf[32768];
+        for (ssize_t n; (n = ::getdents64(listing_.get(), buf, sizeof buf)) > 0;) {
+            for (ssize_t i = 0; i < n;) {
+                const auto* d = reinterpret_cast<const dirent64*>(buf + i);
+                if (std::isdigit(static_cast<unsigned char>(d->d_name[0])))
+                    out.emplace_back(d->d_name);
+                i += d->d_reclen;
+            }
+            // The kernel fills the buffer while it has entries: room left for a longest one
+            // (a 255-byte name) means the listing is over, and no call is needed to say so.
+            if (static_cast<std::size_t>(n) + sizeof(dirent64) + 256 <= sizeof buf) break;
         }
+    };
+    list_from(kFirstPidOffset);
+    if (out.empty() || out.front() != "1") list_from(0);
     return out;
 }
 
 Usage Sampler::sample(std::uint64_t cpu_stop_ns, bool memory) {
     const std::uint64_t t = now_ns();
     Scan scan;
-    std::vector<std::string> names;
+    std::vector<std::string>& names = names_;
+    names.clear();
     if (root_)
         for (pid_t pid : task_tree(proc_, root_)) names.push_back(std::to_string(pid));
     else names = pids();
+    const pid_t init = root_ ? root_ : 1;
+    const std::string init_name = std::to_string(init);
+    const bool mem = limit_ != 0 || memory;
+    auto over = [&] {
+        if (!cpu_stop_ns || scan.live_cpu + ledger_.charged_ns() <= cpu_stop_ns) return false;
+        scan.usage.cpu_ns = scan.live_cpu + ledger_.charged_ns();  // a lower bound, over
+        scan.usage.partial = true;
+        return true;
+    };
+    bool init_listed = false;
     for (const std::string& name : names) {
-        add_process(proc_, kept_, name, limit_ != 0 || memory, scan, root_ ? root_ : 1, last_);
-        if (cpu_stop_ns && scan.live_cpu + ledger_.charged_ns() > cpu_stop_ns) {
-            scan.usage.cpu_ns = scan.live_cpu + ledger_.charged_ns();  // a lower bound, over
-            scan.usage.partial = true;
-            return scan.usage;
+        if (name == init_name) {  // read last, where the others tell whether it can have changed
+            init_listed = true;
+            continue;
         }
+        add_process(proc_, kept_, name, mem, scan, init, last_);
+        if (over()) return scan.usage;
     }
     Usage& u = scan.usage;
+    // Quiet: every process but init held as before, none came or went (so init reaped none, and
+    // its stat, which holds only the orphans it reaped, is as it was); nothing of the sandbox ran,
+    // so neither its tmpfs nor its sockets can have changed either.
+    const auto init_was = last_.find(init);
+    u.quiet = mem && init_listed && init_was != last_.end() && scan.held == u.processes &&
+              scan.procs.size() + 1 == last_.size();
+    if (u.quiet) {
+        scan.procs.push_back(init_was->second);
+        scan.live_cpu += init_was->second.children_ns;
+        kept_.keep(init_name + "/stat");
+    } else if (init_listed) {
+        add_process(proc_, kept_, init_name, mem, scan, init, last_);
+    }
+    if (over()) return scan.usage;
     // Held through open files (by no process: no share of it is another's).
     const std::uint64_t files = scan.fd_bytes + walk_bytes_;
     if (limit_ && u.memory_bytes + files > limit_ && scan.procs.size() > 2)
-        u.memory_bytes = std::min(u.memory_bytes, by_share(proc_, scan.procs, root_ ? root_ : 1));
+        u.memory_bytes = std::min(u.memory_bytes, by_share(proc_, scan.procs, init));
     u.memory_bytes += files;
-    if ((limit_ || memory) && tmpfs_ >= 0)
+    if (mem && tmpfs_ >= 0 && !u.quiet)
         if (const auto fs = sys::try_fstatfs(tmpfs_))
-            u.memory_bytes += static_cast<std::uint64_t>(fs->f_blocks - fs->f_bfree) *
-                              static_cast<std::uint64_t>(fs->f_bsize);
-    if ((limit_ || memory) && sockets_) {
-        const SockStat stat = sock_stat(true);
-        if (stat.any()) u.socket_bytes = sockets_->sample(stat);
+            tmpfs_bytes_ = static_cast<std::uint64_t>(fs->f_blocks - fs->f_bfree) *
+                           static_cast<std::uint64_t>(fs->f_bsize);
+    if (mem && tmpfs_ >= 0) u.memory_bytes += tmpfs_bytes_;
+    if (mem && sockets_) {
+        if (!u.quiet) {
+            const SockStat stat = sock_stat(true);
+            socket_bytes_ = stat.any() ? sockets_->sample(stat) : 0;
+        } else {
+            kept_.keep(cat(init, "/net/sockstat"));
+            kept_.keep(cat(init, "/net/sockstat6"));
+        }
+        u.socket_bytes = socket_bytes_;
         without_sockets_ = u.memory_bytes;
         u.memory_bytes += u.socket_bytes;
     }
@@ -410,7 +464,7 @@ Usage Sampler::sample(std::uint64_t cpu_stop_ns, bool memory) {
     last_pid_ = std::max(last_pid_, scan.max_pid);
     last_ns_ = t;
     last_.clear();  // kept where this pass read memory: only then does it hold what was read
-    if (limit_ || memory)
+    if (mem)
         for (const ProcSample& p : scan.procs) last_.emplace(p.pid, p);
     kept_.end_pass();
     return u;

@@ -45,6 +45,11 @@ struct Usage {
     std::uint64_t socket_bytes = 0;    // socket buffers, in memory_bytes too (sock_usage.hpp)
     std::uint64_t fds = 0;             // their open fds (read with their memory)
     std::vector<pid_t> runnable;       // those whose main thread is runnable (stat's R)
+    // Read with memory: no process but init ran since the last pass, or came or went (each held
+    // as before: holds_as_before), so nothing of the sandbox can have changed since then. Such a
+    // pass reads no more than each process's stat and schedstat: init's stat, the tmpfs and the
+    // sockets are as the last pass read them.
+    bool quiet = false;
 };
 
 // One process, from /proc/<pid>/stat and /proc/<pid>/status.
@@ -140,7 +145,9 @@ public:
     explicit KeptFiles(int dir) : dir_(dir) {}
     // Up to `cap` bytes of `name` (below the directory); empty where it cannot be read.
     std::string read(const std::string& name, std::size_t cap = 4096);
-    // The pass is over: the files it did not read are closed (their processes are gone).
+    // `name` stays open though this pass did not read it (a quiet pass: see Usage::quiet).
+    void keep(const std::string& name);
+    // The pass is over: the files it did not read (nor keep) are closed (their processes are gone).
     void end_pass();
 
 private:
@@ -193,6 +200,9 @@ public:
     // The kernel reaps children in the sandbox: their CPU is charged by the interval between
     // passes (CpuLedger), so passes must come at their period, not later.
     bool reaping() const { return ledger_.reaping_seen(); }
+    // The pids the last pass listed (step mode: the task's tree), for a walk to take instead of
+    // listing /proc again (KernelWalk::on_pass).
+    const std::vector<std::string>& listed() const { return names_; }
 
 private:
     int proc_, tmpfs_;
@@ -203,10 +213,12 @@ private:
     std::uint64_t last_ns_ = 0;
     std::optional<SocketMeter> sockets_;
     std::uint64_t without_sockets_ = 0;  // the last pass's memory but its socket buffers
+    std::uint64_t tmpfs_bytes_ = 0, socket_bytes_ = 0;  // the last pass's (a quiet one reuses)
     bool has_sockets_ = false;
     SockStat sock_stat(bool v6);      // the sandbox's sockstat (v6: and, if any, sockstat6)
     std::vector<std::string> pids();  // the pids in the sandbox's /proc, through listing_
     UniqueFd listing_;  // the sandbox's /proc, open to be listed (proc_ is an O_PATH fd)
+    std::vector<std::string> names_;              // the last pass's pids
     std::unordered_map<pid_t, ProcSample> last_;  // the last whole pass's samples
     pid_t root_ = 0;  // step mode: the task's init; 0: the whole pid namespace, init pid 1
     std::uint64_t walk_bytes_ = 0;

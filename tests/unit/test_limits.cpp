@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
@@ -664,6 +665,51 @@ TEST_CASE(
     REQUIRE(counted);
     CHECK(fd_dir.st_size >= 4);  // 0, 1, 2, the timerfd and the epoll: what it inherited too
     CHECK(fd_dir.st_size <= 64);
+}
+
+TEST_CASE("the walk takes the pass's listing, and is not made again while every pass was quiet") {
+    int go[2], done[2];
+    REQUIRE(::pipe(go) == 0);
+    REQUIRE(::pipe(done) == 0);
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {  // told, makes 200 mappings of one (every other page made readable)
+        char c;
+        ::close(go[1]);
+        ::close(done[0]);
+        if (::read(go[0], &c, 1) == 1) {
+            const long page = ::sysconf(_SC_PAGESIZE);
+            auto* m = static_cast<char*>(
+                ::mmap(nullptr, 400 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+            for (int i = 0; m != MAP_FAILED && i < 400; i += 2)
+                ::mprotect(m + i * page, static_cast<std::size_t>(page), PROT_READ);
+            ::close(done[1]);  // EOF: made
+        }
+        ::pause();
+        ::_exit(0);
+    }
+    ::close(go[0]);
+    ::close(done[1]);
+    const UniqueFd proc(::open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC));
+    const std::vector<std::string> listed{std::to_string(child)};
+    KernelWalk walk(proc.get(), child);
+    walk.on_pass(5, &listed, false);  // the pass's listing: this child's maps
+    const std::uint64_t first = walk.bytes();
+    char byte = 1;
+    const bool told = ::write(go[1], &byte, 1) == 1 && ::read(done[0], &byte, 1) == 0;
+    ::usleep(150000);                // past the pause between walks (100 ms without watches)
+    walk.on_pass(5, &listed, true);  // quiet since the walk: not walked again
+    const std::uint64_t quiet = walk.bytes();
+    walk.on_pass(5, &listed, false);  // not quiet: walked, the mappings counted
+    const std::uint64_t after = walk.bytes();
+    ::kill(child, SIGKILL);
+    ::waitpid(child, nullptr, 0);
+    ::close(go[1]);
+    ::close(done[0]);
+    REQUIRE(told);
+    CHECK(first > 0);
+    CHECK(quiet == first);
+    CHECK(after >= first + 200 * kVmaBytes);
 }
 
 TEST_CASE("kept /proc files: read afresh each time, gone with their process, pruned") {
