@@ -346,15 +346,19 @@ std::vector<pid_t> task_tree(int proc, pid_t root) {
     return tree;
 }
 
+bool signal_process(int proc, pid_t pid, int sig) {
+    const int fd = sys::try_open_at(proc, std::to_string(pid), O_RDONLY | O_DIRECTORY);
+    if (fd < 0) return false;  // gone meanwhile
+    const UniqueFd own(fd);
+    return ::syscall(SYS_pidfd_send_signal, fd, sig, nullptr, 0) == 0;
+}
+
 void Sampler::kill_all() const {
     for (const std::string& name :
          sys::try_list_dir(proc_, ".").value_or(std::vector<std::string>{})) {
-        if (name == "1" || name.empty() || !std::isdigit(static_cast<unsigned char>(name[0])))
-            continue;
-        const int fd = sys::try_open_at(proc_, name, O_RDONLY | O_DIRECTORY);
-        if (fd < 0) continue;  // gone meanwhile
-        const UniqueFd own(fd);
-        ::syscall(SYS_pidfd_send_signal, fd, SIGKILL, nullptr, 0);
+        std::uint64_t pid = 0;
+        if (name != "1" && to_u64(name, pid))
+            signal_process(proc_, static_cast<pid_t>(pid), SIGKILL);
     }
 }
 

@@ -91,6 +91,9 @@ bool parse_proc_status(const std::string& status, ProcSample& out);
 // unchanged. Only a process's own running changes its mappings and fds; a page another process
 // faults into it (process_vm_writev, /proc/PID/mem) shows in its resident pages.
 bool holds_as_before(const ProcSample& p, const ProcSample& was);
+// Sends `sig` to process `pid` of the sandbox through its directory in the sandbox's /proc
+// (`proc`), used as a pidfd: whatever that pid names now is the sandbox's. Whether it was sent.
+bool signal_process(int proc, pid_t pid, int sig);
 // /proc/<pid>/smaps_rollup -> Pss_Anon + Pss_Shmem in bytes: its share of what it holds.
 std::optional<std::uint64_t> parse_pss(const std::string& smaps_rollup);
 

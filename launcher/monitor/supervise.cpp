@@ -81,7 +81,7 @@ struct StdinPump {
 
 // The sandbox measured from outside (isolate/usage.hpp). The next pass comes before the sandbox
 // could reach a limit: its memory filling at kFillRate, its CPU with every CPU busy; and before
-// kernel memory filling at kSockFillRate (below) could take it past the footprint bound, 2 x its
+// kernel memory filling at kKernelFillRate (below) could take it past the footprint bound, 2 x its
 // memory limit + 64 MiB, in half the time left. Never sooner than the period (sample_ms), never
 // later than kMaxPeriodNs, and at least twice as long as the last pass ran (its CPU time: see
 // Monitor::cpu_ns()). An idle sandbox far from its limits costs a pass every 50 ms; under a
@@ -96,7 +96,7 @@ constexpr std::uint64_t kMaxPeriodNs = 50'000'000;
 constexpr std::uint64_t kFillRate = 1ULL << 30;  // bytes/s: the rate the overrun bound is for
 
 // Socket buffers fill at memcpy's speed (2-3 GiB/s measured, unix pairs), and kernel memory held
-// through fds as fast: kSockFillRate is the rate the footprint bound is paced for
+// through fds as fast: kKernelFillRate is the rate the footprint bound is paced for
 // (Monitor::footprint_delay). A pass comes at that pace unless its own cost puts it off (twice its
 // CPU time: a large sandbox). Then, with a memory limit, the sandbox's unix socket buffers are
 // read again between passes (Sampler::resample_sockets: its sockstat, and one dump where it has
@@ -105,7 +105,7 @@ constexpr std::uint64_t kFillRate = 1ULL << 30;  // bytes/s: the rate the overru
 // sockets), and not where the next pass comes first. A check costs its wakeup, about 0.2 ms on
 // the development VM. Measured with the check every 38 ms instead: 169 MiB held once under
 // 64 MiB (the bound: 192).
-constexpr std::uint64_t kSockFillRate = 4ULL << 30, kSockPeriodNs = 5'000'000,
+constexpr std::uint64_t kKernelFillRate = 4ULL << 30, kSockPeriodNs = 5'000'000,
                         kSockStartNs = 100'000'000;
 
 // A pass over a crowd (more than isolate::kCrowdPerCpu tasks a CPU) that waited for the CPU
@@ -169,13 +169,15 @@ private:
         // What the kill ends is counted first: the kernel adds it to nobody's time.
         if (reason != KillReason::cpu_time && reason != KillReason::memory) measure(false);
         if (isolate::cgroup_kill(s_.cgroup)) return;
-        // The sandbox's init first: once it runs, the kernel kills its whole pid namespace at
-        // once, forks included, while the monitor kills each process meanwhile.
-        if (!s_.task_root) sys::send_signal(s_.child.pid, SIGKILL);
-        // A step task's own tree; else each process of the sandbox now, not once init has run.
-        if (s_.task_root && proc_.valid()) kill_task_tree();
-        else if (sampler_) sampler_->kill_all();
-        sys::send_signal(s_.child.pid, SIGKILL);  // init: the whole pid ns (a task's: its own)
+        if (!s_.task_root) {
+            // The sandbox's init first: once it runs, the kernel kills its whole pid namespace
+            // at once, forks included; meanwhile each process of it now, not once init has run.
+            sys::send_signal(s_.child.pid, SIGKILL);
+            if (sampler_) sampler_->kill_all();
+            return;
+        }
+        if (proc_.valid()) kill_task_tree();      // a step task's own tree, leaves first
+        sys::send_signal(s_.child.pid, SIGKILL);  // then the task's init
     }
 
     // Step mode without a cgroup: the task's processes, leaves first, through their /proc
@@ -345,13 +347,13 @@ private:
         plan_sock_check(memory, cpu_ns() - c0);
     }
 
-    // How soon kernel memory filling at kSockFillRate could take a sandbox that holds `memory`
+    // How soon kernel memory filling at kKernelFillRate could take a sandbox that holds `memory`
     // past the footprint bound (2 x its memory limit + 64 MiB), in half the time left: the
     // other half is for a late wakeup and the kill.
     std::uint64_t footprint_delay(std::uint64_t memory) const {
         const std::uint64_t bound = 2 * s_.sampled_memory_limit + (64ULL << 20);
         const double left = static_cast<double>(bound - std::min(bound, memory)) / 2;
-        return static_cast<std::uint64_t>(left * 1e9 / static_cast<double>(kSockFillRate));
+        return static_cast<std::uint64_t>(left * 1e9 / static_cast<double>(kKernelFillRate));
     }
 
     // When check_sockets() comes next (0: not before the next pass, which reads them too).
@@ -413,18 +415,13 @@ private:
         std::unordered_set<pid_t> stopped;
         for (const pid_t w : waiting_)
             if (running >= cap) still.push_back(w), stopped.insert(w);
-            else if (signal(w, SIGCONT)) ++running;
+            else if (isolate::signal_process(proc_.get(), w, SIGCONT)) ++running;
         for (const pid_t r : runnable)
             if (stopped.contains(r)) continue;
             else if (running < cap) ++running;
-            else if (signal(r, SIGSTOP)) still.push_back(r), stopped.insert(r);
+            else if (isolate::signal_process(proc_.get(), r, SIGSTOP))
+                still.push_back(r), stopped.insert(r);
         waiting_ = std::move(still);
-    }
-
-    bool signal(pid_t pid, int sig) const {
-        const UniqueFd fd(
-            ::openat(proc_.get(), std::to_string(pid).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-        return fd.valid() && ::syscall(SYS_pidfd_send_signal, fd.get(), sig, nullptr, 0) == 0;
     }
 
     // The monitor's own CPU time so far. What a pass costs is this, not its wall time: a pass
@@ -463,8 +460,8 @@ private:
             // Children the kernel reaps are charged the time between passes: keep it short.
             if (sampler_->reaping()) d = 0;
         }
-        d = std::max({d, period_ns_, 2 * cost});
-        return std::min(kMaxPeriodNs, std::max(std::min(d, cpu_left), period_ns_));
+        return std::min(
+            {kMaxPeriodNs, std::max({d, period_ns_, 2 * cost}), std::max(cpu_left, period_ns_)});
     }
 
     // Stream at most 64 KiB at a time: the monitor's memory does not grow with the output.
