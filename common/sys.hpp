@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <vector>
+#include <span>
 #include <string_view>
 
 #include "common/syscall.hpp"
@@ -144,12 +145,18 @@ void pipe(UniqueFd& read_end, UniqueFd& write_end);
 // A connected AF_UNIX SOCK_SEQPACKET pair (close-on-exec): each send is one frame, delivered
 // whole and never interleaved with another writer's, EOF once every peer end is closed.
 void socketpair(UniqueFd& a, UniqueFd& b);
-// One frame: `bytes` (never empty) and optionally one fd beside it (SCM_RIGHTS). A peer that
-// is gone answers EPIPE (no SIGPIPE). `what` names the channel in errors.
+// One frame: `bytes` (never empty) and up to kMaxFrameFds fds beside it (SCM_RIGHTS), one
+// sendmsg: the peer wakes once for them all. A peer that is gone answers EPIPE (no SIGPIPE).
+// `what` names the channel in errors. `fd` < 0: none.
+constexpr std::size_t kMaxFrameFds = 4;
+void send_frame(int sock, std::string_view bytes, std::span<const int> fds,
+                const std::string& what);
 void send_frame(int sock, std::string_view bytes, int fd, const std::string& what);
 // The next frame's first byte, left queued; -1 at EOF.
 int peek_frame(int sock, const std::string& what);
-// The next frame and its fd, if one came (close-on-exec); false at EOF.
+// The next frame and the fds that came with it, in their order (close-on-exec); false at EOF.
+bool recv_frame(int sock, std::string& bytes, std::vector<UniqueFd>& fds, const std::string& what);
+// The same for a frame of at most one fd: the first that came (any more are closed).
 bool recv_frame(int sock, std::string& bytes, UniqueFd& fd, const std::string& what);
 UniqueFd memfd(const std::string& name);
 void install_seccomp_filter(const void* prog_bytes, std::size_t len);

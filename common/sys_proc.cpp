@@ -23,17 +23,17 @@
 namespace gpubox::sys {
 namespace {
 
-// A msghdr over `body`, with room for one fd beside it (always, to receive).
+// A msghdr over `body`, with room for kMaxFrameFds fds beside it (always, to receive).
 struct FrameMsg {
     iovec iov;
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFrameFds)] = {};
     msghdr msg{};
-    FrameMsg(void* data, std::size_t len, bool with_fd) : iov{data, len} {
+    FrameMsg(void* data, std::size_t len, std::size_t fds) : iov{data, len} {
         msg.msg_iov = &iov;
         msg.msg_iovlen = 1;
-        if (!with_fd) return;
+        if (!fds) return;
         msg.msg_control = control;
-        msg.msg_controllen = sizeof control;
+        msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds);
     }
     FrameMsg(const FrameMsg&) = delete;  // points into itself
     FrameMsg& operator=(const FrameMsg&) = delete;
@@ -48,19 +48,26 @@ ssize_t retry_eintr(auto call) {
 
 }  // namespace
 
-void send_frame(int sock, std::string_view bytes, int fd, const std::string& what) {
-    FrameMsg m(const_cast<char*>(bytes.data()), bytes.size(), fd >= 0);
-    if (fd >= 0) {
+void send_frame(int sock, std::string_view bytes, std::span<const int> fds,
+                const std::string& what) {
+    if (fds.size() > kMaxFrameFds) fail(cat("sendmsg(", what, "): ", fds.size(), " fds"), E2BIG);
+    FrameMsg m(const_cast<char*>(bytes.data()), bytes.size(), fds.size());
+    if (!fds.empty()) {
         cmsghdr* c = CMSG_FIRSTHDR(&m.msg);
         c->cmsg_level = SOL_SOCKET;
         c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+        c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+        std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
     }
     const ssize_t n = retry_eintr([&] { return ::sendmsg(sock, &m.msg, MSG_NOSIGNAL); });
     if (n < 0)
-        fail(cat("sendmsg(", what, ", ", bytes.size(), " bytes", fd >= 0 ? ", SCM_RIGHTS)" : ")"),
+        fail(cat("sendmsg(", what, ", ", bytes.size(), " bytes",
+                 fds.empty() ? ")" : cat(", SCM_RIGHTS of ", fds.size(), ")")),
              errno);
+}
+
+void send_frame(int sock, std::string_view bytes, int fd, const std::string& what) {
+    send_frame(sock, bytes, fd >= 0 ? std::span<const int>(&fd, 1) : std::span<const int>(), what);
 }
 
 int peek_frame(int sock, const std::string& what) {
@@ -70,25 +77,34 @@ int peek_frame(int sock, const std::string& what) {
     return n == 0 ? -1 : first;
 }
 
-bool recv_frame(int sock, std::string& bytes, UniqueFd& fd, const std::string& what) {
+bool recv_frame(int sock, std::string& bytes, std::vector<UniqueFd>& fds, const std::string& what) {
     // A frame is one datagram: its size first (MSG_TRUNC answers it without taking it).
     const ssize_t size =
         retry_eintr([&] { return ::recv(sock, nullptr, 0, MSG_PEEK | MSG_TRUNC); });
     if (size < 0) fail(cat("recv(", what, ", MSG_PEEK|MSG_TRUNC)"), errno);
     bytes.assign(static_cast<std::size_t>(size), '\0');
-    FrameMsg m(bytes.data(), bytes.size(), true);
+    FrameMsg m(bytes.data(), bytes.size(), kMaxFrameFds);
     const ssize_t n = retry_eintr([&] { return ::recvmsg(sock, &m.msg, MSG_CMSG_CLOEXEC); });
     if (n < 0) fail(cat("recvmsg(", what, ")"), errno);
-    fd.reset();
-    for (cmsghdr* c = CMSG_FIRSTHDR(&m.msg); c; c = CMSG_NXTHDR(&m.msg, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-            c->cmsg_len == CMSG_LEN(sizeof(int))) {
+    fds.clear();
+    for (cmsghdr* c = CMSG_FIRSTHDR(&m.msg); c; c = CMSG_NXTHDR(&m.msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        const std::size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (std::size_t i = 0; i < k; ++i) {
             int got;
-            std::memcpy(&got, CMSG_DATA(c), sizeof got);
-            fd.reset(got);
+            std::memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof got);
+            fds.emplace_back(got);
         }
+    }
     bytes.resize(static_cast<std::size_t>(n));
     return n > 0;
+}
+
+bool recv_frame(int sock, std::string& bytes, UniqueFd& fd, const std::string& what) {
+    std::vector<UniqueFd> fds;
+    const bool got = recv_frame(sock, bytes, fds, what);
+    fd = fds.empty() ? UniqueFd() : std::move(fds.front());  // any more are closed
+    return got;
 }
 
 void set_nonblocking(int fd, const std::string& what) {

@@ -174,7 +174,6 @@ public:
     // there (Usage::partial): a fork bomb's thousand processes need not all be read to kill it.
     // `memory`: read memory even without a memory limit (the last pass: the program's peak).
     Usage sample(std::uint64_t cpu_stop_ns = 0, bool memory = false);
-    void set_tmpfs(int fd) { tmpfs_ = fd; }
     // The sandbox's epoll watches' and mappings' memory, counted apart by a walk
     // (isolate/kernel_walk.hpp): added to each pass's memory from now on.
     void set_walk_bytes(std::uint64_t bytes) { walk_bytes_ = bytes; }

@@ -291,19 +291,11 @@ private:
 
     void on_meter(channel::Meter& m) {
         if (s_.cgroup.caps.usable && !s_.sampled_memory_limit) return;  // the cgroup measures
-        if (m.what == channel::Meter::tmpfs) {
-            tmpfs_ = std::move(m.fd);
-            if (sampler_) sampler_->set_tmpfs(tmpfs_.get());
-            return;
-        }
-        if (m.what == channel::Meter::sockets) {
-            on_socket_meter(m);
-            return;
-        }
         // A proc instance whose pid 1 is our init: init opened it before the workload ran.
-        const auto fs = sys::try_fstatfs(m.fd.get());
+        const auto fs = sys::try_fstatfs(m.proc.get());
         if (proc_.valid() || !fs || fs->f_type != PROC_SUPER_MAGIC) return;
-        proc_ = std::move(m.fd);
+        proc_ = std::move(m.proc);
+        tmpfs_ = std::move(m.tmpfs);
         cpus_ = sys::usable_cpus();
         crowd_ = isolate::kCrowdPerCpu * cpus_;
         sampler_.emplace(proc_.get(), tmpfs_.get(), cpus_, s_.sampled_memory_limit);
@@ -320,18 +312,18 @@ private:
                 log::warn(cat("socket(AF_NETLINK, NETLINK_SOCK_DIAG): ", std::strerror(errno),
                               ": this task's socket buffers are not counted"));
         }
-        if (diag_.valid()) sampler_->set_sockets(diag_.get(), sock_bounds_);
+        if (m.sockets.valid()) on_socket_meter(std::move(m.sockets));
         period_ns_ = static_cast<std::uint64_t>(s_.sample_ms) * 1000000ULL;
         due_ = sys::monotonic_ns() + period_ns_;
     }
 
     // The sandbox's socket buffers, counted with its memory (isolate/sock_usage.hpp); a step's
     // task shares its network namespace with the step's other tasks: not counted there.
-    void on_socket_meter(channel::Meter& m) {
-        if (diag_.valid() || s_.task_root) return;
-        diag_ = std::move(m.fd);
+    void on_socket_meter(UniqueFd diag) {
+        if (s_.task_root) return;
+        diag_ = std::move(diag);
         sock_bounds_ = isolate::host_sock_bounds();
-        if (sampler_) sampler_->set_sockets(diag_.get(), sock_bounds_);
+        sampler_->set_sockets(diag_.get(), sock_bounds_);
         if (s_.sampled_memory_limit && s_.sample_ms) {
             sock_start_ = sys::monotonic_ns();
             sock_due_ = sock_start_ + kSockPeriodNs;

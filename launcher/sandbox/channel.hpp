@@ -1,7 +1,8 @@
 #pragma once
 // The one control channel between the monitor and the sandbox: a SOCK_SEQPACKET pair (see
 // sys::socketpair) carrying typed frames both ways. A frame is one datagram: a tag (Tag, one
-// byte), then that type's fixed layout, then its variable tail, and at most one fd beside it.
+// byte), then that type's fixed layout, then its variable tail, and the fds it carries beside it
+// (at most sys::kMaxFrameFds).
 // Being datagrams, frames from init and the workload never interleave;
 // EOF means every sandbox end is closed (the workload's at exec: O_CLOEXEC).
 //
@@ -49,10 +50,10 @@ struct Exited {
     int wait_status = 0;
     long max_rss_kb = 0;  // the workload's processes' peak resident set (init's RUSAGE_CHILDREN)
 };
-struct Meter {
-    // sockets: a sock_diag socket of the sandbox's network namespace (isolate/sock_usage.hpp)
-    enum What : std::uint8_t { proc, tmpfs, sockets } what = proc;
-    UniqueFd fd;
+struct Meter {         // one frame for all: the monitor wakes once for them
+    UniqueFd proc;     // the sandbox's /proc (required)
+    UniqueFd tmpfs;    // gpubox's tmpfs, if it has one
+    UniqueFd sockets;  // a sock_diag socket of its network namespace (isolate/sock_usage.hpp)
 };
 struct PtyMaster {
     UniqueFd master;

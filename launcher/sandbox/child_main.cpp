@@ -163,11 +163,10 @@ void take_relays(const Ends& own) {
 // The sandbox's fresh /proc, gpubox's tmpfs and its sockets' meter, for the monitor to measure
 // the sandbox from outside (isolate/usage.hpp).
 void send_meters(const Ends& own, const UniqueFd& tmpfs, UniqueFd diag = {}) {
-    using channel::Meter;
-    const int to = own.control.get();
-    channel::send(to, Meter{Meter::proc, sys::open_at(AT_FDCWD, "/proc", O_PATH | O_DIRECTORY)});
-    if (tmpfs.valid()) channel::send(to, Meter{Meter::tmpfs, sys::dup_cloexec(tmpfs.get())});
-    if (diag.valid()) channel::send(to, Meter{Meter::sockets, std::move(diag)});
+    channel::send(own.control.get(),
+                  channel::Meter{sys::open_at(AT_FDCWD, "/proc", O_PATH | O_DIRECTORY),
+                                 tmpfs.valid() ? sys::dup_cloexec(tmpfs.get()) : UniqueFd(),
+                                 std::move(diag)});
 }
 
 // The workload: a child of init, so it is never pid 1 and keeps ordinary signal semantics.

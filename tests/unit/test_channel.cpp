@@ -1,5 +1,5 @@
 // The control channel's frames over a real socket pair: every frame type round-trips, an fd
-// travels beside its frame, receive_if leaves other frames queued, EOF is nullopt, and frames
+// travels beside its frame (the meters' three in one frame), receive_if leaves other frames queued, EOF is nullopt, and frames
 // that do not decode are refused.
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -44,9 +44,10 @@ TEST_CASE("every frame type round-trips") {
     CHECK(round_trip<channel::Exited>(channel::Exited{0x0900}).wait_status == 0x0900);
     CHECK(round_trip<channel::Exited>(channel::Exited{0, 1234}).max_rss_kb == 1234);
     const channel::Meter m =
-        round_trip<channel::Meter>(channel::Meter{channel::Meter::tmpfs, sys::dup_cloexec(0)});
-    CHECK(m.what == channel::Meter::tmpfs);
-    CHECK(m.fd.valid());
+        round_trip<channel::Meter>(channel::Meter{sys::dup_cloexec(0), {}, sys::dup_cloexec(0)});
+    CHECK(m.proc.valid());
+    CHECK_FALSE(m.tmpfs.valid());
+    CHECK(m.sockets.valid());
     CHECK_FALSE(round_trip<channel::LateDir>(channel::LateDir{}).dir.valid());
 }
 
@@ -79,6 +80,24 @@ TEST_CASE("an fd travels beside its frame") {
     CHECK((::fcntl(fd.get(), F_GETFD) & FD_CLOEXEC) != 0);
 }
 
+TEST_CASE("one frame carries the meters' fds, each where it was sent") {
+    Pair p;
+    UniqueFd root = sys::open_at(AT_FDCWD, "/", O_PATH | O_DIRECTORY),
+             dev = sys::open_at(AT_FDCWD, "/dev", O_PATH | O_DIRECTORY),
+             null = sys::open_at(AT_FDCWD, "/dev/null", O_RDONLY);
+    const ino_t r = sys::fstat(root.get(), "/").st_ino, d = sys::fstat(dev.get(), "/dev").st_ino,
+                n = sys::fstat(null.get(), "/dev/null").st_ino;
+    channel::send(p.a.get(), channel::Meter{std::move(root), std::move(dev), std::move(null)});
+    std::optional<channel::Frame> got = channel::receive(p.b.get());
+    REQUIRE(got);
+    const auto& m = std::get<channel::Meter>(*got);
+    CHECK(sys::fstat(m.proc.get(), "proc").st_ino == r);
+    CHECK(sys::fstat(m.tmpfs.get(), "tmpfs").st_ino == d);
+    CHECK(sys::fstat(m.sockets.get(), "sockets").st_ino == n);
+    p.a.reset();
+    CHECK_FALSE(channel::receive(p.b.get()));  // it was one frame: nothing else came
+}
+
 TEST_CASE("receive_if takes only its own type, and EOF is nullopt") {
     Pair p;
     channel::send(p.a.get(), channel::Failure{125, "early"});
@@ -103,6 +122,18 @@ TEST_CASE("frames that do not decode are refused") {
     CHECK_THROWS_AS(raw(std::string(1, exited) + "abcde"), SetupError);  // trailing bytes
     const char pty = static_cast<char>(channel::tag_of<channel::PtyMaster>());
     CHECK_THROWS_AS(raw(std::string(1, pty)), SetupError);  // its fd missing
+    const char meter = static_cast<char>(channel::tag_of<channel::Meter>());
+    CHECK_THROWS_AS(raw(std::string(1, meter) + '\0'), SetupError);  // its /proc missing
+    CHECK_THROWS_AS(raw(std::string(1, meter) + '\4'), SetupError);  // an unknown meter
+    auto with_fds = [](const std::string& bytes, int n) {
+        Pair p;
+        const int fds[] = {0, 0, 0};
+        sys::send_frame(p.a.get(), bytes, std::span<const int>(fds, n), "test");
+        return channel::receive(p.b.get());
+    };
+    CHECK(with_fds(std::string(1, meter) + '\1', 2));                        // /proc and tmpfs
+    CHECK_THROWS_AS(with_fds(std::string(1, meter) + '\1', 1), SetupError);  // tmpfs missing
+    CHECK_THROWS_AS(with_fds(std::string(1, meter) + '\0', 3), SetupError);  // fds it never takes
     const char plan = static_cast<char>(channel::tag_of<channel::DevicePlan>());
     CHECK_THROWS_AS(raw(std::string(1, plan) + std::string(24, '\xff')), SetupError);
 }
