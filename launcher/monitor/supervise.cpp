@@ -29,6 +29,7 @@
 #include "common/text.hpp"
 #include "launcher/sandbox/channel.hpp"
 #include "launcher/sandbox/init_loop.hpp"
+#include "isolate/crowd.hpp"
 #include "isolate/kernel_walk.hpp"
 #include "isolate/usage.hpp"
 #include "launcher/sandbox/child_main.hpp"
@@ -119,6 +120,11 @@ constexpr std::uint64_t kStarvedNs = 1'000'000;
 // waited long enough outranks the monitor and runs up to a tick before it: with 500 a CPU, that
 // held the monitor off for 1.4 s; with 100 a CPU none waits that long (docs/limits.md).
 constexpr std::size_t kRunnablePerCpu = 100;
+
+// While a crowd held to a CPU limit lasts, its processes are pinned away from the monitor's CPU
+// again every this many passes (Monitor::set_crowd_apart): a sweep costs about two passes. Where
+// a crowd would take turns, the first pass comes this soon after the workload starts.
+constexpr std::uint64_t kApartEvery = 32, kFirstTurnsPassNs = 1'000'000;
 
 // A crowd running within this much of its CPU limit (with every CPU busy) is measured pass after
 // pass, the monitor never sleeping between them: in a run queue the crowd shares, a task that
@@ -314,7 +320,10 @@ private:
         }
         if (m.sockets.valid()) on_socket_meter(std::move(m.sockets));
         period_ns_ = static_cast<std::uint64_t>(s_.sample_ms) * 1000000ULL;
-        due_ = sys::monotonic_ns() + period_ns_;
+        // Where a crowd would take turns, the first pass comes at once: a fork bomb doubles
+        // about every millisecond, and the fewer it is when set apart, the sooner that is done
+        // (set_crowd_apart; 400 processes at the 10 ms pass took 0.2-1 s of a starved monitor).
+        due_ = sys::monotonic_ns() + (s_.take_turns ? kFirstTurnsPassNs : period_ns_);
     }
 
     // The sandbox's socket buffers, counted with its memory (isolate/sock_usage.hpp); a step's
@@ -391,8 +400,31 @@ private:
         if (s_.sampled_memory_limit && u.memory_bytes > s_.sampled_memory_limit)
             kill_for(KillReason::memory);
         // (Not in a step's task: the step's other tasks share its pid namespace.)
-        if (cpu_limit && s_.take_turns && !s_.task_root && out_.killed_for == KillReason::none)
+        if (cpu_limit && s_.take_turns && !s_.task_root && out_.killed_for == KillReason::none) {
             take_turns(u.runnable);
+            if (u.tasks > crowd_) set_crowd_apart();
+        }
+    }
+
+    // A crowd held to a CPU limit: the monitor keeps the CPU it is on, the sandbox the others
+    // (isolate/crowd.hpp); again every kApartEvery passes while the crowd lasts, for orphans of
+    // a parent that died mid-sweep (its children file was not read). Nothing with one usable CPU.
+    void set_crowd_apart() {
+        if (apart_ == Apart::impossible || apart_passes_++ % kApartEvery) return;
+        if (apart_ == Apart::no) {
+            const int me = sys::current_cpu();
+            crowd_cpus_ = isolate::all_but(sys::affinity(), me);
+            if (!CPU_COUNT(&crowd_cpus_)) {
+                apart_ = Apart::impossible;
+                return;
+            }
+            cpu_set_t mine;
+            CPU_ZERO(&mine);
+            CPU_SET(me, &mine);
+            sys::set_affinity(0, mine);
+            apart_ = Apart::yes;
+        }
+        isolate::pin_tree(s_.child.pid, crowd_cpus_);  // init: ours, unreaped, its pid held
     }
 
     // The crowd's turns (kRunnablePerCpu): the stopped ones run first, then the runnable ones
@@ -533,8 +565,11 @@ private:
     std::uint64_t last_cpu_ns_ = 0;                // the CPU the last pass found (next_delay())
     std::uint64_t sock_start_ = 0, sock_due_ = 0;  // check_sockets(): since, next (0: none)
     unsigned cpus_ = 1;
-    std::deque<pid_t> waiting_;  // take_turns()'s stopped, in turn
-    unsigned crowd_ = 0;         // tasks: past this many, a pass kept waiting is followed at once
+    std::deque<pid_t> waiting_;                                   // take_turns()'s stopped, in turn
+    enum class Apart { no, yes, impossible } apart_ = Apart::no;  // set_crowd_apart()
+    std::uint64_t apart_passes_ = 0;
+    cpu_set_t crowd_cpus_{};
+    unsigned crowd_ = 0;  // tasks: past this many, a pass kept waiting is followed at once
     RunOutcome out_;
 };
 

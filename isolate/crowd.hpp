@@ -1,0 +1,37 @@
+#pragma once
+// A crowd set apart from its monitor. Without a cgroup, a workload of many runnable processes
+// (a fork bomb at its --pids-limit) is held to its CPU limit by the monitor's passes; its tasks
+// are SCHED_IDLE (weight 3), but a thousand of them on the monitor's run queue outweigh it
+// (1024): in a child cpu cgroup, where autogroups do not apply, passes took 100-200 ms of wall
+// time for 15-20 ms of CPU, and the crowd ran on meanwhile (measured 1.3-1.6 s against a limit
+// of 1 s, one run in four). Once a crowd is seen, the monitor keeps one CPU and the sandbox's
+// processes the others (docs/limits.md): measured, every run within 1.16 s.
+//
+// The monitor knows the sandbox's processes by the pids of its own /proc (the sandbox's pid
+// namespace), which sched_setaffinity does not take: they are found here in the host's /proc
+// instead, from init down through each task's children file. Each is opened as a pidfd first,
+// so its pid cannot name another process while it is pinned, and checked to be the child of the
+// process it was listed under. Best effort: a process that sets its own affinity back (sched_setaffinity is
+// not refused) is held by the monitor's turns alone.
+#include <sched.h>
+#include <sys/types.h>
+
+#include <cstddef>
+#include <string_view>
+#include <vector>
+
+namespace gpubox::isolate {
+
+// Pure: the CPUs of `usable` but `keep` (the monitor's); empty where that leaves none (one
+// usable CPU, or `keep` not among them): then nothing is set apart.
+cpu_set_t all_but(const cpu_set_t& usable, int keep);
+// Pure: the pids a /proc/PID/task/TID/children file lists ("12 345 "); junk ends the list.
+std::vector<pid_t> parse_children(std::string_view text);
+
+// Pins every process of the sandbox whose init is host pid `init` (the caller's child; init
+// and each thread included) to `cpus`, through the host's /proc, each found in its parent's
+// children files and held by a pidfd while it is checked to be that parent's child still.
+// Returns how many tasks were pinned.
+std::size_t pin_tree(pid_t init, const cpu_set_t& cpus);
+
+}  // namespace gpubox::isolate
