@@ -33,7 +33,10 @@ bool to_pid(std::string_view s, pid_t& out) {
 UniqueFd hold(pid_t pid, pid_t parent) {
     UniqueFd fd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
     ProcSample p;
-    if (!fd.valid() || (parent && (!parse_proc_stat(sys::try_read_at(AT_FDCWD, cat("/proc/", pid, "/stat")), 1, p) || p.ppid != parent)))
+    if (!fd.valid() ||
+        (parent &&
+         (!parse_proc_stat(sys::try_read_at(AT_FDCWD, cat("/proc/", pid, "/stat")), 1, p) ||
+          p.ppid != parent)))
         return {};
     return fd;
 }

@@ -62,9 +62,9 @@ pid_t spawn(int fd, char tag, F then) {
 
 TEST_CASE("a crowd keeps every usable CPU but the monitor's, or nothing is set apart") {
     CHECK(same(all_but(cpus_of({0, 1, 2}), 1), cpus_of({0, 2})));
-    CHECK(count(all_but(cpus_of({0}), 0)) == 0);       // one CPU
-    CHECK(count(all_but(cpus_of({0, 1}), 5)) == 0);    // not among them
-    CHECK(count(all_but(cpus_of({0, 1}), -1)) == 0);   // sched_getcpu failed
+    CHECK(count(all_but(cpus_of({0}), 0)) == 0);      // one CPU
+    CHECK(count(all_but(cpus_of({0, 1}), 5)) == 0);   // not among them
+    CHECK(count(all_but(cpus_of({0, 1}), -1)) == 0);  // sched_getcpu failed
 }
 
 TEST_CASE("a children file lists pids, space after each; junk ends the list") {
@@ -107,8 +107,8 @@ TEST_CASE("a tree is pinned from its init down, threads included; a process besi
     CHECK(pin_tree(init, apart) == 5);
     std::vector<pid_t> tree{init};
     for (std::size_t i = 0; i < tree.size(); ++i)
-        for (const std::string& tid :
-             sys::try_list_dir(AT_FDCWD, cat("/proc/", tree[i], "/task")).value_or(std::vector<std::string>{})) {
+        for (const std::string& tid : sys::try_list_dir(AT_FDCWD, cat("/proc/", tree[i], "/task"))
+                                          .value_or(std::vector<std::string>{})) {
             const pid_t t = std::stoi(tid);
             CHECK(same(affinity_of(t), apart));
             for (pid_t child : parse_children(sys::try_read_at(
