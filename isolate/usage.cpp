@@ -238,6 +238,17 @@ bool holds_as_before(const ProcSample& p, const ProcSample& was) {
 
 namespace {
 
+// What process `p` (not init) holds and used, added to the pass.
+void count(Scan& scan, const ProcSample& p) {
+    scan.usage.memory_bytes += p.anon_bytes + p.shmem_bytes + p.pte_bytes;
+    scan.fd_bytes += fd_charge(p.fds);
+    scan.usage.fds += p.fds;
+    scan.usage.rss_peak_bytes = std::max(scan.usage.rss_peak_bytes, p.hwm_bytes);
+    ++scan.usage.processes;
+    scan.live_cpu += p.self_ns + p.children_ns;
+    scan.procs.push_back(p);
+}
+
 void add_process(int proc, KeptFiles& files, const std::string& name, bool memory, Scan& scan,
                  pid_t init, const std::unordered_map<pid_t, ProcSample>& last) {
     ProcSample p;
@@ -273,13 +284,7 @@ void add_process(int proc, KeptFiles& files, const std::string& name, bool memor
         p.fds = open_fds(proc, name);
     }
     p.self_ns = std::max(p.self_ns, p.exact_ns);
-    scan.usage.memory_bytes += p.anon_bytes + p.shmem_bytes + p.pte_bytes;
-    scan.fd_bytes += fd_charge(p.fds);
-    scan.usage.fds += p.fds;
-    scan.usage.rss_peak_bytes = std::max(scan.usage.rss_peak_bytes, p.hwm_bytes);
-    ++scan.usage.processes;
-    scan.live_cpu += p.self_ns + p.children_ns;
-    scan.procs.push_back(p);
+    count(scan, p);
 }
 
 // Over the limit with memory that several processes may share (forked workers' copy-on-write
@@ -411,6 +416,21 @@ std::vector<std::string> Sampler::pids() {
     return out;
 }
 
+bool Sampler::nothing_ran(const std::vector<std::string>& names, const std::string& init_name) {
+    if (names.size() != last_.size() || names.size() > kQuietMax) return false;
+    for (const std::string& name : names) {
+        if (name == init_name) continue;
+        std::uint64_t pid = 0;
+        const auto was = to_u64(name, pid) ? last_.find(static_cast<pid_t>(pid)) : last_.end();
+        if (was == last_.end() || was->second.threads != 1 || was->second.state == 'R' ||
+            !was->second.exact_ns)
+            return false;
+        // A pid reused since names a new process, whose run time would have to match to the ns.
+        if (leading_u64(kept_.read(name + "/schedstat", 128)) != was->second.exact_ns) return false;
+    }
+    return true;
+}
+
 Usage Sampler::sample(std::uint64_t cpu_stop_ns, bool memory) {
     const std::uint64_t t = now_ns();
     Scan scan;
@@ -429,13 +449,31 @@ Usage Sampler::sample(std::uint64_t cpu_stop_ns, bool memory) {
         return true;
     };
     bool init_listed = false;
-    for (const std::string& name : names) {
-        if (name == init_name) {  // read last, where the others tell whether it can have changed
-            init_listed = true;
-            continue;
+    if (mem && nothing_ran(names, init_name)) {  // each as the last pass read it: no stat read
+        for (const std::string& name : names) {
+            if (name == init_name) {
+                init_listed = true;
+                continue;
+            }
+            std::uint64_t pid = 0;
+            to_u64(name, pid);
+            const ProcSample& p = last_.at(static_cast<pid_t>(pid));
+            scan.max_pid = std::max(scan.max_pid, pid);
+            scan.usage.tasks += p.threads;
+            kept_.keep(name + "/stat");
+            count(scan, p);
+            ++scan.held;
         }
-        add_process(proc_, kept_, name, mem, scan, init, last_);
-        if (over()) return scan.usage;
+    } else {
+        for (const std::string& name : names) {
+            if (name ==
+                init_name) {  // read last, where the others tell whether it can have changed
+                init_listed = true;
+                continue;
+            }
+            add_process(proc_, kept_, name, mem, scan, init, last_);
+            if (over()) return scan.usage;
+        }
     }
     Usage& u = scan.usage;
     // Quiet: every process but init held as before, none came or went (so init reaped none, and

@@ -217,7 +217,15 @@ private:
     std::uint64_t without_sockets_ = 0;  // the last pass's memory but its socket buffers
     std::uint64_t tmpfs_bytes_ = 0, socket_bytes_ = 0;  // the last pass's (a quiet one reuses)
     bool has_sockets_ = false;
-    SockStat sock_stat(bool v6);      // the sandbox's sockstat (v6: and, if any, sockstat6)
+    SockStat sock_stat(bool v6);  // the sandbox's sockstat (v6: and, if any, sockstat6)
+    // Whether nothing of the sandbox ran since the last pass, by its processes' schedstat alone
+    // (one pread each, no stat): the pids listed are the last pass's, each but init was then
+    // single-threaded and not runnable, and none's main thread has run since (its run time to
+    // the ns). Then no process can have changed another either (process_vm_writev, /proc/PID/mem:
+    // the writer runs), nor forked, nor reaped: each is as the last pass read it. For at most
+    // kQuietMax processes (a sandbox that large is rarely quiet; the check is one more read).
+    bool nothing_ran(const std::vector<std::string>& names, const std::string& init_name);
+    static constexpr std::size_t kQuietMax = 16;  // their stat, schedstat and status stay open
     std::vector<std::string> pids();  // the pids in the sandbox's /proc, through listing_
     UniqueFd listing_;  // the sandbox's /proc, open to be listed (proc_ is an O_PATH fd)
     std::vector<std::string> names_;              // the last pass's pids

@@ -126,6 +126,9 @@ constexpr std::size_t kRunnablePerCpu = 100;
 // a crowd would take turns, the first pass comes this soon after the workload starts.
 constexpr std::uint64_t kApartEvery = 32, kFirstTurnsPassNs = 1'000'000;
 
+// A pass over at most this many processes (and no crowd) costs too little to time.
+constexpr std::uint32_t kSmallPass = 16;
+
 // A crowd running within this much of its CPU limit (with every CPU busy) is measured pass after
 // pass, the monitor never sleeping between them: in a run queue the crowd shares, a task that
 // wakes waits behind the crowd's SCHED_IDLE tasks that waited long (measured: a pass due 40 ms
@@ -373,11 +376,15 @@ private:
     void measure(bool enforce) {
         if (!sampler_) return;
         const bool cpu_limit = enforce && s_.limits.cpu_seconds && !s_.cgroup.caps.usable;
-        const std::uint64_t t0 = sys::monotonic_ns(), c0 = cpu_ns();
+        // What a pass costs matters where it is large (next_delay's floor, a crowd's wait): a
+        // pass over a few processes is not timed, two clock_gettime calls of an idle pass's six.
+        const bool timed = !small_;
+        const std::uint64_t t0 = sys::monotonic_ns(), c0 = timed ? cpu_ns() : 0;
         if (walk_) sampler_->set_walk_bytes(walk_->bytes());
         const isolate::Usage u = sampler_->sample(
             cpu_limit ? static_cast<std::uint64_t>(*s_.limits.cpu_seconds * 1e9) : 0, !enforce);
-        const std::uint64_t t1 = sys::monotonic_ns(), ran = cpu_ns() - c0;
+        const std::uint64_t t1 = sys::monotonic_ns(), ran = timed ? cpu_ns() - c0 : 0;
+        small_ = u.tasks <= crowd_ && u.processes <= kSmallPass;
         // A task that sleeps among a crowd of runnable ones waits far longer for the CPU each
         // time it wakes than its weight says (Linux 6.18, a child cpu cgroup, 1000 SCHED_IDLE
         // spinners: a task that slept 10 ms between 0.6 ms of work got 1 % of a CPU, one that
@@ -570,6 +577,7 @@ private:
     std::uint64_t apart_passes_ = 0;
     cpu_set_t crowd_cpus_{};
     unsigned crowd_ = 0;  // tasks: past this many, a pass kept waiting is followed at once
+    bool small_ = false;  // the last pass found a few processes: the next is not timed
     RunOutcome out_;
 };
 

@@ -56,12 +56,13 @@ else
     ok "  the cgroup search reads no mountinfo # SKIP no cgroup2 at /sys/fs/cgroup(/unified)"
 fi
 
-# The socket meter: under a memory limit, a sock_diag socket in the sandbox's network namespace.
+# The socket meter: under a memory limit, a sock_diag socket in the sandbox's network namespace
+# (its line may end "<unfinished ...>" where another traced call came between).
 # A sandbox with no socket is dumped for nothing: neither while it runs nor after init's exit,
 # when its sockstat, opened while init lived, still says so (a dump of TCP walks the whole
 # host's hash table).
 expect_eq "a memory limit: init makes the sock_diag meter" \
-    "$(awk -v p="$init" '$1 == p' "$T" | grep -c 'socket(AF_NETLINK, [^)]*NETLINK_SOCK_DIAG)')" 1
+    "$(awk -v p="$init" '$1 == p' "$T" | grep -c 'socket(AF_NETLINK, [^)]*NETLINK_SOCK_DIAG')" 1
 expect_eq "  a sandbox without sockets: no TCP or UDP dump, during the run or after it" \
     "$(grep -cE 'sendto\(.*sdiag_family=AF_INET' "$T")" 0
 
@@ -118,5 +119,19 @@ expect_eq "a run without --gpu: the monitor reads no CUDA file nor the driver's 
 # It maps the command (found through PATH) once, for the search and its ELF facts both.
 expect_eq "the preflight maps the command once" \
     "$(grep -cE 'mmap\(NULL, [0-9]+, PROT_READ, MAP_PRIVATE, [0-9]+, 0' <<<"$monitor")" 1
+
+# An idle sandbox's passes (a memory limit: one every 23 ms at 64M) read each process's schedstat
+# alone while none ran since the last pass (isolate::Sampler::nothing_ran): its stat is not read
+# again. The sleeper is pid 2 of the sandbox; its stat begins "2 (sleep)". Old build: a stat read
+# each pass (about 40 in this second).
+Q=$WORK/quiet
+strace -f -qq -o "$Q" -e trace=pread64 -s 16 \
+    "$GPUBOX" run --time-limit 5 --memory-limit 64M "$R" sleep 1 >"$WORK/.out" 2>"$WORK/.err"
+expect_eq "the idle run succeeds" "$?" 0
+passes=$(grep -cE 'pread64\([0-9]+, "[0-9]+ [0-9]+ [0-9]' "$Q")  # sum_exec_runtime run_delay pcount
+stats=$(grep -cE 'pread64\([0-9]+, "2 \(sleep\) ' "$Q")
+check "the monitor read the sleeper's schedstat at least 20 times (passes: $passes)" test "$passes" -ge 20
+check "  and its stat at most 4 times ($stats): an idle pass reads no stat" test "$stats" -le 4
+rm -f "$Q"
 
 finish
