@@ -148,7 +148,7 @@ void socketpair(UniqueFd& a, UniqueFd& b);
 // One frame: `bytes` (never empty) and up to kMaxFrameFds fds beside it (SCM_RIGHTS), one
 // sendmsg: the peer wakes once for them all. A peer that is gone answers EPIPE (no SIGPIPE).
 // `what` names the channel in errors. `fd` < 0: none.
-constexpr std::size_t kMaxFrameFds = 4;
+constexpr std::size_t kMaxFrameFds = 8;
 void send_frame(int sock, std::string_view bytes, std::span<const int> fds,
                 const std::string& what);
 void send_frame(int sock, std::string_view bytes, int fd, const std::string& what);

@@ -368,10 +368,18 @@ void Sampler::kill_all() const {
 }
 
 SockStat Sampler::sock_stat(bool v6) {  // init's network namespace is the sandbox's
-    const std::string net = cat(root_ ? root_ : 1, "/net/"), v4 = kept_.read(net + "sockstat");
+    const std::string net = cat(root_ ? root_ : 1, "/net/");
+    auto read = [&](const UniqueFd& sent, const std::string& name) {
+        if (!sent.valid()) return kept_.read(net + name);
+        std::string out(4096, '\0');
+        const ssize_t n = ::pread(sent.get(), out.data(), out.size(), 0);
+        out.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+        return out;
+    };
+    const std::string v4 = read(sockstat_, "sockstat");
     const SockStat stat = parse_sockstat(v4, "TCP6: inuse 0\nUDP6: inuse 0\n");
     has_sockets_ = stat.any();
-    return v6 && stat.any() ? parse_sockstat(v4, kept_.read(net + "sockstat6")) : stat;
+    return v6 && stat.any() ? parse_sockstat(v4, read(sockstat6_, "sockstat6")) : stat;
 }
 
 std::uint64_t Sampler::resample_sockets() {

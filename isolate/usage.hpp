@@ -177,12 +177,14 @@ public:
     // The sandbox's epoll watches' and mappings' memory, counted apart by a walk
     // (isolate/kernel_walk.hpp): added to each pass's memory from now on.
     void set_walk_bytes(std::uint64_t bytes) { walk_bytes_ = bytes; }
-    // The sandbox's socket buffers, through a sock_diag socket of its network namespace. Its
-    // sockstat is opened now, while init lives (kept open, it reads the same namespace after
-    // init is gone): else the last pass, after init's exit, could not tell what is in use, and
-    // would dump every kind, TCP's a walk of the whole host's hash table.
-    void set_sockets(int diag, SockBounds bounds) {
+    // The sandbox's socket buffers, through a sock_diag socket of its network namespace, and
+    // its sockstat and sockstat6 as init opened them (readable after init is gone; invalid:
+    // opened here, now, while init may still live): else the last pass, after init's exit, could
+    // not tell what is in use, and would dump every kind, TCP's a walk of the whole host's hash
+    // table (a run shorter than a pass: init gone before the monitor took its meters).
+    void set_sockets(int diag, SockBounds bounds, UniqueFd sockstat = {}, UniqueFd sockstat6 = {}) {
         sockets_.emplace(diag, bounds);
+        sockstat_ = std::move(sockstat), sockstat6_ = std::move(sockstat6);
         sock_stat(false);
     }
     // Between passes (the monitor's, every few ms): the last pass's memory with its unix socket
@@ -217,7 +219,8 @@ private:
     std::uint64_t without_sockets_ = 0;  // the last pass's memory but its socket buffers
     std::uint64_t tmpfs_bytes_ = 0, socket_bytes_ = 0;  // the last pass's (a quiet one reuses)
     bool has_sockets_ = false;
-    SockStat sock_stat(bool v6);  // the sandbox's sockstat (v6: and, if any, sockstat6)
+    UniqueFd sockstat_, sockstat6_;  // init's, where it sent them
+    SockStat sock_stat(bool v6);     // the sandbox's sockstat (v6: and, if any, sockstat6)
     // Whether nothing of the sandbox ran since the last pass, by its processes' schedstat alone
     // (one pread each, no stat): the pids listed are the last pass's, each but init was then
     // single-threaded and not runnable, and none's main thread has run since (its run time to

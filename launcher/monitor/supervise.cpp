@@ -321,7 +321,7 @@ private:
                 log::warn(cat("socket(AF_NETLINK, NETLINK_SOCK_DIAG): ", std::strerror(errno),
                               ": this task's socket buffers are not counted"));
         }
-        if (m.sockets.valid()) on_socket_meter(std::move(m.sockets));
+        if (m.sockets.valid()) on_socket_meter(m);
         period_ns_ = static_cast<std::uint64_t>(s_.sample_ms) * 1000000ULL;
         // Where a crowd would take turns, the first pass comes at once: a fork bomb doubles
         // about every millisecond, and the fewer it is when set apart, the sooner that is done
@@ -331,11 +331,12 @@ private:
 
     // The sandbox's socket buffers, counted with its memory (isolate/sock_usage.hpp); a step's
     // task shares its network namespace with the step's other tasks: not counted there.
-    void on_socket_meter(UniqueFd diag) {
+    void on_socket_meter(channel::Meter& m) {
         if (s_.task_root) return;
-        diag_ = std::move(diag);
+        diag_ = std::move(m.sockets);
         sock_bounds_ = isolate::host_sock_bounds();
-        sampler_->set_sockets(diag_.get(), sock_bounds_);
+        sampler_->set_sockets(diag_.get(), sock_bounds_, std::move(m.sockstat),
+                              std::move(m.sockstat6));
         if (s_.sampled_memory_limit && s_.sample_ms) {
             sock_start_ = sys::monotonic_ns();
             sock_due_ = sock_start_ + kSockPeriodNs;

@@ -79,8 +79,9 @@ void put(Out& o, const Exited& e) {
     o.pod(std::int64_t{e.max_rss_kb});
 }
 void put(Out& o, const Meter& m) {
-    o.pod(std::uint8_t(m.tmpfs.valid() | m.sockets.valid() << 1));
-    o.fd(m.proc), o.fd(m.tmpfs), o.fd(m.sockets);
+    o.pod(std::uint8_t(m.tmpfs.valid() | m.sockets.valid() << 1 | m.sockstat.valid() << 2 |
+                       m.sockstat6.valid() << 3));
+    o.fd(m.proc), o.fd(m.tmpfs), o.fd(m.sockets), o.fd(m.sockstat), o.fd(m.sockstat6);
 }
 void put(Out& o, const PtyMaster& p) { o.fd(p.master); }
 void put(Out& o, const StepReady& r) { o.fd(r.holder); }
@@ -114,10 +115,12 @@ void get(In& in, Exited& e) {
 }
 void get(In& in, Meter& m) {
     const auto has = in.pod<std::uint8_t>();
-    if (has > 3) In::bad("unknown meter");
+    if (has > 15) In::bad("unknown meter");
     m.proc = in.fd();
     if (has & 1) m.tmpfs = in.fd();
     if (has & 2) m.sockets = in.fd();
+    if (has & 4) m.sockstat = in.fd();
+    if (has & 8) m.sockstat6 = in.fd();
 }
 void get(In& in, PtyMaster& p) { p.master = in.fd(); }
 void get(In& in, StepReady& r) { r.holder = in.fd(); }

@@ -54,6 +54,9 @@ struct Meter {         // one frame for all: the monitor wakes once for them
     UniqueFd proc;     // the sandbox's /proc (required)
     UniqueFd tmpfs;    // gpubox's tmpfs, if it has one
     UniqueFd sockets;  // a sock_diag socket of its network namespace (isolate/sock_usage.hpp)
+    // Its sockstat and sockstat6, opened by init: readable after init's exit, when its /proc
+    // entry is gone (a run shorter than a pass: the last pass would dump every protocol).
+    UniqueFd sockstat, sockstat6;
 };
 struct PtyMaster {
     UniqueFd master;

@@ -163,10 +163,15 @@ void take_relays(const Ends& own) {
 // The sandbox's fresh /proc, gpubox's tmpfs and its sockets' meter, for the monitor to measure
 // the sandbox from outside (isolate/usage.hpp).
 void send_meters(const Ends& own, const UniqueFd& tmpfs, UniqueFd diag = {}) {
-    channel::send(own.control.get(),
-                  channel::Meter{sys::open_at(AT_FDCWD, "/proc", O_PATH | O_DIRECTORY),
-                                 tmpfs.valid() ? sys::dup_cloexec(tmpfs.get()) : UniqueFd(),
-                                 std::move(diag)});
+    const bool counted = diag.valid();  // (moved from below, before the opens)
+    auto net = [&](const char* name) {  // absent (no IPv6): an invalid fd
+        return UniqueFd(counted ? sys::try_open_at(AT_FDCWD, name, O_RDONLY) : -1);
+    };
+    channel::send(
+        own.control.get(),
+        channel::Meter{sys::open_at(AT_FDCWD, "/proc", O_PATH | O_DIRECTORY),
+                       tmpfs.valid() ? sys::dup_cloexec(tmpfs.get()) : UniqueFd(), std::move(diag),
+                       net("/proc/self/net/sockstat"), net("/proc/self/net/sockstat6")});
 }
 
 // The workload: a child of init, so it is never pid 1 and keeps ordinary signal semantics.

@@ -87,13 +87,19 @@ TEST_CASE("one frame carries the meters' fds, each where it was sent") {
              null = sys::open_at(AT_FDCWD, "/dev/null", O_RDONLY);
     const ino_t r = sys::fstat(root.get(), "/").st_ino, d = sys::fstat(dev.get(), "/dev").st_ino,
                 n = sys::fstat(null.get(), "/dev/null").st_ino;
-    channel::send(p.a.get(), channel::Meter{std::move(root), std::move(dev), std::move(null)});
+    UniqueFd stat = sys::open_at(AT_FDCWD, "/proc/self/net/sockstat", O_RDONLY);
+    const ino_t v4 = sys::fstat(stat.get(), "sockstat").st_ino;
+    channel::send(
+        p.a.get(),
+        channel::Meter{std::move(root), std::move(dev), std::move(null), std::move(stat), {}});
     std::optional<channel::Frame> got = channel::receive(p.b.get());
     REQUIRE(got);
     const auto& m = std::get<channel::Meter>(*got);
     CHECK(sys::fstat(m.proc.get(), "proc").st_ino == r);
     CHECK(sys::fstat(m.tmpfs.get(), "tmpfs").st_ino == d);
     CHECK(sys::fstat(m.sockets.get(), "sockets").st_ino == n);
+    CHECK(sys::fstat(m.sockstat.get(), "sockstat").st_ino == v4);
+    CHECK_FALSE(m.sockstat6.valid());
     p.a.reset();
     CHECK_FALSE(channel::receive(p.b.get()));  // it was one frame: nothing else came
 }
@@ -123,8 +129,8 @@ TEST_CASE("frames that do not decode are refused") {
     const char pty = static_cast<char>(channel::tag_of<channel::PtyMaster>());
     CHECK_THROWS_AS(raw(std::string(1, pty)), SetupError);  // its fd missing
     const char meter = static_cast<char>(channel::tag_of<channel::Meter>());
-    CHECK_THROWS_AS(raw(std::string(1, meter) + '\0'), SetupError);  // its /proc missing
-    CHECK_THROWS_AS(raw(std::string(1, meter) + '\4'), SetupError);  // an unknown meter
+    CHECK_THROWS_AS(raw(std::string(1, meter) + '\0'), SetupError);    // its /proc missing
+    CHECK_THROWS_AS(raw(std::string(1, meter) + '\x10'), SetupError);  // an unknown meter
     auto with_fds = [](const std::string& bytes, int n) {
         Pair p;
         const int fds[] = {0, 0, 0};
