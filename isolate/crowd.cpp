@@ -71,13 +71,12 @@ std::vector<pid_t> parse_children(std::string_view text) {
     return out;
 }
 
-std::size_t pin_tree(pid_t init, const cpu_set_t& cpus) {
-    if (CPU_COUNT(&cpus) == 0) return 0;
-    std::size_t pinned = 0;
-    std::vector<std::pair<pid_t, pid_t>> queue{{init, 0}};  // each process, and its parent
-    std::unordered_set<pid_t> seen{init};
-    for (std::size_t i = 0; i < queue.size(); ++i) {  // breadth first: parents before children
-        const auto [pid, parent] = queue[i];
+bool PinSweep::step(std::uint64_t budget_ns) {
+    if (CPU_COUNT(&cpus_) == 0) return true;
+    const std::uint64_t end = sys::monotonic_ns() + budget_ns;
+    for (bool first = true; next_ < queue_.size(); first = false) {
+        if (!first && sys::monotonic_ns() >= end) return false;
+        const auto [pid, parent] = queue_[next_++];  // breadth first: parents before children
         const UniqueFd leader = hold(pid, parent);
         if (!leader.valid()) continue;  // gone, or its pid names another process now
         const std::string tasks = cat("/proc/", pid, "/task");
@@ -87,14 +86,20 @@ std::size_t pin_tree(pid_t init, const cpu_set_t& cpus) {
             if (!to_pid(name, tid)) continue;
             const UniqueFd thread = tid == pid ? UniqueFd() : hold_thread(pid, tid);
             if (tid != pid && !thread.valid()) continue;
-            if (::sched_setaffinity(tid, sizeof cpus, &cpus) == 0) ++pinned;
+            if (::sched_setaffinity(tid, sizeof cpus_, &cpus_) == 0) ++pinned_;
             // What this task forks from now on inherits its affinity; what it forked is listed.
             for (const pid_t child : parse_children(
                      sys::try_read_at(AT_FDCWD, cat(tasks, "/", tid, "/children"), 1 << 16)))
-                if (seen.insert(child).second) queue.emplace_back(child, pid);
+                if (seen_.insert(child).second) queue_.emplace_back(child, pid);
         }
     }
-    return pinned;
+    return true;
+}
+
+std::size_t pin_tree(pid_t init, const cpu_set_t& cpus) {
+    PinSweep sweep(init, cpus);
+    sweep.step(~0ULL / 2);
+    return sweep.pinned();
 }
 
 }  // namespace gpubox::isolate

@@ -121,10 +121,19 @@ constexpr std::uint64_t kStarvedNs = 1'000'000;
 // held the monitor off for 1.4 s; with 100 a CPU none waits that long (docs/limits.md).
 constexpr std::size_t kRunnablePerCpu = 100;
 
-// While a crowd held to a CPU limit lasts, its processes are pinned away from the monitor's CPU
-// again every this many passes (Monitor::set_crowd_apart): a sweep costs about two passes. Where
-// a crowd would take turns, the first pass comes this soon after the workload starts.
-constexpr std::uint64_t kApartEvery = 32, kFirstTurnsPassNs = 1'000'000;
+// A crowd held to a CPU limit is set apart from the monitor (Monitor::set_apart) once it is more
+// than kApartPerCpu tasks a CPU: a fork bomb, not a make -j8, whose dozen tasks weigh nothing
+// against the monitor and keep every CPU; it gets them back once it is no crowd. While set
+// apart, its processes are pinned again every kApartEvery passes (a sweep costs about two
+// passes). Where a crowd would take turns, the passes come kGrowingPassNs apart in the first
+// kStartingNs (the program may not have begun at the first) and while the tasks grow: a fork
+// bomb doubles about every
+// millisecond, and the fewer it is when set apart, the sooner that is done (400 processes at the
+// 10 ms pass took 0.2-1 s of a starved monitor, 15-100 at 1 ms, 1-13 ms).
+constexpr unsigned kApartPerCpu = 16;
+constexpr std::uint64_t kApartEvery = 32, kGrowingPassNs = 1'000'000, kStartingNs = 10'000'000;
+// A sweep that sets a crowd apart goes on for at most this long a pass (isolate::PinSweep).
+constexpr std::uint64_t kSweepSliceNs = 5'000'000;
 
 // A pass over at most this many processes (and no crowd) costs too little to time.
 constexpr std::uint32_t kSmallPass = 16;
@@ -323,10 +332,9 @@ private:
         }
         if (m.sockets.valid()) on_socket_meter(m);
         period_ns_ = static_cast<std::uint64_t>(s_.sample_ms) * 1000000ULL;
-        // Where a crowd would take turns, the first pass comes at once: a fork bomb doubles
-        // about every millisecond, and the fewer it is when set apart, the sooner that is done
-        // (set_crowd_apart; 400 processes at the 10 ms pass took 0.2-1 s of a starved monitor).
-        due_ = sys::monotonic_ns() + (s_.take_turns ? kFirstTurnsPassNs : period_ns_);
+        // Where a crowd would take turns, the first pass comes soon (kGrowingPassNs).
+        meters_ns_ = sys::monotonic_ns();
+        due_ = meters_ns_ + (s_.take_turns ? kGrowingPassNs : period_ns_);
     }
 
     // The sandbox's socket buffers, counted with its memory (isolate/sock_usage.hpp); a step's
@@ -410,18 +418,37 @@ private:
         // (Not in a step's task: the step's other tasks share its pid namespace.)
         if (cpu_limit && s_.take_turns && !s_.task_root && out_.killed_for == KillReason::none) {
             take_turns(u.runnable);
-            if (u.tasks > crowd_) set_crowd_apart();
+            set_apart(u.tasks);
+            // Starting, or growing (init and a program are two tasks): see kApartPerCpu.
+            if (apart_ == Apart::no &&
+                (t1 < meters_ns_ + kStartingNs || u.tasks > std::max(last_tasks_, 2U)))
+                due_ = std::min(due_, t1 + kGrowingPassNs);
         }
+        last_tasks_ = u.tasks;
     }
 
-    // A crowd held to a CPU limit: the monitor keeps the CPU it is on, the sandbox the others
-    // (isolate/crowd.hpp); again every kApartEvery passes while the crowd lasts, for orphans of
-    // a parent that died mid-sweep (its children file was not read). Nothing with one usable CPU.
-    void set_crowd_apart() {
-        if (apart_ == Apart::impossible || apart_passes_++ % kApartEvery) return;
+    // A crowd held to a CPU limit (kApartPerCpu): the monitor keeps the CPU it is on, the
+    // sandbox the others (isolate/crowd.hpp); again every kApartEvery passes while the crowd
+    // lasts, for orphans of a parent that died mid-sweep (its children file was not read). No
+    // crowd any more: the sandbox's processes and the monitor get every CPU back. Nothing with
+    // one usable CPU. Init: ours, unreaped, its pid held.
+    void set_apart(std::uint32_t tasks) {
+        if (apart_ == Apart::impossible) return;
+        if (apart_ == Apart::yes && tasks <= crowd_) {
+            sweep_.reset();
+            isolate::pin_tree(s_.child.pid, usable_);  // a few processes
+            sys::set_affinity(0, usable_);
+            apart_ = Apart::no;
+            return;
+        }
+        if (sweep_ && !sweep_->step(kSweepSliceNs)) return;  // the rest at the next pass
+        sweep_.reset();
+        if (apart_ == Apart::no && tasks <= kApartPerCpu * cpus_) return;
+        if (apart_ == Apart::yes && ++apart_passes_ % kApartEvery) return;
         if (apart_ == Apart::no) {
+            usable_ = sys::affinity();
             const int me = sys::current_cpu();
-            crowd_cpus_ = isolate::all_but(sys::affinity(), me);
+            crowd_cpus_ = isolate::all_but(usable_, me);
             if (!CPU_COUNT(&crowd_cpus_)) {
                 apart_ = Apart::impossible;
                 return;
@@ -432,7 +459,8 @@ private:
             sys::set_affinity(0, mine);
             apart_ = Apart::yes;
         }
-        isolate::pin_tree(s_.child.pid, crowd_cpus_);  // init: ours, unreaped, its pid held
+        sweep_.emplace(s_.child.pid, crowd_cpus_);
+        if (sweep_->step(kSweepSliceNs)) sweep_.reset();
     }
 
     // The crowd's turns (kRunnablePerCpu): the stopped ones run first, then the runnable ones
@@ -574,9 +602,12 @@ private:
     std::uint64_t sock_start_ = 0, sock_due_ = 0;  // check_sockets(): since, next (0: none)
     unsigned cpus_ = 1;
     std::deque<pid_t> waiting_;                                   // take_turns()'s stopped, in turn
-    enum class Apart { no, yes, impossible } apart_ = Apart::no;  // set_crowd_apart()
+    enum class Apart { no, yes, impossible } apart_ = Apart::no;  // set_apart()
     std::uint64_t apart_passes_ = 0;
-    cpu_set_t crowd_cpus_{};
+    cpu_set_t crowd_cpus_{}, usable_{};       // set apart: the crowd's CPUs; everyone's before
+    std::uint32_t last_tasks_ = 0;            // the last pass's
+    std::optional<isolate::PinSweep> sweep_;  // set_apart()'s, a slice a pass
+    std::uint64_t meters_ns_ = 0;             // when the meters came: the workload's start
     unsigned crowd_ = 0;  // tasks: past this many, a pass kept waiting is followed at once
     bool small_ = false;  // the last pass found a few processes: the next is not timed
     RunOutcome out_;
