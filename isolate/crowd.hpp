@@ -2,25 +2,25 @@
 // A crowd set apart from its monitor. Without a cgroup, a workload of many runnable processes
 // (a fork bomb at its --pids-limit) is held to its CPU limit by the monitor's passes; its tasks
 // are SCHED_IDLE (weight 3), but a thousand of them on the monitor's run queue outweigh it
-// (1024): in a child cpu cgroup, where autogroups do not apply, passes took 100-200 ms of wall
-// time for 15-20 ms of CPU, and the crowd ran on meanwhile (measured 1.3-1.6 s against a limit
-// of 1 s, one run in four). Once a crowd is seen, the monitor keeps one CPU and the sandbox's
-// processes the others (docs/limits.md): measured, every run within 1.16 s.
+// (1024): in a child cpu cgroup, where autogroups do not apply, passes took 60-210 ms of wall
+// time for 15-20 ms of CPU, and the crowd ran on meanwhile (1.2-1.4 s used against a limit of
+// 1 s in one run of eight). Once a crowd is seen, the monitor keeps one CPU and the sandbox's
+// processes the others (docs/limits.md; launcher/monitor/supervise.cpp decides when).
 //
 // The monitor knows the sandbox's processes by the pids of its own /proc (the sandbox's pid
 // namespace), which sched_setaffinity does not take: they are found here in the host's /proc
 // instead, from init down through each task's children file. Each is opened as a pidfd first,
-// so its pid cannot name another process while it is pinned, and checked to be the child of the
-// process it was listed under. Best effort: a process that sets its own affinity back (sched_setaffinity is
-// not refused) is held by the monitor's turns alone.
+// so its pid cannot name another process while it is pinned, and checked to be the child of
+// the process it was listed under. Best effort: a process that sets its own affinity back
+// (sched_setaffinity is not refused) is held by the monitor's turns alone.
 #include <sched.h>
 #include <sys/types.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 #include <unordered_set>
 #include <utility>
-#include <string_view>
 #include <vector>
 
 namespace gpubox::isolate {

@@ -474,8 +474,8 @@ Usage Sampler::sample(std::uint64_t cpu_stop_ns, bool memory) {
         }
     } else {
         for (const std::string& name : names) {
-            if (name ==
-                init_name) {  // read last, where the others tell whether it can have changed
+            // Init is read last, where the others tell whether it can have changed.
+            if (name == init_name) {
                 init_listed = true;
                 continue;
             }

@@ -125,11 +125,11 @@ constexpr std::size_t kRunnablePerCpu = 100;
 // than kApartPerCpu tasks a CPU: a fork bomb, not a make -j8, whose dozen tasks weigh nothing
 // against the monitor and keep every CPU; it gets them back once it is no crowd. While set
 // apart, its processes are pinned again every kApartEvery passes (a sweep costs about two
-// passes). Where a crowd would take turns, the passes come kGrowingPassNs apart in the first
-// kStartingNs (the program may not have begun at the first) and while the tasks grow: a fork
-// bomb doubles about every
-// millisecond, and the fewer it is when set apart, the sooner that is done (400 processes at the
-// 10 ms pass took 0.2-1 s of a starved monitor, 15-100 at 1 ms, 1-13 ms).
+// passes, and goes on kSweepSliceNs a pass). Where a crowd would take turns, the passes come
+// kGrowingPassNs apart in the first kStartingNs (the program may not have begun at the first)
+// and while the tasks grow: a fork bomb doubles about every millisecond, and the fewer it is
+// when set apart, the sooner that is done (a sweep over the 400-1000 processes a pass 10 ms in
+// found took 0.2-1 s of a starved monitor, over the 80-500 found at 3-9 ms 5-40 ms).
 constexpr unsigned kApartPerCpu = 16;
 constexpr std::uint64_t kApartEvery = 32, kGrowingPassNs = 1'000'000, kStartingNs = 10'000'000;
 // A sweep that sets a crowd apart goes on for at most this long a pass (isolate::PinSweep).
