@@ -123,14 +123,14 @@ expect_eq "the preflight maps the command once" \
 # An idle sandbox's passes (a memory limit: one every 23 ms at 64M) read each process's schedstat
 # alone while none ran since the last pass (isolate::Sampler::nothing_ran): its stat is not read
 # again. The sleeper is pid 2 of the sandbox; its stat begins "2 (sleep)". Old build: a stat read
-# each pass (about 40 in this second).
+# each pass (about 40 in this second). (-s 64: a schedstat under load is longer than 16 bytes.)
 Q=$WORK/quiet
-strace -f -qq -o "$Q" -e trace=pread64 -s 16 \
+strace -f -qq -o "$Q" -e trace=pread64 -s 64 \
     "$GPUBOX" run --time-limit 5 --memory-limit 64M "$R" sleep 1 >"$WORK/.out" 2>"$WORK/.err"
 expect_eq "the idle run succeeds" "$?" 0
 passes=$(grep -cE 'pread64\([0-9]+, "[0-9]+ [0-9]+ [0-9]' "$Q")  # sum_exec_runtime run_delay pcount
 stats=$(grep -cE 'pread64\([0-9]+, "2 \(sleep\) ' "$Q")
-check "the monitor read the sleeper's schedstat at least 20 times (passes: $passes)" test "$passes" -ge 20
+check "the monitor read the sleeper's schedstat at least 10 times (passes: $passes)" test "$passes" -ge 10
 check "  and its stat at most 4 times ($stats): an idle pass reads no stat" test "$stats" -le 4
 rm -f "$Q"
 
