@@ -5,7 +5,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <charconv>
+#include <cstdint>
 #include <string>
 #include <unordered_set>
 
@@ -23,8 +23,10 @@ namespace {
 #endif
 
 bool to_pid(std::string_view s, pid_t& out) {
-    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-    return ec == std::errc() && end == s.data() + s.size() && out > 0;
+    std::uint64_t v = 0;
+    if (!to_u64(s, v) || v == 0 || v > static_cast<std::uint64_t>(INT32_MAX)) return false;
+    out = static_cast<pid_t>(v);
+    return true;
 }
 
 // Process `pid` held by a pidfd (while it is held, the pid names it and no other process), if

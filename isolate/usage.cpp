@@ -23,14 +23,15 @@
 #include "common/unique_fd.hpp"
 
 namespace gpubox::isolate {
-namespace {
 
-// A whole decimal number (no sign, nothing after it). std::from_chars: no locale, no copy, no
-// allocation (a pass parses thousands; istringstream's facets showed in an idle monitor's perf).
+// std::from_chars: no locale, no copy, no allocation (a pass parses thousands; istringstream's
+// facets showed in an idle monitor's perf).
 bool to_u64(std::string_view s, std::uint64_t& v) {
     const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
     return !s.empty() && ec == std::errc() && end == s.data() + s.size();
 }
+
+namespace {
 
 // The leading decimal number of `s` after any blanks ("  123 kB"), if any.
 std::optional<std::uint64_t> leading_u64(std::string_view s) {

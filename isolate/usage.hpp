@@ -27,6 +27,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -80,6 +81,8 @@ constexpr std::uint64_t kFdBytes = 12 << 10;
 // Pure: what `fds` open fds are charged.
 constexpr std::uint64_t fd_charge(std::uint64_t fds) { return fds * kFdBytes; }
 
+// Pure: `s` as a whole decimal number (no sign, nothing after it).
+bool to_u64(std::string_view s, std::uint64_t& v);
 // Pure parsers. `stat` may have spaces and parentheses in its comm field (parsed after the
 // last ')'); it gives the threads and whether SIGCHLD is ignored too (status says the same).
 // Both false/nullopt on text that does not parse.
@@ -174,6 +177,10 @@ public:
     // there (Usage::partial): a fork bomb's thousand processes need not all be read to kill it.
     // `memory`: read memory even without a memory limit (the last pass: the program's peak).
     Usage sample(std::uint64_t cpu_stop_ns = 0, bool memory = false);
+    // A sandbox of at most this many processes is small: a pass over it is made of schedstat
+    // alone while nothing ran (nothing_ran; their stat, schedstat and status stay open), and
+    // costs too little for the monitor to time.
+    static constexpr std::size_t kQuietMax = 16;
     // The sandbox's epoll watches' and mappings' memory, counted apart by a walk
     // (isolate/kernel_walk.hpp): added to each pass's memory from now on.
     void set_walk_bytes(std::uint64_t bytes) { walk_bytes_ = bytes; }
@@ -228,7 +235,6 @@ private:
     // the writer runs), nor forked, nor reaped: each is as the last pass read it. For at most
     // kQuietMax processes (a sandbox that large is rarely quiet; the check is one more read).
     bool nothing_ran(const std::vector<std::string>& names, const std::string& init_name);
-    static constexpr std::size_t kQuietMax = 16;  // their stat, schedstat and status stay open
     std::vector<std::string> pids();  // the pids in the sandbox's /proc, through listing_
     UniqueFd listing_;  // the sandbox's /proc, open to be listed (proc_ is an O_PATH fd)
     std::vector<std::string> names_;              // the last pass's pids

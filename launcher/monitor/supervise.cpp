@@ -135,9 +135,6 @@ constexpr std::uint64_t kApartEvery = 32, kGrowingPassNs = 1'000'000, kStartingN
 // A sweep that sets a crowd apart goes on for at most this long a pass (isolate::PinSweep).
 constexpr std::uint64_t kSweepSliceNs = 5'000'000;
 
-// A pass over at most this many processes (and no crowd) costs too little to time.
-constexpr std::uint32_t kSmallPass = 16;
-
 // A crowd running within this much of its CPU limit (with every CPU busy) is measured pass after
 // pass, the monitor never sleeping between them: in a run queue the crowd shares, a task that
 // wakes waits behind the crowd's SCHED_IDLE tasks that waited long (measured: a pass due 40 ms
@@ -393,7 +390,7 @@ private:
         const isolate::Usage u = sampler_->sample(
             cpu_limit ? static_cast<std::uint64_t>(*s_.limits.cpu_seconds * 1e9) : 0, !enforce);
         const std::uint64_t t1 = sys::monotonic_ns(), ran = timed ? cpu_ns() - c0 : 0;
-        small_ = u.tasks <= crowd_ && u.processes <= kSmallPass;
+        small_ = u.tasks <= crowd_ && u.processes <= isolate::Sampler::kQuietMax;
         // A task that sleeps among a crowd of runnable ones waits far longer for the CPU each
         // time it wakes than its weight says (Linux 6.18, a child cpu cgroup, 1000 SCHED_IDLE
         // spinners: a task that slept 10 ms between 0.6 ms of work got 1 % of a CPU, one that
