@@ -253,7 +253,7 @@ NewRoot overlay_root(const MountPlan& plan, int rootfs, const RootDraft& draft,
                      const LatePlan* late) {
     const bool ro = plan.root.mode == RootMode::read_only;
     const RootLayer& layer = draft.layer;
-    NewRoot out{{}, true, draft.prepared};
+    NewRoot out{{}, true, draft.prepared, {}, {}, draft.tmpfs_attached};
     const MountPlan* full = &plan;
     if (late) {  // inserted at user_from; the monitor made their entries in layer.late
         full = &late->full;
@@ -261,6 +261,12 @@ NewRoot overlay_root(const MountPlan& plan, int rootfs, const RootDraft& draft,
         done.resize(late->full.ops.size() - plan.ops.size());
         out.prepared.insert(out.prepared.begin() + static_cast<std::ptrdiff_t>(plan.user_from),
                             done.begin(), done.end());
+    }
+    if (plan.root.mode == RootMode::tmpfs) {  // no overlay: the layer's directory is the root
+        out.mnt = sys::open_tree_clone(layer.upper.get(), "gpubox's root", false,
+                                       MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+        sys::move_mount(out.mnt.get(), "gpubox's root", rootfs, plan.root.rootfs);
+        return out;
     }
     const LayerStack stack = plan_layer_stack(plan.root.mode, layer, {&rootfs, 1});
     UniqueFd fs = sys::fsopen("overlay");
@@ -276,7 +282,6 @@ NewRoot overlay_root(const MountPlan& plan, int rootfs, const RootDraft& draft,
         fs.get(), "overlay", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (ro ? MOUNT_ATTR_RDONLY : 0));
     sys::move_mount(mnt.get(), "overlay", rootfs, plan.root.rootfs);
     out.mnt = std::move(mnt);
-    out.tmpfs_attached = draft.tmpfs_attached;
     clone_prepared_dirs(*full, out);
     return out;
 }
@@ -385,11 +390,14 @@ RootDraft draft_root(const MountPlan& plan, int rootfs, RootLayer layer) {
     if (!d.layer.upper.valid()) return d;  // a bound root: no layer to fill
     try {
         // The overlay will cover the whole of ROOTFS: any directory of the image hides the tmpfs.
-        d.tmpfs_attached = attach_gpubox_tmpfs(d.layer.tmpfs.get(), rootfs);
+        // A tmpfs root covers ROOTFS itself and has none of its entries (work: an empty dir).
+        const bool fresh = plan.root.mode == RootMode::tmpfs;
+        if (fresh) sys::move_mount(d.layer.tmpfs.get(), "gpubox's tmpfs", rootfs, "ROOTFS");
+        d.tmpfs_attached = fresh || attach_gpubox_tmpfs(d.layer.tmpfs.get(), rootfs);
         sys::fchmod_at(d.layer.tmpfs.get(), "upper",  // made by open_root_layer, no link
                        sys::fstat(rootfs, plan.root.rootfs).st_mode & 07777);
         d.prepared.assign(plan.ops.size(), false);
-        Layer entries(rootfs, d.layer.upper.get(), plan);
+        Layer entries(fresh ? d.layer.work.get() : rootfs, d.layer.upper.get(), plan);
         prepare_entries(entries, plan, 0, plan.ops.size(), d.prepared);
         entries.seal();
         return d;

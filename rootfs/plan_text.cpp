@@ -73,13 +73,17 @@ std::string to_string(const RootSpec& root) {
             return cat("root read-only overlay lower=", root.rootfs, " (no writes outside tmpfs)");
         case RootMode::writable:
             return cat("root rbind ", root.rootfs, " (writable: writes reach ROOTFS on disk)");
+        case RootMode::tmpfs:
+            return "root a directory of gpubox's tmpfs (nothing of ROOTFS; writes discarded)";
     }
     return {};
 }
 
 std::string tmpfs_text(const RootSpec& root) {
-    return cat("gpubox's tmpfs: size=", size_text(root.tmpfs_size),
-               " (one budget: ", root.mode == RootMode::overlay ? "the root's layer, " : "",
+    return cat("gpubox's tmpfs: size=", size_text(root.tmpfs_size), " (one budget: ",
+               root.mode == RootMode::overlay ? "the root's layer, "
+               : root.mode == RootMode::tmpfs ? "the root, "
+                                              : "",
                "/tmp, /run, /dev/shm, --tmpfs)");
 }
 

@@ -143,4 +143,9 @@ bool has_submounts(const std::string& rootfs) {
     return false;
 }
 
+bool bound_instead(const RootSpec& root) {
+    return (root.mode == RootMode::overlay || root.mode == RootMode::read_only) &&
+           has_submounts(root.rootfs);
+}
+
 }  // namespace gpubox::rootfs

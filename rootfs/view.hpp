@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/unique_fd.hpp"
+#include "rootfs/mount_op.hpp"
 
 namespace gpubox::rootfs {
 
@@ -39,5 +40,9 @@ UniqueFd stack_layers(const std::vector<std::string>& layers);
 // directories that lack an entry gpubox adds get overlays of their own)? The monitor asks, from
 // its mountinfo, of which init's mount namespace is a copy (the go tells init).
 bool has_submounts(const std::string& rootfs);
+
+// Is the root an overlay's that ROOTFS's mounts make a read-only bind instead (the modes with
+// ROOTFS as a lower layer, and mounts below it)?
+bool bound_instead(const RootSpec& root);
 
 }  // namespace gpubox::rootfs

@@ -180,6 +180,9 @@ IsolateRun plan_isolate_run(const IsolateArgs& a, const BoxPaths& box, const Iso
     o.command = launcher::Command::run;
     o.verbosity = a.verbose;
     o.rootfs = box.root;
+    // isolate's box root is a fresh tmpfs with the rules' directories mounted in it: so is ours
+    // (box.root, made empty by --init, only where it is attached).
+    o.root_mode = rootfs::RootMode::tmpfs;
     o.argv = a.argv;
     o.share_net = a.share_net;
     o.workdir = isolate_workdir(a);

@@ -25,7 +25,7 @@ std::string render_plan(const RunPlan& plan) {
     out << "hostname: " << s.hostname << "\n";
     out << "network: " << (s.new_net ? "new namespace, lo up" : "host (--share-net)") << "\n";
     for (const std::string& g : plan.gpu_summary) out << "gpu: " << g << "\n";
-    if (s.plan.root.mode != rootfs::RootMode::writable && rootfs::has_submounts(s.plan.root.rootfs))
+    if (rootfs::bound_instead(s.plan.root))
         out << "root rbind " << s.plan.root.rootfs
             << " read-only (it has mounts below it, which a user namespace "
             << "cannot overlay; a directory that lacks an entry gpubox adds gets an overlay of its "

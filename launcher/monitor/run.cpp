@@ -453,8 +453,7 @@ isolate::Spawned start_sandbox(const RunPlan& plan, RunFds& fds, isolate::Cgroup
     // ~50 us: the kernel prints every mount). Init's mount namespace is a copy of ours.
     channel::Go go;
     try {
-        go.bound = plan.spec.plan.root.mode != rootfs::RootMode::writable &&
-                   rootfs::has_submounts(plan.spec.plan.root.rootfs);
+        go.bound = rootfs::bound_instead(plan.spec.plan.root);
     } catch (...) {
         sys::kill_and_reap(child.pid);
         throw;

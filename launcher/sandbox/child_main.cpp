@@ -338,7 +338,8 @@ void task_init(void* arg) {
             spec.new_net && spec.dgram_qlen ? isolate::open_net_meter(spec.dgram_qlen) : UniqueFd();
         sys::sethostname(spec.hostname);
         sys::make_rprivate();
-        if (layer.upper.valid()) image = cover_read_only(spec, image.get(), std::move(view));
+        if (layer.upper.valid() && spec.plan.root.mode != rootfs::RootMode::tmpfs)
+            image = cover_read_only(spec, image.get(), std::move(view));
         rootfs::RootDraft draft = rootfs::draft_root(spec.plan, image.get(), std::move(layer));
         const std::optional<rootfs::LatePlan> late = receive_late_plan(spec, own);
         const rootfs::MountPlan& plan = late ? late->full : spec.plan;

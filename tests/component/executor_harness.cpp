@@ -15,6 +15,7 @@
 
 #include "common/error.hpp"
 #include "common/sys.hpp"
+#include "common/text.hpp"
 #include "rootfs/apply.hpp"
 #include "rootfs/view.hpp"
 
@@ -60,21 +61,23 @@ std::string run_child(const rootfs::MountPlan& plan, bool no_openat2) {
     sys::make_rprivate();
     if (no_openat2) refuse_openat2();
     const std::set<std::string> before = mount_points();
-    std::string out;
+    std::string out, entries;
     try {
         rootfs::RootLayer layer =
-            rootfs::open_root_layer(plan, false, rootfs::has_submounts(plan.root.rootfs));
+            rootfs::open_root_layer(plan, false, rootfs::bound_instead(plan.root));
         UniqueFd image = sys::open_at(AT_FDCWD, plan.root.rootfs, O_PATH | O_DIRECTORY);
         rootfs::RootDraft draft = rootfs::draft_root(plan, image.get(), std::move(layer));
         rootfs::NewRoot root = rootfs::assemble_root(plan, image.get(), std::move(draft), nullptr);
         rootfs::apply_mount_plan(plan, root);
+        for (const auto& e : fs::directory_iterator(cat("/proc/self/fd/", root.mnt.get())))
+            entries += e.path().filename().string() + '\n';
     } catch (...) {
         out = describe(std::current_exception());
     }
     out += '\0';
     for (const std::string& p : mount_points())
         if (!before.count(p)) out += p + '\n';
-    return out;
+    return out + '\0' + entries;
 }
 
 }  // namespace
@@ -134,8 +137,11 @@ Outcome apply_in_userns(const rootfs::MountPlan& plan, bool no_openat2) {
     Outcome o;
     const std::size_t nul = text.find('\0');
     o.error = text.substr(0, nul);
-    std::istringstream mounts(nul == std::string::npos ? "" : text.substr(nul + 1));
+    const std::size_t nul2 = nul == std::string::npos ? nul : text.find('\0', nul + 1);
+    std::istringstream mounts(nul == std::string::npos ? "" : text.substr(nul + 1, nul2 - nul - 1));
     for (std::string line; std::getline(mounts, line);) o.new_mounts.push_back(line);
+    std::istringstream names(nul2 == std::string::npos ? "" : text.substr(nul2 + 1));
+    for (std::string line; std::getline(names, line);) o.root_entries.insert(line);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         o.error = "harness: the child died: " + o.error;
     return o;

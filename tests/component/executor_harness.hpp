@@ -4,6 +4,7 @@
 // namespace, with its outcome (its error text, or "ok") and every mount it added.
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,7 @@ std::map<std::string, std::string> snapshot(const std::string& dir);
 struct Outcome {
     std::string error;                    // describe() of what the executor threw; "" if none
     std::vector<std::string> new_mounts;  // mount points it added, as the child's mountinfo says
+    std::set<std::string> root_entries;   // what the new root's directory lists (no . or ..)
 };
 
 // In a forked child: unshare(CLONE_NEWUSER | CLONE_NEWNS), map its uid to 0, make the mounts

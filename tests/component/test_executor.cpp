@@ -141,6 +141,23 @@ TEST_CASE("a read-only directory of the image takes its mount point in the layer
     require_contained(t, w, before);
 }
 
+TEST_CASE("a tmpfs root has the plan's mount points and nothing of ROOTFS, which stays as it was") {
+    // isolate mode's box root: the rules' directories alone, as in isolate's own tmpfs root.
+    Tree t;
+    populate(t);
+    std::ofstream(t.path("root/secret")) << "not for the sandbox\n";
+    const auto before = snapshot(t.top());
+    Outcome o =
+        apply_in_userns(plan_over(t.path("root"), {bind_src(t, "/box"), bind_src(t, "/usr/lib")},
+                                  rootfs::RootMode::tmpfs),
+                        false);
+    CHECK(o.error == "");
+    CHECK(o.root_entries == std::set<std::string>{"box", "usr"});
+    CHECK(mounted_at(o, t.path("root/box")));
+    CHECK(mounted_at(o, t.path("root/usr/lib")));
+    require_contained(t, o, before);
+}
+
 TEST_CASE("a symlink chain past the hop limit fails with ELOOP") {
     // With openat2, and with the resolver's own walk (openat2 refused).
     const bool walk = GENERATE(false, true);

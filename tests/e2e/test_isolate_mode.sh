@@ -57,6 +57,12 @@ expect_eq "--init prints the box's directory (its parent of box/)" "$rc:$out" "0
 BOX=$out/box
 check "box/ is there for the judge to fill" test -d "$BOX"
 cp "$WORK/prog" "$BOX/prog" && echo "2 3" >"$BOX/in.txt"
+# Its root: a fresh tmpfs holding the rules' directories alone, as isolate's own box root (an
+# overlay over an empty directory showed the same for about 0.2-0.5 ms more a run).
+iso -p10 --run -- /bin/sh -c 'stat -f -c %T /; ls -A /'
+expect_eq "the box's root is a tmpfs" "$rc:$(head -1 <<<"$out")" "0:tmpfs"
+dirs=$(for d in bin box dev lib lib64 proc tmp usr; do [ -e "/$d" ] || [ "$d" = box ] && echo "$d"; done)
+expect_eq "  holding the default rules' directories alone" "$(tail -n +2 <<<"$out")" "$dirs"
 
 # --- verdicts ------------------------------------------------------------------------------
 run_prog -t 1 -w 5 -i in.txt -o out.txt -- ok

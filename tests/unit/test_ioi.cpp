@@ -121,6 +121,7 @@ TEST_CASE("plan_isolate_run: isolate's default rules on an empty root") {
     IsolateRun r = plan({"--run", "--", "./prog"});
     const Options& o = r.options;
     CHECK(o.rootfs == "/run/user/1000/gpubox/isolate/7/root");
+    CHECK(o.root_mode == rootfs::RootMode::tmpfs);  // a fresh tmpfs, as isolate's own box root
     CHECK(o.workdir == "/box");
     CHECK(o.argv == std::vector<std::string>{"./prog"});
     CHECK(o.meta.empty());  // isolate mode writes its own

@@ -72,6 +72,14 @@ TEST_CASE("isolate's box: the base set without /sys and /run") {
     CHECK(build_mount_plan(in).ops.size() + 2 == build_mount_plan(base()).ops.size());
 }
 
+TEST_CASE("a tmpfs root: --print-plan says nothing of ROOTFS shows, the root is in the budget") {
+    RootSpec root{"/boxes/7/root", RootMode::tmpfs, 1 << 20};
+    CHECK(to_string(root) ==
+          "root a directory of gpubox's tmpfs (nothing of ROOTFS; writes discarded)");
+    CHECK(tmpfs_text(root) ==
+          "gpubox's tmpfs: size=1M (one budget: the root, /tmp, /run, /dev/shm, --tmpfs)");
+}
+
 TEST_CASE("targets get their place: in the image, in gpubox's tmpfs, in a kernel fs") {
     PlanInputs in = base();
     in.user_mounts = {{UserMount::Type::bind, "/h", "/tmp/x"},
