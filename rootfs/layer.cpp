@@ -114,15 +114,21 @@ public:
     // the layer holds already, from two plan entries for one path, is replaced). False where
     // the image already has it or another mount of the plan covers it.
     bool put(const std::string& target, const Entry& e) override {
+        if (!lacks(target, e)) return false;
         const Canonical& c = parent(target);
         const std::string name = base_name(target);
-        if (c.covered || image_has(c, name, e.kind)) return false;
         const int dir = dirs_.open(c.dirs, c.dirs.size(), c.modes);
         if (dir < 0)
             sys::fail(cat("mkdir -p ", quote("/" + join(c.dirs, "/")), " in gpubox's layer"), -dir);
         if (const int r = write_entry(dir, name, e, dirs_, true); r < 0)
             sys::fail(cat(entry_call(e.kind), "(", quote(target), ") in gpubox's layer"), -r);
         return true;
+    }
+
+    // Whether put() makes `target`: the image lacks it, and no other mount of the plan covers it.
+    bool lacks(const std::string& target, const Entry& e) {
+        const Canonical& c = parent(target);
+        return !c.covered && !image_has(c, base_name(target), e.kind);
     }
 
     // The directories made get their exact modes (OwnDirs::seal): once every entry is in.
@@ -354,6 +360,15 @@ std::vector<UniqueFd> overlay_missing_dirs(const MountPlan& plan, int root, int 
     return out;
 }
 
+bool layer_is_empty(const MountPlan& plan, int rootfs) {
+    Layer probe(rootfs, -1, plan);  // a directory of its own never opened: nothing is made
+    for (const MountOp& op : plan.ops)
+        if (const std::optional<Entry> e = in_image(op) ? entry_of(op) : std::nullopt;
+            e && source_usable(*e) && probe.lacks(target_of(op), *e))
+            return false;
+    return true;
+}
+
 bool attach_gpubox_tmpfs(int tmpfs, int root) {
     for (const char* name : {"proc", "dev", "sys", "tmp", "run"}) {
         const int fd = sys::try_open_at(root, name, O_PATH | O_DIRECTORY | O_NOFOLLOW);
@@ -416,10 +431,9 @@ NewRoot assemble_root(const MountPlan& plan, int rootfs, RootDraft draft, const 
         } else {
             const bool writable = plan.root.mode == RootMode::writable;
             if (!writable)
-                log::info(cat(
-                    "ROOTFS ", quote(plan.root.rootfs),
-                    " has mounts below it: bound read-only and "
-                    "recursively instead of an overlay (writes only in gpubox's tmpfs mounts)"));
+                log::info(cat("ROOTFS ", quote(plan.root.rootfs),
+                              " bound read-only and recursively instead of an overlay (it has "
+                              "mounts below it, or every mount point): writes only in tmpfs"));
             root = {bind_root(plan, rootfs, !writable), false, {}};
         }
         root.tmpfs = std::move(draft.layer.tmpfs);

@@ -420,6 +420,22 @@ void join_entry(void* arg) {
     join_main(*a->spec, *a->fds);
 }
 
+}  // namespace
+
+bool bound_read_only(const RunPlan& plan, int rootfs) {
+    const ChildSpec& s = plan.spec;
+    if (s.plan.root.mode != rootfs::RootMode::read_only || rootfs < 0 || s.fuse_root ||
+        !s.image_layers.empty() || plan.gpus.kind != gpu::GpuSpec::Kind::none)
+        return false;
+    try {
+        return rootfs::layer_is_empty(s.plan, rootfs);
+    } catch (...) {
+        return false;  // the overlay root then, and init says why
+    }
+}
+
+namespace {
+
 // clone(), then what only the monitor can do before init goes on: the id maps, then Go.
 isolate::Spawned start_sandbox(const RunPlan& plan, RunFds& fds, isolate::Cgroup& cgroup,
                                FuseDaemon* fuse = nullptr) {
@@ -433,7 +449,7 @@ isolate::Spawned start_sandbox(const RunPlan& plan, RunFds& fds, isolate::Cgroup
         clone_flags, cgroup.caps.usable ? cgroup.dir.get() : -1, child_entry, &args);
     fds.sandbox = {};  // init's now
     fds.monitor_pidfd.reset();
-    fds.rootfs.reset();  // init's, to check its own against
+    const UniqueFd rootfs = std::move(fds.rootfs);  // init's, to check its own against
     fds.kept_upper.reset(), fds.kept_work.reset();
     try {
         isolate::write_outer_id_maps(child.pid, plan.spec.ids);
@@ -453,7 +469,8 @@ isolate::Spawned start_sandbox(const RunPlan& plan, RunFds& fds, isolate::Cgroup
     // ~50 us: the kernel prints every mount). Init's mount namespace is a copy of ours.
     channel::Go go;
     try {
-        go.bound = rootfs::bound_instead(plan.spec.plan.root);
+        go.bound =
+            rootfs::bound_instead(plan.spec.plan.root) || bound_read_only(plan, rootfs.get());
     } catch (...) {
         sys::kill_and_reap(child.pid);
         throw;

@@ -159,3 +159,34 @@ TEST_CASE("a kernel-place tmpfs is left to init where the image's own directory 
     CHECK(prepare() == std::vector<bool>{false, false});
     CHECK(list(d.dir / "late").empty());
 }
+
+TEST_CASE("a read-only root needs no layer where the image has every mount point, plainly") {
+    test::TempDir d("bound");
+    const fs::path image = d.dir / "image";
+    for (const char* dir : {"proc", "sys", "dev", "tmp", "run", "data"})
+        fs::create_directories(image / dir);
+    PlanInputs in;
+    in.root = {image.string(), RootMode::read_only, 0};
+    const auto empty = [&](const PlanInputs& p) {
+        const UniqueFd fd(::open(image.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+        return layer_is_empty(build_mount_plan(p), fd.get());
+    };
+    CHECK(empty(in));
+    // A --bind onto a directory the image has: still nothing to make.
+    PlanInputs with_bind = in;
+    with_bind.user_mounts = {UserMount{UserMount::Type::ro_bind, d.dir.string(), "/data"}};
+    CHECK(empty(with_bind));
+    // One the image lacks, a mount point where the image has a link, or a file where a
+    // directory is needed: the layer makes them (an overlay root then).
+    PlanInputs missing = in;
+    missing.user_mounts = {UserMount{UserMount::Type::ro_bind, d.dir.string(), "/opt/data"}};
+    CHECK_FALSE(empty(missing));
+    fs::remove(image / "run");
+    fs::create_symlink("tmp", image / "run");
+    CHECK_FALSE(empty(in));
+    fs::remove(image / "run");
+    std::ofstream(image / "run") << "a file";
+    CHECK_FALSE(empty(in));
+    fs::remove(image / "run");
+    CHECK_FALSE(empty(in));
+}
