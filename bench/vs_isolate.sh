@@ -31,6 +31,9 @@ printf 'int main(void) { return 0; }\n' >"$W/tiny.c"
 gcc -static -O2 -o "$W/tiny" "$W/tiny.c"
 mkdir -p "$W/work" "$W/rootfs" "$W/iso/boxes" "$W/iso/locks" "$W/iso/meta"
 cp "$W/tiny" "$W/rootfs/tiny" && chown -R 65534:65534 "$W/work"
+# The judge's image for the run rows: the program and the top-level directories every image has
+# (a bare directory would get an overlay to hold gpubox's mount points, 0.1-0.5 ms more a run).
+mkdir "$W/rootfs/proc" "$W/rootfs/dev" "$W/rootfs/sys" "$W/rootfs/tmp" "$W/rootfs/run"
 printf 'box_root = %s\nlock_root = %s\ncg_root = /sys/fs/cgroup\nfirst_uid = 60000\nfirst_gid = 60000\nnum_boxes = 100\n' \
     "$W/iso/boxes" "$W/iso/locks" >"$ISOLATE_CONFIG"
 NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all env -u XDG_RUNTIME_DIR
