@@ -87,7 +87,7 @@ using MountOp = std::variant<Bind, BindDev, Proc, Sysfs, Tmpfs, Devpts, Symlink,
 
 // tmpfs: a directory of gpubox's tmpfs is the root, nothing of ROOTFS in it (isolate mode: a
 // box's root, every directory of which a rule mounts, as isolate's own tmpfs root). An overlay
-// over an empty ROOTFS would show the same, for about 0.5 ms more a run (bench/README.md). No
+// over an empty ROOTFS would show the same, for 0.2-0.5 ms more a run (bench/README.md). No
 // GPU's late entries (they are made in a layer of the overlay's): isolate mode takes no GPU.
 enum class RootMode { overlay, read_only, writable, tmpfs };
 
