@@ -104,7 +104,7 @@ expect_eq "run --writable FILE.sqsh: exit 125" "$rc" 125
 
 # The unpacked trees: a FILE.sqsh's is a cache that prune removes unless a run holds it; a stored
 # image's goes with the image (rmi, at the end), never while the image is there.
-file_trees() { ls "$GPUBOX_IMAGES/squashfs" | grep -c '^f'; }
+file_trees() { ls "$GPUBOX_IMAGES/squashfs" | grep -c '^f[0-9][0-9]*-'; }  # f<dev>-<ino>-<size>-<mtime>: not a digest's f...
 image_trees() { ls "$GPUBOX_IMAGES/squashfs" | grep -c '^[0-9a-f]\{64\}$'; }
 "$GPUBOX" run "$WORK/a.sqsh" sh -c 'echo up; exec sleep 600' >"$WORK/held.out" 2>"$WORK/held.err" &
 held_pid=$!

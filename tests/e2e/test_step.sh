@@ -38,7 +38,11 @@ four() {  # JOB STEP CMD...: 4 tasks at once as uid 65534; $out
 }
 ns='echo $(readlink /proc/self/ns/pid) $(readlink /proc/self/ns/ipc) rank=$SLURM_PROCID'
 
-four 9 0 "$R" sh -c "$ns"
+# Each waits (up to 20 s) until all four are in, as ranks do in MPI_Init: a task that ended
+# before the last one started would end the step's sandbox, and the last would make another
+# (a CI run under load: 2 namespaces for 4 quick tasks).
+barrier='touch /tmp/up.$SLURM_PROCID; i=0; while [ "$(ls /tmp | grep -c "^up\.")" -lt 4 ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i + 1)); done'
+four 9 0 "$R" sh -c "$ns; $barrier"
 expect_eq "4 tasks that start at once: one pid and IPC namespace" \
     "$(grep -c 'rank=' <<<"$out"):$(cut -d' ' -f1,2 <<<"$out" | sort -u | wc -l)" "4:1"
 [ "$(grep -c 'rank=' <<<"$out")" = 4 ] || echo "# $(tr '\n' '|' <<<"$out")"
