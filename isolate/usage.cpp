@@ -444,13 +444,20 @@ Usage Sampler::sample(std::uint64_t cpu_stop_ns, bool memory) {
     const std::uint64_t t = now_ns();
     Scan scan;
     std::vector<std::string>& names = names_;
-    names.clear();
-    if (root_)
-        for (pid_t pid : task_tree(proc_, root_)) names.push_back(std::to_string(pid));
-    else names = pids();
     const pid_t init = root_ ? root_ : 1;
     const std::string init_name = std::to_string(init);
     const bool mem = limit_ != 0 || memory;
+    // After a quiet pass, its pids are still all there are where nothing ran since: a process is
+    // made by another's fork, and one that went fails its schedstat's read. Not where others may
+    // join (a step's tasks, gpubox exec), whose processes come from outside. No listing then.
+    const bool same = mem && last_quiet_ && !root_ && !joinable_ && nothing_ran(names, init_name);
+    last_quiet_ = false;
+    if (root_) {
+        names.clear();
+        for (pid_t pid : task_tree(proc_, root_)) names.push_back(std::to_string(pid));
+    } else if (!same) {
+        names = pids();
+    }
     auto over = [&] {
         if (!cpu_stop_ns || scan.live_cpu + ledger_.charged_ns() <= cpu_stop_ns) return false;
         scan.usage.cpu_ns = scan.live_cpu + ledger_.charged_ns();  // a lower bound, over
@@ -458,7 +465,7 @@ Usage Sampler::sample(std::uint64_t cpu_stop_ns, bool memory) {
         return true;
     };
     bool init_listed = false;
-    if (mem && nothing_ran(names, init_name)) {  // each as the last pass read it: no stat read
+    if (same || (mem && nothing_ran(names, init_name))) {  // each as the last read it: no stat
         for (const std::string& name : names) {
             if (name == init_name) {
                 init_listed = true;
@@ -532,6 +539,7 @@ Usage Sampler::sample(std::uint64_t cpu_stop_ns, bool memory) {
     if (mem)
         for (const ProcSample& p : scan.procs) last_.emplace(p.pid, p);
     kept_.end_pass();
+    last_quiet_ = u.quiet;
     return u;
 }
 

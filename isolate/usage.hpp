@@ -203,6 +203,9 @@ public:
     // Step mode: only `root`'s tree (task_tree) is the sandbox measured, `root` in init's place;
     // the pids made between passes are nobody's to charge (other tasks make them too).
     void set_root(pid_t root) { root_ = root; }
+    // Others may join the sandbox (run --name: gpubox exec enters it from outside): a quiet
+    // pass lists its /proc all the same (see sample()).
+    void set_joinable() { joinable_ = true; }
     // SIGKILL to every process of the sandbox but its init, each through its /proc directory
     // (pidfd_send_signal: no pid can be reused meanwhile), best effort. Killing init kills them
     // too, but only once init has run: among a crowd of runnable tasks that may take seconds,
@@ -241,6 +244,8 @@ private:
     std::unordered_map<pid_t, ProcSample> last_;  // the last whole pass's samples
     pid_t root_ = 0;  // step mode: the task's init; 0: the whole pid namespace, init pid 1
     std::uint64_t walk_bytes_ = 0;
+    bool joinable_ = false;
+    bool last_quiet_ = false;  // the last pass was quiet (and whole)
 };
 
 // Step mode: the processes of a pid namespace's /proc (`proc`, an fd of it) that descend from

@@ -30,6 +30,7 @@ struct Supervised {
     pid_t task_root = 0;
     // A crowd under a sampled CPU limit takes turns (kRunnablePerCpu): isolate::LimitPlan's.
     bool take_turns = false;
+    bool joinable = false;  // run --name: gpubox exec may add processes from outside
 };
 
 // The monitor's loop: forward signals (then kill after the grace), measure the sandbox and

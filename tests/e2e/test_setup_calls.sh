@@ -124,14 +124,20 @@ expect_eq "the preflight maps the command once" \
 # alone while none ran since the last pass (isolate::Sampler::nothing_ran): its stat is not read
 # again. The sleeper is pid 2 of the sandbox; its stat begins "2 (sleep)". Old build: a stat read
 # each pass (about 40 in this second). (-s 64: a schedstat under load is longer than 16 bytes.)
+# Nor is the sandbox's /proc listed again after a quiet pass: nothing ran, so nothing forked
+# (build 1fb12ca: 47 getdents64 in this second, one each pass; now the first passes' and the
+# last's, and the walk's of the fds, 8 here).
 Q=$WORK/quiet
-strace -f -qq -o "$Q" -e trace=pread64 -s 64 \
+strace -f -qq -o "$Q" -e trace=pread64,getdents64 -s 64 \
     "$GPUBOX" run --time-limit 5 --memory-limit 64M "$R" sleep 1 >"$WORK/.out" 2>"$WORK/.err"
 expect_eq "the idle run succeeds" "$?" 0
 passes=$(grep -cE 'pread64\([0-9]+, "[0-9]+ [0-9]+ [0-9]' "$Q")  # sum_exec_runtime run_delay pcount
 stats=$(grep -cE 'pread64\([0-9]+, "2 \(sleep\) ' "$Q")
 check "the monitor read the sleeper's schedstat at least 10 times (passes: $passes)" test "$passes" -ge 10
 check "  and its stat at most 4 times ($stats): an idle pass reads no stat" test "$stats" -le 4
+lists=$(grep -c 'getdents64(' "$Q")
+check "  and lists directories at most 12 times ($lists): an idle pass lists nothing" \
+    test "$lists" -le 12
 rm -f "$Q"
 
 finish
