@@ -450,7 +450,8 @@ Usage Sampler::sample(std::uint64_t cpu_stop_ns, bool memory) {
     // After a quiet pass, its pids are still all there are where nothing ran since: a process is
     // made by another's fork, and one that went fails its schedstat's read. Not where others may
     // join (a step's tasks, gpubox exec), whose processes come from outside. No listing then.
-    const bool same = mem && last_quiet_ && !root_ && !joinable_ && nothing_ran(names, init_name);
+    const bool after_quiet = mem && last_quiet_ && !root_ && !joinable_;
+    const bool same = after_quiet && nothing_ran(names, init_name);
     last_quiet_ = false;
     if (root_) {
         names.clear();
@@ -465,7 +466,8 @@ Usage Sampler::sample(std::uint64_t cpu_stop_ns, bool memory) {
         return true;
     };
     bool init_listed = false;
-    if (same || (mem && nothing_ran(names, init_name))) {  // each as the last read it: no stat
+    // (Where after_quiet found something ran, the new listing would find it so again.)
+    if (same || (mem && !after_quiet && nothing_ran(names, init_name))) {  // no stat read
         for (const std::string& name : names) {
             if (name == init_name) {
                 init_listed = true;

@@ -259,7 +259,7 @@ NewRoot overlay_root(const MountPlan& plan, int rootfs, const RootDraft& draft,
                      const LatePlan* late) {
     const bool ro = plan.root.mode == RootMode::read_only;
     const RootLayer& layer = draft.layer;
-    NewRoot out{{}, true, draft.prepared, {}, {}, draft.tmpfs_attached};
+    NewRoot out{{}, true, draft.prepared};
     const MountPlan* full = &plan;
     if (late) {  // inserted at user_from; the monitor made their entries in layer.late
         full = &late->full;
@@ -267,12 +267,6 @@ NewRoot overlay_root(const MountPlan& plan, int rootfs, const RootDraft& draft,
         done.resize(late->full.ops.size() - plan.ops.size());
         out.prepared.insert(out.prepared.begin() + static_cast<std::ptrdiff_t>(plan.user_from),
                             done.begin(), done.end());
-    }
-    if (plan.root.mode == RootMode::tmpfs) {  // no overlay: the layer's directory is the root
-        out.mnt = sys::open_tree_clone(layer.upper.get(), "gpubox's root", false,
-                                       MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
-        sys::move_mount(out.mnt.get(), "gpubox's root", rootfs, plan.root.rootfs);
-        return out;
     }
     const LayerStack stack = plan_layer_stack(plan.root.mode, layer, {&rootfs, 1});
     UniqueFd fs = sys::fsopen("overlay");
@@ -288,6 +282,7 @@ NewRoot overlay_root(const MountPlan& plan, int rootfs, const RootDraft& draft,
         fs.get(), "overlay", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (ro ? MOUNT_ATTR_RDONLY : 0));
     sys::move_mount(mnt.get(), "overlay", rootfs, plan.root.rootfs);
     out.mnt = std::move(mnt);
+    out.tmpfs_attached = draft.tmpfs_attached;
     clone_prepared_dirs(*full, out);
     return out;
 }
@@ -426,7 +421,12 @@ RootDraft draft_root(const MountPlan& plan, int rootfs, RootLayer layer) {
 NewRoot assemble_root(const MountPlan& plan, int rootfs, RootDraft draft, const LatePlan* late) {
     try {
         NewRoot root;
-        if (draft.layer.upper.valid()) {
+        if (plan.root.mode == RootMode::tmpfs) {  // no overlay: the layer's directory is the root
+            UniqueFd mnt = sys::open_tree_clone(draft.layer.upper.get(), "gpubox's root", false,
+                                                MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+            sys::move_mount(mnt.get(), "gpubox's root", rootfs, plan.root.rootfs);
+            root = {std::move(mnt), true, draft.prepared, {}, {}, draft.tmpfs_attached};
+        } else if (draft.layer.upper.valid()) {
             root = overlay_root(plan, rootfs, draft, late);
         } else {
             const bool writable = plan.root.mode == RootMode::writable;

@@ -29,15 +29,19 @@ std::string render_plan(const RunPlan& plan) {
     out << "network: " << (s.new_net ? "new namespace, lo up" : "host (--share-net)") << "\n";
     for (const std::string& g : plan.gpu_summary) out << "gpu: " << g << "\n";
     const UniqueFd image(sys::try_open_at(AT_FDCWD, s.plan.root.rootfs, O_PATH | O_DIRECTORY));
-    if (rootfs::bound_instead(s.plan.root))
-        out << "root rbind " << s.plan.root.rootfs
-            << " read-only (it has mounts below it, which a user namespace "
-            << "cannot overlay; a directory that lacks an entry gpubox adds gets an overlay of its "
-               "own)\n";
-    else if (bound_read_only(plan, image.get()))
-        out << "root rbind " << s.plan.root.rootfs
-            << " read-only (it has every mount point gpubox needs: no overlay)\n";
-    else out << rootfs::to_string(s.plan.root) << "\n";
+    switch (bound_root(plan, image.get())) {
+        case BoundRoot::submounts:
+            out << "root rbind " << s.plan.root.rootfs
+                << " read-only (it has mounts below it, which a user namespace "
+                << "cannot overlay; a directory that lacks an entry gpubox adds gets an overlay "
+                   "of its own)\n";
+            break;
+        case BoundRoot::complete:
+            out << "root rbind " << s.plan.root.rootfs
+                << " read-only (it has every mount point gpubox needs: no overlay)\n";
+            break;
+        case BoundRoot::no: out << rootfs::to_string(s.plan.root) << "\n";
+    }
     out << rootfs::tmpfs_text(s.plan.root) << "\n";
     for (std::size_t i = 0; i < s.plan.ops.size(); ++i)
         out << "mount " << i + 1 << "/" << s.plan.ops.size() << ": "

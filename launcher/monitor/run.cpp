@@ -422,15 +422,16 @@ void join_entry(void* arg) {
 
 }  // namespace
 
-bool bound_read_only(const RunPlan& plan, int rootfs) {
+BoundRoot bound_root(const RunPlan& plan, int rootfs) {
     const ChildSpec& s = plan.spec;
+    if (rootfs::bound_instead(s.plan.root)) return BoundRoot::submounts;
     if (s.plan.root.mode != rootfs::RootMode::read_only || rootfs < 0 || s.fuse_root ||
         !s.image_layers.empty() || plan.gpus.kind != gpu::GpuSpec::Kind::none)
-        return false;
+        return BoundRoot::no;
     try {
-        return rootfs::layer_is_empty(s.plan, rootfs);
+        return rootfs::layer_is_empty(s.plan, rootfs) ? BoundRoot::complete : BoundRoot::no;
     } catch (...) {
-        return false;  // the overlay root then, and init says why
+        return BoundRoot::no;  // the overlay root then, and init says why
     }
 }
 
@@ -469,8 +470,7 @@ isolate::Spawned start_sandbox(const RunPlan& plan, RunFds& fds, isolate::Cgroup
     // ~50 us: the kernel prints every mount). Init's mount namespace is a copy of ours.
     channel::Go go;
     try {
-        go.bound =
-            rootfs::bound_instead(plan.spec.plan.root) || bound_read_only(plan, rootfs.get());
+        go.bound = bound_root(plan, rootfs.get()) != BoundRoot::no;
     } catch (...) {
         sys::kill_and_reap(child.pid);
         throw;

@@ -68,10 +68,12 @@ RunPlan plan_run(const RunRequest& r, const RunInputs& in);
 // --print-plan: the whole plan as text.
 std::string render_plan(const RunPlan& plan);
 
-// --read-only over a plain ROOTFS (`rootfs`, an O_PATH fd; no image layers, no squashfs, no
-// GPU) that has every mount point the plan needs: bound read-only, not an overlay
-// (rootfs::layer_is_empty), and the same files show.
-bool bound_read_only(const RunPlan& plan, int rootfs);
+// Whether the root is ROOTFS (`rootfs`, an O_PATH fd) bound read-only instead of an overlay, and
+// why: it has mounts below it (rootfs::bound_instead), or, --read-only over a plain ROOTFS (no
+// image layers, no squashfs, no GPU), it has every mount point the plan needs
+// (rootfs::layer_is_empty): the same files show.
+enum class BoundRoot { no, submounts, complete };
+BoundRoot bound_root(const RunPlan& plan, int rootfs);
 
 // Monitor: spawn the sandbox, forward signals, enforce limits, wait, write --meta; returns
 // gpubox's exit code. `report`, if given, gets the verdict and what it was made from (isolate
