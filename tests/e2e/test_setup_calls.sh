@@ -125,7 +125,7 @@ expect_eq "the preflight maps the command once" \
 # again. The sleeper is pid 2 of the sandbox; its stat begins "2 (sleep)". Old build: a stat read
 # each pass (about 40 in this second). (-s 64: a schedstat under load is longer than 16 bytes.)
 # Nor is the sandbox's /proc listed again after a quiet pass: nothing ran, so nothing forked
-# (build 1fb12ca: 47 getdents64 in this second, one each pass; now the first passes' and the
+# (build 4e225cc: 47 getdents64 in this second, one each pass; now the first passes' and the
 # last's, and the walk's of the fds, 8 here).
 Q=$WORK/quiet
 strace -f -qq -o "$Q" -e trace=pread64,getdents64 -s 64 \
