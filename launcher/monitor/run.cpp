@@ -24,6 +24,7 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/sys.hpp"
+#include "common/sys_host.hpp"
 #include "common/text.hpp"
 #include "common/trusted_path.hpp"
 #include "isolate/id_map.hpp"
@@ -31,6 +32,7 @@
 #include "isolate/default_filter.hpp"
 #include "isolate/seccomp.hpp"
 #include "isolate/spawn.hpp"
+#include "isolate/usage.hpp"
 #include "gpu/gpu_spec.hpp"
 #include "gpu/image.hpp"
 #include "gpu/slurm.hpp"
@@ -805,9 +807,30 @@ int run_sandbox(const RunRequest& given, RunReport* report) {
     }
 }
 
+// A name is listed once init runs; its workload (init's one child) comes once init has made the
+// root, and is ready to be joined once it has its own user namespace and ids and has dropped its
+// privileges (NoNewPrivs, just before its filter and exec). Exec waits for that, at most 10 s
+// (then goes on, and the join says what it found), or it would join a sandbox still being made
+// (CI: exec right after ps listed the name, 125).
+namespace {
+
+void wait_for_workload(pid_t init) {
+    const std::string children = cat("/proc/", init, "/task/", init, "/children");
+    for (int i = 0; i < 10000; ++i, ::usleep(1000)) {
+        const std::string listed = sys::try_read_at(AT_FDCWD, children, 64);
+        std::uint64_t pid = 0;
+        if (!isolate::to_u64(listed.substr(0, listed.find(' ')), pid)) continue;
+        const std::string status = sys::try_read_at(AT_FDCWD, cat("/proc/", pid, "/status"), 8192);
+        if (status.find("\nNoNewPrivs:\t1\n") != std::string::npos) return;
+    }
+}
+
+}  // namespace
+
 int exec_sandbox(const Options& o) {
     named::Target target = named::find(o.name);
     const named::Entry& e = target.entry;
+    wait_for_workload(e.pid);
     RunPlan plan;
     ChildSpec& s = plan.spec;
     // Joined as a step's task joins (join_main): init's namespaces, then the workload's user
