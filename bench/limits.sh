@@ -123,6 +123,7 @@ for as in user root; do
         row cpu $lim 0 $as "shell fork loop" sh -c 'while :; do /bin/true; done'
         row cpu $lim 0 $as "auto-reaped chain 100 × 100 ms" probe reaped-chain 100 100
         row cpu $lim 0 $as "auto-reaped chain 1000 × 10 ms" probe reaped-chain 1000 10
+        row cpu $lim 0 $as "auto-reaped chain 2000 × 2 ms" probe reaped-chain 2000 2
         # (Not as root: the kernel exempts the host's uid 0 from RLIMIT_NPROC, and this host's
         # cgroup v2 may have no pids controller.)
         EXTRA=(--pids-limit 1000)

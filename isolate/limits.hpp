@@ -118,8 +118,17 @@ struct LimitPlan {
     // (launcher/monitor/supervise.cpp). Not where each session is an autogroup: the crowd is one
     // entity there, and its waiting tasks outrank only each other.
     bool take_turns = false;
+    // The kernel's count of the workload's CPU (isolate/tree_clock.hpp) bounds what the monitor
+    // charges for children the kernel reaps, where LimitContext::tree_clock says it can be had;
+    // the monitor goes without where the kernel then refuses the counter.
+    bool tree_clock = false;
     IpcLimits ipc;
 };
+
+// Pure. How a CPU limit the monitor samples is enforced, in --meta's words: summed over the
+// sandbox's /proc, a child the kernel reaps charged by the kernel's count (`tree_clock`) or an
+// upper bound.
+std::string sampled_cpu_mechanism(const LimitPlan& p, bool tree_clock);
 
 // Pure. The size of gpubox's one tmpfs (every writable in-memory place of the sandbox, see
 // rootfs::RootSpec::tmpfs_size): --tmpfs-size, else the memory limit, else a quarter of the
@@ -148,10 +157,14 @@ struct LimitContext {
     // as the program's failure.
     std::uint64_t tmpfs_size = 0;
     std::uint64_t host_share = 0;
-    unsigned cpus = 1;            // the CPUs the sandbox may use (LimitPlan::idle_policy)
-    bool autogroups = false;      // a new session would be an autogroup (autogroup_applies())
-    bool share_net = false;       // --share-net: the sandbox is in the host's network namespace
-    bool step_task = false;       // a Slurm step's task (launcher/monitor/step_plan.hpp)
+    unsigned cpus = 1;        // the CPUs the sandbox may use (LimitPlan::idle_policy)
+    bool autogroups = false;  // a new session would be an autogroup (autogroup_applies())
+    bool share_net = false;   // --share-net: the sandbox is in the host's network namespace
+    bool step_task = false;   // a Slurm step's task (launcher/monitor/step_plan.hpp)
+    // The kernel lends the monitor a count of the workload's CPU (isolate::tree_clock_lent) and
+    // every process of the sandbox descends from its init: not a step's task, nor a sandbox that
+    // gpubox exec may join (run --name).
+    bool tree_clock = false;
     bool require_cgroup = false;  // --require-cgroup: exact limits or none (cg.memory or refuse)
     std::string no_cgroup;        // why no cgroup was had, for a refusal's line ("" if unknown)
 };

@@ -232,6 +232,12 @@ std::uint64_t open_fds(int proc, const std::string& name) {
 // directory fd.
 }  // namespace
 
+std::uint64_t bounded(std::optional<std::uint64_t> counted, std::uint64_t exact,
+                      std::uint64_t charged) {
+    const std::uint64_t hi = std::max(exact, charged);
+    return counted ? std::clamp(*counted, exact, hi) : hi;
+}
+
 bool holds_as_before(const ProcSample& p, const ProcSample& was) {
     return p.start == was.start && p.threads == 1 && was.threads == 1 && p.state != 'R' &&
            p.exact_ns != 0 && p.exact_ns == was.exact_ns && p.rss_pages == was.rss_pages;
@@ -459,9 +465,16 @@ Usage Sampler::sample(std::uint64_t cpu_stop_ns, bool memory) {
     } else if (!same) {
         names = pids();
     }
+    // With the kernel's counter (set_clock), read at the start and every kClockEvery processes.
+    std::optional<std::uint64_t> clock = clock_ ? clock_->read() : std::nullopt;
+    std::size_t read = 0;
     auto over = [&] {
-        if (!cpu_stop_ns || scan.live_cpu + ledger_.charged_ns() <= cpu_stop_ns) return false;
-        scan.usage.cpu_ns = scan.live_cpu + ledger_.charged_ns();  // a lower bound, over
+        if (!cpu_stop_ns) return false;
+        if (clock_ && ++read % kClockEvery == 0) clock = clock_->read();
+        const std::uint64_t used =
+            bounded(clock, scan.live_cpu, scan.live_cpu + ledger_.charged_ns());
+        if (used <= cpu_stop_ns) return false;
+        scan.usage.cpu_ns = used;  // a lower bound, over
         scan.usage.partial = true;
         return true;
     };
@@ -534,7 +547,8 @@ Usage Sampler::sample(std::uint64_t cpu_stop_ns, bool memory) {
     // lower bound: the newest may have died unseen, and threads take pids too).
     const std::uint64_t made =
         !root_ && last_pid_ && scan.max_pid > last_pid_ ? scan.max_pid - last_pid_ : 0;
-    u.cpu_ns = ledger_.update(scan.procs, made, last_ns_ ? t - last_ns_ : 0);
+    const std::uint64_t charged = ledger_.update(scan.procs, made, last_ns_ ? t - last_ns_ : 0);
+    u.cpu_ns = bounded(clock_ ? clock_->read() : std::nullopt, scan.live_cpu, charged);
     last_pid_ = std::max(last_pid_, scan.max_pid);
     last_ns_ = t;
     last_.clear();  // kept where this pass read memory: only then does it hold what was read

@@ -33,6 +33,7 @@
 
 #include "common/unique_fd.hpp"
 #include "isolate/sock_usage.hpp"
+#include "isolate/tree_clock.hpp"
 
 namespace gpubox::isolate {
 
@@ -99,6 +100,18 @@ bool holds_as_before(const ProcSample& p, const ProcSample& was);
 bool signal_process(int proc, pid_t pid, int sig);
 // /proc/<pid>/smaps_rollup -> Pss_Anon + Pss_Shmem in bytes: its share of what it holds.
 std::optional<std::uint64_t> parse_pss(const std::string& smaps_rollup);
+
+// Pure. A sandbox's CPU time from what a pass read: `exact`, the sum over its live processes
+// (their own time and their waited-for children's, a lower bound: a child the kernel reaps is in
+// no one's); `charged`, the CpuLedger's total, that sum plus an upper bound for each such child;
+// and `counted`, the kernel's perf count of the workload (isolate/tree_clock.hpp), if any. The
+// count is close to the truth, not exact: it ends each process's count before its exit frees
+// its memory (~50 us a process on Linux 6.18), and it holds the time the hypervisor stole from a
+// vCPU while the workload ran on it, which the other two do not (5-6 % on the development VM
+// under a loaded host). So it is held between the two: where nothing is charged, the exact sum
+// alone, the count changing nothing; where the ledger charges, no more than the count says.
+std::uint64_t bounded(std::optional<std::uint64_t> counted, std::uint64_t exact,
+                      std::uint64_t charged);
 
 // CPU time across samples. Live processes are summed (own + waited children). A child the
 // kernel reaps by itself adds its time to nobody's, so:
@@ -203,6 +216,11 @@ public:
     // Step mode: only `root`'s tree (task_tree) is the sandbox measured, `root` in init's place;
     // the pids made between passes are nobody's to charge (other tasks make them too).
     void set_root(pid_t root) { root_ = root; }
+    // The kernel's count of the workload's CPU (isolate/tree_clock.hpp) bounds what the ledger
+    // charges for children the kernel reaps: see bounded(). A pass with a CPU stop reads it at
+    // its start and every kClockEvery processes.
+    void set_clock(const TreeClock* clock) { clock_ = clock; }
+    static constexpr std::size_t kClockEvery = 64;
     // Others may join the sandbox (run --name: gpubox exec enters it from outside): a quiet
     // pass lists its /proc all the same (see sample()).
     void set_joinable() { joinable_ = true; }
@@ -245,6 +263,7 @@ private:
     pid_t root_ = 0;  // step mode: the task's init; 0: the whole pid namespace, init pid 1
     std::uint64_t walk_bytes_ = 0;
     bool joinable_ = false;
+    const TreeClock* clock_ = nullptr;
     bool last_quiet_ = false;  // the last pass was quiet (and whole)
 };
 

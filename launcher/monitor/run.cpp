@@ -32,6 +32,7 @@
 #include "isolate/default_filter.hpp"
 #include "isolate/seccomp.hpp"
 #include "isolate/spawn.hpp"
+#include "isolate/tree_clock.hpp"
 #include "isolate/usage.hpp"
 #include "gpu/gpu_spec.hpp"
 #include "gpu/image.hpp"
@@ -332,18 +333,21 @@ RunPlan plan_run(const RunRequest& r, const RunInputs& run) {
         // Autogroups matter only to a workload the monitor samples (LimitPlan::refuse_setsid).
         const bool sampled =
             !p.cgroup.caps.usable && (o.limits.cpu_seconds || o.limits.memory_bytes);
-        p.limits = isolate::plan_limits(o.limits, p.cgroup.caps,
-                                        {.nproc_per_userns = nproc_per_userns,
-                                         .root_inside = o.root,
-                                         .caller_root = ::getuid() == 0,
-                                         .tmpfs_size = s.plan.root.tmpfs_size,
-                                         .host_share = p.host_share,
-                                         .cpus = sys::usable_cpus(),
-                                         .autogroups = sampled && isolate::autogroups_here(),
-                                         .share_net = o.share_net,
-                                         .step_task = o.step == 1,
-                                         .require_cgroup = o.require_cgroup,
-                                         .no_cgroup = p.cgroup.reason});
+        p.limits =
+            isolate::plan_limits(o.limits, p.cgroup.caps,
+                                 {.nproc_per_userns = nproc_per_userns,
+                                  .root_inside = o.root,
+                                  .caller_root = ::getuid() == 0,
+                                  .tmpfs_size = s.plan.root.tmpfs_size,
+                                  .host_share = p.host_share,
+                                  .cpus = sys::usable_cpus(),
+                                  .autogroups = sampled && isolate::autogroups_here(),
+                                  .share_net = o.share_net,
+                                  .step_task = o.step == 1,
+                                  .tree_clock = sampled && o.step != 1 && o.name.empty() &&
+                                                isolate::tree_clock_lent_here(::getuid() == 0),
+                                  .require_cgroup = o.require_cgroup,
+                                  .no_cgroup = p.cgroup.reason});
     } catch (...) {
         isolate::remove_cgroup(p.cgroup);
         throw;
@@ -440,8 +444,8 @@ BoundRoot bound_root(const RunPlan& plan, int rootfs) {
 namespace {
 
 // clone(), then what only the monitor can do before init goes on: the id maps, then Go.
-isolate::Spawned start_sandbox(const RunPlan& plan, RunFds& fds, isolate::Cgroup& cgroup,
-                               FuseDaemon* fuse = nullptr) {
+isolate::Spawned start_sandbox(RunPlan& plan, RunFds& fds, isolate::Cgroup& cgroup,
+                               isolate::TreeClock& clock, FuseDaemon* fuse = nullptr) {
     std::cout.flush();
     std::cerr.flush();
     // The network namespace is the costly one to create: init unshares it itself, so the monitor
@@ -459,6 +463,19 @@ isolate::Spawned start_sandbox(const RunPlan& plan, RunFds& fds, isolate::Cgroup
     } catch (...) {
         sys::kill_and_reap(child.pid);
         std::throw_with_nested(SetupError("user namespace id maps"));
+    }
+    // The kernel's count of the workload's CPU, on init before the go: it has forked nothing.
+    if (plan.limits.tree_clock) {
+        clock = isolate::TreeClock::attach(child.pid);
+        if (!clock.valid()) {
+            log::info(cat("perf_event_open(task-clock, pid ", child.pid,
+                          "): ", std::strerror(clock.error()),
+                          ": a child the kernel reaps is charged an upper bound"));
+            plan.limits.tree_clock = false;
+            for (auto& [name, how] : plan.limits.mechanisms)
+                if (name == isolate::LimitName::cpu_time)
+                    how = isolate::sampled_cpu_mechanism(plan.limits, false);
+        }
     }
     if (fuse && !plan.squashfs.empty()) {
         try {
@@ -579,8 +596,9 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, int parent_pidfd
         if (plan.step.holder.valid()) fds.join_holder = sys::dup_cloexec(plan.step.holder.get());
     }
     FuseDaemon fuse;  // a squashfs image's squashfuse: killed when the run ends
+    isolate::TreeClock clock;
     isolate::Spawned child =
-        joins ? join_sandbox(plan, fds, cgroup) : start_sandbox(plan, fds, cgroup, &fuse);
+        joins ? join_sandbox(plan, fds, cgroup) : start_sandbox(plan, fds, cgroup, clock, &fuse);
     try {
         if (!joins) view = monitor_view(o, plan, fds, std::move(view), run.gpus);
         // (A joining task's GPUs are the step's sandbox's, which the keeper planned.)
@@ -599,7 +617,7 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, int parent_pidfd
                    m.stdout_relay.valid() ? m.stdout_relay.release() : term.take_output(),
                    m.stderr_relay.release(), term.master(), o.kill_after, parent_pidfd,
                    plan.sample_ms, plan.sampled_memory_limit, joins ? inner_pid(child.pid) : 0,
-                   plan.limits.take_turns, plan.spec.joinable});
+                   plan.limits.take_turns, plan.spec.joinable, clock.valid() ? &clock : nullptr});
     sys::set_signal_mask(old);
     return out;
 }
@@ -681,8 +699,9 @@ step::Made make_step_sandbox(const Options& o, RunPlan& plan, const gpu::GpuSpec
     fds.monitor_pidfd = sys::pidfd_open(::getpid());
     if (plan.devices_later) plan.spec.cpus = sys::affinity();
     isolate::Cgroup none;
+    isolate::TreeClock no_clock;  // the step's tasks are measured apart (plan.limits has none)
     step::Made made;
-    made.init = start_sandbox(plan, fds, none);
+    made.init = start_sandbox(plan, fds, none, no_clock);
     UniqueFd view = monitor_view(o, plan, fds, UniqueFd(), gpus);
     if (plan.devices_later && view.valid()) send_device_ops(o, plan, fds, view.get());
     view.reset();

@@ -2,6 +2,7 @@
 #include "isolate/cgroup.hpp"
 #include "isolate/limits.hpp"
 #include "isolate/spawn.hpp"
+#include "isolate/tree_clock.hpp"
 #include "isolate/usage.hpp"
 #include "launcher/monitor/verdict.hpp"
 
@@ -31,6 +32,9 @@ struct Supervised {
     // A crowd under a sampled CPU limit takes turns (kRunnablePerCpu): isolate::LimitPlan's.
     bool take_turns = false;
     bool joinable = false;  // run --name: gpubox exec may add processes from outside
+    // The kernel's count of the workload's CPU (isolate/tree_clock.hpp), which bounds what the
+    // samples charge for children the kernel reaps; null: none.
+    const isolate::TreeClock* clock = nullptr;
 };
 
 // The monitor's loop: forward signals (then kill after the grace), measure the sandbox and

@@ -227,6 +227,16 @@ meter_stop() {
 # field NAME / mechanism LIMIT / limit_value LIMIT: a value from the JSON verdict in $M (gpubox's
 # own 2-space layout).
 field() { grep -E "^  \"$1\":" "$M" | sed -E 's/^  "[^"]*": //; s/,$//; s/^"//; s/"$//'; }
+# perf_lent: whether the kernel lends gpubox a count of the workload's CPU here
+# (kernel.perf_event_paranoid <= 2; isolate/tree_clock.hpp). cpu_counted_re: a CPU limit's
+# mechanism without a cgroup, then: the sum over /proc, a child the kernel reaps charged by that
+# count (at most an upper bound), else the upper bound alone.
+perf_lent() { [ "$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null || echo 9)" -le 2 ]; }
+cpu_counted_re() {
+    local charged="an upper bound"
+    perf_lent && charged="what the kernel's count of the workload's CPU"
+    echo "^sum over the sandbox's processes .*read by the monitor every 10 ms.* is charged $charged"
+}
 mechanism() { grep -A2 "\"$1\": {" "$M" | grep mechanism | sed -E 's/.*"mechanism": "(.*)",?/\1/'; }
 limit_value() { grep -A2 "\"$1\": {" "$M" | grep '"value"' | sed -E 's/.*"value": ([^,]*),?/\1/'; }
 

@@ -21,6 +21,7 @@
 #include "isolate/kernel_walk.hpp"
 #include "isolate/limits.hpp"
 #include "isolate/seccomp.hpp"
+#include "isolate/tree_clock.hpp"
 #include "isolate/usage.hpp"
 #include "launcher/cli/cli.hpp"
 #include "launcher/monitor/meta_isolate.hpp"
@@ -214,6 +215,94 @@ TEST_CASE("honest mechanisms on old kernels and for the host's root") {
           })->value == 11);
 }
 
+TEST_CASE("the CPU limit's mechanism: the kernel's counter where it is lent, else the sum") {
+    Limits l;
+    l.cpu_seconds = 1;
+    const LimitPlan counted = plan_limits(l, {}, {.tree_clock = true});
+    CHECK(counted.tree_clock);
+    CHECK(mech(counted, "cpu_time")
+              .find("a child the kernel reaps is charged what the kernel's "
+                    "count of the workload's CPU (a task-clock perf counter") != std::string::npos);
+    const LimitPlan summed = plan_limits(l, {}, {});
+    CHECK_FALSE(summed.tree_clock);
+    CHECK(mech(summed, "cpu_time").rfind("sum over the sandbox's processes", 0) == 0);
+    // The monitor's fallback where the kernel then refuses the counter says the same.
+    CHECK(sampled_cpu_mechanism(counted, false) == mech(summed, "cpu_time"));
+    // With a cgroup the cgroup counts; nothing is sampled.
+    CHECK_FALSE(plan_limits(l, {true, true, true}, {.tree_clock = true}).tree_clock);
+    // kernel.perf_event_paranoid: 2 (upstream's default) and below lend one; Debian's 3 does not.
+    CHECK(tree_clock_lent("2\n", false));
+    CHECK(tree_clock_lent("-1\n", false));
+    CHECK_FALSE(tree_clock_lent("3\n", false));
+    CHECK_FALSE(tree_clock_lent("", false));
+    CHECK(tree_clock_lent("4\n", true));  // the host's root: CAP_PERFMON
+}
+
+// CPU time of this process so far, in ns.
+std::uint64_t own_cpu_ns() {
+    timespec t{};
+    ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return static_cast<std::uint64_t>(t.tv_sec) * 1000000000ULL +
+           static_cast<std::uint64_t>(t.tv_nsec);
+}
+
+TEST_CASE("the tree clock counts from the workload's execve, its children included") {
+    int go[2], pre[2];
+    REQUIRE(::pipe2(go, O_CLOEXEC) == 0);
+    REQUIRE(::pipe2(pre, O_CLOEXEC) == 0);
+    const pid_t child = ::fork();
+    if (child == 0) {  // init's part: CPU of its own, then the exec the counter starts at
+        char byte;
+        if (::read(go[0], &byte, 1) != 1) ::_exit(1);
+        const std::uint64_t start = own_cpu_ns();
+        while (own_cpu_ns() - start < 50'000'000) {}
+        const std::uint64_t before = own_cpu_ns();
+        if (::write(pre[1], &before, sizeof before) != sizeof before) ::_exit(1);
+        // Two subshells, each a process the counter's copy follows; each waited for, so that
+        // wait4's rusage below holds them too.
+        ::execl("/bin/sh", "sh", "-c",
+                "(i=0; while [ $i -lt 40000 ]; do i=$((i+1)); done); "
+                "(i=0; while [ $i -lt 40000 ]; do i=$((i+1)); done)",
+                static_cast<char*>(nullptr));
+        ::_exit(127);
+    }
+    ::close(go[0]), ::close(pre[1]);
+    const TreeClock clock = TreeClock::attach(child);
+    REQUIRE(::write(go[1], "g", 1) == 1);
+    ::close(go[1]);
+    std::uint64_t before = 0;
+    REQUIRE(::read(pre[0], &before, sizeof before) == sizeof before);
+    ::close(pre[0]);
+    int status = 0;
+    rusage ru{};
+    REQUIRE(::wait4(child, &status, 0, &ru) == child);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    // Refused where kernel.perf_event_paranoid lends none (EACCES), and in a container whose
+    // filter refuses perf_event_open (Docker's and podman's default profiles: EPERM).
+    if (!tree_clock_lent_here(::geteuid() == 0) || clock.error() == EPERM) {
+        CHECK_FALSE(clock.valid());
+        CHECK((clock.error() == EACCES || clock.error() == EPERM));
+        return;
+    }
+    REQUIRE(clock.valid());
+    const std::optional<std::uint64_t> counted = clock.read();
+    REQUIRE(counted);
+    const auto ns = [](const timeval& t) {
+        return static_cast<std::uint64_t>(t.tv_sec) * 1000000000ULL +
+               static_cast<std::uint64_t>(t.tv_usec) * 1000ULL;
+    };
+    // The child's whole time (its own and its waited-for subshells'), less what it ran before
+    // its execve: what the counter holds, within the rusage's microseconds and a tick's noise.
+    const std::uint64_t all = ns(ru.ru_utime) + ns(ru.ru_stime), after = all - before;
+    INFO("counted " << *counted << " ns; the child's " << all << " ns, " << before
+                    << " before its exec");
+    CHECK(before >= 50'000'000);
+    CHECK(*counted + 40'000'000 < all);  // its 50 ms before the exec are not the workload's
+    CHECK(*counted >= after * 9 / 10);
+    CHECK(*counted <= after + after / 10 + 2'000'000);
+}
+
 TEST_CASE("usage parsers: stat with a hostile comm, status, smaps_rollup") {
     ProcSample p;
     REQUIRE(parse_proc_stat("42 (a) b) c) R 7 42 42 0 -1 4194560 10 0 0 0 7 3 2 1 20 0 1 0 12345 0",
@@ -264,6 +353,20 @@ ProcSample proc(pid_t pid, pid_t ppid, std::uint64_t self, std::uint64_t childre
 }
 constexpr std::uint64_t ms = 1000000;
 }  // namespace
+
+TEST_CASE("the kernel's count bounds what is charged for children it reaps, nothing else") {
+    // Nothing charged: the exact sum, whatever the count says (it holds stolen time, and ends
+    // each process before its exit's teardown).
+    CHECK(bounded(1'100, 1'000, 1'000) == 1'000);
+    CHECK(bounded(900, 1'000, 1'000) == 1'000);
+    // Children the kernel reaps, charged an upper bound: no more than the count says...
+    CHECK(bounded(1'300, 1'000, 2'000) == 1'300);
+    // ...never less than the exact sum, never more than the bound.
+    CHECK(bounded(800, 1'000, 2'000) == 1'000);
+    CHECK(bounded(2'500, 1'000, 2'000) == 2'000);
+    // Without a count: the bound.
+    CHECK(bounded(std::nullopt, 1'000, 2'000) == 2'000);
+}
 
 TEST_CASE("CPU ledger: every process counts, waited for or reaped by the kernel") {
     CpuLedger l(2);
