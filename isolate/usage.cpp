@@ -467,14 +467,14 @@ Usage Sampler::sample(std::uint64_t cpu_stop_ns, bool memory) {
     }
     // With the kernel's counter (set_clock), read at the start and every kClockEvery processes.
     std::optional<std::uint64_t> clock = clock_ ? clock_->read() : std::nullopt;
-    std::size_t read = 0;
+    std::size_t since_read = 0;
     auto over = [&] {
         if (!cpu_stop_ns) return false;
-        if (clock_ && ++read % kClockEvery == 0) clock = clock_->read();
+        if (clock_ && ++since_read % kClockEvery == 0) clock = clock_->read();
         const std::uint64_t used =
             bounded(clock, scan.live_cpu, scan.live_cpu + ledger_.charged_ns());
         if (used <= cpu_stop_ns) return false;
-        scan.usage.cpu_ns = used;  // a lower bound, over
+        scan.usage.cpu_ns = used;  // over already, the rest unread
         scan.usage.partial = true;
         return true;
     };

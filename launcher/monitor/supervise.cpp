@@ -316,7 +316,7 @@ private:
         sampler_.emplace(proc_.get(), tmpfs_.get(), cpus_, s_.sampled_memory_limit);
         if (s_.task_root) sampler_->set_root(s_.task_root);
         if (s_.joinable) sampler_->set_joinable();
-        if (s_.clock) sampler_->set_clock(s_.clock);
+        sampler_->set_clock(s_.clock);
         if (s_.sampled_memory_limit)
             walk_ = std::make_unique<isolate::KernelWalk>(proc_.get(), s_.task_root);
         // A step's task shares the host's network namespace, the monitor's: its sockets are
