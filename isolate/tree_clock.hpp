@@ -13,7 +13,7 @@
 // task's exit frees its memory and files (~50 us a process, 6.7 ms for one that held 100 MiB),
 // and it runs on the CPU's clock, so it holds what a hypervisor stole from a vCPU while the
 // workload ran on it, which the scheduler's own time leaves out (+5-6 % on the development VM
-// under a loaded host). So it bounds what the monitor charges for children the kernel reaps
+// beside other tests, +18 % once in a CI run). So it bounds what the monitor charges for children the kernel reaps
 // (isolate::bounded), and the exact sum over the live processes stands where it can.
 //
 // A read costs the kernel a walk over the live copies, about 60 us for 1,000 processes on the

@@ -108,7 +108,7 @@ std::optional<std::uint64_t> parse_pss(const std::string& smaps_rollup);
 // count is close to the truth, not exact: it ends each process's count before its exit frees
 // its memory (~50 us a process on Linux 6.18), and it holds the time the hypervisor stole from a
 // vCPU while the workload ran on it, which the other two do not (5-6 % on the development VM
-// under a loaded host). So it is held between the two: where nothing is charged, the exact sum
+// beside other tests, 18 % once in a CI run). So it is held between the two: where nothing is charged, the exact sum
 // alone, the count changing nothing; where the ledger charges, no more than the count says.
 std::uint64_t bounded(std::optional<std::uint64_t> counted, std::uint64_t exact,
                       std::uint64_t charged);

@@ -152,7 +152,8 @@ check "  and none is left" test -z "$(leftovers 'probe forkbomb e2e-containment'
 # a container refusing perf_event_open), such children are charged what its count of the
 # workload (every process it forked, dead ones included: isolate/tree_clock.hpp) says beyond the
 # sum: the sandbox really used its limit, less what a hypervisor's steal adds to the count (5-6 %
-# measured on a loaded host). Elsewhere, and never more than that, each is charged an upper bound
+# measured on the development VM beside other tests, up to 18 % once in a CI run: held to 80 %;
+# the upper bound alone stopped the chains below at 50-77 %). Elsewhere, and never more than that, each is charged an upper bound
 # (its last sample plus the time since, however long the sampler was kept waiting; a pid never
 # seen, at most what the CPUs could have run meanwhile), so a chain's charge is at most
 # (2 x CPUs + 1) x its wall time and the run lasts at least limit / (2 x CPUs + 1). That
@@ -174,7 +175,7 @@ cpu_test() {
         metered "  $what" "$(awk -v l="$lim" 'BEGIN { print l * 0.95 }')" "$max" - -
     elif [ "$how" = counted ]; then
         metered "  charged by the kernel's count: really used the limit, less what a hypervisor's steal adds to the count" \
-            "$(awk -v l="$lim" 'BEGIN { print l * 0.9 }')" - - -
+            "$(awk -v l="$lim" 'BEGIN { print l * 0.8 }')" - - -
     else
         check "  charged an upper bound, not more: the run lasted at least limit / $((2 * cpus + 1)) ($(field wall_time) s)" \
             within "$(field wall_time)" "$(awk -v l="$lim" -v c="$cpus" 'BEGIN { print l / (2 * c + 1) }')" 1000000

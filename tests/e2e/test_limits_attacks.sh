@@ -36,13 +36,14 @@ cpu_bound() {
     if within "$sandbox" 0 "$2"; then ok "$1 (the sandbox really used ${sandbox}s; the monitor ${mon:-?}s)"
     else not_ok "$1" "the sandbox really used ${sandbox}s of CPU (the meter ${used_cpu}s, the monitor ${mon:-?}s); bound $2 s"; fi
     # What a judge reads: where the kernel's count bounds what the monitor charges for children
-    # it reaps, the verdict's cpu_time is what the sandbox really used (the meter also holds
-    # init and the shell that started gpubox), give or take a hypervisor's steal (the count
-    # holds it). Without it, a fork bomb's vanished children were charged bounds: 1.1-8.4 s
-    # reported for ~1.1 s really used.
+    # it reaps, the verdict's cpu_time is near what the sandbox really used (the meter also
+    # holds init and the shell that started gpubox). Near, not within a few %: the count holds
+    # the time a hypervisor steals from the vCPUs (1.31 s once for 1.11 s in a CI run; 1.0-1.15
+    # s on the development VM). Without it a fork bomb's vanished children were charged bounds:
+    # 2.6-8.4 s reported for ~1.1 s really used in 5 of 33 runs (ffc419f).
     case "$(mechanism cpu_time)" in *"the kernel's count"*)
-        check "  and the cpu_time it reports is what it really used ($(field cpu_time) s; really ${sandbox}s)" \
-            within "$(field cpu_time)" 1 "$(awk -v s="$sandbox" 'BEGIN { print s * 1.1 }')" ;;
+        check "  and the cpu_time it reports is near what it really used ($(field cpu_time) s; really ${sandbox}s)" \
+            within "$(field cpu_time)" 1 "$(awk -v s="$sandbox" 'BEGIN { print s * 1.5 }')" ;;
     esac
 }
 # stopped: the run was killed for its memory (ML), or the workload was refused what it asked for
