@@ -293,13 +293,15 @@ TEST_CASE("the tree clock counts from the workload's execve, its children includ
                static_cast<std::uint64_t>(t.tv_usec) * 1000ULL;
     };
     // The child's whole time (its own and its waited-for subshells'), less what it ran before
-    // its execve: what the counter holds, within the rusage's microseconds and a tick's noise.
+    // its execve: what the counter holds, within 10 %, less the execve's own teardown of the
+    // image before it, which comes before the counter is enabled (this test's own image: under
+    // ASan, with its shadow's page tables, ~13 ms).
     const std::uint64_t all = ns(ru.ru_utime) + ns(ru.ru_stime), after = all - before;
     INFO("counted " << *counted << " ns; the child's " << all << " ns, " << before
                     << " before its exec");
     CHECK(before >= 50'000'000);
     CHECK(*counted + 40'000'000 < all);  // its 50 ms before the exec are not the workload's
-    CHECK(*counted >= after * 9 / 10);
+    CHECK(*counted + 20'000'000 >= after * 9 / 10);
     CHECK(*counted <= after + after / 10 + 2'000'000);
 }
 
