@@ -153,13 +153,13 @@ check "  and none is left" test -z "$(leftovers 'probe forkbomb e2e-containment'
 # workload (every process it forked, dead ones included: isolate/tree_clock.hpp) says beyond the
 # sum: the sandbox really used its limit, less what a hypervisor's steal adds to the count (5-6 %
 # measured on the development VM beside other tests, up to 18 % once in a CI run: held to 80 %;
-# the upper bound alone stopped the chains below at 50-77 %). Elsewhere, and never more than that, each is charged an upper bound
-# (its last sample plus the time since, however long the sampler was kept waiting; a pid never
-# seen, at most what the CPUs could have run meanwhile), so a chain's charge is at most
-# (2 x CPUs + 1) x its wall time and the run lasts at least limit / (2 x CPUs + 1). That
-# fallback is tried here too, as in a container: gpubox run under a seccomp filter that refuses
-# perf_event_open (no_perf.py). How late a pass comes on a loaded machine is the scheduler's: the
-# overrun is printed, not asserted.
+# the upper bound alone stopped the chains below at 50-77 %). Elsewhere, and never more than
+# that, each is charged an upper bound (its last sample plus the time since, however long the
+# sampler was kept waiting; a pid never seen, at most what the CPUs could have run meanwhile), so
+# a chain's charge is at most (2 x CPUs + 1) x its wall time and the run lasts at least limit /
+# (2 x CPUs + 1). That fallback is tried here too, as in a container: gpubox run under a seccomp
+# filter that refuses perf_event_open (no_perf.py). How late a pass comes on a loaded machine is
+# the scheduler's: the overrun is printed, not asserted.
 cpus=$(nproc)
 # cpu_test DESC LIMIT exact|counted|charged MAX_CPU WORKLOAD...: MAX_CPU "-" where no rlimit
 # bounds the whole workload.
@@ -184,7 +184,7 @@ cpu_test() {
 }
 paranoid=$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null)
 if perf_lent; then reaped=counted
-else reaped=charged; echo "# kernel.perf_event_paranoid is $paranoid here: gpubox sums the sandbox's /proc"; fi
+else reaped=charged; echo "# kernel.perf_event_paranoid is $paranoid here: such children are charged the upper bound"; fi
 cpu_test "auto-reaped children (SIGCHLD ignored), 40 x 100 ms" 1 $reaped - probe reaped-chain 40 100
 expect_match "  the mechanism (kernel.perf_event_paranoid $paranoid)" "$(mechanism cpu_time)" "$(cpu_counted_re)"
 cpu_test "auto-reaped children (SA_NOCLDWAIT), 40 x 100 ms" 1 $reaped - probe reaped-chain 40 100 nocldwait
@@ -197,8 +197,8 @@ printf '#!/bin/sh\nexec python3 %s %s "$@"\n' "$E2E_DIR/no_perf.py" "$GPUBOX" >"
 chmod 755 "$WORK/gpubox-no-perf"
 GPUBOX=$WORK/gpubox-no-perf cpu_test "without the kernel's counter (perf_event_open refused), auto-reaped children, 40 x 100 ms" \
     1 charged - probe reaped-chain 40 100
-expect_match "  the mechanism: the monitor's sum" "$(mechanism cpu_time)" \
-    "^sum over the sandbox's processes .*read by the monitor every 10 ms"
+expect_match "  the mechanism: the monitor's sum, such children charged an upper bound" "$(mechanism cpu_time)" \
+    "^sum over the sandbox's processes .*read by the monitor every 10 ms.* is charged an upper bound"
 GPUBOX=$WORK/gpubox-no-perf cpu_test "  and a shell fork loop, waited for" 2 exact - sh -c 'while :; do /bin/true; done'
 cpu_test "a shell fork loop" 2 exact - sh -c 'while :; do /bin/true; done'
 # One process: RLIMIT_CPU (2 s) bounds it; the meter also counts gpubox's monitor and init.
