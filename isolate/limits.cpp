@@ -217,7 +217,7 @@ LimitPlan plan_limits(const Limits& l, const CgroupCaps& cg, const LimitContext&
     }
     // Only CPU and memory limits need the monitor to read the sandbox periodically; without
     // them it reads the sandbox once, when it kills it (the CPU of what the kill ends).
-    p.tree_clock = p.sample_usage && ctx.tree_clock;
+    p.tree_clock = p.sample_usage && ctx.tree_clock && !ctx.step_task;  // see LimitContext
     for (auto& [name, how] : p.mechanisms)
         if (name == LimitName::cpu_time && how.empty())
             how = sampled_cpu_mechanism(p, p.tree_clock);

@@ -162,8 +162,8 @@ struct LimitContext {
     bool share_net = false;   // --share-net: the sandbox is in the host's network namespace
     bool step_task = false;   // a Slurm step's task (launcher/monitor/step_plan.hpp)
     // The kernel lends the monitor a count of the workload's CPU (isolate::tree_clock_lent) and
-    // every process of the sandbox descends from its init: not a step's task, nor a sandbox that
-    // gpubox exec may join (run --name).
+    // nothing joins the sandbox from outside (run --name: gpubox exec's processes are not init's
+    // descendants). A step's task (step_task) has none either: its init is not the step's.
     bool tree_clock = false;
     bool require_cgroup = false;  // --require-cgroup: exact limits or none (cg.memory or refuse)
     std::string no_cgroup;        // why no cgroup was had, for a refusal's line ("" if unknown)

@@ -344,7 +344,7 @@ RunPlan plan_run(const RunRequest& r, const RunInputs& run) {
                                   .autogroups = sampled && isolate::autogroups_here(),
                                   .share_net = o.share_net,
                                   .step_task = o.step == 1,
-                                  .tree_clock = sampled && o.step != 1 && o.name.empty() &&
+                                  .tree_clock = sampled && o.name.empty() &&
                                                 isolate::tree_clock_lent_here(::getuid() == 0),
                                   .require_cgroup = o.require_cgroup,
                                   .no_cgroup = p.cgroup.reason});
