@@ -57,14 +57,16 @@ if command -v zsh >/dev/null; then
     got=$(HOME=$WORK PATH=$stage/usr/local/bin:$PATH timeout 60 zsh -f -c '
         zmodload zsh/zpty
         zpty z "PS1=\"> \" TERM=dumb zsh -f -i"
-        zpty -w z "fpath=($1 \$fpath); autoload -Uz compinit; compinit -u -D; setopt nobeep"
-        sleep 2
+        zpty -w z "fpath=($1 \$fpath); autoload -Uz compinit; compinit -u -D; setopt nobeep; print RE\"\"ADY"
+        zpty -r z ready "*READY*"
         for line in "gpubox ru" "gpubox run --memory-l" "gpubox run --meta-format i" "gpubox list --j"; do
             zpty -w -n z "$line"$'"'"'\t'"'"'; sleep 1; zpty -w z $'"'"'\x05; : done'"'"'; sleep 0.3
         done
-        while zpty -r -t z out; do all+=$out; done
+        zpty -w z "print FIN\"\"ISHED"
+        zpty -r z all "*FINISHED*"
         print -r -- ${all//$'"'"'\r'"'"'/}
-        zpty -d z' _ "$stage/usr/local/share/zsh/site-functions" 2>&1 | tr -d '\b' | grep -aoE 'gpubox [^;]*; : done' | sort -u)
+        zpty -d z' _ "$stage/usr/local/share/zsh/site-functions" 2>&1 | tr -d '\b' |
+        grep -aoE 'gpubox [^;[:cntrl:]]*; : done' | sort -u)
     expect_match "zsh completes subcommands" "$got" '^gpubox run +; : done$'
     expect_match "zsh completes run's options from --help" "$got" '^gpubox run --memory-limit +; : done$'
     expect_match "zsh completes --meta-format" "$got" '^gpubox run --meta-format isolate +; : done$'
