@@ -94,6 +94,16 @@ expect_eq "  and a 2 s sleep under --time-limit 0.5 is OK: the wait is not CPU" 
 # group as heavy as the monitor's whatever its tasks' policy, so there setsid() is refused to a
 # crowd (the build before: 8-10 s of wall time on 2 CPUs, the monitor given 35 ms); in a child
 # cgroup autogroups do not apply and it is the fork bomb again.
+# A bomb is killed with up to 1000 processes, and the kernel's work to end them (their memory
+# unmapped, their page tables freed, each reaped) is charged to the sandbox after the kill, by any
+# mechanism (a cgroup's count holds it too). It is the host's: 0.43-0.54 s on the VM where a CI
+# run failed this bound (fork and exit of a small process there: 0.4-0.6 ms). Measured here,
+# outside gpubox, for 1000 copies of the probe, and allowed on top of the bomb's bound.
+teardown=0
+if have_meter; then
+    teardown=$("$PROBE" teardown 1000 "$E2E_CPUACCT/cpuacct.usage" | sed -n 's/.*teardown_s=//p')
+    check "the kernel's teardown of 1000 processes is measured (${teardown:-?} s)" within "${teardown:-x}" 0 5
+fi
 own_cpu_cgroup=$(awk -F: '$2 ~ /(^|,)cpu(,|$)/ {print $3; exit}' /proc/self/cgroup)
 [ -n "$own_cpu_cgroup" ] || own_cpu_cgroup=$(awk -F: '$1 == 0 {print $3; exit}' /proc/self/cgroup)
 for cg in "" ${E2E_CPUCG:+"$E2E_CPUCG"}; do
@@ -111,6 +121,9 @@ for cg in "" ${E2E_CPUCG:+"$E2E_CPUCG"}; do
         [ "${w#probe sessionspin}" != "$w" ] && bound=1.5
         if [ "${w%spin e2e-attacks}" != "$w" ] && { [ -n "$cg" ] || [ "$own_cpu_cgroup" != / ]; }; then
             bound=1.5
+        fi
+        if [ "${w%spin e2e-attacks}" != "$w" ]; then
+            bound=$(awk -v b="$bound" -v t="${teardown:-0}" 'BEGIN { printf "%.3f", b + t }')
         fi
         cpu_bound "  killed by $bound s of CPU, measured from outside" "$bound"
     done

@@ -691,6 +691,36 @@ static int forkbomb(void) {
     return 0;
 }
 
+/* What the kernel charges to end N processes: N children of ours (copies of this static program,
+ * as a fork bomb's are) wait; then, between two reads of COUNTER (a cgroup v1 cpuacct.usage
+ * whose group holds us), SIGKILL each and reap it. Prints the CPU time that took. */
+static long long read_counter(const char* path) {
+    char b[32] = {0};
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || read(fd, b, sizeof b - 1) <= 0) return -1;
+    close(fd);
+    return atoll(b);
+}
+
+static int teardown(int n, const char* counter) {
+    pid_t* kids = calloc((size_t)n, sizeof *kids);
+    int made = 0;
+    for (; made < n; ++made) {
+        kids[made] = fork();
+        if (kids[made] == 0)
+            for (;;) pause();
+        if (kids[made] < 0) break;
+    }
+    usleep(200000); /* each child out of fork and waiting */
+    const long long before = read_counter(counter);
+    for (int i = 0; i < made; ++i) kill(kids[i], SIGKILL);
+    for (int i = 0; i < made; ++i) waitpid(kids[i], NULL, 0);
+    const long long after = read_counter(counter);
+    if (before < 0 || after < 0) return printf("teardown=%s\n", strerrorname_np(errno)), 3;
+    printf("processes=%d teardown_s=%.3f\n", made, (double)(after - before) / 1e9);
+    return 0;
+}
+
 static int connect_tcp(const char* ip, int port) {
     int s = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
@@ -760,6 +790,7 @@ int main(int argc, char** argv) {
     if (!strcmp(cmd, "hog") && argc > 5)
         return hog(argv[2], atol(argv[3]), atol(argv[4]), atol(argv[5]));
     if (!strcmp(cmd, "spin") && argc > 3) return spin(atoi(argv[2]), atof(argv[3]));
+    if (!strcmp(cmd, "teardown") && argc > 3) return teardown(atoi(argv[2]), argv[3]);
     if (!strcmp(cmd, "reaped-chain") && argc > 3)
         return reaped_chain(atoi(argv[2]), atoi(argv[3]), argc > 4 ? argv[4] : "ign");
     if (!strcmp(cmd, "connect") && argc > 3) return connect_tcp(argv[2], atoi(argv[3]));
