@@ -158,7 +158,7 @@ std::uint64_t KernelWalk::pause_ns(const Walked& w, std::uint64_t ran) const {
 void KernelWalk::on_pass(std::uint64_t fds, const std::vector<std::string>* listed, bool quiet) {
     if (thread_.joinable()) return;
     stale_ = stale_ || !quiet;
-    if (fds > kInlineFds || last_ran_ > kInlineNs) {
+    if (fds > kInlineFds || dear_ >= kDearWalks) {
         thread_ = std::thread([this] { run(); });
         return;
     }
@@ -170,6 +170,7 @@ void KernelWalk::on_pass(std::uint64_t fds, const std::vector<std::string>* list
     whole_.store(w.bytes, std::memory_order_relaxed);
     partial_.store(0, std::memory_order_relaxed);
     last_ran_ = thread_cpu_ns() - c0;
+    dear_ = last_ran_ > inline_ns_ ? dear_ + 1 : 0;
     next_ns_ = now + pause_ns(w, last_ran_);
 }
 

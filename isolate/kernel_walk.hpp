@@ -34,12 +34,16 @@
 // with the bounds of isolate/sock_usage.hpp (count_host_sockets()). Only a step's task: a
 // sandbox with a network namespace of its own is counted whole at each pass.
 //
-// Who walks: a sandbox with few open fds (kInlineFds, as the pass counted them), whose last
-// walk was cheap (kInlineNs), is walked by the monitor's own thread, after a pass, as often as
-// a thread would: a walk of a few fds and mappings costs less than a thread's wakeups (a sleeping
+// Who walks: a sandbox with few open fds (kInlineFds, as the pass counted them), whose walks are
+// cheap (kInlineNs), is walked by the monitor's own thread, after a pass, as often as a thread
+// would: a walk of a few fds and mappings costs less than a thread's wakeups (a sleeping
 // sandbox's monitor spent a quarter of its CPU in one) and a run shorter than a pass never
 // starts one. Past either, a thread of its own walks from then on, 10 ms apart while there are
-// watches, 100 ms while there are none, and at most half a CPU.
+// watches, 100 ms while there are none, and at most half a CPU. Dear means two walks in a row
+// (kDearWalks): a first walk is the dearest (cold caches, the stack it first touches). In a CI
+// run on a loaded VM the first walk of a sleeper (two fds, few mappings) alone took over 1 ms,
+// and a thread walked it for the rest of the run, listing its /proc ten times a second (the
+// monitor's idle second: 46 directory listings where 8 are made).
 #include <sys/types.h>
 
 #include <atomic>
@@ -60,7 +64,8 @@ namespace gpubox::isolate {
 constexpr std::uint64_t kWatchBytes = 256;  // one watch's slab (200 bytes) and its share of a page
 constexpr std::uint64_t kVmaBytes = 256;    // one mapping's vm_area_struct and maple tree share
 constexpr std::uint64_t kInlineFds = 64;    // up to this many open fds, no thread: see above
-constexpr std::uint64_t kInlineNs = 1'000'000;  // and a last walk of at most this much CPU
+constexpr std::uint64_t kInlineNs = 1'000'000;  // and walks of at most this much CPU,
+constexpr unsigned kDearWalks = 2;              // not this many dearer ones in a row
 
 // Pure: the watches an epoll's fdinfo lists (its "tfd:" lines).
 std::uint64_t count_watches(std::string_view fdinfo);
@@ -71,7 +76,9 @@ class KernelWalk {
 public:
     // `proc`: an fd of the sandbox's /proc (outlives this); `root`: step mode's task init, whose
     // tree alone is counted (0: every process but pid 1, gpubox's init). No walk yet: on_pass().
-    KernelWalk(int proc, pid_t root) : proc_(proc), root_(root) {}
+    // `inline_ns`: kInlineNs but in tests.
+    KernelWalk(int proc, pid_t root, std::uint64_t inline_ns = kInlineNs)
+        : proc_(proc), root_(root), inline_ns_(inline_ns) {}
     ~KernelWalk();
     KernelWalk(const KernelWalk&) = delete;
     KernelWalk& operator=(const KernelWalk&) = delete;
@@ -102,6 +109,7 @@ private:
     Walked cycle(const std::vector<std::string>* listed);  // one walk over its processes
     int proc_;
     pid_t root_;
+    std::uint64_t inline_ns_;
     UniqueFd diag_;  // count_host_sockets()'s, with:
     std::optional<SocketMeter> sockets_;
     std::atomic<std::uint64_t> whole_{0}, partial_{0}, room_{~0ULL};
@@ -110,6 +118,7 @@ private:
     std::atomic<bool> stop_{false};
     std::uint64_t next_ns_ = 0;   // on_pass() walks again from then (monotonic), if no thread
     std::uint64_t last_ran_ = 0;  // the CPU on_pass()'s last walk took
+    unsigned dear_ = 0;           // on_pass()'s last walks in a row of more than inline_ns_
     bool stale_ = true;           // a pass since on_pass()'s last walk was not quiet (or none yet)
     std::thread thread_;          // not joinable until a pass saw more than kInlineFds
 };

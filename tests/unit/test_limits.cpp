@@ -817,6 +817,58 @@ TEST_CASE("the walk takes the pass's listing, and is not made again while every 
     CHECK(after >= first + 200 * kVmaBytes);
 }
 
+TEST_CASE("one dear walk stays the monitor's; the second in a row moves the walk to a thread") {
+    // A child that adds 100 mappings each time it is told (every other page made readable).
+    int go[2], done[2];
+    REQUIRE(::pipe(go) == 0);
+    REQUIRE(::pipe(done) == 0);
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        ::close(go[1]);
+        ::close(done[0]);
+        const long page = ::sysconf(_SC_PAGESIZE);
+        for (char c; ::read(go[0], &c, 1) == 1;) {
+            auto* m = static_cast<char*>(
+                ::mmap(nullptr, 200 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+            for (int i = 0; m != MAP_FAILED && i < 200; i += 2)
+                ::mprotect(m + i * page, static_cast<std::size_t>(page), PROT_READ);
+            if (::write(done[1], "1", 1) != 1) break;
+        }
+        ::_exit(0);
+    }
+    ::close(go[0]);
+    ::close(done[1]);
+    auto grow = [&] {
+        char byte = 1;
+        return ::write(go[1], &byte, 1) == 1 && ::read(done[0], &byte, 1) == 1;
+    };
+    const UniqueFd proc(::open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC));
+    std::uint64_t first = 0, second = 0, third = 0;
+    bool grown = false;
+    {
+        KernelWalk walk(proc.get(), child, 0);  // every walk dear (it takes more than 0 ns)
+        walk.on_pass(5);                        // dear once: walked here, at once
+        first = walk.bytes();
+        grown = grow();
+        ::usleep(150000);  // past the pause between walks (100 ms without watches)
+        walk.on_pass(5);   // dear once before: still walked here, at once
+        second = walk.bytes();
+        grown = grown && grow();
+        walk.on_pass(5);  // twice in a row: a thread walks from now on, with no pass to ask it
+        for (int i = 0; i < 1000 && (third = walk.bytes()) < second + 100 * kVmaBytes; ++i)
+            ::usleep(10000);  // at most 10 s on a loaded machine
+    }
+    ::kill(child, SIGKILL);
+    ::waitpid(child, nullptr, 0);
+    ::close(go[1]);
+    ::close(done[0]);
+    REQUIRE(grown);
+    CHECK(first > 0);
+    CHECK(second >= first + 100 * kVmaBytes);
+    CHECK(third >= second + 100 * kVmaBytes);
+}
+
 TEST_CASE("kept /proc files: read afresh each time, gone with their process, pruned") {
     const UniqueFd proc(::open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     REQUIRE(proc.valid());
