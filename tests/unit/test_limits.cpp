@@ -772,97 +772,87 @@ TEST_CASE(
     CHECK(fd_dir.st_size <= 64);
 }
 
-TEST_CASE("the walk takes the pass's listing, and is not made again while every pass was quiet") {
-    int go[2], done[2];
-    REQUIRE(::pipe(go) == 0);
-    REQUIRE(::pipe(done) == 0);
-    const pid_t child = ::fork();
-    REQUIRE(child >= 0);
-    if (child == 0) {  // told, makes 200 mappings of one (every other page made readable)
-        char c;
-        ::close(go[1]);
-        ::close(done[0]);
-        if (::read(go[0], &c, 1) == 1) {
-            const long page = ::sysconf(_SC_PAGESIZE);
-            auto* m = static_cast<char*>(
-                ::mmap(nullptr, 400 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-            for (int i = 0; m != MAP_FAILED && i < 400; i += 2)
-                ::mprotect(m + i * page, static_cast<std::size_t>(page), PROT_READ);
-            ::close(done[1]);  // EOF: made
+// A paused child that makes 100 more mappings each time grow() asks (every other page of a new
+// PROT_NONE mapping made readable), for the walk to count.
+class MappingChild {
+public:
+    MappingChild() {
+        REQUIRE(::pipe(go_) == 0);
+        REQUIRE(::pipe(done_) == 0);
+        pid = ::fork();
+        REQUIRE(pid >= 0);
+        if (pid > 0) {
+            ::close(go_[0]);
+            ::close(done_[1]);
+            return;
         }
-        ::pause();
+        ::close(go_[1]);
+        ::close(done_[0]);
+        const long page = ::sysconf(_SC_PAGESIZE);
+        for (char c; ::read(go_[0], &c, 1) == 1;) {
+            auto* m = static_cast<char*>(
+                ::mmap(nullptr, 200 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+            for (int i = 0; m != MAP_FAILED && i < 200; i += 2)
+                ::mprotect(m + i * page, static_cast<std::size_t>(page), PROT_READ);
+            if (::write(done_[1], "1", 1) != 1) break;
+        }
         ::_exit(0);
     }
-    ::close(go[0]);
-    ::close(done[1]);
+    ~MappingChild() {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+        ::close(go_[1]);
+        ::close(done_[0]);
+    }
+    MappingChild(const MappingChild&) = delete;
+    MappingChild& operator=(const MappingChild&) = delete;
+    bool grow() {
+        char byte = 1;
+        return ::write(go_[1], &byte, 1) == 1 && ::read(done_[0], &byte, 1) == 1;
+    }
+    pid_t pid = -1;
+
+private:
+    int go_[2]{}, done_[2]{};
+};
+
+TEST_CASE("the walk takes the pass's listing, and is not made again while every pass was quiet") {
+    MappingChild child;
     const UniqueFd proc(::open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC));
-    const std::vector<std::string> listed{std::to_string(child)};
-    KernelWalk walk(proc.get(), child);
+    const std::vector<std::string> listed{std::to_string(child.pid)};
+    KernelWalk walk(proc.get(), child.pid);
     walk.on_pass(5, &listed, false);  // the pass's listing: this child's maps
     const std::uint64_t first = walk.bytes();
-    char byte = 1;
-    const bool told = ::write(go[1], &byte, 1) == 1 && ::read(done[0], &byte, 1) == 0;
+    const bool grown = child.grow();
     ::usleep(150000);                // past the pause between walks (100 ms without watches)
     walk.on_pass(5, &listed, true);  // quiet since the walk: not walked again
     const std::uint64_t quiet = walk.bytes();
     walk.on_pass(5, &listed, false);  // not quiet: walked, the mappings counted
     const std::uint64_t after = walk.bytes();
-    ::kill(child, SIGKILL);
-    ::waitpid(child, nullptr, 0);
-    ::close(go[1]);
-    ::close(done[0]);
-    REQUIRE(told);
+    REQUIRE(grown);
     CHECK(first > 0);
     CHECK(quiet == first);
-    CHECK(after >= first + 200 * kVmaBytes);
+    CHECK(after >= first + 100 * kVmaBytes);
 }
 
 TEST_CASE("one dear walk stays the monitor's; the second in a row moves the walk to a thread") {
-    // A child that adds 100 mappings each time it is told (every other page made readable).
-    int go[2], done[2];
-    REQUIRE(::pipe(go) == 0);
-    REQUIRE(::pipe(done) == 0);
-    const pid_t child = ::fork();
-    REQUIRE(child >= 0);
-    if (child == 0) {
-        ::close(go[1]);
-        ::close(done[0]);
-        const long page = ::sysconf(_SC_PAGESIZE);
-        for (char c; ::read(go[0], &c, 1) == 1;) {
-            auto* m = static_cast<char*>(
-                ::mmap(nullptr, 200 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-            for (int i = 0; m != MAP_FAILED && i < 200; i += 2)
-                ::mprotect(m + i * page, static_cast<std::size_t>(page), PROT_READ);
-            if (::write(done[1], "1", 1) != 1) break;
-        }
-        ::_exit(0);
-    }
-    ::close(go[0]);
-    ::close(done[1]);
-    auto grow = [&] {
-        char byte = 1;
-        return ::write(go[1], &byte, 1) == 1 && ::read(done[0], &byte, 1) == 1;
-    };
+    MappingChild child;
     const UniqueFd proc(::open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC));
     std::uint64_t first = 0, second = 0, third = 0;
     bool grown = false;
     {
-        KernelWalk walk(proc.get(), child, 0);  // every walk dear (it takes more than 0 ns)
-        walk.on_pass(5);                        // dear once: walked here, at once
+        KernelWalk walk(proc.get(), child.pid, 0);  // every walk dear (it takes more than 0 ns)
+        walk.on_pass(5);                            // dear once: walked here, at once
         first = walk.bytes();
-        grown = grow();
+        grown = child.grow();
         ::usleep(150000);  // past the pause between walks (100 ms without watches)
         walk.on_pass(5);   // dear once before: still walked here, at once
         second = walk.bytes();
-        grown = grown && grow();
+        grown = grown && child.grow();
         walk.on_pass(5);  // twice in a row: a thread walks from now on, with no pass to ask it
         for (int i = 0; i < 1000 && (third = walk.bytes()) < second + 100 * kVmaBytes; ++i)
             ::usleep(10000);  // at most 10 s on a loaded machine
     }
-    ::kill(child, SIGKILL);
-    ::waitpid(child, nullptr, 0);
-    ::close(go[1]);
-    ::close(done[0]);
     REQUIRE(grown);
     CHECK(first > 0);
     CHECK(second >= first + 100 * kVmaBytes);
