@@ -707,8 +707,10 @@ static int teardown(int n, const char* counter) {
     int made = 0;
     for (; made < n; ++made) {
         kids[made] = fork();
-        if (kids[made] == 0)
+        if (kids[made] == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL); /* none left behind if we are killed first */
             for (;;) pause();
+        }
         if (kids[made] < 0) break;
     }
     usleep(200000); /* each child out of fork and waiting */
