@@ -156,15 +156,16 @@ std::uint64_t KernelWalk::pause_ns(const Walked& w, std::uint64_t ran) const {
 }
 
 void KernelWalk::on_pass(std::uint64_t fds, const std::vector<std::string>* listed, bool quiet) {
+    if (!quiet) stale_.store(true, std::memory_order_relaxed);
     if (thread_.joinable()) return;
-    stale_ = stale_ || !quiet;
     if (fds > kInlineFds || dear_ >= kDearWalks) {
         thread_ = std::thread([this] { run(); });
         return;
     }
     const std::uint64_t now = sys::monotonic_ns();
-    if (now < next_ns_ || !stale_) return;
-    stale_ = false;  // (a process that runs during the walk makes the next pass not quiet)
+    if (now < next_ns_ || !stale_.load(std::memory_order_relaxed)) return;
+    // (a process that runs during the walk makes the next pass not quiet)
+    stale_.store(false, std::memory_order_relaxed);
     const std::uint64_t c0 = thread_cpu_ns();
     const Walked w = cycle(listed);
     whole_.store(w.bytes, std::memory_order_relaxed);
@@ -174,13 +175,20 @@ void KernelWalk::on_pass(std::uint64_t fds, const std::vector<std::string>* list
     next_ns_ = now + pause_ns(w, last_ran_);
 }
 
+// Walks as on_pass() would, but for the pause: while every pass since its last walk began was
+// quiet, the walk would find what it found then, and an idle sandbox's thread only waits.
 void KernelWalk::run() {
+    Walked w;
     for (;;) {
-        const std::uint64_t c0 = thread_cpu_ns();
-        const Walked w = cycle(nullptr);
-        whole_.store(w.bytes, std::memory_order_relaxed);
-        partial_.store(0, std::memory_order_relaxed);
-        const auto pause = std::chrono::nanoseconds(pause_ns(w, thread_cpu_ns() - c0));
+        std::uint64_t ran = 0;
+        if (stale_.exchange(false, std::memory_order_relaxed)) {
+            const std::uint64_t c0 = thread_cpu_ns();
+            w = cycle(nullptr);
+            whole_.store(w.bytes, std::memory_order_relaxed);
+            partial_.store(0, std::memory_order_relaxed);
+            ran = thread_cpu_ns() - c0;
+        }
+        const auto pause = std::chrono::nanoseconds(pause_ns(w, ran));
         std::unique_lock<std::mutex> lock(mu_);
         if (cv_.wait_for(lock, pause, [this] { return stop_.load(std::memory_order_relaxed); }))
             return;

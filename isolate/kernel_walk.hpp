@@ -39,7 +39,8 @@
 // would: a walk of a few fds and mappings costs less than a thread's wakeups (a sleeping
 // sandbox's monitor spent a quarter of its CPU in one) and a run shorter than a pass never
 // starts one. Past either, a thread of its own walks from then on, 10 ms apart while there are
-// watches, 100 ms while there are none, and at most half a CPU. Dear means two walks in a row
+// watches, 100 ms while there are none, and at most half a CPU; like the monitor's own walk, not
+// again while every pass since its last was quiet. Dear means two walks in a row
 // (kDearWalks): a first walk is the dearest (cold caches, the stack it first touches). In a CI
 // run on a loaded VM the first walk of a sleeper (two fds, few mappings) alone took over 1 ms,
 // and a thread walked it for the rest of the run, listing its /proc ten times a second (the
@@ -116,11 +117,11 @@ private:
     std::mutex mu_;
     std::condition_variable cv_;
     std::atomic<bool> stop_{false};
-    std::uint64_t next_ns_ = 0;   // on_pass() walks again from then (monotonic), if no thread
-    std::uint64_t last_ran_ = 0;  // the CPU on_pass()'s last walk took
-    unsigned dear_ = 0;           // on_pass()'s last walks in a row of more than inline_ns_
-    bool stale_ = true;           // a pass since on_pass()'s last walk was not quiet (or none yet)
-    std::thread thread_;          // not joinable until a pass saw more than kInlineFds
+    std::uint64_t next_ns_ = 0;      // on_pass() walks again from then (monotonic), if no thread
+    std::uint64_t last_ran_ = 0;     // the CPU on_pass()'s last walk took
+    unsigned dear_ = 0;              // on_pass()'s last walks in a row of more than inline_ns_
+    std::atomic<bool> stale_{true};  // a pass since the last walk began was not quiet (or none yet)
+    std::thread thread_;             // not joinable until a pass saw more than kInlineFds
 };
 
 }  // namespace gpubox::isolate

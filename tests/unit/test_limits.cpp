@@ -835,6 +835,32 @@ TEST_CASE("the walk takes the pass's listing, and is not made again while every 
     CHECK(after >= first + 100 * kVmaBytes);
 }
 
+TEST_CASE("a thread's walk is not made again while every pass was quiet either") {
+    MappingChild child;
+    const UniqueFd proc(::open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC));
+    std::uint64_t first = 0, quiet = 0, after = 0;
+    bool grown = false;
+    {
+        KernelWalk walk(proc.get(), child.pid);
+        walk.on_pass(kInlineFds + 1, nullptr, false);  // many fds: a thread walks from now on
+        for (int i = 0; i < 1000 && (first = walk.bytes()) == 0; ++i)
+            ::usleep(10000);  // its first walk, at most 10 s on a loaded machine
+        grown = child.grow();
+        for (int i = 0; i < 30; ++i) {  // 300 ms of quiet passes: three of its pauses
+            walk.on_pass(kInlineFds + 1, nullptr, true);
+            ::usleep(10000);
+        }
+        quiet = walk.bytes();
+        walk.on_pass(kInlineFds + 1, nullptr, false);  // not quiet: walked, the mappings counted
+        for (int i = 0; i < 1000 && (after = walk.bytes()) < first + 100 * kVmaBytes; ++i)
+            ::usleep(10000);
+    }
+    REQUIRE(grown);
+    CHECK(first > 0);
+    CHECK(quiet == first);
+    CHECK(after >= first + 100 * kVmaBytes);
+}
+
 TEST_CASE("one dear walk stays the monitor's; the second in a row moves the walk to a thread") {
     MappingChild child;
     const UniqueFd proc(::open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC));
