@@ -119,13 +119,16 @@ expect_eq "... nothing left in the step directory" "$(ls -A "$T/steps")" ""
 
 # Each task keeps its own limits without a cgroup: the monitor measures the task's own tree in
 # the shared pid namespace; one task over its limit is killed alone, its sibling finishes OK.
-limits_pair() {  # DESC WANT ARGS...: task 0 runs ARGS, task 1 a quiet 12 s; $left
+# Task 1 sleeps until the test has looked (then its sleep is ended, quietly, and it says "fine"):
+# however long task 0 takes on a loaded host (a CI run at load 57: longer than the 12 s it once
+# slept).
+limits_pair() {  # DESC WANT ARGS...: task 0 runs ARGS, task 1 a quiet one; $left
     local desc=$1 want=$2
     shift 2
     rm -rf "$T"/l.* "$T/meta"; mkdir "$T/meta" && chown 65534 "$T/meta"
     task 65534 9 9 0 --meta "$T/meta/0" --wall-time-limit 30 "$@" >"$T/l.0" 2>&1 &
     local first=$!
-    task 65534 9 9 1 --meta "$T/meta/1" --wall-time-limit 30 "$R" sh -c 'sleep 12; echo fine' >"$T/l.1" 2>&1 &
+    task 65534 9 9 1 --meta "$T/meta/1" --wall-time-limit 300 "$R" sh -c "{ sleep ${S}8; } 2>/dev/null; echo fine" >"$T/l.1" 2>&1 &
     local second=$!
     wait "$first"
     # The killed task's processes, while the other one runs (a SIGKILLed process may take a
@@ -134,6 +137,8 @@ limits_pair() {  # DESC WANT ARGS...: task 0 runs ARGS, task 1 a quiet 12 s; $le
     # made the step, which is this task's when it came first, and they rightly stay.
     wait_until 10 eval '[ -z "$(pgrep -u 65534 -f "^sh -c .*S${S}9")" ]'
     left=$(pgrep -u 65534 -f "^sh -c .*S${S}9")$(kill -0 "$second" 2>/dev/null || echo " (the other task had ended)")
+    wait_until 60 eval 'pgrep -u 65534 -fx "sleep ${S}8" >/dev/null'
+    pkill -u 65534 -fx "sleep ${S}8"
     wait
     M=$T/meta/0
     expect_eq "$desc: $want" "$(field status):$(field limit)" "$want"
