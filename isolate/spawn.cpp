@@ -1,7 +1,12 @@
 #include "isolate/spawn.hpp"
 
 #include <linux/sched.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include "common/sys.hpp"
 
@@ -25,6 +30,21 @@ Spawned clone_with_pidfd(clone_args& args, int ns_flags, void (*child)(void*), v
     return s;
 }
 
+struct Trampoline {
+    void (*child)(void*);
+    void* arg;
+};
+
+int run_trampoline(void* p) {
+    const auto* t = static_cast<const Trampoline*>(p);
+    t->child(t->arg);
+    sys::exit_now(125);
+}
+
+// The workload's stack until its exec: set-up and its error's report (an exception, a frame)
+// take a few pages of it.
+constexpr std::size_t kSharedStack = 256 * 1024;
+
 }  // namespace
 
 Spawned spawn_sandbox(int ns_flags, int cgroup_fd, void (*child)(void*), void* arg) {
@@ -43,6 +63,25 @@ Spawned spawn_sibling(void (*child)(void*), void* arg) {
     args.flags = CLONE_PARENT;
     args.exit_signal = 0;  // CLONE_PARENT: the parent's own exit signal (SIGCHLD) is used
     return clone_with_pidfd(args, 0, child, arg);
+}
+
+pid_t spawn_until_exec(void (*child)(void*), void* arg) {
+    const std::size_t guard = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    void* base = ::mmap(nullptr, guard + kSharedStack, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (base == MAP_FAILED) sys::fail("mmap(the workload's stack)", errno);
+    if (::mprotect(base, guard, PROT_NONE) != 0) {
+        const int err = errno;
+        ::munmap(base, guard + kSharedStack);
+        sys::fail("mprotect(the workload's stack's guard page, PROT_NONE)", err);
+    }
+    Trampoline t{child, arg};
+    const pid_t pid = ::clone(run_trampoline, static_cast<char*>(base) + guard + kSharedStack,
+                              CLONE_VM | CLONE_VFORK | SIGCHLD, &t);
+    const int err = errno;
+    ::munmap(base, guard + kSharedStack);  // it has exec'd or exited: its memory is its own
+    if (pid < 0) sys::fail("clone(CLONE_VM | CLONE_VFORK) for the workload", err);
+    return pid;
 }
 
 }  // namespace gpubox::isolate

@@ -23,4 +23,15 @@ Spawned spawn_sandbox(int ns_flags, int cgroup_fd, void (*child)(void*), void* a
 // process sees it (the monitor's view).
 Spawned spawn_sibling(void (*child)(void*), void* arg);
 
+// The workload, posix_spawn's way: a child that shares our memory until it execs or exits
+// (CLONE_VM | CLONE_VFORK), while we wait. Neither process copies the other's page tables nor
+// takes copy-on-write faults, and its exec tears no copy of our memory down: a fork's cost where
+// faults are dear (bench/README.md). `child` runs on a stack of its own (a guard page below it)
+// and must not return; it must leave alone what we read afterwards (what it allocates on our
+// heap is ours to leak), and what is the memory's, not the process's (PR_SET_DUMPABLE), it sets
+// for us too: it puts that back before its exec. Not for a child that enters another user
+// namespace by setns (refused while the memory is shared). The caller catches no signal (init
+// waits for its signals): a handler would run in the child, on our memory.
+pid_t spawn_until_exec(void (*child)(void*), void* arg);
+
 }  // namespace gpubox::isolate

@@ -176,13 +176,17 @@ void send_meters(const Ends& own, const UniqueFd& tmpfs, UniqueFd diag = {}) {
 
 // The workload: a child of init, so it is never pid 1 and keeps ordinary signal semantics.
 // `holder`: a joining task's, the pidfd of the step's holder, whose user namespace it enters.
-[[noreturn]] void workload_main(const ChildSpec& spec, Ends& own, int holder = -1) noexcept {
+// `inits_dumpable`: where it shares init's memory until its exec, init's dumpable flag, which
+// is the memory's (ours sets init's): put back before the exec, whose new memory has its own,
+// so that nothing the workload runs finds init's /proc open. -1: forked, nothing shared.
+[[noreturn]] void workload_main(const ChildSpec& spec, const Ends& own, int holder = -1,
+                                int inits_dumpable = -1) noexcept {
     try {
         sys::unblock_all_signals();
         sys::default_signal(SIGPIPE);  // the monitor ignores it while relaying
         take_relays(own);
         sys::setsid();  // no controlling tty: no TIOCSTI
-        if (own.pty.valid()) pty::enter_new_pty(spec.pty, std::move(own.pty));  // its own one
+        if (own.pty.valid()) pty::enter_new_pty(spec.pty, own.pty.get());  // its own one
         sys::prctl(PR_SET_DUMPABLE, 1, "PR_SET_DUMPABLE, 1");  // init's 0 locks /proc/self
         if (holder < 0)
             isolate::enter_nested_userns(spec.ids);  // see its own uid; no caps over mounts
@@ -196,6 +200,8 @@ void send_meters(const Ends& own, const UniqueFd& tmpfs, UniqueFd diag = {}) {
         if (holder >= 0) sys::prctl(PR_SET_PDEATHSIG, SIGKILL, "PR_SET_PDEATHSIG, SIGKILL");
         sys::set_umask(022);
         sys::close_range_cloexec_except(3, spec.keep_fds);  // inherited fds never reach CMD
+        if (inits_dumpable >= 0)                            // (nothing below reads /proc/self)
+            sys::prctl(PR_SET_DUMPABLE, inits_dumpable, "PR_SET_DUMPABLE, init's");
         isolate::install(spec.limits_bpf);
         if (spec.seccomp) isolate::install(spec.bpf);  // last before exec
         exec_command(spec);
@@ -353,9 +359,19 @@ void task_init(void* arg) {
         // Named: its owner's exec enters us by pidfd, which takes ptrace read access. The
         // workload still cannot reach us: no capability of our user namespace (as step_init).
         if (spec.joinable) sys::prctl(PR_SET_DUMPABLE, 1, "PR_SET_DUMPABLE, 1");
-        const pid_t pid = sys::fork("the workload");
-        if (pid == 0) workload_main(spec, own);
-        init_loop(own, pid);
+        // The workload shares our memory until its exec: no copy of our page tables, no
+        // copy-on-write faults in either of us (isolate/spawn.hpp).
+        struct Args {
+            const ChildSpec* spec;
+            const Ends* own;
+            int dumpable;
+        } args{&spec, &own, spec.joinable ? 1 : 0};
+        init_loop(own, isolate::spawn_until_exec(
+                           [](void* p) {
+                               const auto* a = static_cast<const Args*>(p);
+                               workload_main(*a->spec, *a->own, -1, a->dumpable);
+                           },
+                           &args));
     } catch (...) {
         report_and_exit(own.control.get(), std::current_exception());
     }

@@ -9,7 +9,7 @@
 
 namespace gpubox::launcher::pty {
 
-void enter_new_pty(const PtySpec& spec, UniqueFd sock) {
+void enter_new_pty(const PtySpec& spec, int sock) {
     UniqueFd master =
         sys::open_at(AT_FDCWD, "/dev/ptmx", O_RDWR | O_NOCTTY);  // the sandbox's devpts
     int unlock = 0;
@@ -19,8 +19,8 @@ void enter_new_pty(const PtySpec& spec, UniqueFd sock) {
     if (spec.size.ws_row)
         sys::ioctl(slave.get(), TIOCSWINSZ, const_cast<winsize*>(&spec.size),
                    "ioctl(pty, TIOCSWINSZ)");
-    channel::send(sock.get(), channel::PtyMaster{std::move(master)});
-    sock.reset();
+    channel::send(sock, channel::PtyMaster{std::move(master)});
+    ::close(sock);  // ours; init's copy is its own
     for (int fd = 0; fd <= (spec.stderr_too ? 2 : 1); ++fd) sys::dup2(slave.get(), fd);
     sys::ioctl(STDIN_FILENO, TIOCSCTTY, 0L, "ioctl(pty, TIOCSCTTY)");
 }

@@ -15,7 +15,8 @@ struct PtySpec {
 };
 
 // [workload, after setsid()] Opens a pty in the sandbox's devpts, sends the master over
-// `sock` (then closed), and makes the slave fds 0 and 1 (and 2) and the controlling terminal.
-void enter_new_pty(const PtySpec& spec, UniqueFd sock);
+// `sock` (then closed: our fd of init's object, whose memory the workload may share), and makes
+// the slave fds 0 and 1 (and 2) and the controlling terminal.
+void enter_new_pty(const PtySpec& spec, int sock);
 
 }  // namespace gpubox::launcher::pty

@@ -41,9 +41,13 @@ exec 7<"$WORK/secret"
 box run "$R" probe fds
 exec 7<&-
 expect_eq "an fd inherited by gpubox is closed inside" "$(echo $out)" "0 1 2"
-box run "$R" probe read /proc/1/exe /proc/1/root/etc/passwd
+# Init is not dumpable (its /proc closed to the workload), as the workload's first instruction
+# finds it: the workload shares init's memory, and so its dumpable flag, until its exec.
+box run "$R" probe read /proc/1/exe /proc/1/root/etc/passwd /proc/1/fd /proc/1/environ
 expect_match "init's exe (the gpubox binary) cannot be opened" "$out" '/proc/1/exe=EACCES'
 expect_match "init's root cannot be followed" "$out" '/proc/1/root/etc/passwd=EACCES'
+expect_match "init's fds cannot be listed" "$out" '/proc/1/fd=EACCES'
+expect_match "init's environment cannot be read" "$out" '/proc/1/environ=EACCES'
 
 box run "$R" probe syscalls
 for want in unshare_user=EPERM unshare_mnt=EPERM clone3=ENOSYS clone_newuser=EPERM mount=EPERM \

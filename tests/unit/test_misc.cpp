@@ -2,6 +2,9 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -13,6 +16,7 @@
 #include "common/text.hpp"
 #include "isolate/id_map.hpp"
 #include "isolate/namespaces.hpp"
+#include "isolate/spawn.hpp"
 #include "launcher/monitor/environment.hpp"
 #include "temp_dir.hpp"
 
@@ -31,6 +35,64 @@ TEST_CASE("id maps: init is root of the outer namespace, the workload sees the c
     CHECK(m.inner_uid_map == "1000 0 1\n");
     CHECK(m.inner_gid_map == "100 0 1\n");
     CHECK_FALSE(isolate::plan_id_maps(1000, 100, true).nested);
+}
+
+namespace {
+
+struct Shared {
+    pid_t wrote = 0;  // the child's pid, as it wrote it in our memory
+    int depth = 0;    // how deep its recursion went
+};
+
+[[noreturn]] void write_then_exec(void* arg) {
+    static_cast<Shared*>(arg)->wrote = ::getpid();
+    ::execl("/bin/true", "true", static_cast<char*>(nullptr));
+    ::_exit(127);
+}
+
+[[noreturn]] void exit_seven(void*) { ::_exit(7); }
+
+// 1 KiB a frame, written (not a tail call): deep enough, it meets the stack's guard page.
+int recurse(Shared* s) {
+    volatile char frame[1024];
+    frame[0] = static_cast<char>(++s->depth);
+    return s->depth < (1 << 20) ? recurse(s) + frame[0] : 0;
+}
+[[noreturn]] void overflow(void* arg) {
+    ::signal(SIGSEGV, SIG_DFL);  // Catch's handler is ours, in our memory (a caller has none)
+    recurse(static_cast<Shared*>(arg));
+    ::_exit(0);
+}
+
+int reap(pid_t pid) {
+    int status = 0;
+    return ::waitpid(pid, &status, 0) == pid ? status : -1;
+}
+
+}  // namespace
+
+TEST_CASE("spawn_until_exec: the child shares our memory, and we go on once it has exec'd") {
+    Shared s;
+    const pid_t pid = isolate::spawn_until_exec(write_then_exec, &s);
+    CHECK(s.wrote == pid);  // written in our memory, before we went on
+    const int status = reap(pid);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);  // it ran /bin/true
+}
+
+TEST_CASE("spawn_until_exec: a child that exits without exec lets us go on too") {
+    const int status = reap(isolate::spawn_until_exec(exit_seven, nullptr));
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 7);
+}
+
+TEST_CASE("spawn_until_exec: a child past its stack meets the guard page, not our memory") {
+    Shared s;
+    const int status = reap(isolate::spawn_until_exec(overflow, &s));
+    CHECK(WIFSIGNALED(status));
+    CHECK(WTERMSIG(status) == SIGSEGV);
+    CHECK(s.depth > 64);   // it had its 256 KiB: more than 64 frames of 1 KiB
+    CHECK(s.depth < 512);  // and no more
 }
 
 TEST_CASE("environment: clean defaults, later assignments win") {
