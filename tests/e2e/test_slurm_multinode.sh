@@ -126,6 +126,9 @@ if [ $mpich = 1 ]; then
 else
     must_work && not_ok "mpicc.mpich missing (libmpich-dev)" || echo "# skip MPICH: no mpicc.mpich (apt-get install libmpich-dev)"
 fi
+# A job that srun saw end is completing (CG) a while longer on a loaded host (its epilog, the
+# nodes' reports): it must be gone soon, not at once.
+wait_until 60 eval '[ -z "$(node a squeue -h 2>/dev/null)" ]'
 expect_eq "no job left" "$(node a squeue -h 2>/dev/null)" ""
 # Every process in the nodes' namespaces is one of the daemons (slurmd, slurmctld and its
 # slurmscriptd): no task, no slurmstepd, no sandbox (a step's keeper ends once its last task's
