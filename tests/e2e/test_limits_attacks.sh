@@ -98,10 +98,13 @@ expect_eq "  and a 2 s sleep under --time-limit 0.5 is OK: the wait is not CPU" 
 # unmapped, their page tables freed, each reaped) is charged to the sandbox after the kill, by any
 # mechanism (a cgroup's count holds it too). It is the host's: 0.43-0.54 s on the VM where a CI
 # run failed this bound (fork and exit of a small process there: 0.4-0.6 ms). Measured here,
-# outside gpubox, for 1000 copies of the probe, and allowed on top of the bomb's bound.
+# outside gpubox, for 1000 copies of the probe, and allowed on top of the bomb's bound: once
+# before the bombs, and again right after each, under the load it ran under (a CI run with a
+# compiler beside it: forkspin 1.719 s against 1.2 + 0.499 measured before it), the larger.
+teardown_s() { "$PROBE" teardown 1000 "$E2E_CPUACCT/cpuacct.usage" | sed -n 's/.*teardown_s=//p'; }
 teardown=0
 if have_meter; then
-    teardown=$("$PROBE" teardown 1000 "$E2E_CPUACCT/cpuacct.usage" | sed -n 's/.*teardown_s=//p')
+    teardown=$(teardown_s)
     check "the kernel's teardown of 1000 processes is measured (${teardown:-?} s)" within "${teardown:-x}" 0 5
 fi
 own_cpu_cgroup=$(awk -F: '$2 ~ /(^|,)cpu(,|$)/ {print $3; exit}' /proc/self/cgroup)
@@ -123,7 +126,9 @@ for cg in "" ${E2E_CPUCG:+"$E2E_CPUCG"}; do
             bound=1.5
         fi
         if [ "${w%spin e2e-attacks}" != "$w" ]; then
-            bound=$(awk -v b="$bound" -v t="${teardown:-0}" 'BEGIN { printf "%.3f", b + t }')
+            again=$(have_meter && teardown_s)
+            bound=$(awk -v b="$bound" -v t="${teardown:-0}" -v u="${again:-0}" \
+                'BEGIN { printf "%.3f", b + (u > t ? u : t) }')
         fi
         cpu_bound "  killed by $bound s of CPU, measured from outside" "$bound"
     done
