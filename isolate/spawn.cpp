@@ -92,7 +92,9 @@ pid_t spawn_until_exec(void (*child)(void*), void* arg) {
     const int err = errno;
 #ifdef GPUBOX_ASAN
     // (The unit tests under ASan: the child's frames poisoned this stack's shadow and, the child
-    // never returning, were never unpoisoned; a later mapping here would read as overflowed.)
+    // never returning, were never unpoisoned; a later mapping here would read as overflowed.
+    // ASan's one warning that it ignored __asan_handle_no_return on a stack it does not know is
+    // the child's, on this one.)
     __asan_unpoison_memory_region(base, guard + kSharedStack);
 #endif
     ::munmap(base, guard + kSharedStack);  // it has exec'd or exited: its memory is its own
