@@ -8,13 +8,14 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <optional>
 #include <sstream>
+#include <string_view>
 #include <vector>
 
 #include "common/error.hpp"
@@ -27,11 +28,18 @@
 namespace gpubox::isolate {
 namespace {
 
+// A kernel file's text, "" where it cannot be read (a controller's file that is absent). Not by
+// iostreams: a limited run reads a few of these before its clone(), and the first std::ifstream
+// of a process cost ~90 us here (the locale's facets and filebuf's code paged in).
 std::string read_text(const std::string& path) {
-    std::ifstream f(path);
-    std::stringstream s;
-    s << f.rdbuf();
-    return s.str();
+    const int fd = sys::try_open_at(AT_FDCWD, path, O_RDONLY);
+    if (fd < 0) return {};
+    const UniqueFd f(fd);
+    std::string out;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;)
+        out.append(buf, static_cast<std::size_t>(n));
+    return out;
 }
 
 // Whether the kernel took `value`: a controller not delegated to us is a refusal to note, not
@@ -46,17 +54,21 @@ bool write_text(const std::string& path, const std::string& value) {
 constexpr const char* kNoCgroup2 = "no cgroup v2 hierarchy is mounted";
 constexpr const char* kNoOwnEntry = "/proc/self/cgroup has no cgroup v2 entry";
 
-// Our own cgroup's directory below the cgroup2 mount point `mnt`.
-std::optional<std::string> own_cgroup_dir(const std::string& mnt) {
-    auto path = parse_proc_cgroup(read_text("/proc/self/cgroup"));
+// Our own cgroup's directory below the cgroup2 mount point, from /proc/self/cgroup as read.
+std::optional<std::string> own_cgroup_dir(const CgroupHost& host) {
+    if (!host.mount) return std::nullopt;
+    auto path = parse_proc_cgroup(host.self);
     if (!path) return std::nullopt;
-    return *path == "/" ? mnt : mnt + *path;
+    return *path == "/" ? *host.mount : *host.mount + *path;
 }
 
-bool has_word(const std::string& list, const std::string& word) {
-    std::istringstream in(list);
-    for (std::string w; in >> w;)
-        if (w == word) return true;
+bool has_word(std::string_view list, std::string_view word) {
+    for (std::size_t at = 0; (at = list.find(word, at)) != std::string_view::npos; ++at) {
+        const std::size_t end = at + word.size();
+        if ((at == 0 || std::isspace(static_cast<unsigned char>(list[at - 1]))) &&
+            (end == list.size() || std::isspace(static_cast<unsigned char>(list[end]))))
+            return true;
+    }
     return false;
 }
 
@@ -131,10 +143,10 @@ struct Tried {
     std::string failed;
 };
 
-// `mnt`: the cgroup2 mount point, read once for every route.
-Tried own_route(const Limits& limits, const std::optional<std::string>& mnt) {
-    if (!mnt) return {{}, kNoCgroup2};
-    const std::optional<std::string> parent = own_cgroup_dir(*mnt);
+// `host`: read once for every route.
+Tried own_route(const Limits& limits, const CgroupHost& host) {
+    if (!host.mount) return {{}, kNoCgroup2};
+    const std::optional<std::string> parent = own_cgroup_dir(host);
     if (!parent) return {{}, kNoOwnEntry};
     std::string refused;
     Tried t{make_below(*parent, cat("gpubox-", ::getpid()), limits, true, &refused), ""};
@@ -144,8 +156,7 @@ Tried own_route(const Limits& limits, const std::optional<std::string>& mnt) {
     return t;
 }
 
-Cgroup given_route(const Limits& limits, const std::string& parent,
-                   const std::optional<std::string>& mnt) {
+Cgroup given_route(const Limits& limits, const std::string& parent, const CgroupHost& host) {
     struct stat st {};
     if (!sys::lstat_at(AT_FDCWD, parent + "/cgroup.procs", st))
         throw SetupError(
@@ -153,7 +164,7 @@ Cgroup given_route(const Limits& limits, const std::string& parent,
     // clone3(CLONE_INTO_CGROUP) would fail with a bare EACCES: said here, with the cgroup that
     // refuses (the kernel checks the user may write it; root may write any).
     char real[PATH_MAX];
-    const std::optional<std::string> own = mnt ? own_cgroup_dir(*mnt) : std::nullopt;
+    const std::optional<std::string> own = own_cgroup_dir(host);
     if (own && ::realpath(parent.c_str(), real)) {
         const std::string common = common_cgroup(*own, real);
         if (::faccessat(AT_FDCWD, (common + "/cgroup.procs").c_str(), W_OK, AT_EACCESS) != 0 &&
@@ -203,30 +214,36 @@ Tried systemd_route(const Limits& limits, bool quick, const std::optional<std::s
 }
 
 Tried try_route(CgroupRoute route, const Limits& limits, const CgroupRequest& request,
-                const std::optional<std::string>& mnt) {
+                const CgroupHost& host) {
     switch (route) {
-        case CgroupRoute::own: return own_route(limits, mnt);
+        case CgroupRoute::own: return own_route(limits, host);
         case CgroupRoute::systemd_scope:
-            return systemd_route(limits, request.mode == CgroupMode::auto_, mnt);
-        case CgroupRoute::given: return {given_route(limits, request.path, mnt), ""};
+            return systemd_route(limits, request.mode == CgroupMode::auto_, host.mount);
+        case CgroupRoute::given: return {given_route(limits, request.path, host), ""};
     }
     throw SetupError("unknown cgroup route");
 }
 
+}  // namespace
+
 // Where cgroup2 is mounted: /sys/fs/cgroup (unified) or /sys/fs/cgroup/unified (hybrid), which
 // one statfs each tells, else mountinfo's first. The search runs every limited run, and reading
 // mountinfo makes the kernel print every mount of the host (46 us a read here, 22 mounts).
-std::optional<std::string> cgroup2_mount() {
+CgroupHost read_cgroup_host() {
+    CgroupHost host;
+    host.self = read_text("/proc/self/cgroup");
     for (const char* dir : {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"}) {
         struct statfs fs {};
-        if (::statfs(dir, &fs) == 0 && fs.f_type == 0x63677270) return dir;  // CGROUP2_SUPER_MAGIC
+        if (::statfs(dir, &fs) == 0 && fs.f_type == 0x63677270) {  // CGROUP2_SUPER_MAGIC
+            host.mount = dir;
+            return host;
+        }
     }
-    return parse_cgroup2_mount(read_text("/proc/self/mountinfo"));
+    host.mount = parse_cgroup2_mount(read_text("/proc/self/mountinfo"));
+    return host;
 }
 
-}  // namespace
-
-Cgroup setup_cgroup(const Limits& limits, const CgroupRequest& request) {
+Cgroup setup_cgroup(const Limits& limits, const CgroupRequest& request, const CgroupHost& host) {
     Cgroup best;
     if (request.mode == CgroupMode::off) {
         best.reason = cat("--cgroup ", to_string(request.mode));
@@ -234,11 +251,10 @@ Cgroup setup_cgroup(const Limits& limits, const CgroupRequest& request) {
     }
     std::vector<std::pair<CgroupRoute, std::string>> tried;
     std::optional<CgroupRoute> best_route;
-    const std::optional<std::string> mnt = cgroup2_mount();
     for (CgroupRoute route : plan_cgroup_routes(request.mode)) {
         Tried t;
         try {
-            t = try_route(route, limits, request, mnt);
+            t = try_route(route, limits, request, host);
         } catch (...) {
             if (request.mode != CgroupMode::auto_) std::throw_with_nested(SetupError("cgroup"));
             t.failed = describe(std::current_exception());
@@ -292,10 +308,9 @@ bool cgroup_kill(const Cgroup& cg) {
     return cg.caps.usable && write_text(cg.path + "/cgroup.kill", "1");
 }
 
-bool autogroups_here() {
+bool autogroups_here(const CgroupHost& host) {
     return autogroup_applies(read_text("/proc/sys/kernel/sched_autogroup_enabled") == "1\n",
-                             read_text("/proc/self/cgroup"),
-                             read_text("/sys/fs/cgroup/cgroup.subtree_control"));
+                             host.self, read_text("/sys/fs/cgroup/cgroup.subtree_control"));
 }
 
 void remove_cgroup(Cgroup& cg) {

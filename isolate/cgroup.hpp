@@ -28,8 +28,17 @@ struct Cgroup {
     std::vector<std::pair<CgroupRoute, std::string>> passed_over;
 };
 
+// What this host tells this process of cgroup v2, read once a run for every use below: where
+// cgroup2 is mounted (none: no cgroup v2) and /proc/self/cgroup's text.
+struct CgroupHost {
+    std::optional<std::string> mount;
+    std::string self;
+};
+CgroupHost read_cgroup_host();
+
 // Make and configure the sandbox's cgroup for `limits`, the way `request` asks.
-Cgroup setup_cgroup(const Limits& limits, const CgroupRequest& request);
+Cgroup setup_cgroup(const Limits& limits, const CgroupRequest& request,
+                    const CgroupHost& host = read_cgroup_host());
 
 std::optional<std::uint64_t> cgroup_cpu_usec(const Cgroup& cg);
 std::optional<std::uint64_t> cgroup_memory_peak(const Cgroup& cg);
@@ -38,6 +47,6 @@ bool cgroup_kill(const Cgroup& cg);  // writes cgroup.kill; false if the kernel 
 void remove_cgroup(Cgroup& cg);      // rmdir once its processes are gone
 // Whether a session this process starts would be an autogroup of its own (autogroup_applies(),
 // from this host's kernel.sched_autogroup_enabled and our own cgroups). Throws nothing.
-bool autogroups_here();
+bool autogroups_here(const CgroupHost& host);
 
 }  // namespace gpubox::isolate

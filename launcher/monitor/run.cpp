@@ -325,14 +325,17 @@ RunPlan plan_run(const RunRequest& r, const RunInputs& run) {
     // The limits last: the cgroup they may need is made here, and only their own planning
     // comes after it.
     const bool nproc_per_userns = sys::kernel_at_least(5, 14);
+    std::optional<isolate::CgroupHost> host;  // read once, where a limit needs it
     if (isolate::cgroup_wanted(o.limits, o.cgroup.mode, o.require_cgroup, ::getuid() == 0,
                                nproc_per_userns))
-        p.cgroup = isolate::setup_cgroup(o.limits, o.cgroup);
+        p.cgroup =
+            isolate::setup_cgroup(o.limits, o.cgroup, host.emplace(isolate::read_cgroup_host()));
     if (!p.cgroup.reason.empty()) log::info("cgroup: " + p.cgroup.reason);
     try {
         // Autogroups matter only to a workload the monitor samples (LimitPlan::refuse_setsid).
         const bool sampled =
             !p.cgroup.caps.usable && (o.limits.cpu_seconds || o.limits.memory_bytes);
+        if (sampled && !host) host = isolate::read_cgroup_host();
         p.limits =
             isolate::plan_limits(o.limits, p.cgroup.caps,
                                  {.nproc_per_userns = nproc_per_userns,
@@ -341,7 +344,7 @@ RunPlan plan_run(const RunRequest& r, const RunInputs& run) {
                                   .tmpfs_size = s.plan.root.tmpfs_size,
                                   .host_share = p.host_share,
                                   .cpus = sys::usable_cpus(),
-                                  .autogroups = sampled && isolate::autogroups_here(),
+                                  .autogroups = sampled && isolate::autogroups_here(*host),
                                   .share_net = o.share_net,
                                   .step_task = o.step == 1,
                                   .tree_clock = sampled && o.name.empty() &&

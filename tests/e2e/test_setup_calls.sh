@@ -66,6 +66,10 @@ if [ "$(stat -f -c %T /sys/fs/cgroup)" = cgroup2fs ] ||
 else
     ok "  the cgroup search reads no mountinfo # SKIP no cgroup2 at /sys/fs/cgroup(/unified)"
 fi
+# What the host says of cgroups is read once a run: the cgroup search and the autogroup check
+# (a sampled CPU limit) share one read of /proc/self/cgroup.
+expect_eq "the monitor reads /proc/self/cgroup once before its clone3" \
+    "$(awk -v p="$mon" '$1 == p' "$T" | sed '/clone3(/q' | grep -c 'openat(.*/proc/self/cgroup"')" 1
 
 # The socket meter: under a memory limit, a sock_diag socket in the sandbox's network namespace
 # (its line may end "<unfinished ...>" where another traced call came between).
