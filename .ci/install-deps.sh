@@ -16,7 +16,7 @@ set -euo pipefail
 # hands it the mounted /dev/fuse, so no fusermount3 and no fuse3 package is needed).
 build=(build-essential cmake pkg-config libseccomp-dev libsystemd-dev
        libarchive-dev nettle-dev nlohmann-json3-dev catch2 file busybox-static skopeo util-linux
-       squashfs-tools squashfuse libyaml-cpp-dev)  # CDI specs are YAML by default (nvidia-ctk writes /etc/cdi/nvidia.yaml)
+       squashfs-tools squashfuse libyaml-dev)  # CDI specs are YAML by default (nvidia-ctk writes /etc/cdi/nvidia.yaml)
 tests=(clang libclang-rt-14-dev   # run-all.sh: unit tests under ASan/UBSan, libFuzzer smoke
        clang-format git           # tools/check-format.sh: clang-format 14 over `git ls-files`
        bsdutils procps time       # e2e: script(1) as a terminal, pgrep, /usr/bin/time

@@ -4,7 +4,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <yaml-cpp/yaml.h>
+#include <yaml.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -26,40 +26,99 @@ constexpr std::size_t kMaxSpecBytes = 4 << 20;
 
 // YAML as JSON: a plain scalar that reads as a number, a boolean or null is one, as the
 // library's YAML decoder gives it to its JSON-tagged structs; a quoted one stays a string.
-json from_yaml(const YAML::Node& n, int depth = 0) {
-    if (depth > 64) throw std::runtime_error("nested too deeply");
-    switch (n.Type()) {
-        case YAML::NodeType::Null:
-        case YAML::NodeType::Undefined: return nullptr;
-        case YAML::NodeType::Sequence: {
-            json a = json::array();
-            for (const YAML::Node& x : n) a.push_back(from_yaml(x, depth + 1));
-            return a;
+// Read by libyaml, the reference C parser (PyYAML's): a C++ YAML library brought iostreams
+// into the static binary, whose set-up every gpubox process paid (~0.5 ms) for the few runs
+// that read a CDI spec. Its document keeps an alias as a second reference to one node; each is
+// converted again here, so the conversions are counted (an alias "billion laughs" stops).
+class YamlToJson {
+public:
+    explicit YamlToJson(yaml_document_t& doc) : doc_(doc) {}
+
+    json convert(int id, int depth = 0) {
+        if (depth > 64) throw std::runtime_error("nested too deeply");
+        if (++converted_ > kMaxNodes)
+            throw std::runtime_error(cat("its aliases expand past ", kMaxNodes, " nodes"));
+        const yaml_node_t* n = yaml_document_get_node(&doc_, id);
+        if (!n) throw std::runtime_error("a node the document does not hold");
+        switch (n->type) {
+            case YAML_SEQUENCE_NODE: {
+                json a = json::array();
+                for (const yaml_node_item_t* i = n->data.sequence.items.start;
+                     i < n->data.sequence.items.top; ++i)
+                    a.push_back(convert(*i, depth + 1));
+                return a;
+            }
+            case YAML_MAPPING_NODE: {
+                json o = json::object();
+                for (const yaml_node_pair_t* p = n->data.mapping.pairs.start;
+                     p < n->data.mapping.pairs.top; ++p) {
+                    const yaml_node_t* key = yaml_document_get_node(&doc_, p->key);
+                    if (!key || key->type != YAML_SCALAR_NODE)
+                        throw std::runtime_error("a mapping key that is not a scalar");
+                    o[text_of(key)] = convert(p->value, depth + 1);
+                }
+                return o;
+            }
+            case YAML_SCALAR_NODE: return scalar(n);
+            case YAML_NO_NODE: break;
         }
-        case YAML::NodeType::Map: {
-            json o = json::object();
-            for (const auto& kv : n)
-                o[kv.first.as<std::string>()] = from_yaml(kv.second, depth + 1);
-            return o;
-        }
-        case YAML::NodeType::Scalar: break;
+        return nullptr;
     }
-    const std::string s = n.Scalar();
-    if (n.Tag() == "!") return s;  // quoted
-    if (s == "true" || s == "false") return s == "true";
-    if (s == "null" || s == "~") return nullptr;
-    if (!s.empty() && s.size() < 19 &&
-        std::all_of(s.begin() + (s[0] == '-' ? 1 : 0), s.end(),
-                    [](char c) { return c >= '0' && c <= '9'; }) &&
-        s != "-")
-        return std::stoll(s);
-    return s;
+
+private:
+    static constexpr long kMaxNodes = 1 << 20;
+
+    static std::string text_of(const yaml_node_t* n) {
+        return {reinterpret_cast<const char*>(n->data.scalar.value), n->data.scalar.length};
+    }
+
+    static json scalar(const yaml_node_t* n) {
+        const std::string s = text_of(n);
+        if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE) return s;  // quoted or a block
+        if (s == "true" || s == "false") return s == "true";
+        if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
+        if (s.size() < 19 &&
+            std::all_of(s.begin() + (s[0] == '-' ? 1 : 0), s.end(),
+                        [](char c) { return c >= '0' && c <= '9'; }) &&
+            s != "-")
+            return std::stoll(s);
+        return s;
+    }
+
+    yaml_document_t& doc_;
+    long converted_ = 0;
+};
+
+// The first document of `text` (an empty stream: null), or why libyaml refused it.
+json from_yaml(const std::string& text) {
+    yaml_parser_t parser;
+    if (!yaml_parser_initialize(&parser)) throw std::runtime_error("libyaml: out of memory");
+    yaml_parser_set_input_string(&parser, reinterpret_cast<const unsigned char*>(text.data()),
+                                 text.size());
+    yaml_document_t doc;
+    if (!yaml_parser_load(&parser, &doc)) {
+        const std::string why =
+            cat("line ", parser.problem_mark.line + 1, ", column ", parser.problem_mark.column + 1,
+                ": ", parser.problem ? parser.problem : "not YAML",
+                parser.context ? cat(" ", parser.context) : "");
+        yaml_parser_delete(&parser);
+        throw std::runtime_error(why);
+    }
+    yaml_parser_delete(&parser);
+    try {
+        json j = yaml_document_get_root_node(&doc) ? YamlToJson(doc).convert(1) : json(nullptr);
+        yaml_document_delete(&doc);
+        return j;
+    } catch (...) {
+        yaml_document_delete(&doc);
+        throw;
+    }
 }
 
 json load(const std::string& text) {
     const auto first = text.find_first_not_of(" \t\r\n");
     if (first != std::string::npos && text[first] == '{') return json::parse(text);
-    return from_yaml(YAML::Load(text));
+    return from_yaml(text);
 }
 
 struct Reader {

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "common/error.hpp"
+#include "common/text.hpp"
 #include "gpu/cdi_plan.hpp"
 #include "gpu/cdi_spec.hpp"
 #include "rootfs/plan.hpp"
@@ -152,6 +153,33 @@ TEST_CASE("CDI: hostile and broken specs are refused, naming the file") {
     std::string deep;
     for (int i = 0; i < 200; ++i) deep += "[";
     CHECK_THAT(error_of(deep), Catch::Contains("not JSON or YAML"));
+}
+
+TEST_CASE("CDI: YAML's anchors, quoting and empty values, and an alias bomb refused") {
+    // One edits block shared by an anchor: both devices get it; a quoted "0" stays a string.
+    const Spec s = valid(
+        "cdiVersion: 0.5.0\nkind: a.com/b\ndevices:\n"
+        "- name: \"0\"\n  containerEdits: &edits\n    env: [\"A=1\"]\n"
+        "- name: g1\n  containerEdits: *edits\n"
+        "containerEdits:\n  hooks:\n");
+    REQUIRE(s.devices.size() == 2);
+    CHECK(s.devices[0].name == "0");
+    CHECK(s.devices[1].edits.env == std::vector<std::string>{"A=1"});
+    CHECK_THAT(error_of("cdiVersion: 0.5.0\nkind: a.com/b\ndevices:\n- name: 0\n"),
+               Catch::Contains("expected a string"));
+    // Ten aliases of ten aliases, seven deep: 10^7 nodes from a few hundred bytes.
+    std::string bomb = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+    for (int i = 1; i < 8; ++i) {
+        bomb += cat("a", i, ": &a", i, " [");
+        for (int j = 0; j < 10; ++j) bomb += cat(j ? ", " : "", "*a", i - 1);
+        bomb += "]\n";
+    }
+    CHECK_THAT(error_of(bomb), Catch::Contains("aliases expand past"));
+    std::string nested = "a: ";
+    for (int i = 0; i < 100; ++i) nested += "[";
+    for (int i = 0; i < 100; ++i) nested += "]";
+    CHECK_THAT(error_of(nested + "\n"), Catch::Contains("nested too deeply"));
+    CHECK_THAT(error_of("a: [1, 2\n"), Catch::Contains("line 2, column 1"));
 }
 
 TEST_CASE("CDI: qualified names and --device forms") {
