@@ -3,10 +3,10 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <iostream>
 #include <string>
 #include <vector>
 
+#include "common/print.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "launcher/cli/cli.hpp"
@@ -54,10 +54,10 @@ int main(int argc, char** argv) {
                                           : log::Level::warn);
         switch (o.command) {
             case Command::help:
-                std::cout << (o.help_topic.empty() ? usage_text() : command_help(o.help_topic));
+                print(o.help_topic.empty() ? usage_text() : command_help(o.help_topic));
                 return 0;
-            case Command::man: std::cout << man_page(); return 0;
-            case Command::version: std::cout << version_text(); return 0;
+            case Command::man: print(man_page()); return 0;
+            case Command::version: print(version_text()); return 0;
             case Command::run: {
                 RunRequest r;  // with a pulled image's hold: rmi leaves it alone while this runs
                 r.options = resolve_run_image(o, &r.image_hold);

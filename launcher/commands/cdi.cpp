@@ -6,10 +6,10 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <iostream>
 #include <sstream>
 #include <nlohmann/json.hpp>
 
+#include "common/print.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/sys.hpp"
@@ -221,7 +221,7 @@ int cdi_generate_command(const Options& o) {
         cdi::validate_spec(parsed);
         const std::string text = render(spec, o.cdi_format);
         if (o.cdi_output == "-") {
-            std::cout << text;
+            print(text);
             continue;
         }
         std::string out = o.cdi_output;
@@ -238,9 +238,8 @@ int cdi_generate_command(const Options& o) {
         // Never through a symlink planted at the name; a file of the user's own is replaced.
         UniqueFd fd = sys::open_at(AT_FDCWD, out, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
         sys::write_all(fd.get(), text, out);
-        std::cout << "gpubox: wrote " << quote(out) << " (cdiVersion " << parsed.version << ", "
-                  << spec["devices"].size() << " devices of " << spec["kind"].get<std::string>()
-                  << ")\n";
+        print(cat("gpubox: wrote ", quote(out), " (cdiVersion ", parsed.version, ", ",
+                  spec["devices"].size(), " devices of ", spec["kind"].get<std::string>(), ")\n"));
     }
     return 0;
 }
@@ -248,12 +247,11 @@ int cdi_generate_command(const Options& o) {
 int cdi_list_command(const Options& o) {
     const std::vector<std::string> dirs = cdi::spec_dirs(o.cdi_spec_dirs);
     const cdi::SpecSet set = cdi::read_spec_dirs(dirs);
-    std::cout << "directories (later wins): " << join(dirs, " ") << "\n";
+    print(cat("directories (later wins): ", join(dirs, " "), "\n"));
     for (const cdi::Spec& s : set.specs)
         for (const cdi::Device& d : s.devices)
-            std::cout << s.kind << "=" << d.name << "  " << s.path << " (cdiVersion " << s.version
-                      << ")\n";
-    for (const std::string& p : set.problems) std::cout << "unusable: " << p << "\n";
+            print(cat(s.kind, "=", d.name, "  ", s.path, " (cdiVersion ", s.version, ")\n"));
+    for (const std::string& p : set.problems) print(cat("unusable: ", p, "\n"));
     return 0;
 }
 

@@ -3,10 +3,10 @@
 #include <sys/stat.h>
 
 #include <cstdlib>
-#include <iostream>
 #include <map>
 #include <optional>
 
+#include "common/print.hpp"
 #include "common/error.hpp"
 #include "gpu/slurm.hpp"
 #include "image/store.hpp"
@@ -68,8 +68,7 @@ int check_command(const Options& o) {
     const UniqueFd root = rootfs::open_read_only_view(r.target.rootfs, "ROOTFS", layers);
     r.root = root.get();
     const preflight::Report report = preflight::check_image(r);
-    std::cout << (o.json ? preflight::render_json(report) : preflight::render_text(report))
-              << std::flush;
+    print(o.json ? preflight::render_json(report) : preflight::render_text(report));
     return report.fits() ? 0 : 1;
 }
 

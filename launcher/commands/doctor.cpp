@@ -7,10 +7,10 @@
 #include <cstdio>
 #include <unistd.h>
 
-#include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/print.hpp"
 #include "common/error.hpp"
 #include "common/sys.hpp"
 #include "common/sys_host.hpp"
@@ -39,14 +39,14 @@ std::string read_sysctl(const char* path) {
 
 struct Doctor {
     int problems = 0;
-    void ok(const std::string& what) { std::cout << "ok       " << what << "\n"; }
+    void ok(const std::string& what) { print(cat("ok       ", what, "\n")); }
     // Works, but less well than it could: not counted as a problem.
     void note(const std::string& what, const std::string& fix) {
-        std::cout << "note     " << what << "\n         fix: " << fix << "\n";
+        print(cat("note     ", what, "\n         fix: ", fix, "\n"));
     }
     void problem(const std::string& what, const std::string& fix) {
         ++problems;
-        std::cout << "PROBLEM  " << what << "\n         fix: " << fix << "\n";
+        print(cat("PROBLEM  ", what, "\n         fix: ", fix, "\n"));
     }
 };
 
@@ -100,8 +100,7 @@ bool has_word(const std::string& list, const std::string& word) {
 // scope it starts ends with it), one field per line: "how\t...", "caps\tUMP", ...
 std::string try_cgroup_in_child() {
     UniqueFd r, w;
-    sys::pipe(r, w);
-    std::cout.flush();
+    sys::pipe(r, w);  // (print() buffers nothing the child could print again)
     const pid_t pid = try_fork();
     if (pid < 0) return "";
     if (pid == 0) {  // a child that reports over the pipe and _exits: it never returns here
@@ -228,11 +227,11 @@ void check_gpus(Doctor& d, const Options& o) {
     add_nvml_facts(inv, o.driver_root);
     if (!inv.nvml &&
         std::any_of(inv.gpus.begin(), inv.gpus.end(), [](const gpu::Gpu& g) { return g.mig_dir; }))
-        std::cout << "info     MIG mode unknown: " << inv.nvml_problem << "\n";
+        print(cat("info     MIG mode unknown: ", inv.nvml_problem, "\n"));
     for (const std::string& why : inv.unplaced) d.problem(why, gpu::kUnplacedHint);
     if (inv.gpus.empty()) {
         if (inv.unplaced.empty())
-            std::cout << "info     no GPU found under " << quote(o.driver_root) << "\n";
+            print(cat("info     no GPU found under ", quote(o.driver_root), "\n"));
         return;
     }
     for (const gpu::Gpu& g : inv.gpus) {
@@ -280,7 +279,7 @@ int doctor_command(const Options& o) {
     check_host(d);
     check_cgroup(d);
     check_gpus(d, o);
-    std::cout << (d.problems ? cat(d.problems, " problem(s) found\n") : "no problems found\n");
+    print(d.problems ? cat(d.problems, " problem(s) found\n") : "no problems found\n");
     return d.problems ? 1 : 0;
 }
 

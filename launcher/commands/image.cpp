@@ -6,9 +6,9 @@
 
 #include <cstdlib>
 #include <ctime>
-#include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "common/print.hpp"
 #include "common/error.hpp"
 #include "common/sys.hpp"
 #include "common/trusted_path.hpp"
@@ -144,8 +144,8 @@ int pull_command(const Options& o) {
     const image::PullResult res =
         image::pull(image::store_root(caller_env()), r, caller_env(), progress);
     log::info(cat("stored ", res.digest));
-    if (!o.quiet) std::cerr << "gpubox: " << image::render_summary(res) << "\n";
-    std::cout << res.name << "\n";
+    if (!o.quiet) print_err(cat("gpubox: ", image::render_summary(res), "\n"));
+    print(res.name + "\n");
     return 0;
 }
 
@@ -169,7 +169,7 @@ int images_command(const Options& o) {
                            {"squashfs", s.squashfs.string()},
                            {"store", s.site ? "site" : "user"}});
         }
-        std::cout << out.dump(2) << "\n";
+        print(out.dump(2) + "\n");
         return 0;
     }
     // SHARED: the bytes of its layers another listed image uses too; UNIQUE: the rest.
@@ -188,7 +188,7 @@ int images_command(const Options& o) {
         std::string line;
         for (std::size_t c = 0; c + 1 < r.size(); ++c)
             line += r[c] + std::string(w[c] - r[c].size() + 2, ' ');
-        std::cout << line << r.back() << "\n";
+        print(cat(line, r.back(), "\n"));
     }
     return 0;
 }
@@ -201,7 +201,7 @@ int rmi_command(const Options& o) {
     for (const std::string& name : o.image_names) {
         try {
             if (store && image::valid_name(name) && image::remove_name(store->path, name)) {
-                std::cout << name << "\n";
+                print(name + "\n");
                 continue;
             }
         } catch (const image::ImageInUse& e) {
@@ -223,15 +223,15 @@ int prune_command(const Options&) {
     const std::optional<image::StoreDir> store =
         image::open_store(image::store_root(caller_env()), false);
     const image::Pruned p = store ? image::prune(store->path) : image::Pruned{};
-    std::cout << "pruned " << p.images << (p.images == 1 ? " image, " : " images, ") << p.layers
-              << (p.layers == 1 ? " layer, " : " layers, ") << p.unpacked
-              << (p.unpacked == 1 ? " unpacked squashfs tree, " : " unpacked squashfs trees, ")
-              << p.temps << (p.temps == 1 ? " leftover" : " leftovers") << "\n";
+    print(cat("pruned ", p.images, p.images == 1 ? " image, " : " images, ", p.layers,
+              p.layers == 1 ? " layer, " : " layers, ", p.unpacked,
+              p.unpacked == 1 ? " unpacked squashfs tree, " : " unpacked squashfs trees, ", p.temps,
+              p.temps == 1 ? " leftover" : " leftovers", "\n"));
     // What a running sandbox holds stays, and the user is told (the next prune takes it).
-    if (p.in_use) std::cout << "kept " << p.in_use << " unnamed image(s) a running sandbox holds\n";
+    if (p.in_use) print(cat("kept ", p.in_use, " unnamed image(s) a running sandbox holds\n"));
     if (p.unpacked_in_use)
-        std::cout << "kept " << p.unpacked_in_use
-                  << " unpacked squashfs tree(s) a running sandbox holds\n";
+        print(cat("kept ", p.unpacked_in_use,
+                  " unpacked squashfs tree(s) a running sandbox holds\n"));
     return 0;
 }
 
@@ -361,7 +361,7 @@ int export_command(const Options& o) {
     const bool file = t.size() > 5 && (t.ends_with(".sqsh") || t.ends_with(".squashfs"));
     if (file) export_file(view.get(), o.exp.image, t);
     else export_image(view.get(), o.exp.image, t, src.config);
-    std::cout << t << "\n";
+    print(t + "\n");
     return 0;
 }
 

@@ -1,7 +1,7 @@
 // gpubox list: the node's GPUs, as text or JSON.
-#include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "common/print.hpp"
 #include "common/text.hpp"
 #include "gpu/driver_files.hpp"
 #include "gpu/inventory.hpp"
@@ -70,19 +70,19 @@ int list_command(const Options& o) {
     gpu::GpuInventory inv = gpu::discover_gpus(o.driver_root, gpu::kCapDefault);
     add_nvml_facts(inv, o.driver_root);
     if (o.json) {
-        std::cout << to_json(inv).dump(2) << "\n";
+        print(to_json(inv).dump(2) + "\n");
         return 0;
     }
     if (!inv.nvidia_version && inv.gpus.empty() && inv.unplaced.empty()) {
-        std::cout << "no GPU driver on this host (no /proc/driver/nvidia/version under "
-                  << quote(o.driver_root) << ", no AMD or Intel GPU): no GPU to list; "
-                  << "'gpubox doctor' checks the host\n";
+        print(cat("no GPU driver on this host (no /proc/driver/nvidia/version under ",
+                  quote(o.driver_root), ", no AMD or Intel GPU): no GPU to list; ",
+                  "'gpubox doctor' checks the host\n"));
         return 0;
     }
-    std::cout << "driver: " << (inv.nvidia_version ? *inv.nvidia_version : "none") << "\n";
-    std::cout << gpu::describe_gpus(inv);
+    print(cat("driver: ", inv.nvidia_version ? *inv.nvidia_version : "none", "\n"));
+    print(gpu::describe_gpus(inv));
     if (const std::string leases = gpu::describe_leases(inv); !leases.empty())
-        std::cout << "\n" << leases;  // --gpu auto
+        print("\n" + leases);  // --gpu auto
     return 0;
 }
 

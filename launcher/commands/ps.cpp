@@ -1,8 +1,8 @@
 // gpubox ps: the caller's running named sandboxes (launcher/monitor/named.hpp).
 #include <algorithm>
 #include <ctime>
-#include <iostream>
 
+#include "common/print.hpp"
 #include "common/text.hpp"
 #include "launcher/commands/commands.hpp"
 #include "launcher/monitor/named.hpp"
@@ -29,7 +29,7 @@ int ps_command(const Options& o) {
     const std::vector<named::Entry> all = named::list();
     const std::int64_t now = std::time(nullptr);
     if (o.json) {
-        std::cout << named::render_json(all, now);
+        print(named::render_json(all, now));
         return 0;
     }
     std::size_t wn = 6, wi = 7, wg = 6, wl = 8;
@@ -37,12 +37,13 @@ int ps_command(const Options& o) {
         wn = std::max(wn, e.name.size() + 2), wi = std::max(wi, e.rootfs.size() + 2);
         wg = std::max(wg, e.gpus.size() + 2), wl = std::max(wl, e.limits.size() + 2);
     }
-    std::cout << pad("NAME", wn) << pad("PID", 9) << pad("IMAGE", wi) << pad("GPUS", wg)
-              << pad("LIMITS", wl) << "UPTIME\n";
+    std::string table = cat(pad("NAME", wn), pad("PID", 9), pad("IMAGE", wi), pad("GPUS", wg),
+                            pad("LIMITS", wl), "UPTIME\n");
     for (const named::Entry& e : all)
-        std::cout << pad(e.name, wn) << pad(std::to_string(e.pid), 9) << pad(e.rootfs, wi)
-                  << pad(e.gpus, wg) << pad(e.limits.empty() ? "-" : e.limits, wl)
-                  << uptime(now - e.started) << "\n";
+        table +=
+            cat(pad(e.name, wn), pad(std::to_string(e.pid), 9), pad(e.rootfs, wi), pad(e.gpus, wg),
+                pad(e.limits.empty() ? "-" : e.limits, wl), uptime(now - e.started), "\n");
+    print(table);
     return 0;
 }
 

@@ -1,6 +1,6 @@
 // gpubox rootfs create: a minimal busybox ROOTFS.
-#include <iostream>
 
+#include "common/print.hpp"
 #include "common/text.hpp"
 #include "launcher/commands/commands.hpp"
 #include "rootfs/create.hpp"
@@ -9,7 +9,7 @@ namespace gpubox::launcher {
 
 int create_rootfs_command(const Options& o) {
     rootfs::create_rootfs({o.create_dir, o.busybox, true});
-    std::cout << "gpubox: created rootfs " << quote(o.create_dir) << "\n";
+    print(cat("gpubox: created rootfs ", quote(o.create_dir), "\n"));
     return 0;
 }
 

@@ -16,8 +16,8 @@
 #include <cstring>
 #include <cstdlib>
 #include <filesystem>
-#include <iostream>
 
+#include "common/print.hpp"
 #include "common/error.hpp"
 #include "common/sys.hpp"
 #include "common/sys_host.hpp"
@@ -238,14 +238,14 @@ int do_init(const IsolateArgs& a, int boxes, const BoxPaths& box, const std::str
             throw IsolateDie(cat("Cannot create ", box.dir, "/", name, ": ", std::strerror(-err)));
     lock.rec.initialized = true;
     lock.write();
-    std::cout << box.dir << std::endl;
+    print(box.dir + "\n");
     return 0;
 }
 
 int do_cleanup(const IsolateArgs& a, int boxes, const std::string& root) {
     BoxLock lock;
     if (!lock_box(lock, a, boxes, root, false, true)) {
-        if (a.verbose) std::cerr << "Nothing to do -- box did not exist\n";
+        if (a.verbose) print_err("Nothing to do -- box did not exist\n");
         return 0;
     }
     remove_box_tree(boxes, std::to_string(a.box_id));
@@ -259,9 +259,8 @@ int meta_write_failed(const MetaFile& m, const SysError& e, const std::string& t
     try {
         sys::ftruncate(m.fd.get(), 0, m.path);  // not half a verdict
     } catch (const SysError&) {}
-    std::cerr << "Failed to write metafile '" << m.path << "': " << std::strerror(e.err())
-              << "; its contents follow\n"
-              << text << std::flush;
+    print_err(cat("Failed to write metafile '", m.path, "': ", std::strerror(e.err()),
+                  "; its contents follow\n", text));
     return 2;
 }
 
@@ -279,9 +278,10 @@ int do_run(const IsolateArgs& a, int boxes, const BoxPaths& box, const std::stri
     // --cg on the bounded fallback (no delegated cgroup v2 with memory): said once, on gpubox's
     // own stderr, after the run (GPUBOX_REQUIRE_CGROUP=1 refuses instead).
     if (a.cg && !rep.outcome.setup_failed && !rep.outcome.memory_peak_cgroup)
-        std::cerr << "gpubox: isolate --cg: no delegated cgroup v2 with the memory controller "
-                     "here: limits were the monitor's bounded fallback (see 'gpubox doctor'; "
-                     "GPUBOX_REQUIRE_CGROUP=1 refuses instead)\n";
+        print_err(
+            "gpubox: isolate --cg: no delegated cgroup v2 with the memory controller here: "
+            "limits were the monitor's bounded fallback (see 'gpubox doctor'; "
+            "GPUBOX_REQUIRE_CGROUP=1 refuses instead)\n");
     if (!a.special_files)  // the judge never follows or blocks on what the program left
         sweep_special_files(open_dir_at(boxes, std::to_string(a.box_id)).get(), "box");
     const launcher::IsolateResult r =
@@ -295,15 +295,14 @@ int do_run(const IsolateArgs& a, int boxes, const BoxPaths& box, const std::stri
         return meta_write_failed(meta, e, text);
     }
     if (rep.outcome.setup_failed)
-        std::cerr << rep.outcome.message << "\n";  // as the program's execve() error
+        print_err(rep.outcome.message + "\n");  // as the program's execve() error
     if (r.status.empty()) {
         if (!a.silent)
-            std::cerr << "OK (" << launcher::isolate_seconds(rep.outcome.cpu_seconds)
-                      << " sec real, " << launcher::isolate_seconds(rep.outcome.wall_seconds)
-                      << " sec wall)\n";
+            print_err(cat("OK (", launcher::isolate_seconds(rep.outcome.cpu_seconds), " sec real, ",
+                          launcher::isolate_seconds(rep.outcome.wall_seconds), " sec wall)\n"));
         return 0;
     }
-    if (!a.silent) std::cerr << r.message << "\n";
+    if (!a.silent) print_err(r.message + "\n");
     return 1;
 }
 
@@ -312,7 +311,7 @@ int die(const MetaFile& meta, const std::string& message) {
     try {
         write_meta(meta, cat("status:XX\nmessage:", message, "\n"));
     } catch (...) {}
-    std::cerr << message << std::endl;
+    print_err(message + "\n");
     return 2;
 }
 
@@ -340,17 +339,17 @@ int isolate_main(const std::vector<std::string>& args) {
     try {
         a = parse_isolate_command_line(args);
     } catch (const UsageError& e) {
-        std::cerr << e.what() << "\nTry 'isolate --help' for more information.\n";
+        print_err(cat(e.what(), "\nTry 'isolate --help' for more information.\n"));
         return 2;
     }
     switch (a.mode) {
         case IsolateMode::help:
-            std::cout << isolate_usage_text(
+            print(isolate_usage_text(
                 cat(root,
                     "/<id> (GPUBOX_ISOLATE_ROOT, else $XDG_RUNTIME_DIR/gpubox/isolate, "
-                    "else /tmp/gpubox-isolate-<uid>)"));
+                    "else /tmp/gpubox-isolate-<uid>)")));
             return 0;
-        case IsolateMode::version: std::cout << isolate_version_text(); return 0;
+        case IsolateMode::version: print(isolate_version_text()); return 0;
         case IsolateMode::check_config: return 0;
         default: break;
     }

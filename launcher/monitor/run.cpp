@@ -19,8 +19,8 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <iostream>
 
+#include "common/print.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/sys.hpp"
@@ -127,7 +127,7 @@ void write_meta(const UniqueFd& meta, const Options& o, const Verdict& v, const 
             sys::ftruncate(meta.get(), 0, o.meta);
         } catch (const SysError&) {}
         log::error(cat("--meta ", quote(o.meta), ": ", e.what(), "; the verdict follows"));
-        std::cerr << text << std::flush;
+        print_err(text);
     }
 }
 
@@ -450,8 +450,6 @@ namespace {
 // clone(), then what only the monitor can do before init goes on: the id maps, then Go.
 isolate::Spawned start_sandbox(RunPlan& plan, RunFds& fds, isolate::Cgroup& cgroup,
                                isolate::TreeClock& clock, FuseDaemon* fuse = nullptr) {
-    std::cout.flush();
-    std::cerr.flush();
     // The network namespace is the costly one to create: init unshares it itself, so the monitor
     // is back from clone() sooner and plans the GPU's ops while init does that.
     const int clone_flags = plan.spec.new_net ? plan.ns_flags & ~CLONE_NEWNET : plan.ns_flags;
@@ -507,8 +505,6 @@ isolate::Spawned start_sandbox(RunPlan& plan, RunFds& fds, isolate::Cgroup& cgro
 // init there as our child (spawn_sibling), then goes; that init is the one supervised.
 // Where the go-between fails, it is, and its Failure stays queued for supervise().
 isolate::Spawned join_sandbox(const RunPlan& plan, RunFds& fds, isolate::Cgroup& cgroup) {
-    std::cout.flush();
-    std::cerr.flush();
     ChildArgs args{&plan.spec, &fds};
     const int into = plan.into_cgroup.valid() ? plan.into_cgroup.get()
                      : cgroup.caps.usable     ? cgroup.dir.get()
@@ -791,7 +787,7 @@ int run_sandbox(const RunRequest& given, RunReport* report) {
         plan.spec.send_view =
             !view.valid() && (o.preflight != preflight::Mode::off || plan.devices_later);
         if (o.print_plan) {
-            std::cout << render_plan(plan) << std::flush;
+            print(render_plan(plan));
             isolate::remove_cgroup(plan.cgroup);
             return 0;
         }
