@@ -1,4 +1,5 @@
 #pragma once
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
@@ -6,6 +7,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <vector>
 
 namespace gpubox {
 
@@ -84,6 +86,30 @@ std::string join(const Range& items, std::string_view sep) {
 
 inline bool starts_with(std::string_view s, std::string_view prefix) {
     return s.substr(0, prefix.size()) == prefix;
+}
+
+// The lines of `text` (without their '\n'; a last one without it too), and the words of `text`
+// (split at blanks and newlines), for the kernel's small text files. Not by a stringstream:
+// parsing a run's /proc/self/cgroup with one set up the locale first, ~0.4 ms of the run here.
+inline std::vector<std::string_view> split_lines(std::string_view text) {
+    std::vector<std::string_view> out;
+    while (!text.empty()) {
+        const std::size_t nl = text.find('\n');
+        out.push_back(text.substr(0, nl));
+        text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    }
+    return out;
+}
+
+inline std::vector<std::string_view> split_words(std::string_view text) {
+    std::vector<std::string_view> out;
+    constexpr std::string_view kBlanks = " \t\n\r\v\f";
+    for (std::size_t at = text.find_first_not_of(kBlanks); at != std::string_view::npos;) {
+        const std::size_t end = std::min(text.find_first_of(kBlanks, at), text.size());
+        out.push_back(text.substr(at, end - at));
+        at = text.find_first_not_of(kBlanks, end);
+    }
+    return out;
 }
 
 // A size as a SIZE option takes it back: "64M", "1G", "3K", else in bytes ("1000B").

@@ -8,13 +8,12 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
-#include <cctype>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
-#include <sstream>
+#include <charconv>
 #include <string_view>
 #include <vector>
 
@@ -63,13 +62,21 @@ std::optional<std::string> own_cgroup_dir(const CgroupHost& host) {
 }
 
 bool has_word(std::string_view list, std::string_view word) {
-    for (std::size_t at = 0; (at = list.find(word, at)) != std::string_view::npos; ++at) {
-        const std::size_t end = at + word.size();
-        if ((at == 0 || std::isspace(static_cast<unsigned char>(list[at - 1]))) &&
-            (end == list.size() || std::isspace(static_cast<unsigned char>(list[end]))))
-            return true;
-    }
+    for (std::string_view w : split_words(list))
+        if (w == word) return true;
     return false;
+}
+
+// The value of `key` in a cgroup file of "key value" lines (cpu.stat, memory.events).
+std::optional<std::uint64_t> keyed_value(std::string_view text, std::string_view key) {
+    for (std::string_view line : split_lines(text)) {
+        const std::vector<std::string_view> w = split_words(line);
+        std::uint64_t v = 0;
+        if (w.size() == 2 && w[0] == key &&
+            std::from_chars(w[1].data(), w[1].data() + w[1].size(), v).ec == std::errc{})
+            return v;
+    }
+    return std::nullopt;
 }
 
 // Make `ctrl` available to our child cgroups, if our cgroup offers it.
@@ -281,12 +288,7 @@ Cgroup setup_cgroup(const Limits& limits, const CgroupRequest& request, const Cg
 }
 
 std::optional<std::uint64_t> cgroup_cpu_usec(const Cgroup& cg) {
-    std::istringstream in(read_text(cg.path + "/cpu.stat"));
-    std::string key;
-    std::uint64_t v = 0;
-    while (in >> key >> v)
-        if (key == "usage_usec") return v;
-    return std::nullopt;
+    return keyed_value(read_text(cg.path + "/cpu.stat"), "usage_usec");
 }
 
 std::optional<std::uint64_t> cgroup_memory_peak(const Cgroup& cg) {
@@ -296,12 +298,7 @@ std::optional<std::uint64_t> cgroup_memory_peak(const Cgroup& cg) {
 }
 
 bool cgroup_oom_killed(const Cgroup& cg) {
-    std::istringstream in(read_text(cg.path + "/memory.events"));
-    std::string key;
-    std::uint64_t v = 0;
-    while (in >> key >> v)
-        if (key == "oom_kill" && v > 0) return true;
-    return false;
+    return keyed_value(read_text(cg.path + "/memory.events"), "oom_kill").value_or(0) > 0;
 }
 
 bool cgroup_kill(const Cgroup& cg) {

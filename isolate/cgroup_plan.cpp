@@ -30,8 +30,7 @@ std::string unescape_octal(std::string_view s) {
 }
 
 bool has_word(std::string_view list, std::string_view word) {
-    std::istringstream in{std::string(list)};
-    for (std::string w; in >> w;)
+    for (std::string_view w : split_words(list))
         if (w == word) return true;
     return false;
 }
@@ -141,25 +140,21 @@ std::string cgroup_fix(CgroupRoute route, const std::string& why, uid_t uid) {
 std::string cgroup_cpu_fix() { return kDelegateDropIn; }
 
 std::optional<std::string> parse_cgroup2_mount(std::string_view mountinfo) {
-    std::istringstream info{std::string(mountinfo)};
-    for (std::string line; std::getline(info, line);) {
+    for (std::string_view line : split_lines(mountinfo)) {
         const auto dash = line.find(" - ");
-        if (dash == std::string::npos) continue;
-        std::istringstream tail(line.substr(dash + 3));
-        std::string fstype;
-        tail >> fstype;
-        if (fstype != "cgroup2") continue;
-        std::istringstream head(line.substr(0, dash));
-        std::string id, parent, dev, root, mnt;
-        if (head >> id >> parent >> dev >> root >> mnt) return unescape_octal(mnt);
+        if (dash == std::string_view::npos) continue;
+        const std::vector<std::string_view> tail = split_words(line.substr(dash + 3));
+        if (tail.empty() || tail[0] != "cgroup2") continue;
+        // "ID PARENT MAJ:MIN ROOT MOUNT-POINT ...": the fifth field.
+        const std::vector<std::string_view> head = split_words(line.substr(0, dash));
+        if (head.size() >= 5) return unescape_octal(head[4]);
     }
     return std::nullopt;
 }
 
 std::optional<std::string> parse_proc_cgroup(std::string_view text) {
-    std::istringstream in{std::string(text)};
-    for (std::string line; std::getline(in, line);)
-        if (starts_with(line, "0::/")) return line.substr(3);
+    for (std::string_view line : split_lines(text))
+        if (starts_with(line, "0::/")) return std::string(line.substr(3));
     return std::nullopt;
 }
 

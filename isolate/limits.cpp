@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <optional>
-#include <sstream>
 #include <string>
 
 #include "common/error.hpp"
@@ -244,20 +243,18 @@ std::string sampled_cpu_mechanism(const LimitPlan& p, bool tree_clock) {
 bool autogroup_applies(bool enabled, const std::string& self_cgroup,
                        const std::string& v2_root_subtree) {
     if (!enabled) return false;
-    std::optional<std::string> v2;
-    std::istringstream in(self_cgroup);
-    for (std::string line; std::getline(in, line);) {  // "ID:CONTROLLERS:PATH"
+    std::optional<std::string_view> v2;
+    for (std::string_view line : split_lines(self_cgroup)) {  // "ID:CONTROLLERS:PATH"
         const auto a = line.find(':'), b = line.find(':', a + 1);
-        if (a == std::string::npos || b == std::string::npos) continue;
-        const std::string controllers = "," + line.substr(a + 1, b - a - 1) + ",";
-        const std::string path = line.substr(b + 1);
+        if (a == std::string_view::npos || b == std::string_view::npos) continue;
+        const std::string controllers = cat(",", line.substr(a + 1, b - a - 1), ",");
+        const std::string_view path = line.substr(b + 1);
         if (controllers.find(",cpu,") != std::string::npos) return path == "/";  // v1's cpu
-        if (line.compare(0, a, "0") == 0 && controllers == ",,") v2 = path;
+        if (line.substr(0, a) == "0" && controllers == ",,") v2 = path;
     }
     if (!v2) return false;  // no cpu hierarchy found: say no, the policy stays as it is
     // cgroup v2: below the root, a process is in the root task group unless cpu is enabled.
-    std::istringstream subtree(v2_root_subtree);
-    for (std::string c; subtree >> c;)
+    for (std::string_view c : split_words(v2_root_subtree))
         if (c == "cpu") return *v2 == "/";
     return true;
 }

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "common/error.hpp"
+#include "common/text.hpp"
 #include "rootfs/paths.hpp"
 
 using namespace gpubox;
@@ -35,4 +36,15 @@ TEST_CASE("is_plain_name, is_plain_path: one entry, and a path spelled only with
     CHECK(is_plain_path("/a"));
     for (const char* bad : {"/", "", "a/b", "/a/", "//a", "/a//b", "/a/./b", "/a/../b", "/a/.."})
         CHECK_FALSE(is_plain_path(bad));
+}
+
+TEST_CASE("split_lines and split_words: the kernel's text files without a stream") {
+    using V = std::vector<std::string_view>;
+    CHECK(split_lines("0::/a\n1:cpu:/\n") == V{"0::/a", "1:cpu:/"});
+    CHECK(split_lines("no newline") == V{"no newline"});
+    CHECK(split_lines("a\n\nb") == V{"a", "", "b"});
+    CHECK(split_lines("").empty());
+    CHECK(split_words("  cpu  memory\tpids\n") == V{"cpu", "memory", "pids"});
+    CHECK(split_words("usage_usec 123") == V{"usage_usec", "123"});
+    CHECK(split_words(" \n\t").empty());
 }
