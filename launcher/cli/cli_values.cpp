@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
-#include <sstream>
 
 #include "common/error.hpp"
 #include "common/text.hpp"
@@ -85,9 +84,9 @@ std::pair<std::string, std::string> parse_env_assignment(const std::string& text
 std::vector<std::pair<std::string, std::string>> parse_env_file(const std::string& content,
                                                                 const std::string& path) {
     std::vector<std::pair<std::string, std::string>> out;
-    std::istringstream in(content);
     int n = 0;
-    for (std::string line; std::getline(in, line);) {
+    for (std::string_view each : split_lines(content)) {
+        std::string line(each);
         ++n;
         if (!line.empty() && line.back() == '\r') line.pop_back();
         auto first = line.find_first_not_of(" \t");
