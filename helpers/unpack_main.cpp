@@ -20,13 +20,13 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 
 #include "common/error.hpp"
+#include "common/print.hpp"
 #include "common/sys.hpp"
 #include "common/text.hpp"
 #include "image/oci.hpp"
@@ -189,7 +189,7 @@ int main(int argc, char** argv) {
                     {"setid", c.setid},
                     {"caps", c.caps},
                     {"unsafe", c.unsafe}});
-        std::cout << out.dump() << "\n";
+        print(out.dump() + "\n");
         return 0;
     } catch (...) {
         const std::string line = describe(std::current_exception());
