@@ -1,6 +1,6 @@
 #include "common/log.hpp"
 
-#include <unistd.h>
+#include "common/print.hpp"
 
 namespace gpubox::log {
 namespace {
@@ -13,8 +13,7 @@ void emit(Level at, const char* prefix, const std::string& text) {
     for (char& c : line)
         if (c == '\n') c = ' ';  // one event, one line
     line += '\n';
-    ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
-    (void)ignored;
+    print_err(line);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 
@@ -102,11 +103,12 @@ std::string try_read_at(int dirfd, const std::string& name, std::size_t cap) {
     const int raw = try_open_at(dirfd, name, O_RDONLY);
     if (raw < 0) return {};
     UniqueFd fd(raw);
-    std::string out(cap, '\0');
-    std::size_t got = 0;
-    for (ssize_t n; got < cap && (n = ::read(fd.get(), out.data() + got, cap - got)) > 0;)
-        got += static_cast<std::size_t>(n);
-    out.resize(got);
+    // Appended as read, not into `cap` bytes zeroed first: a large cap costs nothing then.
+    std::string out;
+    char buf[4096];
+    for (ssize_t n; out.size() < cap &&
+                    (n = ::read(fd.get(), buf, std::min(sizeof buf, cap - out.size()))) > 0;)
+        out.append(buf, static_cast<std::size_t>(n));
     return out;
 }
 

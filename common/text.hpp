@@ -112,6 +112,13 @@ inline std::vector<std::string_view> split_words(std::string_view text) {
     return out;
 }
 
+// Whether `word` is one of the words of `list` ("cpu memory pids": a cgroup's controllers).
+inline bool has_word(std::string_view list, std::string_view word) {
+    for (std::string_view w : split_words(list))
+        if (w == word) return true;
+    return false;
+}
+
 // A size as a SIZE option takes it back: "64M", "1G", "3K", else in bytes ("1000B").
 inline std::string unit_size(std::uint64_t b) {
     if (b && b % (1ULL << 30) == 0) return cat(b >> 30, "G");

@@ -30,16 +30,7 @@ namespace {
 // A kernel file's text, "" where it cannot be read (a controller's file that is absent). Not by
 // iostreams: a limited run reads a few of these before its clone(), and the first std::ifstream
 // of a process cost ~90 us here (the locale's facets and filebuf's code paged in).
-std::string read_text(const std::string& path) {
-    const int fd = sys::try_open_at(AT_FDCWD, path, O_RDONLY);
-    if (fd < 0) return {};
-    const UniqueFd f(fd);
-    std::string out;
-    char buf[4096];
-    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;)
-        out.append(buf, static_cast<std::size_t>(n));
-    return out;
-}
+std::string read_text(const std::string& path) { return sys::try_read_at(AT_FDCWD, path, 1 << 20); }
 
 // Whether the kernel took `value`: a controller not delegated to us is a refusal to note, not
 // an error, and noted without an exception (a run's cgroup search throws nothing it expects).
@@ -59,12 +50,6 @@ std::optional<std::string> own_cgroup_dir(const CgroupHost& host) {
     auto path = parse_proc_cgroup(host.self);
     if (!path) return std::nullopt;
     return *path == "/" ? *host.mount : *host.mount + *path;
-}
-
-bool has_word(std::string_view list, std::string_view word) {
-    for (std::string_view w : split_words(list))
-        if (w == word) return true;
-    return false;
 }
 
 // The value of `key` in a cgroup file of "key value" lines (cpu.stat, memory.events).

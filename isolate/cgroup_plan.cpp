@@ -29,12 +29,6 @@ std::string unescape_octal(std::string_view s) {
     return out;
 }
 
-bool has_word(std::string_view list, std::string_view word) {
-    for (std::string_view w : split_words(list))
-        if (w == word) return true;
-    return false;
-}
-
 }  // namespace
 
 namespace {

@@ -89,13 +89,6 @@ void check_host(Doctor& d) {
     else d.problem(cat("kernel ", release, " is older than 5.12"), "gpubox needs Linux >= 5.12");
 }
 
-bool has_word(const std::string& list, const std::string& word) {
-    std::istringstream in(list);
-    for (std::string w; in >> w;)
-        if (w == word) return true;
-    return false;
-}
-
 // What a run with memory and process limits would get, tried for real in a child (a systemd
 // scope it starts ends with it), one field per line: "how\t...", "caps\tUMP", ...
 std::string try_cgroup_in_child() {
