@@ -1,7 +1,6 @@
 #include "isolate/cgroup_plan.hpp"
 
 #include <cstdio>
-#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -154,15 +153,14 @@ std::optional<std::string> parse_proc_cgroup(std::string_view text) {
 
 std::string common_cgroup(const std::string& a, const std::string& b) {
     const auto names = [](const std::string& path) {
-        std::vector<std::string> out;
-        std::istringstream in(path);
-        for (std::string n; std::getline(in, n, '/');)
+        std::vector<std::string_view> out;
+        for (std::string_view n : split_at(path, '/'))
             if (!n.empty()) out.push_back(n);
         return out;
     };
-    const std::vector<std::string> x = names(a), y = names(b);
+    const std::vector<std::string_view> x = names(a), y = names(b);
     std::string out;
-    for (std::size_t i = 0; i < x.size() && i < y.size() && x[i] == y[i]; ++i) out += "/" + x[i];
+    for (std::size_t i = 0; i < x.size() && i < y.size() && x[i] == y[i]; ++i) (out += '/') += x[i];
     return out.empty() ? "/" : out;
 }
 

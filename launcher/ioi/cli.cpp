@@ -7,7 +7,6 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
 
 #include "common/error.hpp"
 #include "common/text.hpp"
@@ -224,8 +223,7 @@ std::optional<std::string> sanitize_dir_path(std::string path) {
     path.erase(0, path.find_first_not_of('/') == std::string::npos ? path.size()
                                                                    : path.find_first_not_of('/'));
     if (path.empty()) return std::nullopt;
-    std::istringstream parts(path);
-    for (std::string c; std::getline(parts, c, '/');)
+    for (std::string_view c : split_at(path, '/'))
         if (c == "..") return std::nullopt;
     return path;
 }

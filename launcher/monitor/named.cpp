@@ -6,13 +6,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <optional>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "common/error.hpp"
 #include "common/log.hpp"
@@ -100,10 +100,12 @@ std::string clean(std::string v) {
     return v;
 }
 
-std::uint64_t to_u64(const std::string& s) {
+std::uint64_t to_u64(std::string_view s) {
     if (s.empty() || s.size() > 19 || s.find_first_not_of("0123456789") != std::string::npos)
         return 0;
-    return std::strtoull(s.c_str(), nullptr, 10);
+    std::uint64_t v = 0;
+    std::from_chars(s.data(), s.data() + s.size(), v);
+    return v;
 }
 
 }  // namespace
@@ -163,11 +165,10 @@ std::string render(const Entry& e) {
 
 Entry parse(const std::string& text) {
     Entry e;
-    std::istringstream in(text);
-    for (std::string line; std::getline(in, line);) {
+    for (std::string_view line : split_lines(text)) {
         const auto eq = line.find('=');
         if (eq == std::string::npos) continue;
-        const std::string k = line.substr(0, eq), v = line.substr(eq + 1);
+        const std::string k(line.substr(0, eq)), v(line.substr(eq + 1));
         if (k == "name") e.name = v;
         else if (k == "pid") e.pid = static_cast<pid_t>(to_u64(v));
         else if (k == "start") e.start = to_u64(v);
@@ -185,8 +186,7 @@ Entry parse(const std::string& text) {
         else if (k == "workdir") e.workdir = v;
         else if (k == "env") e.env.push_back(v);
         else if (k == "rlimits") {
-            std::istringstream items(v);
-            for (std::string item; std::getline(items, item, ',');)
+            for (std::string_view item : split_at(v, ','))
                 if (const auto c = item.find(':'); c != std::string::npos)
                     e.rlimits.emplace_back(static_cast<int>(to_u64(item.substr(0, c))),
                                            to_u64(item.substr(c + 1)));

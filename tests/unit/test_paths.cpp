@@ -38,8 +38,14 @@ TEST_CASE("is_plain_name, is_plain_path: one entry, and a path spelled only with
         CHECK_FALSE(is_plain_path(bad));
 }
 
-TEST_CASE("split_lines and split_words: the kernel's text files without a stream") {
+TEST_CASE("split_at, split_lines and split_words: text files and paths without a stream") {
     using V = std::vector<std::string_view>;
+    // as std::getline(in, piece, '/') reads them
+    CHECK(split_at("a/b/", '/') == V{"a", "b"});
+    CHECK(split_at("/a//b", '/') == V{"", "a", "", "b"});
+    CHECK(split_at("/", '/') == V{""});
+    CHECK(split_at("", '/').empty());
+    CHECK(split_at("1:100,2:200", ',') == V{"1:100", "2:200"});
     CHECK(split_lines("0::/a\n1:cpu:/\n") == V{"0::/a", "1:cpu:/"});
     CHECK(split_lines("no newline") == V{"no newline"});
     CHECK(split_lines("a\n\nb") == V{"a", "", "b"});
