@@ -45,8 +45,13 @@ struct Usage {
     std::uint32_t tasks = 0;           // their threads, all runnable perhaps
     bool partial = false;              // the pass stopped early: cpu_ns is already over the limit
     std::uint64_t socket_bytes = 0;    // socket buffers, in memory_bytes too (sock_usage.hpp)
-    std::uint64_t fds = 0;             // their open fds (read with their memory)
-    std::vector<pid_t> runnable;       // those whose main thread is runnable (stat's R)
+    // For the report alone (memory_peak_kb): of memory_bytes, what several processes' resident
+    // sets count more than once (forked workers' copy-on-write pages), known from their
+    // proportional shares (Sampler::shared_pages). memory_bytes keeps them: the kill is
+    // decided on it, and by the shares themselves only over the limit.
+    std::uint64_t counted_twice = 0;
+    std::uint64_t fds = 0;        // their open fds (read with their memory)
+    std::vector<pid_t> runnable;  // those whose main thread is runnable (stat's R)
     // Read with memory: no process but init ran since the last pass, or came or went (each held
     // as before: holds_as_before), so nothing of the sandbox can have changed since then. Such a
     // pass reads no more than each process's stat and schedstat: init's stat, the tmpfs and the
@@ -211,6 +216,15 @@ public:
     // buffers read again, which fill at memcpy's speed, several times the rate passes are paced
     // for. Cheap: the sandbox's sockstat, and one dump where it has sockets. 0 without a meter.
     std::uint64_t resample_sockets();
+    // The last pass's Usage::counted_twice (for resample_sockets' memory).
+    std::uint64_t counted_twice() const { return counted_twice_; }
+    // At least this long between two reads of the shares for the report alone, and at least 50
+    // times what the last one took: what a share read costs is a walk of each process's page
+    // tables (smaps_rollup), a few ms for a PyTorch job's workers.
+    static constexpr std::uint64_t kShareGapNs = 250000000;
+    // And at least this long between two reads while nothing makes a new peak (see
+    // shared_pages): a PyTorch job's 5 processes, ~2 ms a read, 0.2 % of a CPU.
+    static constexpr std::uint64_t kShareRefreshNs = 1000000000;
     // The sandbox had sockets (its sock_diag one aside, or TCP or UDP in use) when last read.
     bool has_sockets() const { return has_sockets_; }
     // Step mode: only `root`'s tree (task_tree) is the sandbox measured, `root` in init's place;
@@ -262,6 +276,17 @@ private:
     std::unordered_map<pid_t, ProcSample> last_;  // the last whole pass's samples
     pid_t root_ = 0;  // step mode: the task's init; 0: the whole pid namespace, init pid 1
     std::uint64_t walk_bytes_ = 0;
+    // The processes' shares as last read (by_share): their resident sum then, the shares' sum,
+    // and the largest pid then (a process made since shares pages the estimate cannot know).
+    struct Shares {
+        std::uint64_t resident = 0, by_share = 0, max_pid = 0;
+    };
+    Shares shares_;
+    std::uint64_t shares_due_ = 0, refresh_due_ = 0;  // when shared_pages may read them again
+    std::uint64_t report_peak_ = 0;    // the most of the processes' memory the report was given
+    std::uint64_t counted_twice_ = 0;  // the last pass's Usage::counted_twice
+    std::uint64_t shared_pages(const std::vector<ProcSample>& procs, std::uint64_t max_pid,
+                               std::uint64_t resident, std::uint64_t t, pid_t init);
     bool joinable_ = false;
     const TreeClock* clock_ = nullptr;
     bool last_quiet_ = false;  // the last pass was quiet (and whole)

@@ -353,7 +353,8 @@ private:
     // Between passes: the last pass's memory with the unix socket buffers read again.
     void check_sockets() {
         const std::uint64_t c0 = cpu_ns(), memory = sampler_->resample_sockets();
-        sampled_peak_ = std::max(sampled_peak_, memory);
+        sampled_peak_ =
+            std::max(sampled_peak_, memory - std::min(memory, sampler_->counted_twice()));
         if (memory > s_.sampled_memory_limit && out_.killed_for == KillReason::none)
             kill_for(KillReason::memory);
         plan_sock_check(memory, cpu_ns() - c0);
@@ -400,7 +401,7 @@ private:
         const bool starved = u.tasks > crowd_ && t1 - t0 > ran + ran / 4 + kStarvedNs;
         due_ = t1 + (starved && out_.killed_for == KillReason::none ? 0 : next_delay(u, ran));
         if (s_.sampled_memory_limit && diag_.valid()) plan_sock_check(u.memory_bytes, 0);
-        sampled_peak_ = std::max(sampled_peak_, u.memory_bytes);
+        sampled_peak_ = std::max(sampled_peak_, u.memory_bytes - u.counted_twice);
         if (walk_) {  // what the walk found so far may fill before its count stops
             walk_->set_room(s_.sampled_memory_limit -
                             std::min(s_.sampled_memory_limit, u.memory_bytes) + walk_->bytes());

@@ -173,6 +173,7 @@ static int send_away(int* fd) {
  *   memfd-flight  the same, 32 MiB per memfd, each then sent over a unix socket (SCM_RIGHTS),
  *            never received, and closed: in flight only
  *   cow      malloc'd and touched like anon, then 7 idle children share it copy-on-write
+ *   cow-write  the same, then after a second each child writes every page: 8 copies, none shared
  *   populate one mmap(MAP_POPULATE) of MIB: the kernel fills it in one call (RATE ignored)
  *   sysv     a SysV segment, attached, touched, then detached (held by the kernel alone)
  *   file:P   written into file P (a tmpfs file: /tmp/x, /dev/shm/x, /dev/x) */
@@ -206,15 +207,17 @@ static int hog(const char* kind, long mib, long rate, long hold) {
     if (!strncmp(kind, "file:", 5) && (fd = open(kind + 5, O_WRONLY | O_CREAT | O_TRUNC, 0600)) < 0)
         return printf("hog=0 open=%s\n", strerrorname_np(errno)), 3;
     static char chunk[1 << 20];
+    static char* chunks[1 << 16]; /* cow-write's, to write again in each child */
     memset(chunk, 7, sizeof chunk);
     const double t0 = now();
     for (long i = 0; i < mib; ++i) {
         if (rate > 0)
             while (now() - t0 < (double)i / (double)rate) {}
-        if (!strcmp(kind, "anon") || !strcmp(kind, "cow")) {
+        if (!strcmp(kind, "anon") || !strncmp(kind, "cow", 3)) {
             char* p = malloc(M);
             if (!p) return printf("hog=%ld malloc=ENOMEM\n", i), 3;
             memset(p, 1, M);
+            if (i < (long)(sizeof chunks / sizeof *chunks)) chunks[i] = p;
         } else if (fd >= 0) {
             if (!strcmp(kind, "memfd-flight") && i % 32 == 0 && i > 0 && !send_away(&fd))
                 return printf("hog=%ld sendmsg=%s\n", i, strerrorname_np(errno)), 3;
@@ -227,8 +230,14 @@ static int hog(const char* kind, long mib, long rate, long hold) {
     if (shmid >= 0) shmdt(region);
     if (!strcmp(kind, "memfd-flight") && !send_away(&fd))
         return printf("hog=%ld sendmsg=%s\n", mib, strerrorname_np(errno)), 3;
-    for (int i = 0; !strcmp(kind, "cow") && i < 7; ++i)
+    const int cow_write = !strcmp(kind, "cow-write");
+    for (int i = 0; (cow_write || !strcmp(kind, "cow")) && i < 7; ++i)
         if (fork() == 0) {
+            if (cow_write) {
+                sleep(1);
+                for (long c = 0; c < mib && c < (long)(sizeof chunks / sizeof *chunks); ++c)
+                    for (size_t off = 0; off < M; off += 4096) chunks[c][off] = 2;
+            }
             sleep((unsigned)hold + 1);
             _exit(0);
         }
