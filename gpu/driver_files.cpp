@@ -1,7 +1,5 @@
 #include "gpu/driver_files.hpp"
 
-#include <sstream>
-
 #include "common/error.hpp"
 #include "common/text.hpp"
 
@@ -67,8 +65,7 @@ unsigned expand(unsigned caps) {
 
 unsigned parse_capabilities(const std::string& text) {
     unsigned caps = 0;
-    std::istringstream in(text);
-    for (std::string name; std::getline(in, name, ',');) {
+    for (std::string_view name : split_at(text, ',')) {
         if (name == "all") {
             caps |= kCapAll;
             continue;

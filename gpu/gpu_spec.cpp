@@ -190,8 +190,9 @@ GpuSpec parse_gpu_spec(const std::string& text) {
         return spec;
     }
     spec.kind = GpuSpec::Kind::list;
-    std::istringstream in(text + ",");
-    for (std::string item; std::getline(in, item, ',');) {
+    const std::string items = text + ",";  // "0," has an empty item
+    for (std::string_view piece : split_at(items, ',')) {
+        const std::string item(piece);
         if (item.empty()) throw UsageError(cat("--gpu: empty item in ", quote(text)));
         if (!is_index(item) && !is_uuid(item) && !parse_pci_address(item) &&
             !parse_mig_item(item) && !is_mig_uuid(item))
@@ -377,14 +378,12 @@ std::vector<Gpu> select_gpus(const GpuInventory& inv, const GpuSpec& spec) {
 }
 
 std::string device_cgroup_of(const std::string& text) {
-    std::istringstream in(text);
     std::string v2;
-    for (std::string line; std::getline(in, line);) {
+    for (std::string_view line : split_lines(text)) {
         const auto a = line.find(':'), b = line.find(':', a + 1);
-        if (a == std::string::npos || b == std::string::npos) continue;
-        std::istringstream ctl(line.substr(a + 1, b - a - 1) + ",");
-        for (std::string c; std::getline(ctl, c, ',');)
-            if (c == "devices") return line;
+        if (a == std::string_view::npos || b == std::string_view::npos) continue;
+        for (std::string_view c : split_at(line.substr(a + 1, b - a - 1), ','))
+            if (c == "devices") return std::string(line);
         if (b == a + 1) v2 = line;
     }
     return v2.empty() ? "?" : v2;

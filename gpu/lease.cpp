@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cctype>
 #include <cstdio>
 #include <chrono>
@@ -121,17 +122,18 @@ std::string lease_name(const Gpu& g, const MigDevice& m) {
 
 std::vector<LockLine> parse_proc_locks(const std::string& text) {
     std::vector<LockLine> out;
-    std::istringstream in(text);
-    for (std::string line; std::getline(in, line);) {
-        std::istringstream w(line);
-        std::string id, kind, advisory, mode, dev;
+    for (std::string_view line : split_lines(text)) {
+        // "ID: FLOCK ADVISORY MODE PID MAJ:MIN:INODE START END"; "->" after ID marks a waiter
+        const std::vector<std::string_view> w = split_words(line);
+        if (w.size() < 6 || w[1] != "FLOCK") continue;
         LockLine l;
-        if (!(w >> id >> kind) || kind != "FLOCK") continue;  // "->" marks a waiter
-        if (!(w >> advisory >> mode >> l.pid >> dev)) continue;
+        const auto [end, ec] = std::from_chars(w[4].data(), w[4].data() + w[4].size(), l.pid);
+        if (ec != std::errc() || end != w[4].data() + w[4].size()) continue;
+        const std::string dev(w[5]);
         unsigned maj = 0, min = 0;
         unsigned long ino = 0;
         if (std::sscanf(dev.c_str(), "%x:%x:%lu", &maj, &min, &ino) != 3) continue;
-        l.shared = mode == "READ";
+        l.shared = w[3] == "READ";
         l.dev_major = maj, l.dev_minor = min, l.inode = ino;
         out.push_back(l);
     }

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
-#include <sstream>
 
 #include "common/error.hpp"
 #include "common/sys.hpp"
@@ -60,8 +59,8 @@ std::optional<std::string> env(const char* name) {
 void add_gres_device(GpuSpec& spec, const std::string& files) {
     std::optional<int> gpu;
     std::vector<int> caps;
-    std::istringstream in(files + ",");
-    for (std::string f; std::getline(in, f, ',');) {
+    for (std::string_view piece : split_at(files, ',')) {
+        const std::string f(piece);
         const auto n = trailing_number(f);
         const std::string base = f.substr(f.rfind('/') + 1);
         if (n && starts_with(base, "nvidia-cap")) caps.push_back(*n);
@@ -89,8 +88,9 @@ std::vector<std::string> expand_hostlist(const std::string& text) {
         if (open == std::string::npos || close == std::string::npos || close < open)
             throw UsageError(cat("hostlist ", quote(text), ": unbalanced brackets"));
         const std::string pre = name.substr(0, open), post = name.substr(close + 1);
-        std::istringstream ranges(name.substr(open + 1, close - open - 1) + ",");
-        for (std::string r; std::getline(ranges, r, ',');) {
+        const std::string list = name.substr(open + 1, close - open - 1) + ",";
+        for (std::string_view piece : split_at(list, ',')) {
+            const std::string r(piece);
             const auto dash = r.find('-');
             const std::string a = r.substr(0, dash),
                               b = dash == std::string::npos ? a : r.substr(dash + 1);
@@ -110,12 +110,11 @@ std::vector<std::string> expand_hostlist(const std::string& text) {
 GresGpus parse_gres_conf(const std::string& text, const std::string& node) {
     GresGpus g;
     g.read = true;
-    std::istringstream in(text);
-    for (std::string line; std::getline(in, line);) {
+    for (std::string_view line : split_lines(text)) {
         line = line.substr(0, line.find('#'));
-        std::istringstream words(line);
         std::string name, file, multiple, nodes, autodetect;
-        for (std::string w; words >> w;) {
+        for (std::string_view word : split_words(line)) {
+            const std::string w(word);
             const auto eq = w.find('=');
             if (eq == std::string::npos) continue;
             const std::string key = lower(w.substr(0, eq)), value = w.substr(eq + 1);
@@ -153,8 +152,9 @@ GpuSpec from_slurm(const SlurmEnv& env, const GresGpus& gres) {
     GpuSpec spec;
     spec.source = cat("--gpu slurm: ", var, "=", *value);
     spec.kind = gres.nvml ? GpuSpec::Kind::list : GpuSpec::Kind::minors;
-    std::istringstream in(*value + ",");
-    for (std::string item; std::getline(in, item, ',');) {
+    const std::string items = *value + ",";  // "0," has an empty item
+    for (std::string_view piece : split_at(items, ',')) {
+        const std::string item(piece);
         if (!all_digits(item))
             throw PlanError(cat(spec.source, ": ", quote(item), " is not a GPU index"));
         const int i = std::stoi(item);
@@ -184,8 +184,9 @@ std::string bound_to_task(const std::string& value, const GresGpus& gres,
         if (allowed(first_file(i))) mine.push_back(std::to_string(i));
     std::size_t asked = 0;
     bool refused = false;
-    std::istringstream in(value + ",");
-    for (std::string item; std::getline(in, item, ',');) {
+    const std::string items = value + ",";
+    for (std::string_view piece : split_at(items, ',')) {
+        const std::string item(piece);
         if (!all_digits(item)) return value;  // from_slurm says what is wrong with it
         ++asked;
         const auto i = static_cast<std::size_t>(std::stoul(item));

@@ -15,7 +15,6 @@
 #include <cstring>
 #include <optional>
 #include <string_view>
-#include <sstream>
 
 #include "common/sys.hpp"
 #include "common/sys_host.hpp"
