@@ -308,6 +308,26 @@ std::uint64_t by_share(int proc, const std::vector<ProcSample>& procs, pid_t ini
     return sum;
 }
 
+// What the processes of the last share read (pid <= max_pid; init aside) hold now by their
+// resident sets and page tables, as by_share counts them; whether any process came since; and
+// the most one process holds, which all their shares together hold at least (each of its pages
+// counts once in the sum of shares).
+struct Since {
+    std::uint64_t known = 0, largest = 0;
+    bool fresh = false;
+};
+Since resident_since(const std::vector<ProcSample>& procs, pid_t init, std::uint64_t max_pid) {
+    Since s;
+    for (const ProcSample& p : procs) {
+        if (p.pid == init) continue;
+        const std::uint64_t held = p.anon_bytes + p.shmem_bytes + p.pte_bytes;
+        s.largest = std::max(s.largest, held);
+        if (static_cast<std::uint64_t>(p.pid) > max_pid) s.fresh = true;
+        else s.known += held;
+    }
+    return s;
+}
+
 }  // namespace
 
 std::string KeptFiles::read(const std::string& name, std::size_t cap) {
@@ -450,31 +470,33 @@ bool Sampler::nothing_ran(const std::vector<std::string>& names, const std::stri
 // resident 2.6 GiB, 0.68 GiB by share). Their shares (by_share) are a walk of every process's
 // page tables: over the limit, the kill's count, they are read every pass (sample()). Below it
 // they matter to the report alone (memory_peak_kb), and are estimated from their last read:
-// their sum then, plus what the resident sum grew since (new pages are one process's). They are
-// read again where that estimate would be a new peak, at most every kShareGapNs and 50 times
-// what a read takes; and, while some pages are shared, every kShareRefreshNs (200 times what a
-// read takes): pages stop being shared without the resident sum moving (a write to a
-// copy-on-write page: Python's reference counts in forked workers). A process made since the
-// read shares pages the estimate cannot know: until the next read, no new peak from it. Missed:
-// a peak shorter than those gaps, as passes miss what comes and goes between two of them.
-// Returns what of `resident` is counted more than once.
+// their sum then, plus what those processes' resident sets grew since (new pages are one
+// process's), a process made since counted as sharing all it holds (a fork's pages are its
+// parent's), and never below the most one process holds (where sharers exit, the others'
+// shares grow back). They are read again where that estimate would be a new peak or a process came, at
+// most every kShareGapNs and 50 times what a read takes; and, while some pages are shared, as
+// often, but at most every 200 times what a read takes (0.5 % of a CPU): pages stop being shared
+// without any resident set growing (a write to a copy-on-write page: Python's reference counts
+// in forked workers). Missed: a peak shorter than those gaps, as passes miss what comes and goes
+// between two of them. Returns what of `resident` is counted more than once.
 std::uint64_t Sampler::shared_pages(const std::vector<ProcSample>& procs, std::uint64_t max_pid,
                                     std::uint64_t resident, std::uint64_t t, pid_t init) {
-    const bool known = shares_.resident && max_pid <= shares_.max_pid;
-    std::uint64_t once =
-        known
-            ? std::min(resident, shares_.by_share + resident - std::min(resident, shares_.resident))
-            : resident;
-    const bool new_peak = once > report_peak_;
-    if ((new_peak && t >= shares_due_) || (once < resident && t >= refresh_due_)) {
+    std::uint64_t once = resident;
+    bool fresh = true;
+    if (shares_.max_pid) {
+        const Since now = resident_since(procs, init, shares_.max_pid);
+        const std::uint64_t grew = now.known - std::min(now.known, shares_.resident);
+        once = std::min(resident, std::max(shares_.by_share + grew, now.largest));
+        fresh = now.fresh;
+    }
+    if (((once > report_peak_ || fresh) && t >= shares_due_) ||
+        (once < resident && t >= refresh_due_)) {
         const std::uint64_t t0 = now_ns();
         once = std::min(resident, by_share(proc_, procs, init));
         const std::uint64_t t1 = now_ns();
-        shares_ = {resident, once, max_pid};
+        shares_ = {resident_since(procs, init, max_pid).known, once, max_pid};
         shares_due_ = t1 + std::max(kShareGapNs, 50 * (t1 - t0));
-        refresh_due_ = t1 + std::max(kShareRefreshNs, 200 * (t1 - t0));
-    } else if (new_peak && !known) {
-        once = report_peak_;
+        refresh_due_ = t1 + std::max(kShareGapNs, 200 * (t1 - t0));
     }
     report_peak_ = std::max(report_peak_, once);
     return resident - once;
@@ -563,7 +585,8 @@ Usage Sampler::sample(std::uint64_t cpu_stop_ns, bool memory) {
     } else if (limit_ && u.memory_bytes + files > limit_) {  // the kill's count: by share
         const std::uint64_t resident = u.memory_bytes;
         u.memory_bytes = std::min(resident, by_share(proc_, scan.procs, init));
-        shares_ = {resident, u.memory_bytes, scan.max_pid};
+        shares_ = {resident_since(scan.procs, init, scan.max_pid).known, u.memory_bytes,
+                   scan.max_pid};
         report_peak_ = std::max(report_peak_, u.memory_bytes);
     } else if (mem) {
         u.counted_twice = shared_pages(scan.procs, scan.max_pid, u.memory_bytes, t, init);

@@ -218,13 +218,11 @@ public:
     std::uint64_t resample_sockets();
     // The last pass's Usage::counted_twice (for resample_sockets' memory).
     std::uint64_t counted_twice() const { return counted_twice_; }
-    // At least this long between two reads of the shares for the report alone, and at least 50
-    // times what the last one took: what a share read costs is a walk of each process's page
-    // tables (smaps_rollup), a few ms for a PyTorch job's workers.
+    // At least this long between two reads of the shares for the report alone (shared_pages),
+    // and at least 50 times what the last one took (200 times where no new peak asks for it):
+    // a read is a walk of each process's page tables (smaps_rollup), ~2 ms for a PyTorch job's
+    // 5 processes on a real GPU.
     static constexpr std::uint64_t kShareGapNs = 250000000;
-    // And at least this long between two reads while nothing makes a new peak (see
-    // shared_pages): a PyTorch job's 5 processes, ~2 ms a read, 0.2 % of a CPU.
-    static constexpr std::uint64_t kShareRefreshNs = 1000000000;
     // The sandbox had sockets (its sock_diag one aside, or TCP or UDP in use) when last read.
     bool has_sockets() const { return has_sockets_; }
     // Step mode: only `root`'s tree (task_tree) is the sandbox measured, `root` in init's place;
@@ -276,8 +274,8 @@ private:
     std::unordered_map<pid_t, ProcSample> last_;  // the last whole pass's samples
     pid_t root_ = 0;  // step mode: the task's init; 0: the whole pid namespace, init pid 1
     std::uint64_t walk_bytes_ = 0;
-    // The processes' shares as last read (by_share): their resident sum then, the shares' sum,
-    // and the largest pid then (a process made since shares pages the estimate cannot know).
+    // The processes' shares as last read (by_share): what they held by their resident sets then
+    // (resident_since), the shares' sum, and the largest pid then (0: never read).
     struct Shares {
         std::uint64_t resident = 0, by_share = 0, max_pid = 0;
     };

@@ -66,9 +66,10 @@ check "the same under --memory-limit 2G reports the peak it held: $peak MiB (out
     within "$peak" 100 $((seen + 8))
 # And where the children then write every page (8 copies, 256 MiB; Python's reference counts do
 # it to a forked worker's objects): pages stop being shared without any process's resident set
-# growing. Read again within a second: the report holds the 8 copies (a build that read the
-# shares only at a new peak by the resident sums reported 34 MiB).
-mrun run --memory-limit 2G --wall-time-limit 60 --meta "$M" "$R" probe hog cow-write 32 0 3
+# growing. The shares are read again while pages are shared, paced by what a read costs (200
+# times it: 3.5 ms a read here, so every 0.7 s; 5 s held leave several reads after the writes):
+# the report holds the 8 copies (a build that read them only at a new peak reported 34 MiB).
+mrun run --memory-limit 2G --wall-time-limit 60 --meta "$M" "$R" probe hog cow-write 32 0 5
 peak=$(($(field memory_peak_kb) / 1024)) seen=${used_mem_mib:-}
 have_meter || seen=300
 check "32 MiB shared by 8 processes, then copied by each, under --memory-limit 2G: $peak MiB reported (outside: ${seen:-?} MiB)" \
