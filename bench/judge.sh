@@ -22,7 +22,9 @@ if [ -z "${GPUBOX:-}" ]; then
     GPUBOX=$BUILD/launcher/gpubox
 fi
 W=$(mktemp -d /tmp/gpubox-judge.XXXXXX)
-trap 'rm -rf "$W"' EXIT
+# isolate's config is written below, pointing into $W: given back as it was at the end, or any
+# later isolate run would make $W's box and lock roots again (a temp dir left behind).
+trap '[ -f "$W/isolate.cf.before" ] && cat "$W/isolate.cf.before" >"$ISOLATE_CONFIG"; rm -rf "$W"' EXIT
 chmod 0755 "$W"
 install -m 0755 "$GPUBOX" "$W/gpubox"
 ln -s gpubox "$W/isolate"
@@ -82,6 +84,7 @@ e=$(par 'as_nobody "run_loop $k none"')
 c=""
 if [ -n "${ISOLATE:-}" ]; then
     : "${ISOLATE_CONFIG:?set ISOLATE_CONFIG to the config path ISOLATE was built with}"
+    [ -f "$ISOLATE_CONFIG" ] && cp "$ISOLATE_CONFIG" "$W/isolate.cf.before"
     printf 'box_root = %s\nlock_root = %s\ncg_root = /sys/fs/cgroup\nfirst_uid = 60000\nfirst_gid = 60000\nnum_boxes = 100\n' \
         "$W/iso/boxes" "$W/iso/locks" >"$ISOLATE_CONFIG"
     mkdir -p "$W/iso/meta"

@@ -19,7 +19,9 @@ ROUNDS=${ROUNDS:-15} M=${M:-40} PAR=${PAR:-1}
 : "${ISOLATE:?set ISOLATE to an isolate binary}" "${ISOLATE_CONFIG:?set ISOLATE_CONFIG to the config path ISOLATE was built with}"
 bench_gpubox
 W=$(mktemp -d /tmp/gpubox-vs-isolate.XXXXXX)
-trap 'rm -rf "$W"' EXIT
+# isolate's config is written below, pointing into $W: given back as it was at the end, or any
+# later isolate run would make $W's box and lock roots again (a temp dir left behind).
+trap '[ -f "$W/isolate.cf.before" ] && cat "$W/isolate.cf.before" >"$ISOLATE_CONFIG"; rm -rf "$W"' EXIT
 chmod 0755 "$W"
 builds=(new)
 install -m 0755 "$GPUBOX" "$W/new" && mkdir "$W/new.d" && ln -s ../new "$W/new.d/isolate"
@@ -34,6 +36,7 @@ cp "$W/tiny" "$W/rootfs/tiny" && chown -R 65534:65534 "$W/work"
 # The judge's image for the run rows: the program and the top-level directories every image has
 # (a bare directory would get an overlay to hold gpubox's mount points, 0.1-0.5 ms more a run).
 mkdir "$W/rootfs/proc" "$W/rootfs/dev" "$W/rootfs/sys" "$W/rootfs/tmp" "$W/rootfs/run"
+[ -f "$ISOLATE_CONFIG" ] && cp "$ISOLATE_CONFIG" "$W/isolate.cf.before"
 printf 'box_root = %s\nlock_root = %s\ncg_root = /sys/fs/cgroup\nfirst_uid = 60000\nfirst_gid = 60000\nnum_boxes = 100\n' \
     "$W/iso/boxes" "$W/iso/locks" >"$ISOLATE_CONFIG"
 NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all env -u XDG_RUNTIME_DIR
