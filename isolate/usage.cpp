@@ -473,12 +473,12 @@ bool Sampler::nothing_ran(const std::vector<std::string>& names, const std::stri
 // their sum then, plus what those processes' resident sets grew since (new pages are one
 // process's), a process made since counted as sharing all it holds (a fork's pages are its
 // parent's), and never below the most one process holds (where sharers exit, the others'
-// shares grow back). They are read again where that estimate would be a new peak or a process came, at
-// most every kShareGapNs and 50 times what a read takes; and, while some pages are shared, as
-// often, but at most every 200 times what a read takes (0.5 % of a CPU): pages stop being shared
-// without any resident set growing (a write to a copy-on-write page: Python's reference counts
-// in forked workers). Missed: a peak shorter than those gaps, as passes miss what comes and goes
-// between two of them. Returns what of `resident` is counted more than once.
+// shares grow back). They are read again where that estimate would be a new peak or a process
+// came, at most every kShareGapNs and 50 times what a read takes; and, while some pages are
+// shared, as often, but at most every 200 times what a read takes (0.5 % of a CPU): pages stop
+// being shared without any resident set growing (a write to a copy-on-write page: Python's
+// reference counts in forked workers). Missed: a peak shorter than those gaps, as passes miss
+// what comes and goes between two of them. Returns what of `resident` is counted more than once.
 std::uint64_t Sampler::shared_pages(const std::vector<ProcSample>& procs, std::uint64_t max_pid,
                                     std::uint64_t resident, std::uint64_t t, pid_t init) {
     std::uint64_t once = resident;
