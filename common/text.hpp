@@ -109,14 +109,14 @@ inline std::vector<std::string_view> split_lines(std::string_view text) {
 // The pieces are views into the text: a temporary string would leave them dangling (a range-for
 // keeps the vector alive, not the argument: split_at(text + ",", ',') did), so none is taken.
 template <typename T>
-requires std::is_same_v<T, std::string> std::vector<std::string_view> split_at(T&& text, char sep)
-= delete;
+using IfTemporaryString =
+    std::enable_if_t<std::is_same_v<T, std::string>, std::vector<std::string_view>>;
 template <typename T>
-requires std::is_same_v<T, std::string> std::vector<std::string_view> split_lines(T&& text)
-= delete;
+IfTemporaryString<T> split_at(T&& text, char sep) = delete;
 template <typename T>
-requires std::is_same_v<T, std::string> std::vector<std::string_view> split_words(T&& text)
-= delete;
+IfTemporaryString<T> split_lines(T&& text) = delete;
+template <typename T>
+IfTemporaryString<T> split_words(T&& text) = delete;
 
 inline std::vector<std::string_view> split_words(std::string_view text) {
     std::vector<std::string_view> out;
