@@ -56,6 +56,28 @@ int run_trampoline(void* p) {
 // take a few pages of it.
 constexpr std::size_t kSharedStack = 256 * 1024;
 
+// That stack, a guard page below it: mapped by the first call and kept for the process's life
+// (init makes one workload; a later call's child finds it as the last one left it). Not given
+// back after the child: unmapping memory another task just ran on flushes its TLB entries (an
+// interrupt to the CPU it ran on), and in the development VM, where every change to page tables
+// is dear, the munmap cost 0.2-0.3 ms a run, even with every process on one CPU: ~2 % of a
+// judge's run (bench/README.md, the fourteenth session).
+char* shared_stack_top() {
+    static char* top = nullptr;
+    if (top != nullptr) return top;
+    const std::size_t guard = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    void* base = ::mmap(nullptr, guard + kSharedStack, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (base == MAP_FAILED) sys::fail("mmap(the workload's stack)", errno);
+    if (::mprotect(base, guard, PROT_NONE) != 0) {
+        const int err = errno;
+        ::munmap(base, guard + kSharedStack);
+        sys::fail("mprotect(the workload's stack's guard page, PROT_NONE)", err);
+    }
+    top = static_cast<char*>(base) + guard + kSharedStack;
+    return top;
+}
+
 }  // namespace
 
 Spawned spawn_sandbox(int ns_flags, int cgroup_fd, void (*child)(void*), void* arg) {
@@ -77,27 +99,17 @@ Spawned spawn_sibling(void (*child)(void*), void* arg) {
 }
 
 pid_t spawn_until_exec(void (*child)(void*), void* arg) {
-    const std::size_t guard = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-    void* base = ::mmap(nullptr, guard + kSharedStack, PROT_READ | PROT_WRITE,
-                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-    if (base == MAP_FAILED) sys::fail("mmap(the workload's stack)", errno);
-    if (::mprotect(base, guard, PROT_NONE) != 0) {
-        const int err = errno;
-        ::munmap(base, guard + kSharedStack);
-        sys::fail("mprotect(the workload's stack's guard page, PROT_NONE)", err);
-    }
+    char* const top = shared_stack_top();
     Trampoline t{child, arg};
-    const pid_t pid = ::clone(run_trampoline, static_cast<char*>(base) + guard + kSharedStack,
-                              CLONE_VM | CLONE_VFORK | SIGCHLD, &t);
+    const pid_t pid = ::clone(run_trampoline, top, CLONE_VM | CLONE_VFORK | SIGCHLD, &t);
     const int err = errno;
 #ifdef GPUBOX_ASAN
     // (The unit tests under ASan: the child's frames poisoned this stack's shadow and, the child
-    // never returning, were never unpoisoned; a later mapping here would read as overflowed.
-    // ASan's one warning that it ignored __asan_handle_no_return on a stack it does not know is
-    // the child's, on this one.)
-    __asan_unpoison_memory_region(base, guard + kSharedStack);
+    // never returning, were never unpoisoned; a later call's child, or a mapping, would read as
+    // overflowed. ASan's one warning that it ignored __asan_handle_no_return on a stack it does
+    // not know is the child's, on this one.)
+    __asan_unpoison_memory_region(top - kSharedStack, kSharedStack);
 #endif
-    ::munmap(base, guard + kSharedStack);  // it has exec'd or exited: its memory is its own
     if (pid < 0) sys::fail("clone(CLONE_VM | CLONE_VFORK) for the workload", err);
     return pid;
 }

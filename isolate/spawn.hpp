@@ -26,7 +26,8 @@ Spawned spawn_sibling(void (*child)(void*), void* arg);
 // The workload, posix_spawn's way: a child that shares our memory until it execs or exits
 // (CLONE_VM | CLONE_VFORK), while we wait. Neither process copies the other's page tables nor
 // takes copy-on-write faults, and its exec tears no copy of our memory down: a fork's cost where
-// faults are dear (bench/README.md). `child` runs on a stack of its own (a guard page below it)
+// faults are dear (bench/README.md). `child` runs on a stack of its own (a guard page below it),
+// mapped by the first call and kept for the next (from one thread only: calls must not overlap),
 // and must not return; it must leave alone what we read afterwards (what it allocates on our
 // heap is ours to leak), and what is the memory's, not the process's (PR_SET_DUMPABLE), it sets
 // for us too: it puts that back before its exec. Not for a child that enters another user

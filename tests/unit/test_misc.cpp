@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -69,6 +70,13 @@ int reap(pid_t pid) {
     return ::waitpid(pid, &status, 0) == pid ? status : -1;
 }
 
+std::uintptr_t child_stack = 0;  // where note_stack's frame was: written in our memory
+[[noreturn]] void note_stack(void*) {
+    volatile char here = 0;
+    child_stack = reinterpret_cast<std::uintptr_t>(&here);
+    ::_exit(0);
+}
+
 }  // namespace
 
 TEST_CASE("spawn_until_exec: the child shares our memory, and we go on once it has exec'd") {
@@ -93,6 +101,18 @@ TEST_CASE("spawn_until_exec: a child past its stack meets the guard page, not ou
     CHECK(WTERMSIG(status) == SIGSEGV);
     CHECK(s.depth > 64);   // it had its 256 KiB: more than 64 frames of 1 KiB
     CHECK(s.depth < 512);  // and no more
+}
+
+TEST_CASE("spawn_until_exec: one stack for every call, kept mapped after the child") {
+    // Unmapping it after each child cost 0.2-0.3 ms a run on the development VM.
+    REQUIRE(WEXITSTATUS(reap(isolate::spawn_until_exec(note_stack, nullptr))) == 0);
+    const std::uintptr_t first = child_stack;
+    unsigned char resident = 0;
+    const auto page = static_cast<std::uintptr_t>(::getpagesize());
+    // Still mapped: mincore fails with ENOMEM where nothing is.
+    CHECK(::mincore(reinterpret_cast<void*>(first & ~(page - 1)), page, &resident) == 0);
+    REQUIRE(WEXITSTATUS(reap(isolate::spawn_until_exec(note_stack, nullptr))) == 0);
+    CHECK(child_stack == first);  // the same frame, on the same stack
 }
 
 TEST_CASE("environment: clean defaults, later assignments win") {
@@ -129,7 +149,6 @@ TEST_CASE("describe walks nested errors; hints name the setting") {
 namespace {
 
 std::string hint_of(const SysError& s) { return hint_for(std::make_exception_ptr(s)); }
-
 }  // namespace
 
 TEST_CASE("hints match the syscall, errno and path, not the message's words") {
