@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 
 #include "launcher/monitor/stdio.hpp"
 #include "common/error.hpp"
@@ -77,6 +78,25 @@ std::uintptr_t child_stack = 0;  // where note_stack's frame was: written in our
     ::_exit(0);
 }
 
+// The Size and Rss (kB) of our mapping that holds `address`, from /proc/self/smaps.
+std::pair<long, long> size_and_rss(std::uintptr_t address) {
+    const std::string smaps = sys::read_file("/proc/self/smaps", 1 << 24);
+    bool in = false;
+    long size = -1, rss = -1;
+    for (std::string_view line : split_lines(smaps)) {
+        unsigned long lo = 0, hi = 0;
+        const std::string l(line);
+        if (std::sscanf(l.c_str(), "%lx-%lx ", &lo, &hi) == 2 && l.find(':') > l.find(' ')) {
+            if (in) break;
+            in = lo <= address && address < hi;
+        } else if (in) {
+            std::sscanf(l.c_str(), "Size: %ld kB", &size);
+            std::sscanf(l.c_str(), "Rss: %ld kB", &rss);
+        }
+    }
+    return {size, rss};
+}
+
 }  // namespace
 
 TEST_CASE("spawn_until_exec: the child shares our memory, and we go on once it has exec'd") {
@@ -115,6 +135,13 @@ TEST_CASE("spawn_until_exec: one stack for every call, kept mapped after the chi
     CHECK(child_stack == first);  // the same frame, on the same stack
 }
 
+TEST_CASE("map_code_now: every page of our code is mapped, none left to fault") {
+    sys::map_code_now();
+    const auto [size, rss] = size_and_rss(reinterpret_cast<std::uintptr_t>(&reap));
+    REQUIRE(size > 0);
+    CHECK(rss == size);
+}
+
 TEST_CASE("environment: clean defaults, later assignments win") {
     auto env =
         launcher::build_environment({{"A", "1"}, {"PATH", "/x"}, {"A", "2"}}, false, "xterm");
@@ -149,6 +176,7 @@ TEST_CASE("describe walks nested errors; hints name the setting") {
 namespace {
 
 std::string hint_of(const SysError& s) { return hint_for(std::make_exception_ptr(s)); }
+
 }  // namespace
 
 TEST_CASE("hints match the syscall, errno and path, not the message's words") {
