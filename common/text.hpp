@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -127,6 +128,18 @@ inline std::vector<std::string_view> split_words(std::string_view text) {
         at = text.find_first_not_of(kBlanks, end);
     }
     return out;
+}
+
+// A whole decimal number, digits alone (no sign, no blank, nothing after), if it fits in T.
+// std::from_chars: no locale, no copy, no allocation (a monitor's pass parses thousands).
+template <typename T>
+std::optional<T> parse_whole(std::string_view s) {
+    static_assert(std::is_integral_v<T> && !std::is_same_v<T, bool>);
+    T v{};
+    if (s.empty() || s.front() < '0' || s.front() > '9') return std::nullopt;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+    return v;
 }
 
 // Whether `word` is one of the words of `list` ("cpu memory pids": a cgroup's controllers).

@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cctype>
 #include <cstdio>
 #include <chrono>
@@ -127,8 +126,9 @@ std::vector<LockLine> parse_proc_locks(const std::string& text) {
         const std::vector<std::string_view> w = split_words(line);
         if (w.size() < 6 || w[1] != "FLOCK") continue;
         LockLine l;
-        const auto [end, ec] = std::from_chars(w[4].data(), w[4].data() + w[4].size(), l.pid);
-        if (ec != std::errc() || end != w[4].data() + w[4].size()) continue;
+        const std::optional<pid_t> pid = parse_whole<pid_t>(w[4]);
+        if (!pid) continue;
+        l.pid = *pid;
         const std::string dev(w[5]);
         unsigned maj = 0, min = 0;
         unsigned long ino = 0;

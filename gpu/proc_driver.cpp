@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 
 #include "common/error.hpp"
 #include "common/text.hpp"
@@ -24,15 +23,6 @@ bool is_version(std::string_view t) {
         }
     }
     return dot;
-}
-
-// A whole decimal number (digits alone, no sign), if it fits.
-std::optional<int> whole_int(std::string_view s) {
-    int v = 0;
-    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (s.empty() || s.front() == '-' || ec != std::errc() || end != s.data() + s.size())
-        return std::nullopt;
-    return v;
 }
 
 std::string trim(std::string_view s) {
@@ -63,7 +53,7 @@ GpuInformation parse_gpu_information(const std::string& text, const std::string&
         else if (key == "GPU UUID") info.uuid = value;
         else if (key == "Bus Location") info.bus_location = value;
         else if (key == "Device Minor") {
-            const auto minor = value.size() < 4 ? whole_int(value) : std::nullopt;
+            const auto minor = value.size() < 4 ? parse_whole<int>(value) : std::nullopt;
             if (!minor || *minor > 254)
                 throw PlanError(cat(quote(path), ": invalid Device Minor ", quote(value)));
             info.device_minor = *minor;
@@ -90,7 +80,7 @@ int parse_char_major(const std::string& proc_devices, const std::string& name) {
         if (starts_with(line, "Block devices")) break;
         const std::vector<std::string_view> w = split_words(line);
         if (w.size() >= 2 && w[1] == name)
-            if (const auto major = whole_int(w[0])) return *major;
+            if (const auto major = parse_whole<int>(w[0])) return *major;
     }
     return -1;
 }
@@ -100,7 +90,7 @@ std::map<std::string, int> parse_mig_minors(const std::string& text) {
     for (std::string_view line : split_lines(text)) {
         const std::vector<std::string_view> w = split_words(line);
         if (w.size() != 2 || w[1].size() > 9) continue;
-        if (const auto number = whole_int(w[1])) out.emplace(std::string(w[0]), *number);
+        if (const auto number = parse_whole<int>(w[1])) out.emplace(std::string(w[0]), *number);
     }
     return out;
 }
@@ -109,7 +99,7 @@ int parse_access_minor(const std::string& text) {
     for (std::string_view line : split_lines(text)) {
         if (!starts_with(line, "DeviceFileMinor:")) continue;
         const std::vector<std::string_view> w = split_words(line.substr(16));
-        const auto minor = w.empty() ? std::nullopt : whole_int(w.front());
+        const auto minor = w.empty() ? std::nullopt : parse_whole<int>(w.front());
         return minor.value_or(-1);
     }
     return -1;

@@ -13,7 +13,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
-#include <charconv>
 #include <string_view>
 #include <vector>
 
@@ -56,10 +55,7 @@ std::optional<std::string> own_cgroup_dir(const CgroupHost& host) {
 std::optional<std::uint64_t> keyed_value(std::string_view text, std::string_view key) {
     for (std::string_view line : split_lines(text)) {
         const std::vector<std::string_view> w = split_words(line);
-        std::uint64_t v = 0;
-        if (w.size() == 2 && w[0] == key &&
-            std::from_chars(w[1].data(), w[1].data() + w[1].size(), v).ec == std::errc{})
-            return v;
+        if (w.size() == 2 && w[0] == key) return parse_whole<std::uint64_t>(w[1]);
     }
     return std::nullopt;
 }

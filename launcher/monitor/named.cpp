@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <charconv>
 #include <cstdlib>
 #include <optional>
 #include <nlohmann/json.hpp>
@@ -100,13 +99,7 @@ std::string clean(std::string v) {
     return v;
 }
 
-std::uint64_t to_u64(std::string_view s) {
-    if (s.empty() || s.size() > 19 || s.find_first_not_of("0123456789") != std::string::npos)
-        return 0;
-    std::uint64_t v = 0;
-    std::from_chars(s.data(), s.data() + s.size(), v);
-    return v;
-}
+std::uint64_t to_u64(std::string_view s) { return parse_whole<std::uint64_t>(s).value_or(0); }
 
 }  // namespace
 

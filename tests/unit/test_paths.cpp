@@ -54,3 +54,14 @@ TEST_CASE("split_at, split_lines and split_words: text files and paths without a
     CHECK(split_words("usage_usec 123") == V{"usage_usec", "123"});
     CHECK(split_words(" \n\t").empty());
 }
+
+TEST_CASE("parse_whole: a whole decimal number that fits, or nothing") {
+    CHECK(parse_whole<std::uint64_t>("0") == 0u);
+    CHECK(parse_whole<std::uint64_t>("18446744073709551615") == 18446744073709551615ull);
+    CHECK(parse_whole<int>("195") == 195);
+    CHECK_FALSE(parse_whole<std::uint64_t>("18446744073709551616"));  // does not fit
+    CHECK_FALSE(parse_whole<int>("2147483648"));
+    for (const char* bad : {"", "-1", "+1", " 1", "1 ", "12a", "0x10", "1.5", "-"})
+        CHECK_FALSE(parse_whole<int>(bad));
+    CHECK_FALSE(parse_whole<std::uint64_t>("-1"));  // no wrap-around
+}
