@@ -161,13 +161,20 @@ std::string read_link_at(int dirfd, const std::string& name) {
 
 std::string read_fd_link(int fd) { return read_link_at(AT_FDCWD, cat("/proc/self/fd/", fd)); }
 
-void write_all(int fd, std::string_view data, const std::string& what) {
+int try_write_all(int fd, std::string_view data) noexcept {
     while (!data.empty()) {
-        ssize_t n = ::write(fd, data.data(), data.size());
+        const ssize_t n = ::write(fd, data.data(), data.size());
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0) fail(Syscall::write, errno, cat("write(", quote(what), ")"), what);
+        if (n < 0) return errno;
+        if (n == 0) return EIO;  // a write of more than nothing that wrote nothing: no progress
         data.remove_prefix(static_cast<std::size_t>(n));
     }
+    return 0;
+}
+
+void write_all(int fd, std::string_view data, const std::string& what) {
+    if (const int err = try_write_all(fd, data))
+        fail(Syscall::write, err, cat("write(", quote(what), ")"), what);
 }
 
 std::string read_all(int fd, const std::string& what, std::size_t limit) {

@@ -46,6 +46,7 @@ void fchmod(int fd, mode_t mode, const std::string& what);
 std::string read_link_at(int dirfd, const std::string& name);
 std::string read_fd_link(int fd);  // readlink("/proc/self/fd/N")
 void write_all(int fd, std::string_view data, const std::string& what);
+int try_write_all(int fd, std::string_view data) noexcept;  // 0, or the errno that stopped it
 // Everything left on `fd` (a file, pipe or memfd) up to EOF; EFBIG past `limit`. `what` names it.
 std::string read_all(int fd, const std::string& what, std::size_t limit = 64 << 20);
 std::string read_file(const std::string& path, std::size_t limit = 1 << 20);
