@@ -66,11 +66,6 @@ int recurse(Shared* s) {
     ::_exit(0);
 }
 
-int reap(pid_t pid) {
-    int status = 0;
-    return ::waitpid(pid, &status, 0) == pid ? status : -1;
-}
-
 std::uintptr_t child_stack = 0;  // where note_stack's frame was: written in our memory
 [[noreturn]] void note_stack(void*) {
     volatile char here = 0;
@@ -103,20 +98,20 @@ TEST_CASE("spawn_until_exec: the child shares our memory, and we go on once it h
     Shared s;
     const pid_t pid = isolate::spawn_until_exec(write_then_exec, &s);
     CHECK(s.wrote == pid);  // written in our memory, before we went on
-    const int status = reap(pid);
+    const int status = sys::wait_status(pid);
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);  // it ran /bin/true
 }
 
 TEST_CASE("spawn_until_exec: a child that exits without exec lets us go on too") {
-    const int status = reap(isolate::spawn_until_exec(exit_seven, nullptr));
+    const int status = sys::wait_status(isolate::spawn_until_exec(exit_seven, nullptr));
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 7);
 }
 
 TEST_CASE("spawn_until_exec: a child past its stack meets the guard page, not our memory") {
     Shared s;
-    const int status = reap(isolate::spawn_until_exec(overflow, &s));
+    const int status = sys::wait_status(isolate::spawn_until_exec(overflow, &s));
     CHECK(WIFSIGNALED(status));
     CHECK(WTERMSIG(status) == SIGSEGV);
     CHECK(s.depth > 64);   // it had its 256 KiB: more than 64 frames of 1 KiB
@@ -125,19 +120,19 @@ TEST_CASE("spawn_until_exec: a child past its stack meets the guard page, not ou
 
 TEST_CASE("spawn_until_exec: one stack for every call, kept mapped after the child") {
     // Unmapping it after each child cost 0.2-0.3 ms a run on the development VM.
-    REQUIRE(WEXITSTATUS(reap(isolate::spawn_until_exec(note_stack, nullptr))) == 0);
+    REQUIRE(WEXITSTATUS(sys::wait_status(isolate::spawn_until_exec(note_stack, nullptr))) == 0);
     const std::uintptr_t first = child_stack;
     unsigned char resident = 0;
     const auto page = static_cast<std::uintptr_t>(::getpagesize());
     // Still mapped: mincore fails with ENOMEM where nothing is.
     CHECK(::mincore(reinterpret_cast<void*>(first & ~(page - 1)), page, &resident) == 0);
-    REQUIRE(WEXITSTATUS(reap(isolate::spawn_until_exec(note_stack, nullptr))) == 0);
+    REQUIRE(WEXITSTATUS(sys::wait_status(isolate::spawn_until_exec(note_stack, nullptr))) == 0);
     CHECK(child_stack == first);  // the same frame, on the same stack
 }
 
 TEST_CASE("map_code_now: every page of our code is mapped, none left to fault") {
     sys::map_code_now();
-    const auto [size, rss] = size_and_rss(reinterpret_cast<std::uintptr_t>(&reap));
+    const auto [size, rss] = size_and_rss(reinterpret_cast<std::uintptr_t>(&note_stack));
     REQUIRE(size > 0);
     CHECK(rss == size);
 }
