@@ -464,6 +464,13 @@ bool Sampler::nothing_ran(const std::vector<std::string>& names, const std::stri
     return true;
 }
 
+std::uint64_t Sampler::read_shares(const std::vector<ProcSample>& procs, std::uint64_t max_pid,
+                                   std::uint64_t resident, pid_t init) {
+    const std::uint64_t once = std::min(resident, by_share(proc_, procs, init));
+    shares_ = {resident_since(procs, init, max_pid).known, once, max_pid};
+    return once;
+}
+
 // Several processes' resident sets, summed as they are, count a page each one maps once each:
 // forked workers' copy-on-write memory (a PyTorch job's 4 DataLoader workers on a real GPU:
 // resident 2.6 GiB, 0.68 GiB by share). Their shares (by_share) are a walk of every process's
@@ -491,9 +498,8 @@ std::uint64_t Sampler::shared_pages(const std::vector<ProcSample>& procs, std::u
     if (((once > report_peak_ || fresh) && t >= shares_due_) ||
         (once < resident && t >= refresh_due_)) {
         const std::uint64_t t0 = now_ns();
-        once = std::min(resident, by_share(proc_, procs, init));
+        once = read_shares(procs, max_pid, resident, init);
         const std::uint64_t t1 = now_ns();
-        shares_ = {resident_since(procs, init, max_pid).known, once, max_pid};
         shares_due_ = t1 + std::max(kShareGapNs, 50 * (t1 - t0));
         refresh_due_ = t1 + std::max(kShareGapNs, 200 * (t1 - t0));
     }
@@ -582,10 +588,7 @@ Usage Sampler::sample(std::uint64_t cpu_stop_ns, bool memory) {
         shares_ = {};
         report_peak_ = std::max(report_peak_, u.memory_bytes);
     } else if (limit_ && u.memory_bytes + files > limit_) {  // the kill's count: by share
-        const std::uint64_t resident = u.memory_bytes;
-        u.memory_bytes = std::min(resident, by_share(proc_, scan.procs, init));
-        shares_ = {resident_since(scan.procs, init, scan.max_pid).known, u.memory_bytes,
-                   scan.max_pid};
+        u.memory_bytes = read_shares(scan.procs, scan.max_pid, u.memory_bytes, init);
         report_peak_ = std::max(report_peak_, u.memory_bytes);
     } else if (mem) {
         u.counted_twice = shared_pages(scan.procs, scan.max_pid, u.memory_bytes, t, init);

@@ -285,6 +285,9 @@ private:
     std::uint64_t counted_twice_ = 0;  // the last pass's Usage::counted_twice
     std::uint64_t shared_pages(const std::vector<ProcSample>& procs, std::uint64_t max_pid,
                                std::uint64_t resident, std::uint64_t t, pid_t init);
+    // The processes' memory by share, read now (at most `resident`) and kept in shares_.
+    std::uint64_t read_shares(const std::vector<ProcSample>& procs, std::uint64_t max_pid,
+                              std::uint64_t resident, pid_t init);
     bool joinable_ = false;
     const TreeClock* clock_ = nullptr;
     bool last_quiet_ = false;  // the last pass was quiet (and whole)
