@@ -51,6 +51,10 @@ chmod 0777 "$WORK"
 
 start job --memory-limit 64M "$R" sh -c 'echo marker >/tmp/m; exec sleep 3001'
 job_monitor=$last
+# ps lists the sandbox once init is up, maybe before its workload ran a line: on a loaded machine
+# (the fresh-root check's run-all, load 20) a workload under SCHED_IDLE (docs/limits.md) was
+# still in its exec of sleep, its arguments and environment not yet set up. Until its sleep is.
+wait_until 30 pgrep -f '^sleep 3001$' >/dev/null
 
 # In the sandbox: its pid namespace (the workload is pid 2), its root, as confined as it.
 as_u exec job sh -c 'tr "\0" " " </proc/2/cmdline; echo; cat /tmp/m; hostname; id -u'
