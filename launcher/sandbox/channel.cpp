@@ -77,6 +77,7 @@ void put(Out& o, const Failure& f) {
 void put(Out& o, const Exited& e) {
     o.pod(std::int32_t{e.wait_status});
     o.pod(std::int64_t{e.max_rss_kb});
+    o.pod(e.alone);
 }
 void put(Out& o, const Meter& m) {
     o.pod(std::uint8_t(m.tmpfs.valid() | m.sockets.valid() << 1 | m.sockstat.valid() << 2 |
@@ -112,6 +113,7 @@ void get(In& in, Failure& f) {
 void get(In& in, Exited& e) {
     e.wait_status = in.pod<std::int32_t>();
     e.max_rss_kb = static_cast<long>(in.pod<std::int64_t>());
+    e.alone = in.pod<bool>();
 }
 void get(In& in, Meter& m) {
     const auto has = in.pod<std::uint8_t>();

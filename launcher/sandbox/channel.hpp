@@ -49,6 +49,9 @@ struct Failure {
 struct Exited {
     int wait_status = 0;
     long max_rss_kb = 0;  // the workload's processes' peak resident set (init's RUSAGE_CHILDREN)
+    // Init has no child left (orphans come to init, so nothing of the workload's runs or ever
+    // will): only joiners from outside (a named sandbox's gpubox exec) could still be there.
+    bool alone = false;
 };
 struct Meter {         // one frame for all: the monitor wakes once for them
     UniqueFd proc;     // the sandbox's /proc (required)

@@ -2,6 +2,8 @@
 
 #include <signal.h>
 
+#include <cerrno>
+
 #include <optional>
 
 #include "common/error.hpp"
@@ -18,6 +20,17 @@ sigset_t init_signals() {
     sigaddset(&set, SIGCHLD);
     for (int s : forwarded_signals()) sigaddset(&set, s);
     return set;
+}
+
+// After the workload's end: the zombies reaped, is any process of the sandbox left? Every one
+// is a descendant of init (orphans come to the pid namespace's init, or to a joined task's,
+// a subreaper), so none is once init has no child; and none can come, but from outside. The
+// monitor reads what is left before init's exit kills it, and where nothing is, after.
+bool nothing_left() {
+    int status = 0;
+    pid_t p;
+    while ((p = sys::reap_any(status)) > 0) {}
+    return p < 0 && errno == ECHILD;
 }
 
 }  // namespace
@@ -37,10 +50,11 @@ sigset_t init_signals() {
         int status = 0;
         for (pid_t p; (p = sys::reap_any(status)) > 0;) {
             if (p != workload) continue;
+            const bool alone = nothing_left();
             // Its peak resident set, and its reaped descendants': the program's, not ours (the
             // monitor's wait4 of init would report the larger of the two).
             channel::send_quietly(own.control.get(),
-                                  channel::Exited{status, sys::children_max_rss_kb()});
+                                  channel::Exited{status, sys::children_max_rss_kb(), alone});
             // What is left of its group (a joined task's: the step's sandbox outlives it).
             ::kill(-workload, SIGKILL);
             sys::exit_now(0);

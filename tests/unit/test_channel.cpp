@@ -43,6 +43,8 @@ TEST_CASE("every frame type round-trips") {
     CHECK(round_trip<channel::Failure>(channel::Failure{127, ""}).code == 127);
     CHECK(round_trip<channel::Exited>(channel::Exited{0x0900}).wait_status == 0x0900);
     CHECK(round_trip<channel::Exited>(channel::Exited{0, 1234}).max_rss_kb == 1234);
+    CHECK(round_trip<channel::Exited>(channel::Exited{0, 0, true}).alone);
+    CHECK(!round_trip<channel::Exited>(channel::Exited{0x0900, 7}).alone);
     const channel::Meter m =
         round_trip<channel::Meter>(channel::Meter{sys::dup_cloexec(0), {}, sys::dup_cloexec(0)});
     CHECK(m.proc.valid());
