@@ -304,7 +304,7 @@ private:
             // is left (and nothing can join), only the files and socket buffers can still have
             // changed, and they outlive init (the meters' fds hold them): read once init is
             // gone (run()), not beside its exit, which the pass then held up on the same CPU
-            // (a sync wakeup's): 0.3-1.3 ms a run on the development VM (bench/README.md).
+            // (a sync wakeup's): 0.1-0.25 ms a run on the development VM (bench/README.md).
             if (x->alone && !s_.joinable) last_word_after_init_ = true;
             else measure(false);
         }
