@@ -3,7 +3,6 @@
 #include <signal.h>
 
 #include <cerrno>
-
 #include <optional>
 
 #include "common/error.hpp"
@@ -20,17 +19,6 @@ sigset_t init_signals() {
     sigaddset(&set, SIGCHLD);
     for (int s : forwarded_signals()) sigaddset(&set, s);
     return set;
-}
-
-// After the workload's end: the zombies reaped, is any process of the sandbox left? Every one
-// is a descendant of init (orphans come to the pid namespace's init, or to a joined task's,
-// a subreaper), so none is once init has no child; and none can come, but from outside. The
-// monitor reads what is left before init's exit kills it, and where nothing is, after.
-bool nothing_left() {
-    int status = 0;
-    pid_t p;
-    while ((p = sys::reap_any(status)) > 0) {}
-    return p < 0 && errno == ECHILD;
 }
 
 }  // namespace
@@ -50,7 +38,11 @@ bool nothing_left() {
         int status = 0;
         for (pid_t p; (p = sys::reap_any(status)) > 0;) {
             if (p != workload) continue;
-            const bool alone = nothing_left();
+            // Is any process left? Orphans come to init (or a task's, a subreaper): none where
+            // it has no child. The monitor's last pass then waits for our exit (Exited::alone).
+            int other = 0;
+            while ((p = sys::reap_any(other)) > 0) {}
+            const bool alone = p < 0 && errno == ECHILD;
             // Its peak resident set, and its reaped descendants': the program's, not ours (the
             // monitor's wait4 of init would report the larger of the two).
             channel::send_quietly(own.control.get(),
