@@ -181,7 +181,10 @@ TEST_CASE("open_output_file: new, regular (truncated), never a FIFO or a symlink
     {
         UniqueFd fd = open_output_file(base + "/new", 0644);
         CHECK(sys::fstat(fd.get(), "new").st_size == 0);  // truncated when opened
+        CHECK(::lseek(fd.get(), 0, SEEK_CUR) == 0);
+        sys::write_all(fd.get(), "ok", "new");  // shorter than what was there
     }
+    CHECK(sys::read_file(base + "/new", 64) == "ok");
     REQUIRE(::mkfifo((base + "/fifo").c_str(), 0600) == 0);  // no reader: open would block
     CHECK_THROWS_WITH(open_output_file(base + "/fifo", 0644), "not a regular file (a FIFO)");
     CHECK_THROWS_WITH(open_output_file(base, 0644), "not a regular file (a directory)");
