@@ -518,11 +518,12 @@ Usage Sampler::sample(std::uint64_t cpu_stop_ns, bool memory) {
     // made by another's fork, and one that went fails its schedstat's read. Not where others may
     // join (a step's tasks, gpubox exec), whose processes come from outside. No listing then.
     const bool after_quiet = mem && last_quiet_ && !root_ && !joinable_;
-    const bool same = after_quiet && nothing_ran(names, init_name);
+    const bool same = !ended_ && after_quiet && nothing_ran(names, init_name);
     last_quiet_ = false;
-    if (root_) {
+    if (ended_ || root_) {
         names.clear();
-        for (pid_t pid : task_tree(proc_, root_)) names.push_back(std::to_string(pid));
+        if (!ended_)
+            for (pid_t pid : task_tree(proc_, root_)) names.push_back(std::to_string(pid));
     } else if (!same) {
         names = pids();
     }

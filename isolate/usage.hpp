@@ -236,6 +236,10 @@ public:
     // Others may join the sandbox (run --name: gpubox exec enters it from outside): a quiet
     // pass lists its /proc all the same (see sample()).
     void set_joinable() { joinable_ = true; }
+    // The sandbox's pid namespace is empty: its init was reaped, which the kernel allows only
+    // once every other process of it is gone. A pass then lists no /proc (it would find no pid)
+    // and reads what outlives the processes: the tmpfs, the socket buffers, the kernel's count.
+    void set_ended() { ended_ = true; }
     // SIGKILL to every process of the sandbox but its init, each through its /proc directory
     // (pidfd_send_signal: no pid can be reused meanwhile), best effort. Killing init kills them
     // too, but only once init has run: among a crowd of runnable tasks that may take seconds,
@@ -289,6 +293,7 @@ private:
     std::uint64_t read_shares(const std::vector<ProcSample>& procs, std::uint64_t max_pid,
                               std::uint64_t resident, pid_t init);
     bool joinable_ = false;
+    bool ended_ = false;
     const TreeClock* clock_ = nullptr;
     bool last_quiet_ = false;  // the last pass was quiet (and whole)
 };

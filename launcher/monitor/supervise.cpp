@@ -171,7 +171,10 @@ public:
         sys::wait_rusage(s_.child.pid, out_.init_status, ru);
         out_.wall_seconds = std::chrono::duration<double>(Clock::now() - start_).count();
         while (control_ >= 0) read_report();
-        if (last_word_after_init_) measure(false);
+        if (last_word_after_init_ && sampler_) {
+            sampler_->set_ended();  // init reaped: nothing of the sandbox runs
+            measure(false);
+        }
         for (Relay& r : relays_)
             while (r.in >= 0) relay(r);
         finish(ru);

@@ -8,7 +8,7 @@ require_userns "$R"
 command -v strace >/dev/null || { echo "Bail out! strace is missing (.ci/install-deps.sh installs it)"; exit 1; }
 
 T=$WORK/trace
-strace -f -qq -o "$T" -e trace=openat,unshare,recvfrom,recvmsg,execve,seccomp,mkdirat,getdents64,socket,sendto,clone,clone3,readlink \
+strace -f -qq -o "$T" -e trace=openat,unshare,recvfrom,recvmsg,execve,seccomp,mkdirat,getdents64,socket,sendto,clone,clone3,readlink,wait4 \
     "$GPUBOX" run --time-limit 1 --wall-time-limit 5 --memory-limit 64M --pids-limit 8 "$R" true \
     >"$WORK/.out" 2>"$WORK/.err"
 expect_eq "the traced run succeeds" "$?" 0
@@ -70,6 +70,14 @@ fi
 # (a sampled CPU limit) share one read of /proc/self/cgroup.
 expect_eq "the monitor reads /proc/self/cgroup once before its clone3" \
     "$(awk -v p="$mon" '$1 == p' "$T" | sed '/clone3(/q' | grep -c 'openat(.*/proc/self/cgroup"')" 1
+
+# The last pass of a run where nothing outlived the workload comes once init is reaped, when the
+# kernel has emptied the sandbox's pid namespace: it lists no /proc (Sampler::set_ended). Old
+# build (f864c63): two getdents64 after the monitor's wait4 of init, finding no pid.
+reaped=$(awk -v p="$mon" '$1 == p' "$T" | grep -nE 'wait4\([0-9]+,' | tail -1 | cut -d: -f1)
+check "the monitor's wait4 of init is in the trace" test -n "$reaped"
+expect_eq "  and the last pass after it lists no directory" \
+    "$(awk -v p="$mon" '$1 == p' "$T" | sed -n "${reaped:-\$},\$p" | grep -c 'getdents64(')" 0
 
 # The socket meter: under a memory limit, a sock_diag socket in the sandbox's network namespace
 # (its line may end "<unfinished ...>" where another traced call came between).
