@@ -6,6 +6,9 @@
  *
  *   serial_loop ROUNDS CMD [ARG...] [:: CMD [ARG...]]...
  *
+ * "{N}" in an argument stands for the round's number: a meta file of its own for each run, as CMS
+ * names them (run.log.N); overwriting one file on ext4 makes its writer's close flush it.
+ *
  * A command that fails is reported on stderr (a broken row is no measurement). */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -25,6 +28,28 @@ static int by_value(const void* a, const void* b) {
 }
 
 static double ms(const struct timeval* t) { return t->tv_sec * 1e3 + t->tv_usec / 1e3; }
+
+/* `cmd` with "{N}" in its arguments replaced by `round`, in `out` (freed by the next call). */
+static char** for_round(char** cmd, int round, char** out, int max) {
+    static char* made[256];
+    static int n_made = 0;
+    for (int i = 0; i < n_made; ++i) free(made[i]);
+    n_made = 0;
+    int i = 0;
+    for (; cmd[i] && i < max - 1; ++i) {
+        const char* at = strstr(cmd[i], "{N}");
+        if (!at || n_made == 256) {
+            out[i] = cmd[i];
+            continue;
+        }
+        const size_t len = strlen(cmd[i]) + 16;
+        char* s = malloc(len);
+        snprintf(s, len, "%.*s%d%s", (int)(at - cmd[i]), cmd[i], round, at + 3);
+        out[i] = made[n_made++] = s;
+    }
+    out[i] = NULL;
+    return out;
+}
 
 int main(int argc, char** argv) {
     if (argc < 3) return fprintf(stderr, "usage: serial_loop ROUNDS CMD [ARG...] [:: CMD...]\n"), 2;
@@ -55,12 +80,14 @@ int main(int argc, char** argv) {
         }
         for (int j = 0; j < n; ++j) {
             const int c = order[j];
+            char* argv_r[256];
+            char** cmd = for_round(cmds[c], r, argv_r, 256);
             struct timespec a, b;
             clock_gettime(CLOCK_MONOTONIC, &a);
             const pid_t pid = fork();
             if (pid == 0) {
                 dup2(devnull, 1), dup2(devnull, 2);
-                execvp(cmds[c][0], cmds[c]);
+                execvp(cmd[0], cmd);
                 _exit(127);
             }
             int status = 0;

@@ -11,11 +11,14 @@
 # Rows: isolate (`-s -t 1 -w 5 -m 262144 -M meta --run -- ./tiny`); gpubox's isolate mode with
 # the same command line; `gpubox run` with every limit (--time-limit 1 --wall-time-limit 5
 # --memory-limit 64M --pids-limit 8 --meta, isolate's format), on a read-only ROOTFS holding
-# only the no-op. OLD=path adds both gpubox rows for another build. The binaries are installed
+# only the no-op. Each run writes a meta file of its own, as CMS names them (run.log.N): on ext4,
+# overwriting one costs its writer a flush at close (isolate ~0.5 ms a run here; gpubox avoids
+# it, common/trusted_path.cpp), which MODE=overwrite measures instead. OLD=path adds both gpubox rows for another build. The binaries are installed
 # (written) afresh, as a package would be: how the kernel holds a binary's pages (written, or
 # read back after being dropped) moves gpubox's time by a few per cent (bench/README.md).
 . "$(dirname "$0")/common.sh"  # TOP, BUILD, bench_gpubox
-LOOPS=${LOOPS:-4} ROUNDS=${ROUNDS:-100}
+LOOPS=${LOOPS:-4} ROUNDS=${ROUNDS:-100} MODE=${MODE:-new}
+case $MODE in new) N='-{N}' ;; overwrite) N= ;; *) echo "vs_isolate_serial.sh: MODE is new or overwrite" >&2; exit 1 ;; esac
 [ "$(id -u)" = 0 ] || { echo "vs_isolate_serial.sh: run as root (isolate is installed setuid root)" >&2; exit 1; }
 : "${ISOLATE:?set ISOLATE to an isolate binary}" "${ISOLATE_CONFIG:?set ISOLATE_CONFIG to the config path ISOLATE was built with}"
 bench_gpubox
@@ -45,16 +48,19 @@ ISO=(-s -t 1 -w 5 -m 262144)
 ALL=(--time-limit 1 --wall-time-limit 5 --memory-limit 64M --pids-limit 8)
 cd "$W/work" || exit 1
 box=$("${NOBODY[@]}" "$W/isolate" -b 0 --init) && "${NOBODY[@]}" cp "$W/tiny" "$box/box/tiny"
-rows=(isolate) cmd=("$W/isolate" -b 0 "${ISO[@]}" -M "$W/meta/0" --run -- ./tiny) boxes=()
+rows=(isolate) cmd=("$W/isolate" -b 0 "${ISO[@]}" -M "$W/meta/0$N" --run -- ./tiny) boxes=()
 for b in "${builds[@]}"; do
     k=$((11 + ${#boxes[@]})) && boxes+=("$b:$k")
     box=$("${NOBODY[@]}" "$W/$b.d/isolate" -b "$k" --init) && "${NOBODY[@]}" cp "$W/tiny" "$box/box/tiny"
     rows+=("$b:isolate-mode" "$b:run-limits")
-    cmd+=(:: "$W/$b.d/isolate" -b "$k" "${ISO[@]}" -M "$W/meta/$k" --run -- ./tiny
-        :: "$W/$b" run "${ALL[@]}" --meta "$W/meta/r-$b" --meta-format isolate --read-only "$W/rootfs" /tiny)
+    cmd+=(:: "$W/$b.d/isolate" -b "$k" "${ISO[@]}" -M "$W/meta/$k$N" --run -- ./tiny
+        :: "$W/$b" run "${ALL[@]}" --meta "$W/meta/r-$b$N" --meta-format isolate --read-only "$W/rootfs" /tiny)
 done
-echo "machine: $(nproc) cores, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg); $LOOPS loops of $ROUNDS rounds"
-for ((l = 0; l < LOOPS; l++)); do "${NOBODY[@]}" "$W/serial_loop" "$ROUNDS" "${cmd[@]}" >"$W/loop$l"; done
+echo "machine: $(nproc) cores, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg); $LOOPS loops of $ROUNDS rounds, meta files $MODE"
+for ((l = 0; l < LOOPS; l++)); do
+    [ "$MODE" = new ] && find "$W/meta" -mindepth 1 -delete  # each loop's files new again
+    "${NOBODY[@]}" "$W/serial_loop" "$ROUNDS" "${cmd[@]}" >"$W/loop$l"
+done
 "${NOBODY[@]}" "$W/isolate" -b 0 --cleanup >/dev/null
 for e in "${boxes[@]}"; do "${NOBODY[@]}" "$W/${e%%:*}.d/isolate" -b "${e#*:}" --cleanup >/dev/null; done
 echo "load at the end $(cut -d' ' -f1-3 /proc/loadavg)"
