@@ -237,22 +237,21 @@ UniqueFd open_output_file(const std::string& path, mode_t mode) {
                       path);
         if (const std::string problem = regular_file_problem(st.st_mode); !problem.empty())
             throw PlanError(problem);
-        // The inode just checked, not the name again: emptied through one open file, written
-        // through another. ext4 (auto_da_alloc) writes a file emptied by a truncation back to
-        // disk when the file that truncated it is closed, to make a replace-by-truncate durable;
-        // closed now, while it is empty, that costs nothing, where closed after the verdict it
-        // would allocate and submit the verdict's block every run (0.3-0.6 ms on the
-        // development VM's virtio disk, bench/README.md). The verdict then stays in the page
-        // cache like any file's, for the reader all the same.
-        const std::string self = cat("/proc/self/fd/", p.get());
-        const int t = sys::try_open_at(AT_FDCWD, self, O_WRONLY | O_TRUNC | O_NOCTTY);
+        // The inode just checked, not the name again; written apart from the open that emptied
+        // it (written_apart).
+        const int t = sys::try_open_at(AT_FDCWD, cat("/proc/self/fd/", p.get()),
+                                       O_WRONLY | O_TRUNC | O_NOCTTY);
         if (t < 0)
             sys::fail(Syscall::open, -t, cat("open(", quote(path), ", O_WRONLY|O_TRUNC)"), path);
-        const UniqueFd truncated(t);
-        const int w = sys::try_open_at(AT_FDCWD, self, O_WRONLY | O_NOCTTY);
-        if (w < 0) sys::fail(Syscall::open, -w, cat("open(", quote(path), ", O_WRONLY)"), path);
-        return UniqueFd(w);
+        return written_apart(UniqueFd(t), O_WRONLY | O_NOCTTY, path);
     }
+}
+
+UniqueFd written_apart(UniqueFd truncated, int flags, const std::string& path) {
+    const int w = sys::try_open_at(AT_FDCWD, cat("/proc/self/fd/", truncated.get()),
+                                   flags & ~(O_TRUNC | O_CREAT | O_EXCL));
+    if (w < 0) sys::fail(Syscall::open, -w, cat("open(", quote(path), ", O_WRONLY)"), path);
+    return UniqueFd(w);  // `truncated` closes here, while the file is still empty
 }
 
 }  // namespace gpubox::trusted_path

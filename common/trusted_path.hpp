@@ -65,4 +65,13 @@ UniqueFd open_shared_dir(const std::string& path, const std::string& what, const
 // fails as open(O_NOFOLLOW) does (ELOOP, a SysError); another type is PlanError.
 UniqueFd open_output_file(const std::string& path, mode_t mode);
 
+// `truncated`, an fd whose open emptied its file (O_TRUNC), given up for another open file of
+// the same inode (`flags`, without O_TRUNC or O_CREAT): ext4 (auto_da_alloc) writes a file
+// emptied by a truncation back to disk when the file that truncated it is closed, to make a
+// replace-by-truncate durable. Closed now, while empty, that costs nothing; closed after what is
+// written, it would allocate and submit that block every run (0.3-0.6 ms on the development
+// VM's virtio disk, bench/README.md). What is written then stays in the page cache like any
+// file's, for its reader all the same. `path`: the name errors give.
+UniqueFd written_apart(UniqueFd truncated, int flags, const std::string& path);
+
 }  // namespace gpubox::trusted_path

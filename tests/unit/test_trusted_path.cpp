@@ -200,3 +200,19 @@ TEST_CASE("open_output_file: new, regular (truncated), never a FIFO or a symlink
     struct stat st {};
     CHECK(sys::try_stat(base + "/absent", st) == -ENOENT);
 }
+
+TEST_CASE("written_apart: the truncating open closed at once, what is written kept whole") {
+    test::TempDir t("trusted");
+    const std::string path = t.dir.string() + "/out";
+    { std::ofstream(path) << "the last run's output, longer than this one's"; }
+    const int truncating = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+    REQUIRE(truncating >= 0);
+    UniqueFd fd = written_apart(UniqueFd(truncating), O_WRONLY | O_CREAT | O_TRUNC, path);
+    CHECK(fd.get() != truncating);
+    CHECK(::fcntl(truncating, F_GETFD) == -1);  // closed, while the file was empty
+    CHECK(sys::fstat(fd.get(), path).st_size == 0);
+    CHECK((::fcntl(fd.get(), F_GETFL) & O_ACCMODE) == O_WRONLY);
+    sys::write_all(fd.get(), "this run", path);
+    fd.reset();
+    CHECK(sys::read_file(path, 256) == "this run");
+}
