@@ -15,6 +15,34 @@ bench_gpubox() {
     fi
 }
 
+# The runs side by side with isolate (vs_isolate.sh, vs_isolate_serial.sh), in the caller's temp
+# dir $W: the builds measured (new, and old where OLD is set), each installed afresh (how the
+# kernel holds a binary's pages moves its time, bench/README.md) with a link named isolate for
+# isolate mode; a static no-op, tiny; the judge's read-only image for the run rows, holding it
+# and the top-level directories every image has (a bare directory would get an overlay to hold
+# gpubox's mount points, 0.1-0.5 ms more a run); and ISOLATE_CONFIG pointing isolate's boxes and
+# locks into $W, given back as it was at the end (or any later isolate run would make them
+# again: a temp dir left behind). Sets builds and NOBODY (a command prefix: uid 65534).
+isolate_peer_setup() {
+    trap '[ -f "$W/isolate.cf.before" ] && cat "$W/isolate.cf.before" >"$ISOLATE_CONFIG"; rm -rf "$W"' EXIT
+    chmod 0755 "$W"
+    builds=(new)
+    install -m 0755 "$GPUBOX" "$W/new" && mkdir "$W/new.d" && ln -s ../new "$W/new.d/isolate"
+    if [ -n "${OLD:-}" ]; then
+        install -m 0755 "$OLD" "$W/old" && mkdir "$W/old.d" && ln -s ../old "$W/old.d/isolate"
+        builds+=(old)
+    fi
+    printf 'int main(void) { return 0; }\n' >"$W/tiny.c"
+    gcc -static -O2 -o "$W/tiny" "$W/tiny.c"
+    mkdir -p "$W/work" "$W/rootfs"/{proc,dev,sys,tmp,run} "$W/iso/boxes" "$W/iso/locks"
+    cp "$W/tiny" "$W/rootfs/tiny" && chown 65534:65534 "$W/work"
+    if [ -f "$ISOLATE_CONFIG" ]; then cp "$ISOLATE_CONFIG" "$W/isolate.cf.before"; fi
+    printf 'box_root = %s\nlock_root = %s\ncg_root = /sys/fs/cgroup\nfirst_uid = 60000\nfirst_gid = 60000\nnum_boxes = 100\n' \
+        "$W/iso/boxes" "$W/iso/locks" >"$ISOLATE_CONFIG"
+    NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all env -u XDG_RUNTIME_DIR
+        GPUBOX_ISOLATE_ROOT="$W/work/boxes")
+}
+
 bench_setup() {
     if [ -z "${GPUBOX_BENCH_UNPRIVILEGED:-}" ]; then
         for t in hyperfine bwrap /usr/bin/time; do

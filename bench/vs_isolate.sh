@@ -19,34 +19,15 @@ ROUNDS=${ROUNDS:-15} M=${M:-40} PAR=${PAR:-1}
 : "${ISOLATE:?set ISOLATE to an isolate binary}" "${ISOLATE_CONFIG:?set ISOLATE_CONFIG to the config path ISOLATE was built with}"
 bench_gpubox
 W=$(mktemp -d /tmp/gpubox-vs-isolate.XXXXXX)
-# isolate's config is written below, pointing into $W: given back as it was at the end, or any
-# later isolate run would make $W's box and lock roots again (a temp dir left behind).
-trap '[ -f "$W/isolate.cf.before" ] && cat "$W/isolate.cf.before" >"$ISOLATE_CONFIG"; rm -rf "$W"' EXIT
-chmod 0755 "$W"
-builds=(new)
-install -m 0755 "$GPUBOX" "$W/new" && mkdir "$W/new.d" && ln -s ../new "$W/new.d/isolate"
-if [ -n "${OLD:-}" ]; then
-    install -m 0755 "$OLD" "$W/old" && mkdir "$W/old.d" && ln -s ../old "$W/old.d/isolate"
-    builds+=(old)
-fi
-printf 'int main(void) { return 0; }\n' >"$W/tiny.c"
-gcc -static -O2 -o "$W/tiny" "$W/tiny.c"
-mkdir -p "$W/work" "$W/rootfs" "$W/iso/boxes" "$W/iso/locks" "$W/iso/meta"
-cp "$W/tiny" "$W/rootfs/tiny" && chown -R 65534:65534 "$W/work"
-# The judge's image for the run rows: the program and the top-level directories every image has
-# (a bare directory would get an overlay to hold gpubox's mount points, 0.1-0.5 ms more a run).
-mkdir "$W/rootfs/proc" "$W/rootfs/dev" "$W/rootfs/sys" "$W/rootfs/tmp" "$W/rootfs/run"
-[ -f "$ISOLATE_CONFIG" ] && cp "$ISOLATE_CONFIG" "$W/isolate.cf.before"
-printf 'box_root = %s\nlock_root = %s\ncg_root = /sys/fs/cgroup\nfirst_uid = 60000\nfirst_gid = 60000\nnum_boxes = 100\n' \
-    "$W/iso/boxes" "$W/iso/locks" >"$ISOLATE_CONFIG"
-NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all env -u XDG_RUNTIME_DIR
-    GPUBOX_ISOLATE_ROOT="$W/work/boxes")
+isolate_peer_setup  # builds, tiny, the image, isolate's config, NOBODY (common.sh)
+mkdir "$W/iso/meta"
 ISO_ARGS="-s -t 1 -w 5 -m 262144"
 ALL="--time-limit 1 --wall-time-limit 5 --memory-limit 64M --pids-limit 8"
 
 # One batch: M runs in a loop, as a judge makes them; gpubox's rows in one shell as uid 65534.
 # Each run's meta file is a new one, as CMS names them (run.log.N): overwriting one on ext4 costs
-# both sides ~2.5 ms here (truncating to 0 makes the last close flush the new data).
+# isolate 0.4-2.5 ms here (truncating to 0 makes the last close flush the new data), and gpubox
+# no longer (common/trusted_path.hpp, written_apart).
 batch() {  # batch ROW LOOP ROUND BOX
     local row=$1 k=$2 r=$3 box=$4 i
     case $row in

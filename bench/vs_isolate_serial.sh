@@ -13,9 +13,10 @@
 # --memory-limit 64M --pids-limit 8 --meta, isolate's format), on a read-only ROOTFS holding
 # only the no-op. Each run writes a meta file of its own, as CMS names them (run.log.N): on ext4,
 # overwriting one costs its writer a flush at close (isolate ~0.5 ms a run here; gpubox avoids
-# it, common/trusted_path.cpp), which MODE=overwrite measures instead. OLD=path adds both gpubox rows for another build. The binaries are installed
-# (written) afresh, as a package would be: how the kernel holds a binary's pages (written, or
-# read back after being dropped) moves gpubox's time by a few per cent (bench/README.md).
+# it, common/trusted_path.cpp), which MODE=overwrite measures instead. OLD=path adds both gpubox
+# rows for another build. The binaries are installed (written) afresh, as a package would be:
+# how the kernel holds a binary's pages (written, or read back after being dropped) moves
+# gpubox's time by a few per cent (bench/README.md).
 . "$(dirname "$0")/common.sh"  # TOP, BUILD, bench_gpubox
 LOOPS=${LOOPS:-4} ROUNDS=${ROUNDS:-100} MODE=${MODE:-new}
 case $MODE in new) N='-{N}' ;; overwrite) N= ;; *) echo "vs_isolate_serial.sh: MODE is new or overwrite" >&2; exit 1 ;; esac
@@ -23,27 +24,11 @@ case $MODE in new) N='-{N}' ;; overwrite) N= ;; *) echo "vs_isolate_serial.sh: M
 : "${ISOLATE:?set ISOLATE to an isolate binary}" "${ISOLATE_CONFIG:?set ISOLATE_CONFIG to the config path ISOLATE was built with}"
 bench_gpubox
 W=$(mktemp -d /var/tmp/gpubox-vs-isolate-serial.XXXXXX)
-trap '[ -f "$W/isolate.cf.before" ] && cat "$W/isolate.cf.before" >"$ISOLATE_CONFIG"; rm -rf "$W"' EXIT
-chmod 0755 "$W"
+isolate_peer_setup  # builds, tiny, the image, isolate's config, NOBODY (common.sh)
 gcc -O2 -o "$W/serial_loop" "$BENCH_DIR/serial_loop.c"
-printf 'int main(void) { return 0; }\n' >"$W/tiny.c"
-gcc -static -O2 -o "$W/tiny" "$W/tiny.c"
 install -o root -m 4755 "$ISOLATE" "$W/isolate"
 findmnt -no OPTIONS -T "$W" | grep -qw nosuid && { echo "vs_isolate_serial.sh: $W is on a nosuid mount" >&2; exit 1; }
-builds=(new)
-install -m 0755 "$GPUBOX" "$W/new" && mkdir "$W/new.d" && ln -s ../new "$W/new.d/isolate"
-if [ -n "${OLD:-}" ]; then
-    install -m 0755 "$OLD" "$W/old" && mkdir "$W/old.d" && ln -s ../old "$W/old.d/isolate"
-    builds+=(old)
-fi
-mkdir -p "$W/work" "$W/rootfs"/{proc,dev,sys,tmp,run} "$W/iso/boxes" "$W/iso/locks" "$W/meta"
-cp "$W/tiny" "$W/rootfs/tiny"
-chown 65534:65534 "$W/work" "$W/meta"
-[ -f "$ISOLATE_CONFIG" ] && cp "$ISOLATE_CONFIG" "$W/isolate.cf.before"
-printf 'box_root = %s\nlock_root = %s\ncg_root = /sys/fs/cgroup\nfirst_uid = 60000\nfirst_gid = 60000\nnum_boxes = 100\n' \
-    "$W/iso/boxes" "$W/iso/locks" >"$ISOLATE_CONFIG"
-NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all env -u XDG_RUNTIME_DIR
-    GPUBOX_ISOLATE_ROOT="$W/work/boxes")
+mkdir "$W/meta" && chown 65534:65534 "$W/meta"
 ISO=(-s -t 1 -w 5 -m 262144)
 ALL=(--time-limit 1 --wall-time-limit 5 --memory-limit 64M --pids-limit 8)
 cd "$W/work" || exit 1
