@@ -66,7 +66,7 @@ UniqueFd open_shared_dir(const std::string& path, const std::string& what, const
 UniqueFd open_output_file(const std::string& path, mode_t mode);
 
 // `truncated`, an fd whose open emptied its file (O_TRUNC), given up for another open file of
-// the same inode (`flags`, without O_TRUNC or O_CREAT): ext4 (auto_da_alloc) writes a file
+// the same inode (`flags` less O_TRUNC, O_CREAT, O_EXCL): ext4 (auto_da_alloc) writes a file
 // emptied by a truncation back to disk when the file that truncated it is closed, to make a
 // replace-by-truncate durable. Closed now, while empty, that costs nothing; closed after what is
 // written, it would allocate and submit that block every run (0.3-0.6 ms on the development
