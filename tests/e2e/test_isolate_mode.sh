@@ -74,6 +74,11 @@ expect_match "correct: isolate's keys in isolate's order" "$(cat "$M")" \
 
 run_prog -t 1 -i in.txt -o out.txt -s -- wa
 expect_eq "wrong answer: still a clean run (the judge compares), silent" "$rc:$err:$(cat "$BOX/out.txt")" "0::-1"
+# -o rewritten in the same box, by a shorter output: emptied when opened (its writer is a second
+# open file of it, trusted_path::written_apart), nothing of the last run's left.
+run_prog -t 1 -i in.txt -o out.txt -- ok
+expect_eq "-o rewritten by a shorter output holds that output alone" "$rc:$(od -c "$BOX/out.txt" | head -1)" \
+    "0:$(printf '5\n' | od -c | head -1)"
 
 run_prog -t 1 -- exit3
 expect_eq "exit 3: RE, exitcode 3, exit 1" "$rc:$(mf status):$(mf exitcode):$(mf message)" "1:RE:3:Exited with error status 3"
