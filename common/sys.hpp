@@ -187,7 +187,6 @@ bool poll_readable(int fd, int timeout_ms);
 int poll(pollfd* fds, std::size_t n, int timeout_ms);  // the ready count; 0 also on EINTR
 UniqueFd signalfd(const sigset_t& set);                // close-on-exec
 sigset_t block_signals(const sigset_t& set);           // sigprocmask(SIG_BLOCK): the old mask
-void set_signal_mask(const sigset_t& set);             // sigprocmask(SIG_SETMASK)
 void send_signal(pid_t pid, int sig);                  // kill(2), best effort
 // wait4(2) for `pid`, EINTR retried: its status and rusage (left as they are on ECHILD).
 void wait_rusage(pid_t pid, int& status, rusage& ru);

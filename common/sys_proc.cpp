@@ -228,8 +228,6 @@ sigset_t block_signals(const sigset_t& set) {
     return old;
 }
 
-void set_signal_mask(const sigset_t& set) { ::sigprocmask(SIG_SETMASK, &set, nullptr); }
-
 void send_signal(pid_t pid, int sig) { ::kill(pid, sig); }
 
 void wait_rusage(pid_t pid, int& status, rusage& ru) {

@@ -588,8 +588,11 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, int parent_pidfd
     pty::Terminal term;  // with the caller at a terminal: the workload's own pty, relayed
     RunFds fds = open_run_fds(o, plan, term, std::move(rootfs));
     if (plan.devices_later) plan.spec.cpus = sys::affinity();
-    const sigset_t set = monitor_signals();
-    const sigset_t old = sys::block_signals(set);
+    // Blocked until gpubox exits, not only while it supervises: a request to end that comes
+    // after the run (a scheduler's SIGTERM to every process of a job, gpubox's last) must not
+    // end gpubox before its verdict is written and its cgroup removed. The workload unblocks
+    // them for itself; one left pending here goes with gpubox's exit, a moment later.
+    sys::block_signals(monitor_signals());
     const bool joins = plan.spec.role == ChildSpec::Role::joined;
     if (joins) {
         fds.join_init = sys::dup_cloexec(plan.step.init.get());
@@ -618,7 +621,6 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, int parent_pidfd
                    m.stderr_relay.release(), term.master(), o.kill_after, parent_pidfd,
                    plan.sample_ms, plan.sampled_memory_limit, joins ? inner_pid(child.pid) : 0,
                    plan.limits.take_turns, plan.spec.joinable, clock.valid() ? &clock : nullptr});
-    sys::set_signal_mask(old);
     return out;
 }
 

@@ -177,6 +177,7 @@ public:
         }
         for (Relay& r : relays_)
             while (r.in >= 0) relay(r);
+        note_late_request();
         finish(ru);
         return out_;
     }
@@ -285,6 +286,20 @@ private:
             out_.terminated_by = sig;
             grace_end_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                             std::chrono::duration<double>(s_.kill_after));
+        }
+    }
+
+    // A request to end that reached us only as the sandbox ended is the run's end all the same:
+    // a scheduler signals every process of a job, the workload first where it walks the process
+    // tree from the leaves (Slurm's proctrack/linuxproc), and a workload that ends of it can be
+    // gone before our own signal comes. Said, not forwarded: nothing is left to forward it to.
+    void note_late_request() {
+        pollfd p{sigfd_.get(), POLLIN, 0};
+        while (!out_.terminated_by && ::poll(&p, 1, 0) == 1) {
+            signalfd_siginfo si{};
+            if (sys::try_read(sigfd_.get(), &si, sizeof si) != sizeof si) return;
+            const int sig = static_cast<int>(si.ssi_signo);
+            if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) out_.terminated_by = sig;
         }
     }
 

@@ -9,6 +9,30 @@ box run "$R" true;                 expect_eq "true exits 0" "$rc" 0
 box run "$R" sh -c 'exit 7';       expect_eq "the workload's exit code is gpubox's" "$rc" 7
 box run "$R" sh -c 'kill -9 $$';   expect_eq "killed by SIGKILL -> 128+9" "$rc" 137
 box run "$R" sh -c 'kill -TERM $$'; expect_eq "killed by SIGTERM -> 128+15" "$rc" 143
+
+# A request to end that reaches gpubox only as the sandbox ends: a scheduler signals every
+# process of a job (Slurm's proctrack/linuxproc from the leaves up), and a workload that ends of
+# its own SIGTERM can be gone before gpubox's comes. Here gpubox's comes while it reaps init,
+# whose wait4 strace holds for 3 s. --meta says terminated all the same (590b8c1: null).
+command -v strace >/dev/null || { echo "Bail out! strace is missing (.ci/install-deps.sh installs it)"; exit 1; }
+M=$WORK/late.json
+strace -qq -o /dev/null -e trace=wait4 -e inject=wait4:delay_exit=3000000:when=1 \
+    "$GPUBOX" run --meta "$M" "$R" sh -c 'trap "exit 7" TERM; sleep 1; kill -TERM $$; sleep 9' &
+tracer=$!
+mon= seen=0
+for _ in $(seq 1000); do  # the monitor had init (the sandbox's life: 1 s), and has it no more
+    [ -n "$mon" ] || mon=$(pgrep -P "$tracer")
+    if [ -n "$mon" ]; then
+        kill -0 "$mon" 2>/dev/null || break
+        if pgrep -P "$mon" >/dev/null; then seen=1; elif [ $seen = 1 ]; then break; fi
+    fi
+    sleep 0.01
+done
+check "the sandbox came and went while gpubox ran" test "$seen" = 1 -a -n "$mon"
+kill -TERM "$mon" 2>/dev/null
+wait "$tracer"
+expect_eq "a SIGTERM that came as the sandbox ended: the workload's exit, terminated SIGTERM" \
+    "$?:$(field status):$(field exit_code):$(field terminated)" "7:RE:7:SIGTERM"
 box run "$R" no-such-command
 expect_eq "command not found -> 127" "$rc" 127
 expect_match "not found names the command" "$err" '^gpubox: execve\("no-such-command"\): No such file or directory'
