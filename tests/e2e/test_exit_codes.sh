@@ -13,7 +13,8 @@ box run "$R" sh -c 'kill -TERM $$'; expect_eq "killed by SIGTERM -> 128+15" "$rc
 # A request to end that reaches gpubox only as the sandbox ends: a scheduler signals every
 # process of a job (Slurm's proctrack/linuxproc from the leaves up), and a workload that ends of
 # its own SIGTERM can be gone before gpubox's comes. Here gpubox's comes while it reaps init,
-# whose wait4 strace holds for 3 s. --meta says terminated all the same (590b8c1: null).
+# whose wait4 strace holds for 3 s: its verdict is written, and says terminated all the same
+# (f864c63: gpubox ended by that SIGTERM, exit 143, --meta left empty).
 command -v strace >/dev/null || { echo "Bail out! strace is missing (.ci/install-deps.sh installs it)"; exit 1; }
 M=$WORK/late.json
 strace -qq -o /dev/null -e trace=wait4 -e inject=wait4:delay_exit=3000000:when=1 \
