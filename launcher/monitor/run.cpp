@@ -614,13 +614,13 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, int parent_pidfd
     if (plan.named.held()) publish_named(o, plan, child.pid);
     term.attach(std::move(fds.monitor.pty));
     Ends& m = fds.monitor;
-    RunOutcome out =
-        supervise({child, m.control.get(), o.limits, cgroup,
-                   m.stdin_relay.valid() ? m.stdin_relay.release() : term.take_input(),
-                   m.stdout_relay.valid() ? m.stdout_relay.release() : term.take_output(),
-                   m.stderr_relay.release(), term.master(), o.kill_after, parent_pidfd,
-                   plan.sample_ms, plan.sampled_memory_limit, joins ? inner_pid(child.pid) : 0,
-                   plan.limits.take_turns, plan.spec.joinable, clock.valid() ? &clock : nullptr});
+    RunOutcome out = supervise(
+        {child, m.control.get(), o.limits, cgroup,
+         m.stdin_relay.valid() ? m.stdin_relay.release() : term.take_input(),
+         m.stdout_relay.valid() ? m.stdout_relay.release() : term.take_output(),
+         m.stderr_relay.release(), term.master(), o.kill_after, parent_pidfd, plan.sample_ms,
+         plan.sampled_memory_limit, joins ? inner_pid(child.pid) : 0, plan.limits.idle_policy,
+         plan.limits.take_turns, plan.spec.joinable, clock.valid() ? &clock : nullptr});
     return out;
 }
 

@@ -123,10 +123,14 @@ constexpr std::size_t kRunnablePerCpu = 100;
 
 // A crowd held to a CPU limit is set apart from the monitor (Monitor::set_apart) once it is more
 // than kApartPerCpu tasks a CPU: a fork bomb, not a make -j8, whose dozen tasks weigh nothing
-// against the monitor and keep every CPU; it gets them back once it is no crowd. While set
-// apart, its processes are pinned again every kApartEvery passes (a sweep costs about two
-// passes, and goes on kSweepSliceNs a pass). Where a crowd would take turns, the passes come
-// kGrowingPassNs apart in the first kStartingNs (the program may not have begun at the first)
+// against the monitor and keep every CPU; it gets them back once it is no crowd. In a run queue
+// it shares with the monitor (a child cpu cgroup) the crowd would starve it; as an autogroup of
+// its own (the root cpu cgroup) it still shares the monitor's CPU, and whatever holds a pass up
+// (the crowd there, the host's other work, a hypervisor) lets it run on every CPU meanwhile: set
+// apart, on all but one (a fork bomb in the root cgroup, 42 runs on 2 CPUs: 1.30-1.56 s of CPU
+// with the kill's teardown, against 1.45-1.82; docs/limits.md). While set apart, its processes are pinned again every kApartEvery passes
+// (a sweep costs about two passes, and goes on kSweepSliceNs a pass). Where a crowd may form,
+// the passes come kGrowingPassNs apart in the first kStartingNs (the program may not have begun at the first)
 // and while the tasks grow: a fork bomb doubles about every millisecond, and the fewer it is
 // when set apart, the sooner that is done (a sweep over the 400-1000 processes a pass 10 ms in
 // found took 0.2-1 s of a starved monitor, over the 80-500 found at 3-9 ms 5-40 ms).
@@ -356,9 +360,9 @@ private:
         }
         if (m.sockets.valid()) on_socket_meter(m);
         period_ns_ = static_cast<std::uint64_t>(s_.sample_ms) * 1000000ULL;
-        // Where a crowd would take turns, the first pass comes soon (kGrowingPassNs).
+        // Where a crowd may form, the first pass comes soon (kGrowingPassNs).
         meters_ns_ = sys::monotonic_ns();
-        due_ = meters_ns_ + (s_.take_turns ? kGrowingPassNs : period_ns_);
+        due_ = meters_ns_ + (s_.crowd_apart ? kGrowingPassNs : period_ns_);
     }
 
     // The sandbox's socket buffers, counted with its memory (isolate/sock_usage.hpp); a step's
@@ -441,8 +445,8 @@ private:
         if (s_.sampled_memory_limit && u.memory_bytes > s_.sampled_memory_limit)
             kill_for(KillReason::memory);
         // (Not in a step's task: the step's other tasks share its pid namespace.)
-        if (cpu_limit && s_.take_turns && !s_.task_root && out_.killed_for == KillReason::none) {
-            take_turns(u.runnable);
+        if (cpu_limit && s_.crowd_apart && !s_.task_root && out_.killed_for == KillReason::none) {
+            if (s_.take_turns) take_turns(u.runnable);
             set_apart(u.tasks);
             // Starting, or growing (init and a program are two tasks): see kApartPerCpu.
             if (apart_ == Apart::no &&

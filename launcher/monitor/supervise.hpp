@@ -29,7 +29,10 @@ struct Supervised {
     // Step mode: the task's init as the step's pid namespace numbers it. The samples measure its
     // tree only (isolate::task_tree), and a kill ends that tree, not the namespace.
     pid_t task_root = 0;
-    // A crowd under a sampled CPU limit takes turns (kRunnablePerCpu): isolate::LimitPlan's.
+    // A crowd under a sampled CPU limit is set apart from the monitor's CPU (kApartPerCpu)
+    // wherever one may form (isolate::LimitPlan::idle_policy), and takes turns (kRunnablePerCpu)
+    // where it shares the monitor's run queue (LimitPlan::take_turns).
+    bool crowd_apart = false;
     bool take_turns = false;
     bool joinable = false;  // run --name: gpubox exec may add processes from outside
     // The kernel's count of the workload's CPU (isolate/tree_clock.hpp), which bounds what the
