@@ -520,10 +520,11 @@ Usage Sampler::sample(std::uint64_t cpu_stop_ns, bool memory) {
     const bool after_quiet = mem && last_quiet_ && !root_ && !joinable_;
     const bool same = !ended_ && after_quiet && nothing_ran(names, init_name);
     last_quiet_ = false;
-    if (ended_ || root_) {
+    if (ended_) {  // nothing left to list (set_ended)
         names.clear();
-        if (!ended_)
-            for (pid_t pid : task_tree(proc_, root_)) names.push_back(std::to_string(pid));
+    } else if (root_) {  // a step's task: its tree
+        names.clear();
+        for (pid_t pid : task_tree(proc_, root_)) names.push_back(std::to_string(pid));
     } else if (!same) {
         names = pids();
     }

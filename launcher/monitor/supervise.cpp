@@ -276,6 +276,9 @@ private:
         if (fds[1].revents & POLLIN) exited_ = true;
     }
 
+    // A scheduler's scancel or time limit, ^C, a hangup.
+    static bool asks_to_end(int sig) { return sig == SIGTERM || sig == SIGINT || sig == SIGHUP; }
+
     void forward_signal() {
         signalfd_siginfo si{};
         if (sys::try_read(sigfd_.get(), &si, sizeof si) != sizeof si || si.ssi_signo == SIGCHLD)
@@ -284,9 +287,9 @@ private:
             return pty::Terminal::copy_window_size(STDIN_FILENO, s_.pty_master);
         const int sig = static_cast<int>(si.ssi_signo);
         sys::send_signal(s_.child.pid, sig);
-        // A request to end (a scheduler's scancel or time limit, ^C, a hangup): the workload
-        // has the grace to end itself, then everything in the sandbox is killed.
-        if ((sig == SIGTERM || sig == SIGINT || sig == SIGHUP) && !grace_end_) {
+        // A request to end: the workload has the grace to end itself, then everything in the
+        // sandbox is killed.
+        if (asks_to_end(sig) && !grace_end_) {
             out_.terminated_by = sig;
             grace_end_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                             std::chrono::duration<double>(s_.kill_after));
@@ -303,7 +306,7 @@ private:
             signalfd_siginfo si{};
             if (sys::try_read(sigfd_.get(), &si, sizeof si) != sizeof si) return;
             const int sig = static_cast<int>(si.ssi_signo);
-            if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) out_.terminated_by = sig;
+            if (asks_to_end(sig)) out_.terminated_by = sig;
         }
     }
 

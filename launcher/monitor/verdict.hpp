@@ -34,7 +34,8 @@ struct RunOutcome {
     int status = 0;       // the workload's wait status, as init reported it
     int init_status = 0;  // init's own wait status
     KillReason killed_for = KillReason::none;
-    int terminated_by = 0;  // SIGTERM, SIGINT or SIGHUP sent to gpubox (forwarded), else 0
+    // SIGTERM, SIGINT or SIGHUP sent to gpubox: forwarded, or received as the sandbox ended.
+    int terminated_by = 0;
     double kill_after = 0;  // the grace it had, for the message
     double wall_seconds = 0, cpu_seconds = 0;
     long max_rss_kb = 0, csw_voluntary = 0, csw_forced = 0;

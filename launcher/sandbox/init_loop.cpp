@@ -31,8 +31,7 @@ sigset_t init_signals() {
         const int sig = sys::wait_signal(set, std::nullopt);
         if (sig < 0) continue;
         if (sig != SIGCHLD) {
-            sys::signal_group(workload,
-                              sig);  // its group, as a shell would; before setsid() itself
+            sys::signal_group(workload, sig);  // its group, as a shell would (or it, before setsid)
             continue;
         }
         int status = 0;
@@ -41,8 +40,9 @@ sigset_t init_signals() {
             // Is any process left? Orphans come to init (or a task's, a subreaper): none where
             // it has no child. The monitor's last pass then waits for our exit (Exited::alone).
             int other = 0;
-            while ((p = sys::reap_any(other)) > 0) {}
-            const bool alone = p < 0 && errno == ECHILD;
+            pid_t left = 0;
+            while ((left = sys::reap_any(other)) > 0) {}
+            const bool alone = left < 0 && errno == ECHILD;
             // Its peak resident set, and its reaped descendants': the program's, not ours (the
             // monitor's wait4 of init would report the larger of the two).
             channel::send_quietly(own.control.get(),
