@@ -123,17 +123,18 @@ constexpr std::size_t kRunnablePerCpu = 100;
 
 // A crowd held to a CPU limit is set apart from the monitor (Monitor::set_apart) once it is more
 // than kApartPerCpu tasks a CPU: a fork bomb, not a make -j8, whose dozen tasks weigh nothing
-// against the monitor and keep every CPU; it gets them back once it is no crowd. In a run queue
-// it shares with the monitor (a child cpu cgroup) the crowd would starve it; as an autogroup of
-// its own (the root cpu cgroup) it still shares the monitor's CPU, and whatever holds a pass up
-// (the crowd there, the host's other work, a hypervisor) lets it run on every CPU meanwhile: set
-// apart, on all but one (a fork bomb in the root cgroup, 42 runs on 2 CPUs: 1.30-1.56 s of CPU
-// with the kill's teardown, against 1.45-1.82; docs/limits.md). While set apart, its processes are pinned again every kApartEvery passes
-// (a sweep costs about two passes, and goes on kSweepSliceNs a pass). Where a crowd may form,
-// the passes come kGrowingPassNs apart in the first kStartingNs (the program may not have begun at the first)
-// and while the tasks grow: a fork bomb doubles about every millisecond, and the fewer it is
-// when set apart, the sooner that is done (a sweep over the 400-1000 processes a pass 10 ms in
-// found took 0.2-1 s of a starved monitor, over the 80-500 found at 3-9 ms 5-40 ms).
+// against the monitor and keep every CPU; it gets them back once it is no crowd. In a run queue it
+// shares with the monitor (a child cpu cgroup) the crowd would starve it; as an autogroup of its
+// own (the root cpu cgroup) it still shares the monitor's CPU, and whatever holds a pass up (the
+// crowd there, the host's other work, a hypervisor) lets it run on every CPU meanwhile: set apart,
+// on all but one (a fork bomb in the root cgroup, 42 runs on 2 CPUs: 1.30-1.56 s of CPU with the
+// kill's teardown, against 1.45-1.82; docs/limits.md). While set apart, its processes are pinned
+// again every kApartEvery passes (a sweep costs about two passes, and goes on kSweepSliceNs a
+// pass). Where a crowd may form, the passes come kGrowingPassNs apart in the first kStartingNs (the
+// program may not have begun at the first) and while the tasks grow: a fork bomb doubles about
+// every millisecond, and the fewer it is when set apart, the sooner that is done (a sweep over the
+// 400-1000 processes a pass 10 ms in found took 0.2-1 s of a starved monitor, over the 80-500 found
+// at 3-9 ms 5-40 ms).
 constexpr unsigned kApartPerCpu = 16;
 constexpr std::uint64_t kApartEvery = 32, kGrowingPassNs = 1'000'000, kStartingNs = 10'000'000;
 // A sweep that sets a crowd apart goes on for at most this long a pass (isolate::PinSweep).
