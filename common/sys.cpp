@@ -30,7 +30,6 @@
 #include "common/text.hpp"
 
 namespace gpubox::sys {
-namespace {
 
 std::string open_flags(int flags) {
     std::string s;
@@ -48,6 +47,8 @@ std::string open_flags(int flags) {
     add(O_TRUNC, "O_TRUNC");
     return s;
 }
+
+namespace {
 
 std::string attr_names(std::uint64_t a) {
     std::string s;

@@ -29,6 +29,8 @@ namespace gpubox::sys {
 // that give only the text.
 [[noreturn]] void fail(const std::string& op_text, int err);
 
+// open(2)'s flags as its manual names them ("O_WRONLY|O_TRUNC"), for an error's text.
+std::string open_flags(int flags);
 UniqueFd open_at(int dirfd, const std::string& path, int flags, mode_t mode = 0);
 // openat2(2), retried while it answers EAGAIN; returns the fd or -errno, so resolve.cpp can
 // choose a fallback.

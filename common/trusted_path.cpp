@@ -248,9 +248,11 @@ UniqueFd open_output_file(const std::string& path, mode_t mode) {
 }
 
 UniqueFd written_apart(UniqueFd truncated, int flags, const std::string& path) {
-    const int w = sys::try_open_at(AT_FDCWD, cat("/proc/self/fd/", truncated.get()),
-                                   flags & ~(O_TRUNC | O_CREAT | O_EXCL));
-    if (w < 0) sys::fail(Syscall::open, -w, cat("open(", quote(path), ", O_WRONLY)"), path);
+    const int again = flags & ~(O_TRUNC | O_CREAT | O_EXCL);
+    const int w = sys::try_open_at(AT_FDCWD, cat("/proc/self/fd/", truncated.get()), again);
+    if (w < 0)
+        sys::fail(Syscall::open, -w, cat("open(", quote(path), ", ", sys::open_flags(again), ")"),
+                  path);
     return UniqueFd(w);  // `truncated` closes here, while the file is still empty
 }
 

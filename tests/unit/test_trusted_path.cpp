@@ -8,6 +8,7 @@
 #include "common/error.hpp"
 #include "common/sys.hpp"
 #include "common/sys_host.hpp"
+#include "common/text.hpp"
 #include "common/trusted_path.hpp"
 #include "temp_dir.hpp"
 
@@ -215,4 +216,20 @@ TEST_CASE("written_apart: the truncating open closed at once, what is written ke
     sys::write_all(fd.get(), "this run", path);
     fd.reset();
     CHECK(sys::read_file(path, 256) == "this run");
+}
+
+TEST_CASE("written_apart: a second open that fails names the flags it was given") {
+    test::TempDir t("trusted");
+    const std::string path = t.dir.string() + "/out";
+    const int truncating = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    REQUIRE(truncating >= 0);
+    try {  // a regular file opened as a directory: ENOTDIR, whoever runs the test
+        written_apart(UniqueFd(truncating), O_WRONLY | O_DIRECTORY | O_TRUNC, path);
+        FAIL("written_apart opened a regular file with O_DIRECTORY");
+    } catch (const SysError& e) {
+        CHECK(e.err() == ENOTDIR);
+        CHECK(std::string(e.what()).find(cat("open(\"", path, "\", O_WRONLY|O_DIRECTORY)")) !=
+              std::string::npos);
+    }
+    CHECK(::fcntl(truncating, F_GETFD) == -1);  // closed all the same
 }
