@@ -270,32 +270,33 @@ void apply_ipc_limits(const IpcLimits& ipc) {
     // Each file opened below its directory, not by its whole path: in a new namespace a sysctl's
     // open costs ~20 us (its inode is made afresh each time), the walk of /proc/sys/ ~10 more
     // (9 files under a memory limit: 0.3 ms by their paths, 0.2 by their directories' fds).
-    UniqueFd kernel, user;
-    auto put = [&](bool in_user, const char* name, const std::string& value) {
-        UniqueFd& dir = in_user ? user : kernel;
-        const char* dir_path = in_user ? "/proc/sys/user" : "/proc/sys/kernel";
-        if (!dir.valid()) dir = sys::open_at(AT_FDCWD, dir_path, O_PATH | O_DIRECTORY);
-        const std::string path = cat(dir_path, "/", name);
-        // user.max_*: absent where the kernel has no inotify or fanotify, nothing to cap then
-        const int fd = sys::try_open_at(dir.get(), name, O_WRONLY);
-        if (fd == -ENOENT && in_user) return;
+    struct Dir {
+        const char* path;
+        bool may_lack = false;  // user.max_*: absent without inotify or fanotify, nothing to cap
+        UniqueFd fd{};
+    } kernel{"/proc/sys/kernel"}, user{"/proc/sys/user", true};
+    auto put = [](Dir& dir, const char* name, const std::string& value) {
+        if (!dir.fd.valid()) dir.fd = sys::open_at(AT_FDCWD, dir.path, O_PATH | O_DIRECTORY);
+        const std::string path = cat(dir.path, "/", name);
+        const int fd = sys::try_open_at(dir.fd.get(), name, O_WRONLY);
+        if (fd == -ENOENT && dir.may_lack) return;
         if (fd < 0) sys::fail(Syscall::open, -fd, cat("open(", quote(path), ", O_WRONLY)"), path);
         sys::write_all(UniqueFd(fd).get(), value, path);
     };
     try {
         if (ipc.shm_bytes) {
-            put(false, "shmmax", std::to_string(ipc.shm_bytes));
-            put(false, "shmall", std::to_string(ipc.shm_bytes / sys::page_size()));  // in pages
+            put(kernel, "shmmax", std::to_string(ipc.shm_bytes));
+            put(kernel, "shmall", std::to_string(ipc.shm_bytes / sys::page_size()));  // in pages
         }
-        if (ipc.rmid_forced) put(false, "shm_rmid_forced", "1");
-        if (ipc.msg_queues) put(false, "msgmni", std::to_string(ipc.msg_queues));
-        if (ipc.msg_queue_bytes) put(false, "msgmnb", std::to_string(ipc.msg_queue_bytes));
+        if (ipc.rmid_forced) put(kernel, "shm_rmid_forced", "1");
+        if (ipc.msg_queues) put(kernel, "msgmni", std::to_string(ipc.msg_queues));
+        if (ipc.msg_queue_bytes) put(kernel, "msgmnb", std::to_string(ipc.msg_queue_bytes));
         if (ipc.notify_groups)
             for (const char* n : {"max_inotify_instances", "max_fanotify_groups"})
-                put(true, n, std::to_string(ipc.notify_groups));
+                put(user, n, std::to_string(ipc.notify_groups));
         if (ipc.notify_marks)
             for (const char* n : {"max_inotify_watches", "max_fanotify_marks"})
-                put(true, n, std::to_string(ipc.notify_marks));
+                put(user, n, std::to_string(ipc.notify_marks));
     } catch (...) {
         std::throw_with_nested(SetupError("the sandbox's IPC and user namespace limits"));
     }

@@ -614,13 +614,26 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, int parent_pidfd
     if (plan.named.held()) publish_named(o, plan, child.pid);
     term.attach(std::move(fds.monitor.pty));
     Ends& m = fds.monitor;
-    RunOutcome out = supervise(
-        {child, m.control.get(), o.limits, cgroup,
-         m.stdin_relay.valid() ? m.stdin_relay.release() : term.take_input(),
-         m.stdout_relay.valid() ? m.stdout_relay.release() : term.take_output(),
-         m.stderr_relay.release(), term.master(), o.kill_after, parent_pidfd, plan.sample_ms,
-         plan.sampled_memory_limit, joins ? inner_pid(child.pid) : 0, plan.limits.idle_policy,
-         plan.limits.take_turns, plan.spec.joinable, clock.valid() ? &clock : nullptr});
+    // Named, in Supervised's order: several are ints, and two adjacent bools.
+    RunOutcome out = supervise({
+        .child = child,
+        .control = m.control.get(),
+        .limits = o.limits,
+        .cgroup = cgroup,
+        .stdin_relay = m.stdin_relay.valid() ? m.stdin_relay.release() : term.take_input(),
+        .stdout_relay = m.stdout_relay.valid() ? m.stdout_relay.release() : term.take_output(),
+        .stderr_relay = m.stderr_relay.release(),
+        .pty_master = term.master(),
+        .kill_after = o.kill_after,
+        .parent_pidfd = parent_pidfd,
+        .sample_ms = plan.sample_ms,
+        .sampled_memory_limit = plan.sampled_memory_limit,
+        .task_root = joins ? inner_pid(child.pid) : 0,
+        .crowd_apart = plan.limits.idle_policy,
+        .take_turns = plan.limits.take_turns,
+        .joinable = plan.spec.joinable,
+        .clock = clock.valid() ? &clock : nullptr,
+    });
     return out;
 }
 
