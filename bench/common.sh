@@ -15,6 +15,15 @@ bench_gpubox() {
     fi
 }
 
+# compiled OUT SRC FLAGS...: SRC built with gcc into OUT; where BENCH_PREBUILT names a directory
+# (a host with no compiler: a GPU node), its file of OUT's name instead, built elsewhere from SRC.
+compiled() {
+    local out=$1 src=$2
+    shift 2
+    if [ -n "${BENCH_PREBUILT:-}" ]; then install -m 0755 "$BENCH_PREBUILT/$(basename "$out")" "$out"
+    else gcc "$@" -o "$out" "$src"; fi
+}
+
 # The runs side by side with isolate (vs_isolate.sh, vs_isolate_serial.sh), in the caller's temp
 # dir $W: the builds measured (new, and old where OLD is set), each installed afresh (how the
 # kernel holds a binary's pages moves its time, bench/README.md) with a link named isolate for
@@ -33,7 +42,7 @@ isolate_peer_setup() {
         builds+=(old)
     fi
     printf 'int main(void) { return 0; }\n' >"$W/tiny.c"
-    gcc -static -O2 -o "$W/tiny" "$W/tiny.c"
+    compiled "$W/tiny" "$W/tiny.c" -static -O2
     mkdir -p "$W/work" "$W/rootfs"/{proc,dev,sys,tmp,run} "$W/iso/boxes" "$W/iso/locks"
     cp "$W/tiny" "$W/rootfs/tiny" && chown 65534:65534 "$W/work"
     if [ -f "$ISOLATE_CONFIG" ]; then cp "$ISOLATE_CONFIG" "$W/isolate.cf.before"; fi

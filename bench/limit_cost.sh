@@ -18,7 +18,7 @@ chmod 0755 "$W"
 install -m 0755 "$GPUBOX" "$W/new"
 [ -n "${OLD:-}" ] && install -m 0755 "$OLD" "$W/old"
 printf 'int main(void) { return 0; }\n' >"$W/tiny.c"
-gcc -static -O2 -o "$W/tiny" "$W/tiny.c"
+compiled "$W/tiny" "$W/tiny.c" -static -O2
 mkdir -p "$W/rootfs" "$W/work" && cp "$W/tiny" "$W/rootfs/tiny" && chown 65534:65534 "$W/work"
 cat >"$W/inter.py" <<'PY'
 import os, resource, shlex, statistics, subprocess, sys, time

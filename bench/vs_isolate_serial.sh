@@ -25,7 +25,7 @@ case $MODE in new) N='-{N}' ;; overwrite) N= ;; *) echo "vs_isolate_serial.sh: M
 bench_gpubox
 W=$(mktemp -d /var/tmp/gpubox-vs-isolate-serial.XXXXXX)
 isolate_peer_setup  # builds, tiny, the image, isolate's config, NOBODY (common.sh)
-gcc -O2 -o "$W/serial_loop" "$BENCH_DIR/serial_loop.c"
+compiled "$W/serial_loop" "$BENCH_DIR/serial_loop.c" -O2
 install -o root -m 4755 "$ISOLATE" "$W/isolate"
 findmnt -no OPTIONS -T "$W" | grep -qw nosuid && { echo "vs_isolate_serial.sh: $W is on a nosuid mount" >&2; exit 1; }
 mkdir "$W/meta" && chown 65534:65534 "$W/meta"
