@@ -34,6 +34,8 @@ constexpr int kMemorySampleMs = 5;
 // the tmpfs's inodes and inotify's queues, each about L / 8 too, the capped forms stacked stay
 // under half of L), at least 1, at most 32.
 constexpr std::uint64_t kMsgQueueBytes = 16384, kMsgQueueSlab = kMsgQueueBytes * 64;
+// What kernel.msgmnb is in a new IPC namespace, whatever the host's (MSGMNB, ipc/msg.c).
+constexpr std::uint64_t kNewNamespaceMsgmnb = 16384;
 std::uint64_t msg_queues(std::uint64_t memory_limit) {
     return std::clamp<std::uint64_t>(memory_limit / 8 / kMsgQueueSlab, 1, 32);
 }
@@ -290,7 +292,8 @@ void apply_ipc_limits(const IpcLimits& ipc) {
         }
         if (ipc.rmid_forced) put(kernel, "shm_rmid_forced", "1");
         if (ipc.msg_queues) put(kernel, "msgmni", std::to_string(ipc.msg_queues));
-        if (ipc.msg_queue_bytes) put(kernel, "msgmnb", std::to_string(ipc.msg_queue_bytes));
+        if (ipc.msg_queue_bytes && ipc.msg_queue_bytes != kNewNamespaceMsgmnb)  // ours is new
+            put(kernel, "msgmnb", std::to_string(ipc.msg_queue_bytes));
         if (ipc.notify_groups)
             for (const char* n : {"max_inotify_instances", "max_fanotify_groups"})
                 put(user, n, std::to_string(ipc.notify_groups));
