@@ -271,7 +271,7 @@ void apply_rlimits(const std::vector<RlimitOp>& ops) {
 void apply_ipc_limits(const IpcLimits& ipc) {
     // Each file opened below its directory, not by its whole path: in a new namespace a sysctl's
     // open costs ~20 us (its inode is made afresh each time), the walk of /proc/sys/ ~10 more
-    // (9 files under a memory limit: 0.3 ms by their paths, 0.2 by their directories' fds).
+    // (the nine files of a memory limit then: 0.3 ms by their paths, 0.2 by their directories').
     struct Dir {
         const char* path;
         bool may_lack = false;  // user.max_*: absent without inotify or fanotify, nothing to cap
