@@ -29,13 +29,13 @@ constexpr std::pair<LimitName, std::string_view> kLimitNames[] = {
 };
 
 constexpr int kMemorySampleMs = 5;
-// SysV message queues under a memory limit: msgmnb 16384 (the kernel's default), whose 1-byte
-// messages hold about 64 bytes of slab each, 1 MiB a queue; as many queues as make L / 8 (with
-// the tmpfs's inodes and inotify's queues, each about L / 8 too, the capped forms stacked stay
-// under half of L), at least 1, at most 32.
-constexpr std::uint64_t kMsgQueueBytes = 16384, kMsgQueueSlab = kMsgQueueBytes * 64;
 // What kernel.msgmnb is in a new IPC namespace, whatever the host's (MSGMNB, ipc/msg.c).
 constexpr std::uint64_t kNewNamespaceMsgmnb = 16384;
+// SysV message queues under a memory limit: msgmnb as a new namespace has it (so init need not
+// write it), whose 1-byte messages hold about 64 bytes of slab each, 1 MiB a queue; as many
+// queues as make L / 8 (with the tmpfs's inodes and inotify's queues, each about L / 8 too, the
+// capped forms stacked stay under half of L), at least 1, at most 32.
+constexpr std::uint64_t kMsgQueueBytes = kNewNamespaceMsgmnb, kMsgQueueSlab = kMsgQueueBytes * 64;
 std::uint64_t msg_queues(std::uint64_t memory_limit) {
     return std::clamp<std::uint64_t>(memory_limit / 8 / kMsgQueueSlab, 1, 32);
 }
