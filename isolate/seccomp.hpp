@@ -32,6 +32,11 @@ BpfProgram load_bpf_file(const std::string& path);
 // Hand-written (no run pays for libseccomp), each combination built once. Empty if neither.
 const BpfProgram& limits_filter(bool refuse_memory, bool refuse_setsid);
 
+// `policy` with the limits' refusals as rules of its own (the same calls, arguments and errnos
+// as limits_filter's on the native architecture; others are the policy's to kill): for
+// libseccomp, which sorts them into its tree of calls (isolate::default_filter's variants).
+SeccompPolicy with_limit_refusals(SeccompPolicy policy, bool refuse_memory, bool refuse_setsid);
+
 // `extra` folded into `main`: one program to compile and attach instead of two, answering every
 // call as the kernel answers the two installed (extra first, main last): the more restrictive
 // verdict, main's where they tie. Each of main's verdicts that some verdict of extra's beats
