@@ -168,14 +168,6 @@ void install_seccomp_filter(const void* prog_bytes, std::size_t len);
 pid_t clone3(void* args, std::size_t size, int ns_flags);  // clone3(2); isolate/spawn.cpp only
 void setsid();
 [[noreturn]] void exit_now(int code);  // _exit(2): no atexit handlers, no stdio flush
-// This program's code and read-only data mapped now, one madvise(MADV_POPULATE_READ) for each
-// of its read-only segments, instead of a page fault for each 64 KiB of them it reaches: a
-// judge's run took ~30 faults fewer, 0.16-0.27 ms less on the development VM, where a fault is
-// dear (bench/README.md, the fourteenth session). For main() alone: init, a fork's child, maps
-// the code again as it faults, but reaches so little of it that mapping the whole cost more.
-// Best effort: a kernel before 5.14 refuses it, and the faults come as before. On a cold page
-// cache it reads the whole binary (5.6 MB) at once.
-void map_code_now();
 int try_execve(const std::string& path, char* const argv[], char* const envp[]);  // its errno
 void unblock_all_signals();
 void default_signal(int sig);

@@ -3,8 +3,6 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <link.h>
-#include <sys/mman.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -151,27 +149,6 @@ pid_t clone3(void* args, std::size_t size, int ns_flags) {
 
 void setsid() {
     if (::setsid() < 0) fail("setsid()", errno);
-}
-
-void map_code_now() {
-#ifndef MADV_POPULATE_READ
-    constexpr int MADV_POPULATE_READ = 22;  // Linux 5.14; glibc 2.36's headers lack it
-#endif
-    // The first object is the program itself (a static gpubox has no other but the vDSO).
-    ::dl_iterate_phdr(
-        [](dl_phdr_info* info, std::size_t, void*) {
-            const auto page = static_cast<std::uintptr_t>(::getpagesize());
-            for (int i = 0; i < info->dlpi_phnum; ++i) {
-                const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-                if (ph.p_type != PT_LOAD || (ph.p_flags & PF_W) != 0) continue;
-                const std::uintptr_t at = info->dlpi_addr + ph.p_vaddr;
-                const std::uintptr_t start = at & ~(page - 1);
-                const std::uintptr_t end = (at + ph.p_memsz + page - 1) & ~(page - 1);
-                ::madvise(reinterpret_cast<void*>(start), end - start, MADV_POPULATE_READ);
-            }
-            return 1;
-        },
-        nullptr);
 }
 
 void exit_now(int code) { ::_exit(code); }

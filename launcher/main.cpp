@@ -36,7 +36,6 @@ bool open_std_fds() {
 int main(int argc, char** argv) {
     using namespace gpubox;
     using namespace gpubox::launcher;
-    sys::map_code_now();                           // one call, not ~30 page faults (common/sys.hpp)
     if (!open_std_fds()) return kExitSetupFailed;  // no /dev/null: nowhere even to say so
     const std::vector<std::string> args(argv + 1, argv + argc);
     // isolate mode: a symlink named isolate, or `gpubox isolate ...`; isolate's own exit codes,

@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 
 #include "launcher/monitor/stdio.hpp"
 #include "common/error.hpp"
@@ -73,25 +72,6 @@ std::uintptr_t child_stack = 0;  // where note_stack's frame was: written in our
     ::_exit(0);
 }
 
-// The Size and Rss (kB) of our mapping that holds `address`, from /proc/self/smaps.
-std::pair<long, long> size_and_rss(std::uintptr_t address) {
-    const std::string smaps = sys::read_file("/proc/self/smaps", 1 << 24);
-    bool in = false;
-    long size = -1, rss = -1;
-    for (std::string_view line : split_lines(smaps)) {
-        unsigned long lo = 0, hi = 0;
-        const std::string l(line);
-        if (std::sscanf(l.c_str(), "%lx-%lx ", &lo, &hi) == 2 && l.find(':') > l.find(' ')) {
-            if (in) break;
-            in = lo <= address && address < hi;
-        } else if (in) {
-            std::sscanf(l.c_str(), "Size: %ld kB", &size);
-            std::sscanf(l.c_str(), "Rss: %ld kB", &rss);
-        }
-    }
-    return {size, rss};
-}
-
 }  // namespace
 
 TEST_CASE("spawn_until_exec: the child shares our memory, and we go on once it has exec'd") {
@@ -128,13 +108,6 @@ TEST_CASE("spawn_until_exec: one stack for every call, kept mapped after the chi
     CHECK(::mincore(reinterpret_cast<void*>(first & ~(page - 1)), page, &resident) == 0);
     REQUIRE(WEXITSTATUS(sys::wait_status(isolate::spawn_until_exec(note_stack, nullptr))) == 0);
     CHECK(child_stack == first);  // the same frame, on the same stack
-}
-
-TEST_CASE("map_code_now: every page of our code is mapped, none left to fault") {
-    sys::map_code_now();
-    const auto [size, rss] = size_and_rss(reinterpret_cast<std::uintptr_t>(&note_stack));
-    REQUIRE(size > 0);
-    CHECK(rss == size);
 }
 
 TEST_CASE("environment: clean defaults, later assignments win") {
