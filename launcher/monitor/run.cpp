@@ -313,9 +313,7 @@ RunPlan plan_run(const RunRequest& r, const RunInputs& run) {
         p.seccomp_text = cat("custom BPF from ", quote(o.seccomp_bpf), " (", s.bpf.bytes.size() / 8,
                              " instructions)\n");
     } else {
-        s.bpf = isolate::default_filter();
-        // Its text only where --print-plan shows it: rendering the policy took ~180 us a run.
-        if (o.print_plan) p.seccomp_text = isolate::to_string(isolate::default_seccomp_policy());
+        s.bpf = isolate::default_filter();  // the limits' refusals compiled in below, if any
     }
     s.hostname = o.hostname;
     s.new_net = !o.share_net;
@@ -363,6 +361,10 @@ RunPlan plan_run(const RunRequest& r, const RunInputs& run) {
     }
     apply_limit_plan(o, p.cgroup.caps, p.limits, p);
     join_limits_filter(s, o.seccomp_bpf.empty(), p.limits.refuse_memfd, p.limits.refuse_setsid);
+    // Its text only where --print-plan shows it: rendering the policy took ~180 us a run.
+    if (o.print_plan && o.seccomp && o.seccomp_bpf.empty())
+        p.seccomp_text = isolate::to_string(isolate::with_limit_refusals(
+            isolate::default_seccomp_policy(), p.limits.refuse_memfd, p.limits.refuse_setsid));
     return p;
 }
 

@@ -136,6 +136,10 @@ shmall=$(printf '%s\n' "$out" | sed -n 2p)
 check "  and so is SysV shared memory (kernel.shmall $shmall pages)" within "$((shmall * 4))" $((avail_kb / 5)) $((avail_kb * 3 / 10))
 box run --print-plan "$R" true
 expect_match "  --print-plan states the default pids cap" "$out" '^limit pids: .*4096'
+expect_no_match "  and no refusal of the limits' among the seccomp filter's rules" "$out" '^ENOSYS memfd_create'
+box run --print-plan --cgroup off --memory-limit 64M "$R" true
+expect_match "  under a memory limit without a cgroup, the limits' refusals are the filter's own rules" \
+    "$out" $'\nENOSYS memfd_create [^\n]*\nENOSYS vmsplice [^\n]*\nEPERM  clone arg0&0x10400==0x10000 '
 box run "$R" probe forkbomb e2e-containment  # (the mark: test_limits runs fork bombs too, perhaps at once)
 check "a sandbox with no limit option still cannot make more than 4096 processes ($out)" \
     awk -v o="$out" 'BEGIN { split(o, a, "="); exit !(a[1] == "forks" && a[2] >= 4000 && a[2] < 4096) }'
