@@ -102,6 +102,7 @@ namespace {
 // only where its first argument's low word, masked, is `value` (`equal`) or is not (!`equal`).
 struct Refusal {
     const char* name;  // for libseccomp (with_limit_refusals)
+    const char* why;   // its reason, as --print-plan shows it
     std::uint32_t native, x32, compat;
     int err;
     std::uint32_t mask = 0, value = 0;
@@ -109,27 +110,29 @@ struct Refusal {
 };
 
 constexpr std::uint32_t kThreadFiles = CLONE_THREAD | CLONE_FILES;
+constexpr const char* kHidden = "the memory limit: memory or fds no process shows";
+constexpr const char* kAutogroup = "the CPU limit's SCHED_IDLE: a session is an autogroup";
 #if defined(__x86_64__)
 constexpr std::uint32_t kArch = AUDIT_ARCH_X86_64, kCompatArch = AUDIT_ARCH_I386, kX32 = 0x40000000;
 // x32 has a vmsplice of its own (532); its others are the native ones.
 constexpr Refusal kMemory[] = {
-    {"memfd_create", __NR_memfd_create, kX32 | __NR_memfd_create, 356, ENOSYS},
-    {"vmsplice", __NR_vmsplice, kX32 | 532, 316, ENOSYS},
-    {"clone3", __NR_clone3, kX32 | __NR_clone3, 435, ENOSYS},
-    {"clone", __NR_clone, kX32 | __NR_clone, 120, EPERM, kThreadFiles, CLONE_THREAD},
-    {"unshare", __NR_unshare, kX32 | __NR_unshare, 310, EPERM, CLONE_FILES, 0, false},
+    {"memfd_create", kHidden, __NR_memfd_create, kX32 | __NR_memfd_create, 356, ENOSYS},
+    {"vmsplice", kHidden, __NR_vmsplice, kX32 | 532, 316, ENOSYS},
+    {"clone3", kHidden, __NR_clone3, kX32 | __NR_clone3, 435, ENOSYS},
+    {"clone", kHidden, __NR_clone, kX32 | __NR_clone, 120, EPERM, kThreadFiles, CLONE_THREAD},
+    {"unshare", kHidden, __NR_unshare, kX32 | __NR_unshare, 310, EPERM, CLONE_FILES, 0, false},
 };
-constexpr Refusal kSetsid{"setsid", __NR_setsid, kX32 | __NR_setsid, 66, EPERM};
+constexpr Refusal kSetsid{"setsid", kAutogroup, __NR_setsid, kX32 | __NR_setsid, 66, EPERM};
 #elif defined(__aarch64__)
 constexpr std::uint32_t kArch = AUDIT_ARCH_AARCH64, kCompatArch = AUDIT_ARCH_ARM;
 constexpr Refusal kMemory[] = {
-    {"memfd_create", __NR_memfd_create, __NR_memfd_create, 385, ENOSYS},
-    {"vmsplice", __NR_vmsplice, __NR_vmsplice, 343, ENOSYS},
-    {"clone3", __NR_clone3, __NR_clone3, 435, ENOSYS},
-    {"clone", __NR_clone, __NR_clone, 120, EPERM, kThreadFiles, CLONE_THREAD},
-    {"unshare", __NR_unshare, __NR_unshare, 337, EPERM, CLONE_FILES, 0, false},
+    {"memfd_create", kHidden, __NR_memfd_create, __NR_memfd_create, 385, ENOSYS},
+    {"vmsplice", kHidden, __NR_vmsplice, __NR_vmsplice, 343, ENOSYS},
+    {"clone3", kHidden, __NR_clone3, __NR_clone3, 435, ENOSYS},
+    {"clone", kHidden, __NR_clone, __NR_clone, 120, EPERM, kThreadFiles, CLONE_THREAD},
+    {"unshare", kHidden, __NR_unshare, __NR_unshare, 337, EPERM, CLONE_FILES, 0, false},
 };
-constexpr Refusal kSetsid{"setsid", __NR_setsid, __NR_setsid, 66, EPERM};
+constexpr Refusal kSetsid{"setsid", kAutogroup, __NR_setsid, __NR_setsid, 66, EPERM};
 #endif
 
 // arch native: for each refusal, nr == its number -> its errno (or, with a mask, its errno or
@@ -189,9 +192,7 @@ SeccompPolicy with_limit_refusals(SeccompPolicy policy, bool refuse_memory, bool
         SeccompRule rule{r.name,
                          r.err == ENOSYS ? SeccompRule::Action::enosys : SeccompRule::Action::eperm,
                          {},
-                         std::string_view(r.name) != kSetsid.name
-                             ? "the memory limit: memory or fds no process shows"
-                             : "the CPU limit's SCHED_IDLE: a session is an autogroup"};
+                         r.why};
         // libseccomp compares for equality only: "not 0" where the mask is one bit is "the bit".
         if (r.mask && !r.equal && (r.value != 0 || (r.mask & (r.mask - 1)) != 0))
             throw SetupError(cat("seccomp: the refusal of ", r.name, " has no libseccomp form"));
