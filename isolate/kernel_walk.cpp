@@ -95,6 +95,41 @@ std::uint64_t count_lines(std::string_view text) {
     return static_cast<std::uint64_t>(std::count(text.begin(), text.end(), '\n'));
 }
 
+void Tally::order(std::vector<Key>& keys) const {
+    std::stable_partition(keys.begin(), keys.end(),
+                          [&](Key k) { return !last_.contains(k) || grew_.contains(k); });
+}
+
+std::uint64_t Tally::read(Key k, std::uint64_t bytes) {
+    const auto was = last_.find(k);
+    const std::uint64_t before = was == last_.end() ? 0 : was->second;
+    now_[k] = bytes;
+    charge_ = charge_ - std::min(charge_, before) + bytes;
+    if (bytes > before) growing_ += bytes - before;
+    return charge_;
+}
+
+void Tally::end(bool whole) {
+    std::unordered_set<Key> grew;
+    for (const auto& [k, bytes] : now_) {
+        const auto was = last_.find(k);
+        if (bytes > (was == last_.end() ? 0 : was->second)) grew.insert(k);
+    }
+    if (whole) {
+        last_ = std::move(now_);
+        charge_ = 0;  // (what was not read is gone)
+        for (const auto& [k, bytes] : last_) charge_ += bytes;
+    } else {
+        for (const Key k : grew_)  // grown before and not read since: still read first
+            if (!now_.contains(k)) grew.insert(k);
+        for (const auto& [k, bytes] : now_) last_[k] = bytes;
+    }
+    now_.clear();
+    grew_ = std::move(grew);
+    grown_bytes_ = growing_;
+    growing_ = 0;
+}
+
 std::uint64_t KernelWalk::bytes() const {
     return std::max(whole_.load(std::memory_order_relaxed),
                     partial_.load(std::memory_order_relaxed));
@@ -111,21 +146,17 @@ KernelWalk::Walked KernelWalk::cycle(const std::vector<std::string>* listed) {
     std::erase_if(pids, [&](const std::string& name) {
         return (!root_ && name == "1") || !std::isdigit(static_cast<unsigned char>(name[0]));
     });
-    Walked w;
+    // Every source first (a link read per fd), then each read, what grew first (Tally).
     constexpr std::string_view kEpoll = "anon_inode:[eventpoll]", kSocket = "socket:[";
     char link[64];
     Inodes socks;  // a step's task's sockets (count_host_sockets())
-    // Published as it grows; true once it alone fills the room: the walk stops there.
-    auto add = [&](std::uint64_t bytes) {
-        w.bytes += bytes;
-        partial_.store(w.bytes, std::memory_order_relaxed);
-        return w.bytes > room_.load(std::memory_order_relaxed);
-    };
-    for (const std::string& pid : pids) {
-        const int dir = ::openat(proc_, pid.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    std::vector<Tally::Key> sources;
+    for (const std::string& name : pids) {
+        const int dir = ::openat(proc_, name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dir < 0) continue;  // gone meanwhile
         const UniqueFd own(dir);
-        if (add(lines_in(dir, "maps") * kVmaBytes)) return w;
+        const auto pid = static_cast<pid_t>(std::strtol(name.c_str(), nullptr, 10));
+        sources.push_back(Tally::key(pid, -1));
         for (const std::string& fd :
              numbers_in(::openat(dir, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC))) {
             const ssize_t n = ::readlinkat(dir, ("fd/" + fd).c_str(), link, sizeof link);
@@ -133,14 +164,41 @@ KernelWalk::Walked KernelWalk::cycle(const std::vector<std::string>* listed) {
             if (sockets_ && what.substr(0, kSocket.size()) == kSocket)
                 socks.insert(
                     static_cast<std::uint32_t>(std::strtoul(link + kSocket.size(), nullptr, 10)));
-            if (what != kEpoll) continue;
-            const std::uint64_t watches = watches_in(dir, "fdinfo/" + fd);
-            w.watches += watches;
-            if (add(watches * kWatchBytes)) return w;
+            if (what == kEpoll)
+                sources.push_back(
+                    Tally::key(pid, static_cast<int>(std::strtol(fd.c_str(), nullptr, 10))));
         }
         if (stop_.load(std::memory_order_relaxed)) break;
     }
-    if (sockets_) add(sockets_->sample_of(socks));
+    tally_.order(sources);
+    Walked w;
+    bool cut = false;
+    for (const Tally::Key k : sources) {
+        const auto pid = static_cast<pid_t>(k >> 32);
+        const int fd = static_cast<int>(k & 0xffffffffU) - 1;
+        std::uint64_t bytes = 0;
+        if (fd < 0) {
+            bytes = lines_in(proc_, (std::to_string(pid) + "/maps").c_str()) * kVmaBytes;
+        } else {
+            const std::uint64_t watches =
+                watches_in(proc_, std::to_string(pid) + "/fdinfo/" + std::to_string(fd));
+            w.watches += watches;
+            bytes = watches * kWatchBytes;
+        }
+        // Published as it grows; once it alone fills the room, the walk stops there.
+        const std::uint64_t charge = tally_.read(k, bytes) + sock_bytes_;
+        partial_.store(charge, std::memory_order_relaxed);
+        const std::uint64_t room = room_.load(std::memory_order_relaxed);
+        if (charge > room || stop_.load(std::memory_order_relaxed)) {
+            cut = true;
+            break;
+        }
+    }
+    tally_.end(!cut);
+    if (sockets_ && !cut) sock_bytes_ = sockets_->sample_of(socks);
+    w.bytes = tally_.charge() + sock_bytes_;
+    w.grown = tally_.grown();
+    partial_.store(w.bytes, std::memory_order_relaxed);
     return w;
 }
 
@@ -149,9 +207,10 @@ void KernelWalk::count_host_sockets(UniqueFd diag, SockBounds bounds) {
     sockets_.emplace(diag_.get(), bounds);
 }
 
-// At most half a CPU (as long again as the walk ran); 10 ms apart while there are watches,
-// 100 ms while there are none.
+// 10 ms after a walk that found more than kGrowthBytes more; else at most half a CPU (as long
+// again as the walk ran), 10 ms apart while there are watches, 100 ms while there are none.
 std::uint64_t KernelWalk::pause_ns(const Walked& w, std::uint64_t ran) const {
+    if (w.grown > kGrowthBytes) return 10'000'000;
     return std::max<std::uint64_t>(ran, w.watches ? 10'000'000 : 100'000'000);
 }
 

@@ -772,6 +772,50 @@ TEST_CASE(
     CHECK(fd_dir.st_size <= 64);
 }
 
+TEST_CASE("a walk's tally: what grew is read first, and charged as soon as it is read") {
+    Tally t;
+    const Tally::Key maps = Tally::key(7, -1), a = Tally::key(7, 3), b = Tally::key(7, 4),
+                     c = Tally::key(9, 3);
+    CHECK(maps != a);
+    CHECK(a != c);
+    std::vector<Tally::Key> found{maps, a, b};
+    t.order(found);  // nothing known: every source new, in the order found
+    CHECK(found == std::vector<Tally::Key>{maps, a, b});
+    CHECK(t.read(maps, 100) == 100);
+    CHECK(t.read(a, 1000) == 1100);
+    CHECK(t.read(b, 0) == 1100);
+    t.end(true);
+    CHECK(t.charge() == 1100);
+    CHECK(t.grown() == 1100);  // new sources count as grown
+
+    // The next walk: maps and a grew at the last (from nothing), and c is new: all three read
+    // before b, which held nothing.
+    found = {b, maps, a, c};
+    t.order(found);
+    CHECK(found == std::vector<Tally::Key>{maps, a, c, b});
+    CHECK(t.charge() == 1100);  // before any read: the last total
+    CHECK(t.read(maps, 100) == 1100);
+    CHECK(t.read(a, 5000) == 5100);  // charged as soon as read, the rest at their last counts
+    CHECK(t.read(c, 200) == 5300);
+    t.end(false);  // cut short: b keeps its count
+    CHECK(t.charge() == 5300);
+    CHECK(t.grown() == 4200);
+
+    // A whole walk where a shrank and the process of c is gone: gone sources drop.
+    found = {maps, a, b};
+    t.order(found);
+    CHECK(found == std::vector<Tally::Key>{a, maps, b});  // a grew at the last walk, maps not
+    CHECK(t.read(a, 10) == 5300 - 5000 + 10);
+    CHECK(t.read(maps, 100) == 310);
+    CHECK(t.read(b, 0) == 310);
+    t.end(true);
+    CHECK(t.charge() == 110);  // c no longer charged
+    CHECK(t.grown() == 0);
+    found = {b, maps, a};
+    t.order(found);  // nothing grew: the order found
+    CHECK(found == std::vector<Tally::Key>{b, maps, a});
+}
+
 // A paused child that makes 100 more mappings each time grow() asks (every other page of a new
 // PROT_NONE mapping made readable), for the walk to count.
 class MappingChild {
