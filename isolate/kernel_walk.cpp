@@ -173,6 +173,8 @@ KernelWalk::Walked KernelWalk::cycle(const std::vector<std::string>* listed) {
     tally_.order(sources);
     Walked w;
     bool cut = false;
+    std::vector<pid_t> grew;  // whose sources the walk found grown
+    bool held = false;        // hold_below() made this walk
     for (const Tally::Key k : sources) {
         const auto pid = static_cast<pid_t>(k >> 32);
         const int fd = static_cast<int>(k & 0xffffffffU) - 1;
@@ -186,9 +188,19 @@ KernelWalk::Walked KernelWalk::cycle(const std::vector<std::string>* listed) {
             bytes = watches * kWatchBytes;
         }
         // Published as it grows; once it alone fills the room, the walk stops there.
+        const std::uint64_t before = tally_.charge();
         const std::uint64_t charge = tally_.read(k, bytes) + sock_bytes_;
+        if (charge > before + sock_bytes_ && (grew.empty() || grew.back() != pid))
+            grew.push_back(pid);
         partial_.store(charge, std::memory_order_relaxed);
         const std::uint64_t room = room_.load(std::memory_order_relaxed);
+        // Grown by more than kGrowthBytes so far, to a quarter of the room or more: the sessions
+        // of those that grew go below the monitor now, before the walk goes on (a step's task's
+        // session is the step's: not there).
+        if (!held && !root_ && tally_.growing() > kGrowthBytes && charge > room / 4) {
+            hold_below(grew);
+            held = true;
+        }
         if (charge > room || stop_.load(std::memory_order_relaxed)) {
             cut = true;
             break;
@@ -200,6 +212,31 @@ KernelWalk::Walked KernelWalk::cycle(const std::vector<std::string>* listed) {
     w.grown = tally_.grown();
     partial_.store(w.bytes, std::memory_order_relaxed);
     return w;
+}
+
+// Each process's session (an autogroup where autogroups apply: gpubox's init started the
+// workload in a session of its own, and where a crowd may form refuses it new ones) to nice 19,
+// but the monitor's own. The kernel takes one such change a tenth of a second host-wide from a
+// caller without CAP_SYS_ADMIN (EAGAIN): the next walk that finds growth tries again. Elsewhere
+// (a child cpu cgroup, where the workload's SCHED_IDLE already puts it below the monitor) the
+// autogroup's nice is kept and unused. Only sessions made in the sandbox are written: init's is
+// the monitor's, and nothing else in the sandbox can be in a session from outside it.
+void KernelWalk::hold_below(const std::vector<pid_t>& pids) {
+    if (own_group_.empty()) {
+        const std::string own = sys::try_read_at(AT_FDCWD, "/proc/self/autogroup", 128);
+        own_group_ = own.substr(0, own.find(' '));  // "/autogroup-N nice 0": "/autogroup-N"
+        if (own_group_.empty()) own_group_ = "-";   // (none: every group is another's)
+    }
+    for (const pid_t pid : pids) {
+        const std::string path = std::to_string(pid) + "/autogroup";
+        const std::string now = sys::try_read_at(proc_, path, 128);
+        const std::string group = now.substr(0, now.find(' '));
+        if (group.empty() || group == own_group_ || held_.contains(group)) continue;
+        const int fd = ::openat(proc_, path.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) continue;
+        const UniqueFd own(fd);
+        if (::write(fd, "19", 2) == 2) held_.insert(group);
+    }
 }
 
 void KernelWalk::count_host_sockets(UniqueFd diag, SockBounds bounds) {

@@ -37,6 +37,15 @@
 // walk is done. While a walk finds more than kGrowthBytes more, the next follows 10 ms after it,
 // whatever it cost; a sandbox that holds still has its walks cost at most half a CPU.
 //
+// Neither helps where the walk gets a fraction of the workload's CPU: under autogroups the
+// workload is a session of its own, as heavy as the monitor's, which the monitor shares with
+// whatever else runs in the session gpubox was started from. Measured on the 2-CPU VM, 1.5
+// million watches made as fast as one process can, --memory-limit 64M, eight busy loops in
+// gpubox's session: the walk ran 0.17 s of CPU in 1.2 s, and all of them were made (300 MiB
+// held) before the kill. So a walk that finds more than kGrowthBytes more, and a quarter of the
+// room or more, puts the session of each process that grew at nice 19 (hold_below();
+// docs/limits.md): 46-69 MiB held, 12 of 12.
+//
 // Socket buffers of a step's task. The task shares the host's network namespace with the step's
 // other tasks (multi-node ranks), where a dump lists every socket of the host: the walk collects
 // the inodes of the task's sockets (each fd's link, "socket:[N]", read anyway) and charges what

@@ -227,6 +227,18 @@ for k in "pipes 20000" "threads 20000" "vmsplice 20" "epoll 1500000" "inotify 32
     check "kernel memory through open files ($k) under --memory-limit 64M: ML, or refused ($(field status): $out)" stopped
     footprint "  the sandbox's footprint stays bounded" 64
 done
+# The same watches while the monitor's session is crowded: busy loops in the session gpubox was
+# started from (a judge's, a CI job's), where autogroups apply one share for all of them and the
+# monitor, and the workload, a session of its own, a whole share alone. Reading a watch costs
+# what making one does: the build before walked a tenth as fast as the workload made them, and
+# all 1.5 million were made (300 MiB held). A walk that finds the sandbox's kernel memory
+# growing now puts the workload's session at nice 19.
+loops=()
+for _ in $(seq $((2 * $(nproc)))); do sh -c 'while :; do :; done' & loops+=($!); done
+mrun run --memory-limit 64M --wall-time-limit 120 --meta "$M" "$R" probe fdkmem epoll 1500000 3
+kill "${loops[@]}"; wait "${loops[@]}" 2>/dev/null
+check "epoll watches, the monitor's session crowded ($((2 * $(nproc))) busy loops), under --memory-limit 64M: ML ($(field status): $out)" stopped
+footprint "  the sandbox's footprint stays bounded" 64
 # The forms stacked ("the forms stack", #31): SysV messages, empty files, an inotify queue and
 # pipes to the user's soft limit, each capped or charged, in one sandbox, then anonymous memory up
 # to the limit beside them. The capped forms' terms add up (the message queues, the tmpfs's inodes
