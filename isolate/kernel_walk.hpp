@@ -44,7 +44,7 @@
 // gpubox's session: the walk ran 0.17 s of CPU in 1.2 s, and all of them were made (300 MiB
 // held) before the kill. So a walk that finds more than kGrowthBytes more, and a quarter of the
 // room or more, puts the session of each process that grew at nice 19 (hold_below();
-// docs/limits.md): 46-69 MiB held, 12 of 12.
+// docs/limits.md): with four busy loops there, 54-83 MiB held (before, 207-300).
 //
 // Socket buffers of a step's task. The task shares the host's network namespace with the step's
 // other tasks (multi-node ranks), where a dump lists every socket of the host: the walk collects
