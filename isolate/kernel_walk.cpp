@@ -105,16 +105,21 @@ std::uint64_t Tally::read(Key k, std::uint64_t bytes) {
     const std::uint64_t before = was == last_.end() ? 0 : was->second;
     now_[k] = bytes;
     charge_ = charge_ - std::min(charge_, before) + bytes;
-    if (bytes > before) growing_ += bytes - before;
+    if (bytes > before) growing_ += bytes - before, growing_keys_.insert(k);
     return charge_;
 }
 
+std::vector<pid_t> Tally::growing_pids() const {
+    std::vector<pid_t> pids;
+    for (const Key k : growing_keys_) pids.push_back(pid_of(k));
+    std::sort(pids.begin(), pids.end());
+    pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
+    return pids;
+}
+
 void Tally::end(bool whole) {
-    std::unordered_set<Key> grew;
-    for (const auto& [k, bytes] : now_) {
-        const auto was = last_.find(k);
-        if (bytes > (was == last_.end() ? 0 : was->second)) grew.insert(k);
-    }
+    std::unordered_set<Key> grew = std::move(growing_keys_);
+    growing_keys_.clear();
     if (whole) {
         last_ = std::move(now_);
         charge_ = 0;  // (what was not read is gone)
@@ -173,11 +178,10 @@ KernelWalk::Walked KernelWalk::cycle(const std::vector<std::string>* listed) {
     tally_.order(sources);
     Walked w;
     bool cut = false;
-    std::vector<pid_t> grew;  // whose sources the walk found grown
-    bool held = false;        // hold_below() made this walk
+    bool held = false;  // hold_below() made this walk
     for (const Tally::Key k : sources) {
-        const auto pid = static_cast<pid_t>(k >> 32);
-        const int fd = static_cast<int>(k & 0xffffffffU) - 1;
+        const pid_t pid = Tally::pid_of(k);
+        const int fd = Tally::fd_of(k);
         std::uint64_t bytes = 0;
         if (fd < 0) {
             bytes = lines_in(proc_, (std::to_string(pid) + "/maps").c_str()) * kVmaBytes;
@@ -188,17 +192,14 @@ KernelWalk::Walked KernelWalk::cycle(const std::vector<std::string>* listed) {
             bytes = watches * kWatchBytes;
         }
         // Published as it grows; once it alone fills the room, the walk stops there.
-        const std::uint64_t before = tally_.charge();
         const std::uint64_t charge = tally_.read(k, bytes) + sock_bytes_;
-        if (charge > before + sock_bytes_ && (grew.empty() || grew.back() != pid))
-            grew.push_back(pid);
         partial_.store(charge, std::memory_order_relaxed);
         const std::uint64_t room = room_.load(std::memory_order_relaxed);
         // Grown by more than kGrowthBytes so far, to a quarter of the room or more: the sessions
         // of those that grew go below the monitor now, before the walk goes on (a step's task's
         // session is the step's: not there).
         if (!held && !root_ && tally_.growing() > kGrowthBytes && charge > room / 4) {
-            hold_below(grew);
+            hold_below(tally_.growing_pids());
             held = true;
         }
         if (charge > room || stop_.load(std::memory_order_relaxed)) {

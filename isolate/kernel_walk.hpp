@@ -107,6 +107,8 @@ public:
         return (static_cast<Key>(static_cast<std::uint32_t>(pid)) << 32) |
                static_cast<std::uint32_t>(fd + 1);
     }
+    static pid_t pid_of(Key k) { return static_cast<pid_t>(k >> 32); }
+    static int fd_of(Key k) { return static_cast<int>(k & 0xffffffffU) - 1; }
     // The sources a walk found, in the order to read them: new since the last walk or grown in
     // it first, each group in the order found.
     void order(std::vector<Key>& keys) const;
@@ -118,10 +120,12 @@ public:
     std::uint64_t charge() const { return charge_; }      // the last total until a source is read
     std::uint64_t grown() const { return grown_bytes_; }  // the last walk's growth, new sources too
     std::uint64_t growing() const { return growing_; }    // this walk's so far
+    std::vector<pid_t> growing_pids() const;              // whose sources grew this walk so far
 
 private:
     std::unordered_map<Key, std::uint64_t> last_, now_;
-    std::unordered_set<Key> grew_;  // read at the last walk, and more than before (or new)
+    std::unordered_set<Key> grew_;          // read at the last walk, and more than before (or new)
+    std::unordered_set<Key> growing_keys_;  // read this walk, and more than before (or new)
     std::uint64_t charge_ = 0, grown_bytes_ = 0, growing_ = 0;
 };
 
