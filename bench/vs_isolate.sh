@@ -6,6 +6,7 @@
 #
 #   sudo ISOLATE=/path/isolate ISOLATE_CONFIG=/path/isolate.cf bash bench/vs_isolate.sh
 #   sudo PAR=2 ROUNDS=15 M=40 GPUBOX=/path/gpubox OLD=/path/old ... bash bench/vs_isolate.sh
+#   sudo BENCH_TMPDIR=/mnt/tmpfs ... bash bench/vs_isolate.sh   (the temp dir there, not in /tmp)
 #
 # Rows: isolate as root without --cg (`-t 1 -w 5 -m 262144 -M meta`); gpubox's isolate mode with
 # the same command line, as uid 65534; `gpubox run` with every limit (--time-limit 1
@@ -18,7 +19,7 @@ ROUNDS=${ROUNDS:-15} M=${M:-40} PAR=${PAR:-1}
 [ "$(id -u)" = 0 ] || { echo "vs_isolate.sh: run as root (isolate needs it; gpubox is measured as uid 65534)" >&2; exit 1; }
 : "${ISOLATE:?set ISOLATE to an isolate binary}" "${ISOLATE_CONFIG:?set ISOLATE_CONFIG to the config path ISOLATE was built with}"
 bench_gpubox
-W=$(mktemp -d /tmp/gpubox-vs-isolate.XXXXXX)
+W=$(mktemp -d "${BENCH_TMPDIR:-/tmp}/gpubox-vs-isolate.XXXXXX")
 isolate_peer_setup  # builds, tiny, the image, isolate's config, NOBODY (common.sh)
 mkdir "$W/iso/meta"
 ISO_ARGS="-s -t 1 -w 5 -m 262144"

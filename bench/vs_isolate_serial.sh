@@ -7,6 +7,7 @@
 #
 #   sudo ISOLATE=/path/isolate ISOLATE_CONFIG=/path/isolate.cf bash bench/vs_isolate_serial.sh
 #   sudo LOOPS=6 ROUNDS=100 GPUBOX=/path/gpubox OLD=/path/old ... bash bench/vs_isolate_serial.sh
+#   sudo BENCH_TMPDIR=/mnt/tmpfs ... bash bench/vs_isolate_serial.sh   (not /var/tmp; no nosuid)
 #
 # Rows: isolate (`-s -t 1 -w 5 -m 262144 -M meta --run -- ./tiny`); gpubox's isolate mode with
 # the same command line; `gpubox run` with every limit (--time-limit 1 --wall-time-limit 5
@@ -23,7 +24,7 @@ case $MODE in new) N='-{N}' ;; overwrite) N= ;; *) echo "vs_isolate_serial.sh: M
 [ "$(id -u)" = 0 ] || { echo "vs_isolate_serial.sh: run as root (isolate is installed setuid root)" >&2; exit 1; }
 : "${ISOLATE:?set ISOLATE to an isolate binary}" "${ISOLATE_CONFIG:?set ISOLATE_CONFIG to the config path ISOLATE was built with}"
 bench_gpubox
-W=$(mktemp -d /var/tmp/gpubox-vs-isolate-serial.XXXXXX)
+W=$(mktemp -d "${BENCH_TMPDIR:-/var/tmp}/gpubox-vs-isolate-serial.XXXXXX")
 isolate_peer_setup  # builds, tiny, the image, isolate's config, NOBODY (common.sh)
 compiled "$W/serial_loop" "$BENCH_DIR/serial_loop.c" -O2
 install -o root -m 4755 "$ISOLATE" "$W/isolate"
