@@ -102,7 +102,10 @@ if [ "$(id -u)" = 0 ] && [ -z "${GPUBOX_E2E_UNPRIVILEGED:-}" ] && [ "${E2E_AS_RO
     hide=("$src")
     case $build/ in "$src"/*) ;; *) hide+=("$build") ;; esac  # (a build below the checkout goes with it)
     for d in "${hide[@]}"; do
-        case $top/ in "$d"/*) hide=() ;; esac  # never hide the test's own directory (nor "/")
+        # never hide the test's own directory (nor "/": a GPUBOX=/tmp/gpubox's build is "/",
+        # and a tmpfs over the root is a chroot, where no user namespace can be made)
+        under=${d%/}/
+        case $top/ in "$under"*) hide=() ;; esac
     done
     cd "$top/work" || exit 1
     unshare --mount --propagation private -- bash -c '
