@@ -56,8 +56,9 @@ static int row(const char* what) {
         return unshare(base | CLONE_NEWNS | CLONE_NEWNET) ? 1 : fresh_fs("sysfs");
     if (!strcmp(what, "user+mnt+bind")) {  // a clone of a directory, dissolved at exit
         if (unshare(base | CLONE_NEWNS)) return 1;
-        return syscall(SYS_open_tree, AT_FDCWD, "/usr", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC) < 0 ? 2
-                                                                                               : 0;
+        return syscall(SYS_open_tree, AT_FDCWD, "/usr", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC) < 0
+                   ? 2
+                   : 0;
     }
     return 9;
 }

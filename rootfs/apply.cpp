@@ -285,8 +285,8 @@ void apply_tmpfs_dir(const MountPlan& plan, std::size_t i, Ctx& c, std::vector<b
 }
 
 // Op i is a tmpfs. Without a size of its own: a directory of gpubox's tmpfs, read-only or not
-// (a tmpfs made and dismantled costs ~75 us of CPU a run, a bind ~20: bench/ns_cost.c). With
-// one (--shm-size): mounted, filled while detached (marking the entries it made as done),
+// (a tmpfs made and dismantled costs ~75 us of CPU, a directory's clone ~40: bench/ns_cost.sh).
+// With one (--shm-size): mounted, filled while detached (marking the entries it made as done),
 // sealed if read-only, then attached.
 void apply_tmpfs(const MountPlan& plan, std::size_t i, Ctx& c, std::vector<bool>& done,
                  const Entry& e) {

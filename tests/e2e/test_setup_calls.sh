@@ -118,7 +118,7 @@ else
     ok "the mount set-up: no mount_setattr # SKIP no open_tree_attr here"
 fi
 # A filesystem made is a superblock the kernel sets up and tears down again (a tmpfs ~75 us of
-# CPU, a bind of a directory ~20: bench/ns_cost.c): five, those nothing else can stand in for
+# CPU, a clone of a directory ~40: bench/ns_cost.sh): five, those nothing else can stand in for
 # (gpubox's tmpfs, the overlay, proc, sysfs, devpts). /dev and the masked /proc directories
 # (/proc/acpi, /proc/scsi, ...) are directories of gpubox's tmpfs (were: a tmpfs each).
 expect_eq "the mount set-up makes five filesystems: gpubox's tmpfs, the overlay, proc, sysfs, devpts" \
