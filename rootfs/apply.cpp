@@ -46,7 +46,6 @@ struct Ctx {
     // first writable tmpfs op's target, where that op's own directory of it then covers it.
     int tmpfs = -1;
     bool tmpfs_attached = false;
-    UniqueFd empty_dir{};  // gpubox's tmpfs's "masked", the empty directory bound over masked ones
     // A bound ROOTFS: the overlays of its directories that take gpubox's entries (see
     // overlay_missing_dirs), their upper layers in gpubox's tmpfs.
     std::vector<UniqueFd> overlays;
@@ -274,24 +273,19 @@ void apply_tmpfs_dir(const MountPlan& plan, std::size_t i, Ctx& c, std::vector<b
         c.own_mount(c.tmpfs);
         c.tmpfs_attached = true;
     }
-    // Read-only (gpubox's /dev): filled above through gpubox's tmpfs, whose root nothing in the
-    // sandbox reaches, and bound read-only, as sealed as a tmpfs of its own would be.
-    UniqueFd tree = sys::open_tree_clone(dir.get(), t.target, false,
-                                         MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
-                                             (t.noexec ? MOUNT_ATTR_NOEXEC : 0) |
-                                             (t.read_only ? MOUNT_ATTR_RDONLY : 0));
+    UniqueFd tree = sys::open_tree_clone(
+        dir.get(), t.target, false,
+        MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (t.noexec ? MOUNT_ATTR_NOEXEC : 0));
     // On gpubox's tmpfs, whose device own_mount() has noted already: no fstat of the clone.
     attach(c, tree, "gpubox's tmpfs", t.target, e, false);
 }
 
-// Op i is a tmpfs. Without a size of its own: a directory of gpubox's tmpfs, read-only or not
-// (a tmpfs made and dismantled costs ~75 us of CPU, a directory's clone ~40: bench/ns_cost.sh).
-// With one (--shm-size): mounted, filled while detached (marking the entries it made as done),
-// sealed if read-only, then attached.
+// Op i is a tmpfs. Writable: a directory of gpubox's tmpfs. Read-only: mounted, filled while
+// detached (marking the entries it made as done), sealed, then attached.
 void apply_tmpfs(const MountPlan& plan, std::size_t i, Ctx& c, std::vector<bool>& done,
                  const Entry& e) {
     const Tmpfs& t = std::get<Tmpfs>(plan.ops[i]);
-    if (!t.size && c.tmpfs >= 0) return apply_tmpfs_dir(plan, i, c, done, e);
+    if (!t.read_only && !t.size) return apply_tmpfs_dir(plan, i, c, done, e);
     std::vector<std::pair<std::string, std::string>> opts{{"mode", octal(t.mode)}};
     if (t.size) opts.emplace_back("size", cat(t.size));
     UniqueFd mnt = new_fs(
@@ -417,22 +411,10 @@ void apply_one(const MaskPath& m, Ctx& c, const Entry&) {
     if (fd < 0) sys::fail(cat("openat2(root, ", quote(m.target), ", RESOLVE_IN_ROOT)"), -fd);
     UniqueFd at(fd);
     if (S_ISDIR(sys::fstat(at.get(), m.target).st_mode)) {
-        constexpr std::uint64_t kSealed =
-            MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
-        // An empty directory of gpubox's tmpfs, made once, bound read-only over each: no
-        // tmpfs of its own per masked directory (see apply_tmpfs). Before gpubox's tmpfs is
-        // attached (no clone of a detached mount on older kernels), a tmpfs of its own.
-        if (!c.tmpfs_attached) {
-            UniqueFd t = new_fs("tmpfs", {{"mode", "0555"}, {"size", "4096"}}, kSealed);
-            move_onto(c, t.get(), "tmpfs", at.get(), m.target);
-            return;
-        }
-        if (!c.empty_dir.valid()) {
-            sys::mkdir_at(c.tmpfs, "masked", 0555);
-            c.empty_dir = sys::open_at(c.tmpfs, "masked", O_PATH | O_DIRECTORY | O_NOFOLLOW);
-        }
-        UniqueFd t = sys::open_tree_clone(c.empty_dir.get(), m.target, false, kSealed);
-        move_onto(c, t.get(), "gpubox's tmpfs", at.get(), m.target);
+        UniqueFd t =
+            new_fs("tmpfs", {{"mode", "0555"}, {"size", "4096"}},
+                   MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+        move_onto(c, t.get(), "tmpfs", at.get(), m.target);
         return;
     }
     // Checked on the clone itself, as BindDev's are: what is checked is what gets mounted.

@@ -38,7 +38,7 @@ std::string render(const Sysfs& s) {
 std::string render(const Tmpfs& t) {
     return cat("tmpfs ", t.target, " (",
                t.size        ? cat("its own, size=", t.size)
-               : t.read_only ? "in gpubox's tmpfs, ro once filled"
+               : t.read_only ? "ro once filled"
                              : "in gpubox's tmpfs",
                ",mode=", mode_text(t.mode), ",nosuid,nodev", t.noexec ? ",noexec" : "", ")");
 }
