@@ -13,23 +13,22 @@ chmod 0755 "$W"
 compiled "$W/ns_cost" "$BENCH_DIR/ns_cost.c" -O2
 AS=()
 [ "$(id -u)" = 0 ] && AS=(setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all)
-rows=(fork user user+mnt user+ipc user+uts user+cgroup user+net user+mnt+bind user+mnt+tmpfs
-    user+mnt+devpts user+mnt+net user+mnt+net+sysfs)
+mapfile -t rows < <("$W/ns_cost" rows)  # "ROW BASE" lines: the rows, and what each builds on
 for ((r = 0; r < ROUNDS; r++)); do
-    for row in "${rows[@]}"; do (cd "$W" && "${AS[@]}" ./ns_cost "$N" "$row"); done
+    for row in "${rows[@]}"; do (cd "$W" && "${AS[@]}" ./ns_cost "$N" "${row%% *}"); done
 done >"$W/results"
-python3 - "$W/results" <<'PY'
+printf '%s\n' "${rows[@]}" >"$W/rows"
+python3 - "$W/results" "$W/rows" <<'PY'
 import statistics, sys
 cpu, wall = {}, {}
 for line in open(sys.argv[1]):
     f = line.split()
     cpu.setdefault(f[0], []).append(float(f[5])); wall.setdefault(f[0], []).append(float(f[2]))
-base = {"user": "fork", "user+mnt+bind": "user+mnt", "user+mnt+tmpfs": "user+mnt",
-        "user+mnt+devpts": "user+mnt", "user+mnt+net+sysfs": "user+mnt+net"}
+base = dict(line.split() for line in open(sys.argv[2]))
 print(f"{'row':20s} {'cpu us':>8s} {'wall us':>8s}  adds (cpu)")
 for row in cpu:
-    b = base.get(row, "user" if row != "fork" else None)
+    b = base[row]
     c = statistics.median(cpu[row])
-    adds = f"{c - statistics.median(cpu[b]):+7.0f} over {b}" if b else ""
+    adds = f"{c - statistics.median(cpu[b]):+7.0f} over {b}" if b != "-" else ""
     print(f"{row:20s} {c:8.0f} {statistics.median(wall[row]):8.0f}  {adds}")
 PY

@@ -7,7 +7,7 @@
 #
 #   sudo ISOLATE=/path/isolate ISOLATE_CONFIG=/path/isolate.cf bash bench/vs_isolate_serial.sh
 #   sudo LOOPS=6 ROUNDS=100 GPUBOX=/path/gpubox OLD=/path/old ... bash bench/vs_isolate_serial.sh
-#   sudo BENCH_TMPDIR=/mnt/tmpfs ... bash bench/vs_isolate_serial.sh   (not /var/tmp; no nosuid)
+#   sudo BENCH_TMPDIR=/mnt/tmpfs ... bash bench/vs_isolate_serial.sh   (DIR on a mount without nosuid)
 #
 # Rows: isolate (`-s -t 1 -w 5 -m 262144 -M meta --run -- ./tiny`); gpubox's isolate mode with
 # the same command line; `gpubox run` with every limit (--time-limit 1 --wall-time-limit 5
