@@ -7,7 +7,7 @@
 # the sandbox's init, the workload's before its exec) maps gpubox's text a 64 KiB window a page
 # fault (the kernel's fault-around), none shared (a fork does not copy a file mapping's page
 # tables), and all unmapped again at exit. The code a run calls was spread over ~50 of the 71
-# windows of gpubox's 4.6 MiB of text; laid out, the monitor faults in ~23 and init in ~14
+# windows of gpubox's 4.6 MiB of text; laid out, the monitor faults in 19 and init in 15
 # (bench/README.md: the faults and the CPU measured). Rerun after changes to what a run
 # executes: a function it misses is only slower to reach; a name gone matches nothing.
 #
