@@ -152,12 +152,12 @@ struct Statmount {  // the fixed part; the strings follow it
 // mount (~1.8 us here) costs more than the kernel printing every mount once (~28 us for 23).
 constexpr std::size_t kListedMounts = 12;
 
-// has_submounts() from the kernel's list of the mounts below the one that holds `real` (all of
-// them, at any depth); nullopt where the kernel cannot list them (before 6.8, or a seccomp
-// filter that refuses the calls) or there are many. `below`: `real` with a trailing slash.
-std::optional<bool> listed_submounts(const char* real, const std::string& below) {
+// has_submounts() from the kernel's list of the mounts below the one that holds `below` (ROOTFS
+// resolved, a trailing slash: below_of()), at any depth; nullopt where the kernel cannot list
+// them (before 6.8, or a seccomp filter that refuses the calls) or there are many.
+std::optional<bool> listed_submounts(const std::string& below) {
     struct statx sx {};
-    if (::statx(AT_FDCWD, real, AT_STATX_DONT_SYNC, kStatxMntIdUnique, &sx) != 0 ||
+    if (::statx(AT_FDCWD, below.c_str(), AT_STATX_DONT_SYNC, kStatxMntIdUnique, &sx) != 0 ||
         !(sx.stx_mask & kStatxMntIdUnique))
         return std::nullopt;
     MntIdReq req;
@@ -184,25 +184,15 @@ std::optional<bool> listed_submounts(const char* real, const std::string& below)
     return false;
 }
 
-}  // namespace
-
-// Overlayfs refuses a lower layer with locked mounts below it ("failed to clone lowerpath"):
-// cloning it alone would reveal what those mounts hide.
-bool has_submounts(const std::string& rootfs) {
-    if (std::optional<bool> listed = has_submounts_listed(rootfs)) return *listed;
-    return has_submounts_in_mountinfo(rootfs);
+// ROOTFS resolved, and with a trailing slash: the prefix of the mount points strictly below it.
+std::optional<std::string> below_of(const std::string& rootfs) {
+    char real[PATH_MAX];
+    if (!::realpath(rootfs.c_str(), real)) return std::nullopt;
+    return std::string(real) == "/" ? "/" : std::string(real) + "/";
 }
 
-std::optional<bool> has_submounts_listed(const std::string& rootfs) {
-    char real[PATH_MAX];
-    if (!::realpath(rootfs.c_str(), real)) return false;
-    return listed_submounts(real, std::string(real) == "/" ? "/" : std::string(real) + "/");
-}
-
-bool has_submounts_in_mountinfo(const std::string& rootfs) {
-    char real[PATH_MAX];
-    if (!::realpath(rootfs.c_str(), real)) return false;
-    const std::string dir = std::string(real) == "/" ? "/" : std::string(real) + "/";
+// has_submounts() from mountinfo, for `below` as below_of() makes it.
+bool mountinfo_has_below(const std::string& below) {
     std::string info = sys::read_file("/proc/self/mountinfo", 16 << 20);
     std::size_t pos = 0;
     while ((pos = info.find('\n', pos)) != std::string::npos) {
@@ -215,9 +205,30 @@ bool has_submounts_in_mountinfo(const std::string& rootfs) {
         std::size_t end = info.find(' ', i);
         if (end == std::string::npos) break;
         const std::string mp = info.substr(i, end - i);
-        if (starts_with(mp, dir) && mp != "/") return true;  // strictly below ROOTFS
+        if (starts_with(mp, below) && mp != "/") return true;  // strictly below ROOTFS
     }
     return false;
+}
+
+}  // namespace
+
+// Overlayfs refuses a lower layer with locked mounts below it ("failed to clone lowerpath"):
+// cloning it alone would reveal what those mounts hide.
+bool has_submounts(const std::string& rootfs) {
+    const std::optional<std::string> below = below_of(rootfs);
+    if (!below) return false;
+    if (std::optional<bool> listed = listed_submounts(*below)) return *listed;
+    return mountinfo_has_below(*below);
+}
+
+std::optional<bool> has_submounts_listed(const std::string& rootfs) {
+    const std::optional<std::string> below = below_of(rootfs);
+    return below ? listed_submounts(*below) : false;
+}
+
+bool has_submounts_in_mountinfo(const std::string& rootfs) {
+    const std::optional<std::string> below = below_of(rootfs);
+    return below && mountinfo_has_below(*below);
 }
 
 bool bound_instead(const RootSpec& root) {

@@ -7,7 +7,6 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +18,7 @@
 #include "rootfs/apply.hpp"
 #include "rootfs/plan.hpp"
 #include "rootfs/view.hpp"
+#include "tests/unit/in_child.hpp"
 #include "tests/unit/temp_dir.hpp"
 
 namespace fs = std::filesystem;
@@ -232,15 +232,11 @@ int compare_submount_routes(const std::string& top) noexcept {
 
 TEST_CASE("has_submounts: the kernel's list of the mounts below one answers as mountinfo does") {
     test::TempDir d("submounts");
-    const pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) ::_exit(compare_submount_routes(d.dir.string()));
-    int status = 0;
-    REQUIRE(::waitpid(pid, &status, 0) == pid);
-    REQUIRE(WIFEXITED(status));
-    if (WEXITSTATUS(status) == 77) {
+    const int status =
+        test::exit_status_in_child([&] { return compare_submount_routes(d.dir.string()); });
+    if (status == 77) {
         WARN("no user namespaces here: has_submounts' routes not compared");
         return;
     }
-    CHECK(WEXITSTATUS(status) == 0);
+    CHECK(status == 0);
 }

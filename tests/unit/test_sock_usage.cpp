@@ -7,7 +7,6 @@
 #include <netinet/in.h>
 #include <sched.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -15,6 +14,7 @@
 
 #include "common/sys.hpp"
 #include "isolate/sock_usage.hpp"
+#include "tests/unit/in_child.hpp"
 
 using namespace gpubox;
 using namespace gpubox::isolate;
@@ -222,9 +222,7 @@ TEST_CASE("unix socket memory: the senders' skbs, and bounds for those whose sen
 
 TEST_CASE("sock_diag in a network namespace of its own: what the kernel queues is counted") {
     // In a child: its own user and network namespaces, so that the host's sockets are not seen.
-    const pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
+    const int status = test::exit_status_in_child([] {
         if (::unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0) ::_exit(77);  // no user namespaces
         int code = 0;
         try {
@@ -262,14 +260,11 @@ TEST_CASE("sock_diag in a network namespace of its own: what the kernel queues i
         } catch (...) {
             code |= 32;
         }
-        ::_exit(code);
-    }
-    int status = 0;
-    REQUIRE(::waitpid(pid, &status, 0) == pid);
-    REQUIRE(WIFEXITED(status));
-    if (WEXITSTATUS(status) == 77) {
+        return code;
+    });
+    if (status == 77) {
         WARN("skipped: no user namespaces here");
         return;
     }
-    CHECK(WEXITSTATUS(status) == 0);
+    CHECK(status == 0);
 }
