@@ -30,6 +30,13 @@ TreeClock TreeClock::attach(pid_t init) {
     return c;
 }
 
+TreeClock TreeClock::adopt(UniqueFd fd, int error) {
+    TreeClock c;
+    c.fd_ = std::move(fd);
+    c.error_ = c.fd_.valid() ? 0 : error;
+    return c;
+}
+
 std::optional<std::uint64_t> TreeClock::read() const {
     std::uint64_t ns = 0;
     if (!fd_.valid() || ::read(fd_.get(), &ns, sizeof ns) != sizeof ns) return std::nullopt;

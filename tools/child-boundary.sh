@@ -4,11 +4,12 @@
 #     <!-- child-files --> markers) names exactly the sources of the gpubox_child library target;
 #  2. those sources stay within the line budget below;
 #  3. the library calls no gpubox function outside itself but common/'s and those docs/design.md
-#     names (between <!-- child-calls --> markers: whole files, or functions as `ns::name`), read
-#     from the compiled library with nm, so a call added anywhere in it is caught.
+#     names (between <!-- child-calls --> markers: whole files, or functions as `ns::name` or
+#     `ns::Class::name`), read from the compiled library with nm, so a call added anywhere in it
+#     is caught.
 #
-# The budget: 2,022 lines (wc -l, comments included: an auditor reads them too), what the
-# library is at this writing (2,022): init and the workload (child_main, init_loop, pty_open:
+# The budget: 2,030 lines (wc -l, comments included: an auditor reads them too), what the
+# library is at this writing (2,030): init and the workload (child_main, init_loop, pty_open:
 # 478, with step mode's init and holder, #30, exec and the FUSE root, #33), the channel's frames (175), the root's layer,
 # entries and executor (1,159, with --overlay DIR's kept layers), the ops' codec (172) and caps
 # (20). The resolver (184) left it for gpubox_rootfs: a primitive the host side shares (GPU
@@ -34,11 +35,13 @@
 # was the first of a run, and set the C++ locale up in init, ~0.4 ms on its way); 2,015 ->
 # 2,022: init says after the workload's end whether any process is left (+8: Exited's flag, the
 # reaping that tells), so the monitor's last pass waits for init's exit instead of holding it up
-# on one CPU (0.1-0.25 ms a run).
+# on one CPU (0.1-0.25 ms a run); 2,022 -> 2,030: init opens the workload's CPU counter on itself
+# and sends it with its meters (+8: the monitor's open of it on init waited for an interrupt to
+# init's CPU, 40-120 us where that CPU slept, isolate/tree_clock.hpp).
 #
 # Usage: child-boundary.sh SRC_DIR CHILD_LIB COMMON_LIB ROOTFS_LIB SOURCE...
 set -euo pipefail
-BUDGET=2022
+BUDGET=2030
 src=$1 child_lib=$2 common_lib=$3 rootfs_lib=$4
 shift 4
 fail=0
@@ -70,7 +73,7 @@ printf '%6d total (budget %d)\n' "$total" "$BUDGET"
 # 3. What it calls outside itself.
 calls=$(section child-calls)
 allowed_files=$(grep -o '`[^`]*\.cpp`' <<<"$calls" | tr -d '`' | xargs -rn1 basename)
-allowed_funcs=$(grep -o '`[a-z_]*::[a-z_]*`' <<<"$calls" | tr -d '`')
+allowed_funcs=$(grep -o '`[a-z_]*::[A-Za-z_]*\(::[a-z_]*\)\?`' <<<"$calls" | tr -d '`')
 defined() { nm -C --defined-only "$@" 2>/dev/null | awk 'NF >= 3 && $2 ~ /^[TWVRDBu]$/ {$1 = ""; $2 = ""; print substr($0, 3)}'; }
 in_files() {  # symbols defined in the named objects of an archive
     nm -C -A --defined-only "$1" 2>/dev/null | awk -v files="$2" '

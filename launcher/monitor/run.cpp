@@ -225,6 +225,7 @@ void apply_limit_plan(const Options& o, const isolate::CgroupCaps& caps,
     plan.spec.ipc = limits.ipc;
     // A cgroup without the memory controller still leaves memory to the monitor's count.
     plan.spec.meters = (!caps.usable && o.limits.any()) || (!caps.memory && o.limits.memory_bytes);
+    plan.spec.tree_clock = plan.spec.meters && limits.tree_clock;
     plan.sample_ms = limits.sample_usage ? limits.sample_ms : 0;
     if (!caps.memory && o.limits.memory_bytes) {
         plan.sampled_memory_limit = *o.limits.memory_bytes;
@@ -455,7 +456,7 @@ namespace {
 
 // clone(), then what only the monitor can do before init goes on: the id maps, then Go.
 isolate::Spawned start_sandbox(RunPlan& plan, RunFds& fds, isolate::Cgroup& cgroup,
-                               isolate::TreeClock& clock, FuseDaemon* fuse = nullptr) {
+                               FuseDaemon* fuse = nullptr) {
     // The network namespace is the costly one to create: init unshares it itself, so the monitor
     // is back from clone() sooner and plans the GPU's ops while init does that.
     const int clone_flags = plan.spec.new_net ? plan.ns_flags & ~CLONE_NEWNET : plan.ns_flags;
@@ -471,19 +472,6 @@ isolate::Spawned start_sandbox(RunPlan& plan, RunFds& fds, isolate::Cgroup& cgro
     } catch (...) {
         sys::kill_and_reap(child.pid);
         std::throw_with_nested(SetupError("user namespace id maps"));
-    }
-    // The kernel's count of the workload's CPU, on init before the go: it has forked nothing.
-    if (plan.limits.tree_clock) {
-        clock = isolate::TreeClock::attach(child.pid);
-        if (!clock.valid()) {
-            log::info(cat("perf_event_open(task-clock, pid ", child.pid,
-                          "): ", std::strerror(clock.error()),
-                          ": a child the kernel reaps is charged an upper bound"));
-            plan.limits.tree_clock = false;
-            for (auto& [name, how] : plan.limits.mechanisms)
-                if (name == isolate::LimitName::cpu_time)
-                    how = isolate::sampled_cpu_mechanism(plan.limits, false);
-        }
     }
     if (fuse && !plan.squashfs.empty()) {
         try {
@@ -605,9 +593,8 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, int parent_pidfd
         if (plan.step.holder.valid()) fds.join_holder = sys::dup_cloexec(plan.step.holder.get());
     }
     FuseDaemon fuse;  // a squashfs image's squashfuse: killed when the run ends
-    isolate::TreeClock clock;
     isolate::Spawned child =
-        joins ? join_sandbox(plan, fds, cgroup) : start_sandbox(plan, fds, cgroup, clock, &fuse);
+        joins ? join_sandbox(plan, fds, cgroup) : start_sandbox(plan, fds, cgroup, &fuse);
     try {
         if (!joins) view = monitor_view(o, plan, fds, std::move(view), run.gpus);
         // (A joining task's GPUs are the step's sandbox's, which the keeper planned.)
@@ -638,8 +625,17 @@ RunOutcome spawn_and_supervise(const Options& o, RunPlan& plan, int parent_pidfd
         .crowd_apart = plan.limits.idle_policy,
         .take_turns = plan.limits.take_turns,
         .joinable = plan.spec.joinable,
-        .clock = clock.valid() ? &clock : nullptr,
     });
+    // The kernel refused init the workload's CPU counter (channel::Meter).
+    if (out.clock_error) {
+        log::info(cat(
+            "perf_event_open(task-clock) in the sandbox's init: ", std::strerror(out.clock_error),
+            ": a child the kernel reaps is charged an upper bound"));
+        plan.limits.tree_clock = false;
+        for (auto& [name, how] : plan.limits.mechanisms)
+            if (name == isolate::LimitName::cpu_time)
+                how = isolate::sampled_cpu_mechanism(plan.limits, false);
+    }
     return out;
 }
 
@@ -720,9 +716,8 @@ step::Made make_step_sandbox(const Options& o, RunPlan& plan, const gpu::GpuSpec
     fds.monitor_pidfd = sys::pidfd_open(::getpid());
     if (plan.devices_later) plan.spec.cpus = sys::affinity();
     isolate::Cgroup none;
-    isolate::TreeClock no_clock;  // the step's tasks are measured apart (plan.limits has none)
     step::Made made;
-    made.init = start_sandbox(plan, fds, none, no_clock);
+    made.init = start_sandbox(plan, fds, none);
     UniqueFd view = monitor_view(o, plan, fds, UniqueFd(), gpus);
     if (plan.devices_later && view.valid()) send_device_ops(o, plan, fds, view.get());
     view.reset();

@@ -349,7 +349,10 @@ private:
         sampler_.emplace(proc_.get(), tmpfs_.get(), cpus_, s_.sampled_memory_limit);
         if (s_.task_root) sampler_->set_root(s_.task_root);
         if (s_.joinable) sampler_->set_joinable();
-        sampler_->set_clock(s_.clock);
+        // The workload's CPU counter, which init opened on itself (isolate/tree_clock.hpp).
+        clock_ = isolate::TreeClock::adopt(std::move(m.clock), m.clock_error);
+        if (clock_.valid()) sampler_->set_clock(&clock_);
+        out_.clock_error = clock_.error();
         if (s_.sampled_memory_limit)
             walk_ = std::make_unique<isolate::KernelWalk>(proc_.get(), s_.task_root);
         // A step's task shares the host's network namespace, the monitor's: its sockets are
@@ -627,6 +630,7 @@ private:
     long program_rss_kb_ = 0, sampled_rss_kb_ = 0;  // see finish()
     std::uint64_t sampled_cpu_ns_ = 0;
     UniqueFd proc_, tmpfs_, diag_;  // channel::Meter's
+    isolate::TreeClock clock_;      // channel::Meter's too: the sampler reads it
     isolate::SockBounds sock_bounds_;
     std::optional<isolate::Sampler> sampler_;
     std::unique_ptr<isolate::KernelWalk>

@@ -35,9 +35,8 @@ struct Supervised {
     bool crowd_apart = false;
     bool take_turns = false;
     bool joinable = false;  // run --name: gpubox exec may add processes from outside
-    // The kernel's count of the workload's CPU (isolate/tree_clock.hpp), which bounds what the
-    // samples charge for children the kernel reaps; null: none.
-    const isolate::TreeClock* clock = nullptr;
+    // (The kernel's count of the workload's CPU, which bounds what the samples charge for
+    // children the kernel reaps, comes with init's meters: isolate/tree_clock.hpp.)
 };
 
 // The monitor's loop: forward signals (then kill after the grace), measure the sandbox and

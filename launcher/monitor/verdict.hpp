@@ -45,7 +45,8 @@ struct RunOutcome {
     // The sampler's: of memory_peak_bytes' passes, the most in socket buffers (sock_diag)
     std::optional<std::uint64_t> socket_peak_bytes;
     bool oom_killed = false;
-    std::string cgroup;  // the sandbox's cgroup, if it had one
+    std::string cgroup;   // the sandbox's cgroup, if it had one
+    int clock_error = 0;  // the errno the kernel refused init the workload's CPU counter with
 };
 
 // A run's status, named in --meta as isolate and the judges name it (to_string).

@@ -81,8 +81,10 @@ void put(Out& o, const Exited& e) {
 }
 void put(Out& o, const Meter& m) {
     o.pod(std::uint8_t(m.tmpfs.valid() | m.sockets.valid() << 1 | m.sockstat.valid() << 2 |
-                       m.sockstat6.valid() << 3));
+                       m.sockstat6.valid() << 3 | m.clock.valid() << 4));
+    o.pod(std::int32_t{m.clock_error});
     o.fd(m.proc), o.fd(m.tmpfs), o.fd(m.sockets), o.fd(m.sockstat), o.fd(m.sockstat6);
+    o.fd(m.clock);
 }
 void put(Out& o, const PtyMaster& p) { o.fd(p.master); }
 void put(Out& o, const StepReady& r) { o.fd(r.holder); }
@@ -117,12 +119,14 @@ void get(In& in, Exited& e) {
 }
 void get(In& in, Meter& m) {
     const auto has = in.pod<std::uint8_t>();
-    if (has > 15) In::bad("unknown meter");
+    if (has > 31) In::bad("unknown meter");
+    m.clock_error = in.pod<std::int32_t>();
     m.proc = in.fd();
     if (has & 1) m.tmpfs = in.fd();
     if (has & 2) m.sockets = in.fd();
     if (has & 4) m.sockstat = in.fd();
     if (has & 8) m.sockstat6 = in.fd();
+    if (has & 16) m.clock = in.fd();
 }
 void get(In& in, PtyMaster& p) { p.master = in.fd(); }
 void get(In& in, StepReady& r) { r.holder = in.fd(); }

@@ -13,9 +13,9 @@
 //                        LateDir    the layer's late directory, for the GPU's entries
 //   init, workload ->    Failure    the sandbox failed: exit code and message (incl. hint)
 //   init -> monitor      Exited     the workload's wait status
-//                        Meter      the sandbox's /proc, gpubox's tmpfs and a sock_diag socket, for
-//                                   the monitor to measure them (isolate/usage.hpp), sent before
-//                                   the workload runs
+//                        Meter      the sandbox's /proc, gpubox's tmpfs, a sock_diag socket and the
+//                                   workload's CPU counter, for the monitor to measure them
+//                                   (isolate/usage.hpp), sent before the workload runs
 //   workload -> monitor  PtyMaster  its pty's master (on the pty socket, launcher/monitor/pty.hpp)
 //   init -> keeper       StepReady  a step's sandbox is set up (launcher/monitor/step.hpp)
 //   go-between -> monitor Joined    a joining task's init, in the sandbox (monitor/run.cpp)
@@ -60,6 +60,10 @@ struct Meter {         // one frame for all: the monitor wakes once for them
     // Its sockstat and sockstat6, opened by init: readable after init's exit, when its /proc
     // entry is gone (a run shorter than a pass: the last pass would dump every protocol).
     UniqueFd sockstat, sockstat6;
+    // The workload's CPU counter, which init opened on itself (isolate/tree_clock.hpp), or the
+    // errno the kernel refused it with (0: none was asked for).
+    UniqueFd clock;
+    int clock_error = 0;
 };
 struct PtyMaster {
     UniqueFd master;

@@ -25,6 +25,7 @@
 #include "launcher/sandbox/exit_codes.hpp"
 #include "launcher/sandbox/init_loop.hpp"
 #include "isolate/spawn.hpp"
+#include "isolate/tree_clock.hpp"
 #include "isolate/usage.hpp"
 #include "rootfs/apply.hpp"
 #include "rootfs/view.hpp"
@@ -160,18 +161,19 @@ void take_relays(const Ends& own) {
     if (own.stderr_relay.valid()) sys::dup2(own.stderr_relay.get(), STDERR_FILENO);
 }
 
-// The sandbox's fresh /proc, gpubox's tmpfs and its sockets' meter, for the monitor to measure
-// the sandbox from outside (isolate/usage.hpp).
-void send_meters(const Ends& own, const UniqueFd& tmpfs, UniqueFd diag = {}) {
+// The sandbox's fresh /proc, gpubox's tmpfs, its sockets' meter and (`clock`) the workload's CPU
+// counter, opened on ourselves (isolate/tree_clock.hpp), for the monitor, before the workload runs.
+void send_meters(const Ends& own, const UniqueFd& tmpfs, UniqueFd diag = {}, bool clock = false) {
     const bool counted = diag.valid();  // (moved from below, before the opens)
     auto net = [&](const char* name) {  // absent (no IPv6): an invalid fd
         return UniqueFd(counted ? sys::try_open_at(AT_FDCWD, name, O_RDONLY) : -1);
     };
-    channel::send(
-        own.control.get(),
-        channel::Meter{sys::open_at(AT_FDCWD, "/proc", O_PATH | O_DIRECTORY),
-                       tmpfs.valid() ? sys::dup_cloexec(tmpfs.get()) : UniqueFd(), std::move(diag),
-                       net("/proc/self/net/sockstat"), net("/proc/self/net/sockstat6")});
+    isolate::TreeClock c = clock ? isolate::TreeClock::attach(0) : isolate::TreeClock();
+    channel::send(own.control.get(),
+                  channel::Meter{sys::open_at(AT_FDCWD, "/proc", O_PATH | O_DIRECTORY),
+                                 tmpfs.valid() ? sys::dup_cloexec(tmpfs.get()) : UniqueFd(),
+                                 std::move(diag), net("/proc/self/net/sockstat"),
+                                 net("/proc/self/net/sockstat6"), c.take(), c.error()});
 }
 
 // The workload: a child of init, so it is never pid 1 and keeps ordinary signal semantics.
@@ -355,7 +357,7 @@ void task_init(void* arg) {
         rootfs::apply_mount_plan(plan, root);  // fresh /proc while the old root is visible
         rootfs::enter_root(root.mnt.get());
         if (spec.role == ChildSpec::Role::step_init) step_init(spec, own);
-        if (spec.meters) send_meters(own, root.tmpfs, std::move(diag));  // before the workload runs
+        if (spec.meters) send_meters(own, root.tmpfs, std::move(diag), spec.tree_clock);
         // Named: its owner's exec enters us by pidfd, which takes ptrace read access. The
         // workload still cannot reach us: no capability of our user namespace (as step_init).
         if (spec.joinable) sys::prctl(PR_SET_DUMPABLE, 1, "PR_SET_DUMPABLE, 1");

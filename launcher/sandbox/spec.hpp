@@ -32,7 +32,8 @@ struct ChildSpec {
     bool sched_idle =
         false;  // the workload runs under SCHED_IDLE (isolate::LimitPlan::idle_policy)
     isolate::IpcLimits ipc;
-    bool meters = false;  // init sends its /proc and tmpfs (channel::Meter) for the monitor
+    bool meters = false;      // init sends its /proc and tmpfs (channel::Meter) for the monitor
+    bool tree_clock = false;  // with them, the workload's CPU counter it opens on itself
     // net.unix.max_dgram_qlen init sets, and then the sock_diag meter it sends (0: neither; set
     // under a memory limit the monitor counts: isolate/sock_usage.hpp)
     std::uint32_t dgram_qlen = 0;

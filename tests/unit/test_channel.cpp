@@ -1,6 +1,6 @@
 // The control channel's frames over a real socket pair: every frame type round-trips, an fd
-// travels beside its frame (the meters' three in one frame), receive_if leaves other frames queued, EOF is nullopt, and frames
-// that do not decode are refused.
+// travels beside its frame (the meters' in one frame), receive_if leaves other frames
+// queued, EOF is nullopt, and frames that do not decode are refused.
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -50,6 +50,13 @@ TEST_CASE("every frame type round-trips") {
     CHECK(m.proc.valid());
     CHECK_FALSE(m.tmpfs.valid());
     CHECK(m.sockets.valid());
+    CHECK_FALSE(m.clock.valid());
+    CHECK(m.clock_error == 0);
+    channel::Meter refused{sys::dup_cloexec(0)};  // init asked for the CPU counter, was refused
+    refused.clock_error = EACCES;
+    const channel::Meter r = round_trip<channel::Meter>(std::move(refused));
+    CHECK_FALSE(r.clock.valid());
+    CHECK(r.clock_error == EACCES);
     CHECK_FALSE(round_trip<channel::LateDir>(channel::LateDir{}).dir.valid());
 }
 
@@ -91,9 +98,14 @@ TEST_CASE("one frame carries the meters' fds, each where it was sent") {
                 n = sys::fstat(null.get(), "/dev/null").st_ino;
     UniqueFd stat = sys::open_at(AT_FDCWD, "/proc/self/net/sockstat", O_RDONLY);
     const ino_t v4 = sys::fstat(stat.get(), "sockstat").st_ino;
-    channel::send(
-        p.a.get(),
-        channel::Meter{std::move(root), std::move(dev), std::move(null), std::move(stat), {}});
+    UniqueFd clock = sys::open_at(AT_FDCWD, "/proc/self/stat", O_RDONLY);  // stands in for it
+    const ino_t c = sys::fstat(clock.get(), "clock").st_ino;
+    channel::send(p.a.get(), channel::Meter{std::move(root),
+                                            std::move(dev),
+                                            std::move(null),
+                                            std::move(stat),
+                                            {},
+                                            std::move(clock)});
     std::optional<channel::Frame> got = channel::receive(p.b.get());
     REQUIRE(got);
     const auto& m = std::get<channel::Meter>(*got);
@@ -102,6 +114,7 @@ TEST_CASE("one frame carries the meters' fds, each where it was sent") {
     CHECK(sys::fstat(m.sockets.get(), "sockets").st_ino == n);
     CHECK(sys::fstat(m.sockstat.get(), "sockstat").st_ino == v4);
     CHECK_FALSE(m.sockstat6.valid());
+    CHECK(sys::fstat(m.clock.get(), "clock").st_ino == c);
     p.a.reset();
     CHECK_FALSE(channel::receive(p.b.get()));  // it was one frame: nothing else came
 }
@@ -131,17 +144,22 @@ TEST_CASE("frames that do not decode are refused") {
     const char pty = static_cast<char>(channel::tag_of<channel::PtyMaster>());
     CHECK_THROWS_AS(raw(std::string(1, pty)), SetupError);  // its fd missing
     const char meter = static_cast<char>(channel::tag_of<channel::Meter>());
-    CHECK_THROWS_AS(raw(std::string(1, meter) + '\0'), SetupError);    // its /proc missing
-    CHECK_THROWS_AS(raw(std::string(1, meter) + '\x10'), SetupError);  // an unknown meter
+    const std::string no_error(4, '\0');                             // the CPU counter's errno
+    CHECK_THROWS_AS(raw(std::string(1, meter) + '\0'), SetupError);  // its errno truncated
+    CHECK_THROWS_AS(raw(std::string(1, meter) + '\0' + no_error), SetupError);  // its /proc missing
+    CHECK_THROWS_AS(raw(std::string(1, meter) + '\x20' + no_error),
+                    SetupError);  // an unknown meter
     auto with_fds = [](const std::string& bytes, int n) {
         Pair p;
         const int fds[] = {0, 0, 0};
         sys::send_frame(p.a.get(), bytes, std::span<const int>(fds, n), "test");
         return channel::receive(p.b.get());
     };
-    CHECK(with_fds(std::string(1, meter) + '\1', 2));                        // /proc and tmpfs
-    CHECK_THROWS_AS(with_fds(std::string(1, meter) + '\1', 1), SetupError);  // tmpfs missing
-    CHECK_THROWS_AS(with_fds(std::string(1, meter) + '\0', 3), SetupError);  // fds it never takes
+    CHECK(with_fds(std::string(1, meter) + '\1' + no_error, 2));  // /proc and tmpfs
+    CHECK_THROWS_AS(with_fds(std::string(1, meter) + '\1' + no_error, 1),
+                    SetupError);  // tmpfs missing
+    CHECK_THROWS_AS(with_fds(std::string(1, meter) + '\0' + no_error, 3),
+                    SetupError);  // fds it never takes
     const char plan = static_cast<char>(channel::tag_of<channel::DevicePlan>());
     CHECK_THROWS_AS(raw(std::string(1, plan) + std::string(24, '\xff')), SetupError);
 }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/error.hpp"
+#include "common/sys.hpp"
 #include "common/sys_host.hpp"
 #include "isolate/kernel_walk.hpp"
 #include "isolate/limits.hpp"
@@ -303,6 +304,60 @@ TEST_CASE("the tree clock counts from the workload's execve, its children includ
     CHECK(*counted + 40'000'000 < all);  // its 50 ms before the exec are not the workload's
     CHECK(*counted + 20'000'000 >= after * 9 / 10);
     CHECK(*counted <= after + after / 10 + 2'000'000);
+}
+
+TEST_CASE("init's own counter, handed over, counts its workload from its execve, not init") {
+    // As a run has it (launcher/sandbox/child_main.cpp's send_meters): init opens the counter on
+    // itself, sends it and closes its own, then forks the workload, which execs.
+    UniqueFd here, there;
+    sys::socketpair(here, there);
+    int report[2];
+    REQUIRE(::pipe2(report, O_CLOEXEC) == 0);
+    const pid_t init = ::fork();
+    if (init == 0) {
+        here.reset(), ::close(report[0]);
+        TreeClock c = TreeClock::attach(0);
+        const int err = c.error();
+        sys::send_frame(there.get(), std::to_string(err), c.take().get(), "test");
+        const std::uint64_t start = own_cpu_ns();  // init's own: never the workload's
+        while (own_cpu_ns() - start < 100'000'000) {}
+        const pid_t workload = ::fork();
+        if (workload == 0) {
+            ::execl("/bin/sh", "sh", "-c", "i=0; while [ $i -lt 60000 ]; do i=$((i+1)); done",
+                    static_cast<char*>(nullptr));
+            ::_exit(127);
+        }
+        int status = 0;
+        rusage ru{};
+        if (::wait4(workload, &status, 0, &ru) != workload || status != 0) ::_exit(1);
+        const std::uint64_t used =
+            (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000ULL +
+            static_cast<std::uint64_t>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ULL;
+        ::_exit(::write(report[1], &used, sizeof used) == sizeof used ? 0 : 1);
+    }
+    there.reset(), ::close(report[1]);
+    std::string bytes;
+    UniqueFd fd;
+    REQUIRE(sys::recv_frame(here.get(), bytes, fd, "test"));
+    const TreeClock clock = TreeClock::adopt(std::move(fd), std::stoi(bytes));
+    std::uint64_t used = 0;
+    REQUIRE(::read(report[0], &used, sizeof used) == sizeof used);
+    ::close(report[0]);
+    int status = 0;
+    REQUIRE(::waitpid(init, &status, 0) == init);
+    CHECK(status == 0);
+    if (!tree_clock_lent_here(::geteuid() == 0) || clock.error() == EPERM) {
+        CHECK_FALSE(clock.valid());
+        CHECK((clock.error() == EACCES || clock.error() == EPERM));
+        return;
+    }
+    REQUIRE(clock.valid());
+    const std::optional<std::uint64_t> counted = clock.read();
+    REQUIRE(counted);
+    INFO("counted " << *counted << " ns; the workload used " << used << " ns");
+    CHECK(used >= 10'000'000);
+    CHECK(*counted + 20'000'000 >= used * 9 / 10);    // the workload's, after its execve
+    CHECK(*counted <= used + used / 10 + 2'000'000);  // and not init's 100 ms
 }
 
 TEST_CASE("usage parsers: stat with a hostile comm, status, smaps_rollup") {
