@@ -247,6 +247,30 @@ std::uint64_t own_cpu_ns() {
            static_cast<std::uint64_t>(t.tv_nsec);
 }
 
+// A child's CPU (user + system) from its wait4 rusage, in ns.
+std::uint64_t rusage_ns(const rusage& ru) {
+    const auto ns = [](const timeval& t) {
+        return static_cast<std::uint64_t>(t.tv_sec) * 1000000000ULL +
+               static_cast<std::uint64_t>(t.tv_usec) * 1000ULL;
+    };
+    return ns(ru.ru_utime) + ns(ru.ru_stime);
+}
+
+// The counter's count; nullopt where it is refused here, as it must be where
+// kernel.perf_event_paranoid lends none (EACCES) and in a container whose filter refuses
+// perf_event_open (Docker's and podman's default profiles: EPERM).
+std::optional<std::uint64_t> count_if_lent(const TreeClock& clock) {
+    if (!tree_clock_lent_here(::geteuid() == 0) || clock.error() == EPERM) {
+        CHECK_FALSE(clock.valid());
+        CHECK((clock.error() == EACCES || clock.error() == EPERM));
+        return std::nullopt;
+    }
+    REQUIRE(clock.valid());
+    const std::optional<std::uint64_t> counted = clock.read();
+    REQUIRE(counted);
+    return counted;
+}
+
 TEST_CASE("the tree clock counts from the workload's execve, its children included") {
     int go[2], pre[2];
     REQUIRE(::pipe2(go, O_CLOEXEC) == 0);
@@ -279,25 +303,13 @@ TEST_CASE("the tree clock counts from the workload's execve, its children includ
     REQUIRE(::wait4(child, &status, 0, &ru) == child);
     REQUIRE(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
-    // Refused where kernel.perf_event_paranoid lends none (EACCES), and in a container whose
-    // filter refuses perf_event_open (Docker's and podman's default profiles: EPERM).
-    if (!tree_clock_lent_here(::geteuid() == 0) || clock.error() == EPERM) {
-        CHECK_FALSE(clock.valid());
-        CHECK((clock.error() == EACCES || clock.error() == EPERM));
-        return;
-    }
-    REQUIRE(clock.valid());
-    const std::optional<std::uint64_t> counted = clock.read();
-    REQUIRE(counted);
-    const auto ns = [](const timeval& t) {
-        return static_cast<std::uint64_t>(t.tv_sec) * 1000000000ULL +
-               static_cast<std::uint64_t>(t.tv_usec) * 1000ULL;
-    };
+    const std::optional<std::uint64_t> counted = count_if_lent(clock);
+    if (!counted) return;
     // The child's whole time (its own and its waited-for subshells'), less what it ran before
     // its execve: what the counter holds, within 10 %, less the execve's own teardown of the
     // image before it, which comes before the counter is enabled (this test's own image: under
     // ASan, with its shadow's page tables, ~13 ms).
-    const std::uint64_t all = ns(ru.ru_utime) + ns(ru.ru_stime), after = all - before;
+    const std::uint64_t all = rusage_ns(ru), after = all - before;
     INFO("counted " << *counted << " ns; the child's " << all << " ns, " << before
                     << " before its exec");
     CHECK(before >= 50'000'000);
@@ -330,9 +342,7 @@ TEST_CASE("init's own counter, handed over, counts its workload from its execve,
         int status = 0;
         rusage ru{};
         if (::wait4(workload, &status, 0, &ru) != workload || status != 0) ::_exit(1);
-        const std::uint64_t used =
-            (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000ULL +
-            static_cast<std::uint64_t>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ULL;
+        const std::uint64_t used = rusage_ns(ru);
         ::_exit(::write(report[1], &used, sizeof used) == sizeof used ? 0 : 1);
     }
     there.reset(), ::close(report[1]);
@@ -346,14 +356,8 @@ TEST_CASE("init's own counter, handed over, counts its workload from its execve,
     int status = 0;
     REQUIRE(::waitpid(init, &status, 0) == init);
     CHECK(status == 0);
-    if (!tree_clock_lent_here(::geteuid() == 0) || clock.error() == EPERM) {
-        CHECK_FALSE(clock.valid());
-        CHECK((clock.error() == EACCES || clock.error() == EPERM));
-        return;
-    }
-    REQUIRE(clock.valid());
-    const std::optional<std::uint64_t> counted = clock.read();
-    REQUIRE(counted);
+    const std::optional<std::uint64_t> counted = count_if_lent(clock);
+    if (!counted) return;
     INFO("counted " << *counted << " ns; the workload used " << used << " ns");
     CHECK(used >= 10'000'000);
     CHECK(*counted + 20'000'000 >= used * 9 / 10);    // the workload's, after its execve
