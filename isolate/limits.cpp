@@ -218,7 +218,8 @@ LimitPlan plan_limits(const Limits& l, const CgroupCaps& cg, const LimitContext&
     }
     // Only CPU and memory limits need the monitor to read the sandbox periodically; without
     // them it reads the sandbox once, when it kills it (the CPU of what the kill ends).
-    p.tree_clock = p.sample_usage && ctx.tree_clock && !ctx.step_task;  // see LimitContext
+    p.lone = tasks == 1;
+    p.tree_clock = p.sample_usage && ctx.tree_clock && !ctx.step_task && !p.lone;  // LimitContext
     for (auto& [name, how] : p.mechanisms)
         if (name == LimitName::cpu_time && how.empty())
             how = sampled_cpu_mechanism(p, p.tree_clock);
@@ -229,11 +230,14 @@ std::string sampled_cpu_mechanism(const LimitPlan& p, bool tree_clock) {
     return cat(
         "sum over the sandbox's processes (its own /proc), read by the monitor every ", p.sample_ms,
         " ms near the limit (before it with every CPU busy, at most 50 ms apart), a pass cut "
-        "short once over; a child the kernel reaps is charged ",
-        tree_clock ? "what the kernel's count of the workload's CPU (a task-clock perf counter "
-                     "every process inherits) says beyond that sum, at most an upper bound"
-                   : "an upper bound",
-        " (its last sample + the time since, or that time if never seen)",
+        "short once over",
+        p.lone ? "; one process, no child for the kernel to reap"
+               : cat("; a child the kernel reaps is charged ",
+                     tree_clock ? "what the kernel's count of the workload's CPU (a task-clock "
+                                  "perf counter every process inherits) says beyond that sum, at "
+                                  "most an upper bound"
+                                : "an upper bound",
+                     " (its last sample + the time since, or that time if never seen)"),
         p.idle_policy ? "; the workload runs under SCHED_IDLE (RLIMIT_NICE 0), below the "
                         "monitor, which reads a crowd of tasks without pause"
                       : "",

@@ -231,6 +231,17 @@ TEST_CASE("the CPU limit's mechanism: the kernel's counter where it is lent, els
     CHECK(sampled_cpu_mechanism(counted, false) == mech(summed, "cpu_time"));
     // With a cgroup the cgroup counts; nothing is sampled.
     CHECK_FALSE(plan_limits(l, {true, true, true}, {.tree_clock = true}).tree_clock);
+    // A workload that may make no other process (isolate's default: -p absent) leaves no child
+    // for the kernel to reap: no counter (whose first open after a quiet second costs the run an
+    // RCU grace period), and the mechanism says why.
+    l.pids = 1;
+    const LimitPlan lone = plan_limits(l, {}, {.tree_clock = true});
+    CHECK_FALSE(lone.tree_clock);
+    CHECK(mech(lone, "cpu_time").find("; one process, no child for the kernel to reap") !=
+          std::string::npos);
+    CHECK(mech(lone, "cpu_time").find("a child the kernel reaps") == std::string::npos);
+    l.pids = 2;
+    CHECK(plan_limits(l, {}, {.tree_clock = true}).tree_clock);
     // kernel.perf_event_paranoid: 2 (upstream's default) and below lend one; Debian's 3 does not.
     CHECK(tree_clock_lent("2\n", false));
     CHECK(tree_clock_lent("-1\n", false));
