@@ -9,6 +9,9 @@
  * "{N}" in an argument stands for the round's number: a meta file of its own for each run, as CMS
  * names them (run.log.N); overwriting one file on ext4 makes its writer's close flush it.
  *
+ * GAP_MS in the environment: a pause before each run, that long (a judge that runs a submission
+ * now and then: what the kernel keeps warm for a second after use, it then has to set up again).
+ *
  * A command that fails is reported on stderr (a broken row is no measurement). */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -70,6 +73,8 @@ int main(int argc, char** argv) {
     int failed[kMaxCmds] = {0};
     for (int c = 0; c < n; ++c) wall[c] = calloc((size_t)rounds, sizeof(double));
     const int devnull = open("/dev/null", O_WRONLY);
+    const char* gap = getenv("GAP_MS");
+    const long gap_ms = gap ? atol(gap) : 0;
     srand(12345);
     for (int r = 0; r < rounds; ++r) {
         int order[kMaxCmds];
@@ -82,6 +87,10 @@ int main(int argc, char** argv) {
             const int c = order[j];
             char* argv_r[256];
             char** cmd = for_round(cmds[c], r, argv_r, 256);
+            if (gap_ms > 0) {
+                const struct timespec pause = {gap_ms / 1000, gap_ms % 1000 * 1000000L};
+                nanosleep(&pause, NULL);
+            }
             struct timespec a, b;
             clock_gettime(CLOCK_MONOTONIC, &a);
             const pid_t pid = fork();

@@ -8,6 +8,7 @@
 #   sudo ISOLATE=/path/isolate ISOLATE_CONFIG=/path/isolate.cf bash bench/vs_isolate_serial.sh
 #   sudo LOOPS=6 ROUNDS=100 GPUBOX=/path/gpubox OLD=/path/old ... bash bench/vs_isolate_serial.sh
 #   sudo BENCH_TMPDIR=/mnt/tmpfs ... bash bench/vs_isolate_serial.sh   (DIR on a mount without nosuid)
+#   sudo GAP_MS=1300 LOOPS=2 ROUNDS=10 ... bash bench/vs_isolate_serial.sh   (a run after a quiet second)
 #
 # Rows: isolate (`-s -t 1 -w 5 -m 262144 -M meta --run -- ./tiny`); gpubox's isolate mode with
 # the same command line; `gpubox run` with every limit (--time-limit 1 --wall-time-limit 5
@@ -19,7 +20,7 @@
 # how the kernel holds a binary's pages (written, or read back after being dropped) moves
 # gpubox's time by a few per cent (bench/README.md).
 . "$(dirname "$0")/common.sh"  # TOP, BUILD, bench_gpubox
-LOOPS=${LOOPS:-4} ROUNDS=${ROUNDS:-100} MODE=${MODE:-new}
+LOOPS=${LOOPS:-4} ROUNDS=${ROUNDS:-100} MODE=${MODE:-new} GAP_MS=${GAP_MS:-0}
 case $MODE in new) N='-{N}' ;; overwrite) N= ;; *) echo "vs_isolate_serial.sh: MODE is new or overwrite" >&2; exit 1 ;; esac
 [ "$(id -u)" = 0 ] || { echo "vs_isolate_serial.sh: run as root (isolate is installed setuid root)" >&2; exit 1; }
 : "${ISOLATE:?set ISOLATE to an isolate binary}" "${ISOLATE_CONFIG:?set ISOLATE_CONFIG to the config path ISOLATE was built with}"
@@ -42,10 +43,10 @@ for b in "${builds[@]}"; do
     cmd+=(:: "$W/$b.d/isolate" -b "$k" "${ISO[@]}" -M "$W/meta/$k$N" --run -- ./tiny
         :: "$W/$b" run "${ALL[@]}" --meta "$W/meta/r-$b$N" --meta-format isolate --read-only "$W/rootfs" /tiny)
 done
-echo "machine: $(nproc) cores, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg); $LOOPS loops of $ROUNDS rounds, meta files $MODE"
+echo "machine: $(nproc) cores, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg); $LOOPS loops of $ROUNDS rounds, meta files $MODE, ${GAP_MS} ms before each run"
 for ((l = 0; l < LOOPS; l++)); do
     [ "$MODE" = new ] && find "$W/meta" -mindepth 1 -delete  # each loop's files new again
-    "${NOBODY[@]}" "$W/serial_loop" "$ROUNDS" "${cmd[@]}" >"$W/loop$l"
+    "${NOBODY[@]}" GAP_MS="$GAP_MS" "$W/serial_loop" "$ROUNDS" "${cmd[@]}" >"$W/loop$l"
 done
 "${NOBODY[@]}" "$W/isolate" -b 0 --cleanup >/dev/null
 for e in "${boxes[@]}"; do "${NOBODY[@]}" "$W/${e%%:*}.d/isolate" -b "${e#*:}" --cleanup >/dev/null; done
