@@ -25,9 +25,10 @@
 // round trip between two processes on one CPU: 5.3 -> 5.7 us), charged to it. And the first
 // counter on any task after a second with none waits while the kernel switches its scheduler
 // hooks for them on: an RCU grace period, 8-28 ms on the development VM (HZ 250), which a run
-// with a CPU or memory limit started after a quiet second pays before its workload starts; a
-// judge's runs one after another find the hooks on (the kernel keeps them a second past the
-// last counter's close). A counter the monitor opened on itself while init set up, to start that
+// with a CPU or memory limit started after a quiet second pays before its workload starts (none
+// is opened for a workload that may make no other process: LimitPlan::tree_clock); a judge's
+// runs one after another find the hooks on (the kernel keeps them a second past the last
+// counter's close). A counter the monitor opened on itself while init set up, to start that
 // wait sooner, hid 0.5 ms of it: the set-up before init's open takes ~2.5 ms (bench/README.md).
 //
 // Lent where unprivileged perf counters are (kernel.perf_event_paranoid <= 2, the upstream
