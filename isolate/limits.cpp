@@ -218,7 +218,7 @@ LimitPlan plan_limits(const Limits& l, const CgroupCaps& cg, const LimitContext&
     }
     // Only CPU and memory limits need the monitor to read the sandbox periodically; without
     // them it reads the sandbox once, when it kills it (the CPU of what the kill ends).
-    p.lone = tasks == 1;
+    p.lone = tasks == 1 && !ctx.caller_root;  // the host's uid 0 is exempt from RLIMIT_NPROC
     p.tree_clock = p.sample_usage && ctx.tree_clock && !ctx.step_task && !p.lone;  // LimitContext
     for (auto& [name, how] : p.mechanisms)
         if (name == LimitName::cpu_time && how.empty())

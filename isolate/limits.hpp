@@ -121,9 +121,10 @@ struct LimitPlan {
     // The kernel's count of the workload's CPU (isolate/tree_clock.hpp) bounds what the monitor
     // charges for children the kernel reaps, where LimitContext::tree_clock says it can be had;
     // the monitor goes without where the kernel then refuses the counter. Not for a workload
-    // that may make no other process (`lone`: a pids limit of 1, isolate's default): it leaves
-    // no child to reap, so the count would add nothing, and the first counter opened after a
-    // quiet second costs a run an RCU grace period (8-28 ms on the development VM).
+    // that may make no other process (`lone`: a pids limit of 1, isolate's default, which the
+    // kernel enforces on all but the host's uid 0): it leaves no child to reap, so the count
+    // would add nothing, and the first counter opened after a quiet second costs a run an RCU
+    // grace period (8-28 ms on the development VM).
     bool tree_clock = false;
     bool lone = false;
     IpcLimits ipc;

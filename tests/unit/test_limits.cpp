@@ -240,6 +240,8 @@ TEST_CASE("the CPU limit's mechanism: the kernel's counter where it is lent, els
     CHECK(mech(lone, "cpu_time").find("; one process, no child for the kernel to reap") !=
           std::string::npos);
     CHECK(mech(lone, "cpu_time").find("a child the kernel reaps") == std::string::npos);
+    // ... but the host's root, whom the kernel exempts from RLIMIT_NPROC, may fork all the same.
+    CHECK(plan_limits(l, {}, {.caller_root = true, .tree_clock = true}).tree_clock);
     l.pids = 2;
     CHECK(plan_limits(l, {}, {.tree_clock = true}).tree_clock);
     // kernel.perf_event_paranoid: 2 (upstream's default) and below lend one; Debian's 3 does not.
