@@ -8,8 +8,9 @@
 # over TCP.
 # Checks: srun -N 2 -n 4 --mpi=pmix, first without gpubox (the set-up itself works), then
 # `gpubox run / ./mpi_ranks`: ranks 0..3 of 4 on both nodes, right allreduce sums, every 1 MiB
-# message intact; the same with MPICH over --mpi=pmi2 (where libmpich-dev is installed);
-# nothing left behind (daemons, namespaces, links, spool).
+# message intact, and srun ending with 0; MPICH over --mpi=pmi2 (where libmpich-dev is
+# installed) on one node, bare and in gpubox; nothing left behind (daemons, namespaces, links,
+# spool).
 export E2E_AS_ROOT=1
 . "$(dirname "$0")/lib.sh"
 SLURM_LIB_FUNCTIONS=1 . "$(dirname "$0")/slurm_lib.sh"  # start_munge, slurm_conf, start_slurm...
@@ -82,47 +83,63 @@ start_slurm mn-a mn-b || skip "$slurm_err"
 slurm_idle 120 mn-a mn-b || { echo "Bail out! $slurm_err"; exit 1; }
 ok "two slurmd nodes in their own network namespaces are up"
 
-# job ENV... -- ARGS...: srun -N 2 -n 4 --mpi=pmix ARGS as uid 65534 on node a.
+# job ENV... -- SRUN_ARGS...: srun SRUN_ARGS as uid 65534 on node a; its output in $out, what
+# srun ended with in $rc (124: still running after 120 s, a hang: every job here ends in ~1 s).
 job() {
     local env=()
     while [ "$1" != -- ]; do env+=("$1"); shift; done
     shift
-    (cd "$J" && node a "${NOBODY[@]}" env SLURM_CONF="$SLURM_CONF" GPUBOX_STEP_DIR="$T/steps" "${env[@]}" \
-        timeout 120 srun -N 2 -n 4 --mpi=pmix --kill-on-bad-exit=1 "$@" 2>&1)
+    rc=0
+    out=$(cd "$J" && node a "${NOBODY[@]}" env SLURM_CONF="$SLURM_CONF" GPUBOX_STEP_DIR="$T/steps" "${env[@]}" \
+        timeout 120 srun --kill-on-bad-exit=1 "$@" 2>&1) || rc=$?
 }
-# ranks_right OUTPUT: every rank 0..3 of 4, two on each node (by its host name, or by Slurm's node
-# name where the sandbox has a name of its own), sums and rings ok.
+# ranks_right N NODE...: $out has every rank 0..N-1 of N, as many on each NODE (by its host name,
+# or by Slurm's node name where the sandbox has a name of its own), sums and rings ok; and srun
+# ended with 0.
 ranks_right() {
-    local want=""
-    for r in 0 1 2 3; do
-        grep -qE "^rank $r of 4 on (mn-[ab] node .*|.* node mn-[ab])$" <<<"$1" || want+="rank $r of 4 is missing; "
-        grep -q "^rank $r: allreduce ok (sum 6)" <<<"$1" || want+="rank $r allreduce; "
-        grep -q "^rank $r: ring ok (1 MiB from rank $(((r + 3) % 4)))" <<<"$1" || want+="rank $r ring; "
+    local n=$1 want="" r node sum=0
+    shift
+    for ((r = 0; r < n; r++)); do sum=$((sum + r)); done
+    for ((r = 0; r < n; r++)); do
+        grep -qE "^rank $r of $n on (mn-[ab] node .*|.* node mn-[ab])$" <<<"$out" || want+="rank $r of $n is missing; "
+        grep -q "^rank $r: allreduce ok (sum $sum)" <<<"$out" || want+="rank $r allreduce; "
+        grep -q "^rank $r: ring ok (1 MiB from rank $(((r + n - 1) % n)))" <<<"$out" || want+="rank $r ring; "
     done
-    [ "$(grep -cE '^rank [0-3] of 4 on (mn-a node .*|.* node mn-a)$' <<<"$1"):$(grep -cE '^rank [0-3] of 4 on (mn-b node .*|.* node mn-b)$' <<<"$1")" = 2:2 ] ||
-        want+="not two ranks on each node; "
+    for node in "$@"; do
+        [ "$(grep -cE "^rank [0-9]+ of $n on ($node node .*|.* node $node)\$" <<<"$out")" = $((n / $#)) ] ||
+            want+="not $((n / $#)) ranks on $node; "
+    done
+    [ "$rc" = 0 ] || want+="srun ended with $rc; "
     echo "$want"
+}
+# check WHAT N NODE...: ranks_right, and where it is not, the job's output.
+check() {
+    local what=$1 wrong
+    shift
+    wrong=$(ranks_right "$@")
+    expect_eq "$what" "$wrong" ""
+    [ -z "$wrong" ] || { echo "$out"; tail -n 8 "$T"/slurmd-*.log; } | sed 's/^/#   /'
 }
 # Within a node shared memory, between the nodes TCP over the veth pair.
 MCA=(OMPI_MCA_btl=self,vader,tcp OMPI_MCA_btl_tcp_if_include=10.253.0.0/30 OMPI_MCA_oob_tcp_if_include=10.253.0.0/30)
-out=$(job "${MCA[@]}" -- ./mpi_ranks)
-expect_eq "without gpubox: srun -N 2 -n 4 --mpi=pmix, ranks 0..3 of 4, two per node, sums and 1 MiB rings right" \
-    "$(ranks_right "$out")" ""
-[ -n "$(ranks_right "$out")" ] && { echo "$out"; tail -n 8 "$T"/slurmd-*.log; } | sed 's/^/#   /'
-
-out=$(job "${MCA[@]}" -- "$G" run --bind "$J:/mnt" / /mnt/mpi_ranks)
-expect_eq "gpubox run / ./mpi_ranks under srun -N 2 -n 4 --mpi=pmix: the same" "$(ranks_right "$out")" ""
-[ -n "$(ranks_right "$out")" ] && sed 's/^/#   /' <<<"$out"
+job "${MCA[@]}" -- -N 2 -n 4 --mpi=pmix ./mpi_ranks
+check "without gpubox: srun -N 2 -n 4 --mpi=pmix, ranks 0..3 of 4, two per node, sums and 1 MiB rings right" 4 mn-a mn-b
+job "${MCA[@]}" -- -N 2 -n 4 --mpi=pmix "$G" run --bind "$J:/mnt" / /mnt/mpi_ranks
+check "gpubox run / ./mpi_ranks under srun -N 2 -n 4 --mpi=pmix: the same" 4 mn-a mn-b
 
 if [ $mpich = 1 ]; then
-    # (srun's --mpi overrides MpiDefault; job's "--mpi=pmix" comes first, the later one wins)
+    # On one node: Debian 12's MPICH 4.0.2 over UCX's TCP hangs in MPI_Finalize now and then
+    # (a rank done with its disconnects waits in a PMI barrier, where it no longer progresses
+    # the peers' disconnects: pmodels/mpich#6596, MPICH 4.2), with gpubox or without it
+    # (docs/slurm.md). Across these two nodes a bare job never shows it: they are one kernel,
+    # so UCX finds every rank reachable through the host's shared memory and never uses TCP,
+    # which gpubox's sandbox per node (its own IPC namespace and /dev/shm, as a real node's)
+    # makes it use.
     UCX=(UCX_TLS=self,sm,tcp UCX_NET_DEVICES=all)
-    out=$(job "${UCX[@]}" -- --mpi=pmi2 ./mpi_ranks_mpich)
-    expect_eq "MPICH without gpubox: srun -N 2 -n 4 --mpi=pmi2, the same" "$(ranks_right "$out")" ""
-    [ -n "$(ranks_right "$out")" ] && sed 's/^/#   /' <<<"$out"
-    out=$(job "${UCX[@]}" -- --mpi=pmi2 "$G" run --bind "$J:/mnt" / /mnt/mpi_ranks_mpich)
-    expect_eq "MPICH under gpubox: srun -N 2 -n 4 --mpi=pmi2 gpubox run, the same" "$(ranks_right "$out")" ""
-    [ -n "$(ranks_right "$out")" ] && sed 's/^/#   /' <<<"$out"
+    job "${UCX[@]}" -- -N 1 -n 2 -w mn-a --mpi=pmi2 ./mpi_ranks_mpich
+    check "MPICH without gpubox: srun -N 1 -n 2 --mpi=pmi2, ranks 0..1 of 2, sums and rings right" 2 mn-a
+    job "${UCX[@]}" -- -N 1 -n 2 -w mn-a --mpi=pmi2 "$G" run --bind "$J:/mnt" / /mnt/mpi_ranks_mpich
+    check "MPICH under gpubox: srun -N 1 -n 2 --mpi=pmi2 gpubox run, the same" 2 mn-a
 else
     must_work && not_ok "mpicc.mpich missing (libmpich-dev)" || echo "# skip MPICH: no mpicc.mpich (apt-get install libmpich-dev)"
 fi
