@@ -130,7 +130,7 @@ check "gpubox run / ./mpi_ranks under srun -N 2 -n 4 --mpi=pmix: the same" 4 mn-
 if [ $mpich = 1 ]; then
     # On one node: Debian 12's MPICH 4.0.2 over UCX's TCP hangs in MPI_Finalize now and then
     # (a rank done with its disconnects waits in a PMI barrier, where it no longer progresses
-    # the peers' disconnects: pmodels/mpich#6596, MPICH 4.2), with gpubox or without it
+    # the peers' disconnects: pmodels/mpich#6596, after 4.1), with gpubox or without it
     # (docs/slurm.md). Across these two nodes a bare job never shows it: they are one kernel,
     # so UCX finds every rank reachable through the host's shared memory and never uses TCP,
     # which gpubox's sandbox per node (its own IPC namespace and /dev/shm, as a real node's)
