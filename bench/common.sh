@@ -52,6 +52,18 @@ isolate_peer_setup() {
         GPUBOX_ISOLATE_ROOT="$W/work/boxes")
 }
 
+# $W/isolate: ISOLATE installed setuid root, as judges install it (so $W must not be on a
+# nosuid mount), and $W/meta, uid 65534's, for the rows' meta files (vs_isolate_serial.sh,
+# phase_marks.sh).
+setuid_isolate() {
+    install -o root -m 4755 "$ISOLATE" "$W/isolate"
+    if findmnt -no OPTIONS -T "$W" | grep -qw nosuid; then
+        echo "$(basename "$0"): $W is on a nosuid mount" >&2
+        exit 1
+    fi
+    mkdir "$W/meta" && chown 65534:65534 "$W/meta"
+}
+
 bench_setup() {
     if [ -z "${GPUBOX_BENCH_UNPRIVILEGED:-}" ]; then
         for t in hyperfine bwrap /usr/bin/time; do

@@ -20,9 +20,7 @@ command -v bpftrace >/dev/null || { echo "phase_marks.sh: bpftrace is missing (a
 bench_gpubox
 W=$(mktemp -d "${BENCH_TMPDIR:-/var/tmp}/gpubox-phase-marks.XXXXXX")
 isolate_peer_setup  # builds, tiny, the image, isolate's config, NOBODY (common.sh)
-install -o root -m 4755 "$ISOLATE" "$W/isolate"
-findmnt -no OPTIONS -T "$W" | grep -qw nosuid && { echo "phase_marks.sh: $W is on a nosuid mount" >&2; exit 1; }
-mkdir "$W/meta" && chown 65534:65534 "$W/meta"
+setuid_isolate  # $W/isolate setuid root, $W/meta (common.sh)
 cd "$W/work" || exit 1
 for k in 0 11; do
     [ $k = 0 ] && b=("$W/isolate") || b=("$W/new" isolate)

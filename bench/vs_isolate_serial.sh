@@ -28,9 +28,7 @@ bench_gpubox
 W=$(mktemp -d "${BENCH_TMPDIR:-/var/tmp}/gpubox-vs-isolate-serial.XXXXXX")
 isolate_peer_setup  # builds, tiny, the image, isolate's config, NOBODY (common.sh)
 compiled "$W/serial_loop" "$BENCH_DIR/serial_loop.c" -O2
-install -o root -m 4755 "$ISOLATE" "$W/isolate"
-findmnt -no OPTIONS -T "$W" | grep -qw nosuid && { echo "vs_isolate_serial.sh: $W is on a nosuid mount" >&2; exit 1; }
-mkdir "$W/meta" && chown 65534:65534 "$W/meta"
+setuid_isolate  # $W/isolate setuid root, $W/meta (common.sh)
 ISO=(-s -t 1 -w 5 -m 262144)
 ALL=(--time-limit 1 --wall-time-limit 5 --memory-limit 64M --pids-limit 8)
 cd "$W/work" || exit 1
