@@ -277,6 +277,9 @@ check "  nothing left behind, the setsid'd one included" wait_until 10 bash -c '
 
 # A stale entry: the monitor killed -9 (its sandbox goes with it), the name free again.
 start stale "$R" sleep 3004
+# (Its sleep running first, as for job above: a kill before the workload's exec leaves no sleep
+# to see go, and ps then still finds init alive, its lock held, until init is reaped.)
+wait_until 30 pgrep -f '^sleep 3004$' >/dev/null
 kill -9 "$last"
 wait "$last" 2>/dev/null
 check "kill -9 of the monitor: the sandbox goes" wait_until 10 bash -c '! pgrep -f "^sleep 3004$" >/dev/null'
