@@ -97,9 +97,8 @@ job() {
 # or by Slurm's node name where the sandbox has a name of its own), sums and rings ok; and srun
 # ended with 0.
 ranks_right() {
-    local n=$1 want="" r node sum=0
+    local n=$1 want="" r node sum=$(($1 * ($1 - 1) / 2))
     shift
-    for ((r = 0; r < n; r++)); do sum=$((sum + r)); done
     for ((r = 0; r < n; r++)); do
         grep -qE "^rank $r of $n on (mn-[ab] node .*|.* node mn-[ab])$" <<<"$out" || want+="rank $r of $n is missing; "
         grep -q "^rank $r: allreduce ok (sum $sum)" <<<"$out" || want+="rank $r allreduce; "
@@ -112,8 +111,9 @@ ranks_right() {
     [ "$rc" = 0 ] || want+="srun ended with $rc; "
     echo "$want"
 }
-# check WHAT N NODE...: ranks_right, and where it is not, the job's output.
-check() {
+# check_job WHAT N NODE...: ranks_right, and where it is not, the job's output (not lib.sh's
+# check, which runs a command).
+check_job() {
     local what=$1 wrong
     shift
     wrong=$(ranks_right "$@")
@@ -123,9 +123,9 @@ check() {
 # Within a node shared memory, between the nodes TCP over the veth pair.
 MCA=(OMPI_MCA_btl=self,vader,tcp OMPI_MCA_btl_tcp_if_include=10.253.0.0/30 OMPI_MCA_oob_tcp_if_include=10.253.0.0/30)
 job "${MCA[@]}" -- -N 2 -n 4 --mpi=pmix ./mpi_ranks
-check "without gpubox: srun -N 2 -n 4 --mpi=pmix, ranks 0..3 of 4, two per node, sums and 1 MiB rings right" 4 mn-a mn-b
+check_job "without gpubox: srun -N 2 -n 4 --mpi=pmix, ranks 0..3 of 4, two per node, sums and 1 MiB rings right" 4 mn-a mn-b
 job "${MCA[@]}" -- -N 2 -n 4 --mpi=pmix "$G" run --bind "$J:/mnt" / /mnt/mpi_ranks
-check "gpubox run / ./mpi_ranks under srun -N 2 -n 4 --mpi=pmix: the same" 4 mn-a mn-b
+check_job "gpubox run / ./mpi_ranks under srun -N 2 -n 4 --mpi=pmix: the same" 4 mn-a mn-b
 
 if [ $mpich = 1 ]; then
     # On one node: Debian 12's MPICH 4.0.2 over UCX's TCP hangs in MPI_Finalize now and then
@@ -137,9 +137,9 @@ if [ $mpich = 1 ]; then
     # makes it use.
     UCX=(UCX_TLS=self,sm,tcp UCX_NET_DEVICES=all)
     job "${UCX[@]}" -- -N 1 -n 2 -w mn-a --mpi=pmi2 ./mpi_ranks_mpich
-    check "MPICH without gpubox: srun -N 1 -n 2 --mpi=pmi2, ranks 0..1 of 2, sums and rings right" 2 mn-a
+    check_job "MPICH without gpubox: srun -N 1 -n 2 --mpi=pmi2, ranks 0..1 of 2, sums and rings right" 2 mn-a
     job "${UCX[@]}" -- -N 1 -n 2 -w mn-a --mpi=pmi2 "$G" run --bind "$J:/mnt" / /mnt/mpi_ranks_mpich
-    check "MPICH under gpubox: srun -N 1 -n 2 --mpi=pmi2 gpubox run, the same" 2 mn-a
+    check_job "MPICH under gpubox: srun -N 1 -n 2 --mpi=pmi2 gpubox run, the same" 2 mn-a
 else
     must_work && not_ok "mpicc.mpich missing (libmpich-dev)" || echo "# skip MPICH: no mpicc.mpich (apt-get install libmpich-dev)"
 fi
