@@ -7,15 +7,20 @@
 #   sudo ISOLATE=/path/isolate ISOLATE_CONFIG=/path/isolate.cf bash bench/vs_isolate.sh
 #   sudo PAR=2 ROUNDS=15 M=40 GPUBOX=/path/gpubox OLD=/path/old ... bash bench/vs_isolate.sh
 #   sudo BENCH_TMPDIR=/mnt/tmpfs ... bash bench/vs_isolate.sh   (the temp dir there, not in /tmp)
+#   sudo UNIT=job PAR=2 ... bash bench/vs_isolate.sh   (a judge's job for a unit, below)
 #
 # Rows: isolate as root without --cg (`-t 1 -w 5 -m 262144 -M meta`); gpubox's isolate mode with
 # the same command line, as uid 65534; `gpubox run` with every limit (--time-limit 1
 # --wall-time-limit 5 --memory-limit 64M --pids-limit 8 --meta), as uid 65534; `gpubox run` with
 # none. OLD=path adds the last three rows for another build, in the same rounds.
+# UNIT=job: each unit is a judge's whole job, as CMS makes one for a submission (its
+# IsolateSandbox): `--init` of the loop's box, the program copied in, one `--run` as above,
+# `--cleanup`; rows isolate and isolate mode only (`gpubox run` has no box to make).
 # ISOLATE is built by you from ioi/isolate's source (`make CONFIG=<file> isolate`); this script
 # writes <file>, pointing isolate's box and lock roots at its temp dir.
 . "$(dirname "$0")/common.sh"  # TOP, BUILD, bench_gpubox
-ROUNDS=${ROUNDS:-15} M=${M:-40} PAR=${PAR:-1}
+ROUNDS=${ROUNDS:-15} M=${M:-40} PAR=${PAR:-1} UNIT=${UNIT:-run}
+case $UNIT in run | job) ;; *) echo "vs_isolate.sh: UNIT is run or job" >&2; exit 1 ;; esac
 [ "$(id -u)" = 0 ] || { echo "vs_isolate.sh: run as root (isolate needs it; gpubox is measured as uid 65534)" >&2; exit 1; }
 : "${ISOLATE:?set ISOLATE to an isolate binary}" "${ISOLATE_CONFIG:?set ISOLATE_CONFIG to the config path ISOLATE was built with}"
 bench_gpubox
@@ -31,15 +36,25 @@ ALL="--time-limit 1 --wall-time-limit 5 --memory-limit 64M --pids-limit 8"
 # no longer (common/trusted_path.hpp, written_apart).
 batch() {  # batch ROW LOOP ROUND BOX
     local row=$1 k=$2 r=$3 box=$4 i
-    case $row in
-    isolate)
+    case $UNIT:$row in
+    run:isolate)
         for ((i = 0; i < M; i++)); do "$ISOLATE" -b "$k" $ISO_ARGS -M "$W/iso/meta/$k-$r-$i" --run -- ./tiny; done ;;
+    job:isolate)
+        for ((i = 0; i < M; i++)); do
+            box=$("$ISOLATE" -b "$k" --init) && cp "$W/tiny" "$box/box/tiny"
+            "$ISOLATE" -b "$k" $ISO_ARGS -M "$W/iso/meta/$k-$r-$i" --run -- ./tiny
+            "$ISOLATE" -b "$k" --cleanup >/dev/null
+        done ;;
     *)
-        cd "$W/work" && "${NOBODY[@]}" W="$W" M="$M" ISO_ARGS="$ISO_ARGS" ALL="$ALL" bash -c "$GBATCH" batch "$row" "$k" "$r" "$box" ;;
+        cd "$W/work" && "${NOBODY[@]}" W="$W" M="$M" ISO_ARGS="$ISO_ARGS" ALL="$ALL" bash -c "$GBATCH" batch "$UNIT:$row" "$k" "$r" "$box" ;;
     esac
 }
-GBATCH='row=$1 k=$2 r=$3 box=$4 b=${1%%:*}
-case $row in
+GBATCH='row=${1#*:} k=$2 r=$3 box=$4 b=${row%%:*}
+case $1 in
+job:*:isolate-mode) for ((i = 0; i < M; i++)); do
+    d=$("$W/$b.d/isolate" -b "$box" --init) && cp "$W/tiny" "$d/box/tiny"
+    "$W/$b.d/isolate" -b "$box" $ISO_ARGS -M "$W/work/m-$row-$k-$r-$i" --run -- ./tiny
+    "$W/$b.d/isolate" -b "$box" --cleanup >/dev/null; done ;;
 *:isolate-mode) for ((i = 0; i < M; i++)); do
     "$W/$b.d/isolate" -b "$box" $ISO_ARGS -M "$W/work/m-$row-$k-$r-$i" --run -- ./tiny; done ;;
 *:run-limits) for ((i = 0; i < M; i++)); do
@@ -47,13 +62,17 @@ case $row in
 *:run-none) for ((i = 0; i < M; i++)); do "$W/$b" run --read-only "$W/rootfs" /tiny; done ;;
 esac'
 rows=(isolate)
-for b in "${builds[@]}"; do rows+=("$b:isolate-mode" "$b:run-limits" "$b:run-none"); done
+for b in "${builds[@]}"; do
+    rows+=("$b:isolate-mode")
+    if [ "$UNIT" = run ]; then rows+=("$b:run-limits" "$b:run-none"); fi
+done
 box_of() {  # box_of ROW LOOP: the box of that row's loop (gpubox's boxes: 10 and up)
     local j
     for j in "${!rows[@]}"; do [ "${rows[$j]}" = "$1" ] && echo $((10 * (j + 1) + $2)); done
 }
-# Boxes: isolate's as root, gpubox's as uid 65534, one per row and loop.
+# Boxes: isolate's as root, gpubox's as uid 65534, one per row and loop (UNIT=job: each job's own).
 for ((k = 0; k < PAR; k++)); do
+    [ "$UNIT" = run ] || break
     box=$("$ISOLATE" -b "$k" --init) && cp "$W/tiny" "$box/box/tiny"
     for r in "${rows[@]}"; do
         [[ $r == *:isolate-mode ]] || continue
@@ -61,7 +80,7 @@ for ((k = 0; k < PAR; k++)); do
         "${NOBODY[@]}" cp "$W/tiny" "$box/box/tiny"
     done
 done
-echo "machine: $(nproc) cores, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg); $ROUNDS rounds of $M runs a row, $PAR at a time"
+echo "machine: $(nproc) cores, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg); $ROUNDS rounds of $M ${UNIT}s a row, $PAR at a time"
 : >"$W/results"
 for ((r = 0; r < ROUNDS; r++)); do
     n=${#rows[@]}
@@ -75,19 +94,20 @@ for ((r = 0; r < ROUNDS; r++)); do
     done
 done
 for ((k = 0; k < PAR; k++)); do
+    [ "$UNIT" = run ] || break
     "$ISOLATE" -b "$k" --cleanup >/dev/null
     for r in "${rows[@]}"; do
         [[ $r == *:isolate-mode ]] && (cd "$W/work" && "${NOBODY[@]}" "$W/${r%%:*}.d/isolate" -b "$(box_of "$r" "$k")" --cleanup >/dev/null)
     done
 done
 echo "load at the end $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 - "$W/results" <<'PY'
+python3 - "$W/results" "$UNIT" <<'PY'
 import statistics, sys
 rate = {}
 for line in open(sys.argv[1]):
     r, row, v = line.split(); rate.setdefault(row, {})[int(r)] = float(v)
 iso = rate["isolate"]
-print(f"{'row':24s} {'runs/s median':>14s} {'ratio to isolate: median (min-max)':>36s}")
+print(f"{'row':24s} {sys.argv[2] + 's/s median':>14s} {'ratio to isolate: median (min-max)':>36s}")
 for row, by in rate.items():
     q = sorted(by[r] / iso[r] for r in by)
     print(f"{row:24s} {statistics.median(by.values()):14.1f} {statistics.median(q):12.2f} ({q[0]:.2f}-{q[-1]:.2f})")
