@@ -36,27 +36,23 @@ ALL="--time-limit 1 --wall-time-limit 5 --memory-limit 64M --pids-limit 8"
 # no longer (common/trusted_path.hpp, written_apart).
 batch() {  # batch ROW LOOP ROUND BOX
     local row=$1 k=$2 r=$3 box=$4 i
-    case $UNIT:$row in
-    run:isolate)
-        for ((i = 0; i < M; i++)); do "$ISOLATE" -b "$k" $ISO_ARGS -M "$W/iso/meta/$k-$r-$i" --run -- ./tiny; done ;;
-    job:isolate)
+    case $row in
+    isolate)
         for ((i = 0; i < M; i++)); do
-            box=$("$ISOLATE" -b "$k" --init) && cp "$W/tiny" "$box/box/tiny"
+            if [ "$UNIT" = job ]; then box=$("$ISOLATE" -b "$k" --init) && cp "$W/tiny" "$box/box/tiny"; fi
             "$ISOLATE" -b "$k" $ISO_ARGS -M "$W/iso/meta/$k-$r-$i" --run -- ./tiny
-            "$ISOLATE" -b "$k" --cleanup >/dev/null
+            if [ "$UNIT" = job ]; then "$ISOLATE" -b "$k" --cleanup >/dev/null; fi
         done ;;
     *)
-        cd "$W/work" && "${NOBODY[@]}" W="$W" M="$M" ISO_ARGS="$ISO_ARGS" ALL="$ALL" bash -c "$GBATCH" batch "$UNIT:$row" "$k" "$r" "$box" ;;
+        cd "$W/work" && "${NOBODY[@]}" W="$W" M="$M" UNIT="$UNIT" ISO_ARGS="$ISO_ARGS" ALL="$ALL" bash -c "$GBATCH" batch "$row" "$k" "$r" "$box" ;;
     esac
 }
-GBATCH='row=${1#*:} k=$2 r=$3 box=$4 b=${row%%:*}
-case $1 in
-job:*:isolate-mode) for ((i = 0; i < M; i++)); do
-    d=$("$W/$b.d/isolate" -b "$box" --init) && cp "$W/tiny" "$d/box/tiny"
-    "$W/$b.d/isolate" -b "$box" $ISO_ARGS -M "$W/work/m-$row-$k-$r-$i" --run -- ./tiny
-    "$W/$b.d/isolate" -b "$box" --cleanup >/dev/null; done ;;
+GBATCH='row=$1 k=$2 r=$3 box=$4 b=${1%%:*}
+case $row in
 *:isolate-mode) for ((i = 0; i < M; i++)); do
-    "$W/$b.d/isolate" -b "$box" $ISO_ARGS -M "$W/work/m-$row-$k-$r-$i" --run -- ./tiny; done ;;
+    if [ "$UNIT" = job ]; then d=$("$W/$b.d/isolate" -b "$box" --init) && cp "$W/tiny" "$d/box/tiny"; fi
+    "$W/$b.d/isolate" -b "$box" $ISO_ARGS -M "$W/work/m-$row-$k-$r-$i" --run -- ./tiny
+    if [ "$UNIT" = job ]; then "$W/$b.d/isolate" -b "$box" --cleanup >/dev/null; fi; done ;;
 *:run-limits) for ((i = 0; i < M; i++)); do
     "$W/$b" run $ALL --meta "$W/work/r-$row-$k-$r-$i" --meta-format isolate --read-only "$W/rootfs" /tiny; done ;;
 *:run-none) for ((i = 0; i < M; i++)); do "$W/$b" run --read-only "$W/rootfs" /tiny; done ;;
